@@ -1,0 +1,480 @@
+"""One real vLLM engine in a worker process, so that a crash there never takes the caller down.
+
+The caller (a notebook kernel, the CLI, a test) talks to the worker over a pipe:
+start, health, generate a batch, stop. The worker runs `vllm.LLM` and writes all
+of vLLM's output to a log file; when it dies, the caller gets an EngineError that
+carries the last lines of that log. An engine is reusable across many batches:
+starting one costs about 40 s on 2 cores, a batch costs seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import paths
+
+SPEC_METHODS = ("none", "ngram", "draft_model")
+START_TIMEOUT_S = 900  # first start on a cold 2-core machine, compile included, stays well below this
+LOG_TAIL_LINES = 25
+
+
+class EngineError(RuntimeError):
+    """The engine failed: the message says what happened and what to do; log_tail holds vLLM's last words."""
+
+    def __init__(self, message: str, log_tail: str = ""):
+        self.log_tail = log_tail
+        super().__init__(message + (f"\n--- last lines of the engine log ---\n{log_tail}" if log_tail else ""))
+
+
+class EngineConfigError(ValueError):
+    """An EngineConfig that cannot work; the message says which field to change."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything that decides which engine runs. Two equal configs can share one warm engine."""
+
+    model: str = ""  # a Hugging Face folder; "" = the bundled SmolLM2-135M-Instruct
+    dtype: str = "auto"  # "auto" = float32 on CPUs without native bf16, else vLLM's choice
+    max_num_seqs: int = 64  # the largest batch the scheduler forms
+    max_model_len: int = 1024  # prompt + output tokens per request
+    kv_cache_gb: float = 1.0  # KV cache space on CPU (GiB); on GPU vLLM sizes it from memory utilization
+    threads: int | None = None  # CPU threads for the model; None = every core this process may use
+    enforce_eager: bool = True  # True: start in ~40 s; False: torch.compile, ~3 min start, faster steps
+    spec_method: str = "none"  # none | ngram | draft_model
+    num_speculative_tokens: int = 0  # k: tokens proposed per step
+    prompt_lookup_min: int = 2  # n-gram: shortest match searched for in the prompt
+    prompt_lookup_max: int = 4  # n-gram: longest match
+    draft_model: str = ""  # draft_model: a folder; "" = the bundled 6-layer draft
+    # Load-adaptive k: ((first_batch, last_batch, k), ...), vLLM's num_speculative_tokens_per_batch_size
+    num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] = ()
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.spec_method not in SPEC_METHODS:
+            raise EngineConfigError(f"spec_method must be one of {', '.join(SPEC_METHODS)}, not {self.spec_method!r}.")
+        if self.spec_method != "none" and self.num_speculative_tokens < 1:
+            raise EngineConfigError(
+                f"num_speculative_tokens is {self.num_speculative_tokens}, but {self.spec_method} speculation "
+                "needs k >= 1 (try 4), or set spec_method='none' to turn speculation off.")
+        if self.spec_method == "none" and (self.num_speculative_tokens or self.num_speculative_tokens_per_batch_size):
+            raise EngineConfigError("num_speculative_tokens is set but spec_method is 'none': "
+                                    "choose spec_method='ngram' or 'draft_model', or set k to 0.")
+        if self.max_num_seqs < 1:
+            raise EngineConfigError(f"max_num_seqs must be at least 1, not {self.max_num_seqs}.")
+        if self.kv_cache_gb <= 0:
+            raise EngineConfigError(f"kv_cache_gb must be positive, not {self.kv_cache_gb}.")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise EngineConfigError(f"Need 1 <= prompt_lookup_min <= prompt_lookup_max, got "
+                                    f"{self.prompt_lookup_min} and {self.prompt_lookup_max}.")
+        for entry in self.num_speculative_tokens_per_batch_size:
+            if len(entry) != 3 or entry[0] > entry[1] or entry[2] < 0:
+                raise EngineConfigError(f"Each load-adaptive entry is (first_batch, last_batch, k) with "
+                                        f"first <= last and k >= 0; got {entry!r}.")
+
+    # --- what the engine will actually run -------------------------------
+    def resolved_model(self) -> str:
+        if self.model:
+            return self.model
+        from . import model
+        return str(model.model_dir())
+
+    def resolved_draft(self) -> str:
+        if self.draft_model:
+            return self.draft_model
+        from . import model
+        return str(model.draft_dir(model.DEFAULT_DRAFT_LAYERS[0]))
+
+    def resolved_dtype(self) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        if on_gpu():
+            return "auto"
+        return "bfloat16" if cpu_has_native_bf16() else "float32"
+
+    def method_label(self) -> str:
+        if self.spec_method == "none":
+            return "none"
+        return "adaptive" if self.num_speculative_tokens_per_batch_size else self.spec_method
+
+    def check_files(self) -> None:
+        """Fail fast, before the 40-second start, when a model folder is missing."""
+        for what, folder in [("model", self.resolved_model())] + (
+                [("draft_model", self.resolved_draft())] if self.spec_method == "draft_model" else []):
+            if not (Path(folder) / "config.json").is_file():
+                hint = ("Run `servelab prepare-model` to build the bundled model."
+                        if not (self.model if what == "model" else self.draft_model)
+                        else f"Point EngineConfig.{what} at a folder that holds config.json and weights.")
+                raise EngineConfigError(f"No model at {folder} (no config.json there). {hint}")
+
+    def check_batch(self, batch_size: int, tokens_per_request: int) -> None:
+        """A batch that cannot run at full size fails here, with the knob to change."""
+        if batch_size > self.max_num_seqs:
+            raise EngineConfigError(
+                f"Batch {batch_size} is larger than max_num_seqs={self.max_num_seqs}: the engine would run it "
+                f"in pieces. Raise max_num_seqs to at least {batch_size} (a new engine) or measure a smaller batch.")
+        if tokens_per_request > self.max_model_len:
+            raise EngineConfigError(
+                f"A request needs {tokens_per_request} tokens (prompt + output) but max_model_len is "
+                f"{self.max_model_len}: raise max_model_len or shorten the output.")
+        if on_gpu():
+            return
+        from .modelspec import ModelSpec
+        spec = ModelSpec.from_config_json(self.resolved_model())
+        dtype = self.resolved_dtype()
+        need = spec.kv_bytes(tokens_per_request, batch_size, dtype if dtype != "auto" else "bfloat16")
+        have = self.kv_cache_gb * 2**30
+        if need > have:
+            raise EngineConfigError(
+                f"The KV cache is too small for this batch: {batch_size} requests x {tokens_per_request} tokens "
+                f"need {need / 2**30:.2f} GiB but kv_cache_gb={self.kv_cache_gb}. Raise kv_cache_gb to at least "
+                f"{need / 2**30 * 1.1:.2f} or measure a smaller batch.")
+
+    def speculative_config(self) -> dict | None:
+        if self.spec_method == "none":
+            return None
+        spec: dict = {"method": self.spec_method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.spec_method == "ngram":
+            spec.update(prompt_lookup_min=self.prompt_lookup_min, prompt_lookup_max=self.prompt_lookup_max)
+        else:
+            spec["model"] = self.resolved_draft()
+        if self.num_speculative_tokens_per_batch_size:
+            spec["num_speculative_tokens_per_batch_size"] = [list(e) for e in self.num_speculative_tokens_per_batch_size]
+        return spec
+
+    def llm_kwargs(self) -> dict:
+        kwargs = dict(
+            model=self.resolved_model(),
+            dtype=self.resolved_dtype(),
+            max_num_seqs=self.max_num_seqs,
+            max_model_len=self.max_model_len,
+            enforce_eager=self.enforce_eager,
+            seed=self.seed,
+            disable_log_stats=False,  # keeps vLLM's spec-decode counters readable through get_metrics()
+        )
+        if not on_gpu():
+            kwargs["kv_cache_memory_bytes"] = int(self.kv_cache_gb * 2**30)
+        spec = self.speculative_config()
+        if spec:
+            kwargs["speculative_config"] = spec
+        return kwargs
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["num_speculative_tokens_per_batch_size"] = [list(e) for e in self.num_speculative_tokens_per_batch_size]
+        return d
+
+    def key(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def on_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX-512 BF16 or AMX: without them vLLM's CPU bf16 path falls back to slow kernels."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+@dataclass
+class BatchResult:
+    """What one generate() call returns: texts, per-request timings, spec-decode counter deltas."""
+
+    texts: list[str]
+    prompt_tokens: list[int]
+    output_tokens: list[int]
+    ttft_s: list[float]
+    tpot_s: list[float | None]  # None for a request that produced a single token
+    elapsed_s: float
+    spec_counters: dict[str, int] = field(default_factory=dict)
+
+
+class Engine:
+    """A vLLM engine in a worker process. Use as a context manager, or call start() and stop()."""
+
+    def __init__(self, config: EngineConfig | None = None, log_path: str | Path | None = None):
+        self.config = config or EngineConfig()
+        self.log_path = Path(log_path) if log_path else paths.logs_dir() / f"engine-{os.getpid()}-{id(self):x}.log"
+        self.info: dict = {}
+        self.state = "stopped"  # stopped | starting | idle | busy | failed
+        self.last_error: str = ""
+        self._proc: mp.Process | None = None
+        self._conn = None
+        self._lock = threading.RLock()
+
+    # --- lifecycle --------------------------------------------------------
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> "Engine":
+        with self._lock:
+            if self.is_alive():
+                return self
+            self.config.check_files()
+            ctx = mp.get_context("spawn")
+            parent, child = ctx.Pipe()
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self.state = "starting"
+            proc = ctx.Process(target=_worker_main, args=(child, self.config.to_dict(), str(self.log_path)),
+                               name="servelab-engine", daemon=False)
+            proc.start()
+            child.close()
+            self._proc, self._conn = proc, parent
+            try:
+                kind, payload = self._receive(timeout_s, "start")
+            except EngineError:
+                self._kill()
+                raise
+            if kind != "ready":
+                self._kill()
+                self._fail(f"The engine did not start: {payload}", "Check the config (the log below says "
+                           "what vLLM rejected) and start again.")
+            self.info = payload
+            self.state = "idle"
+            return self
+
+    def stop(self, timeout_s: float = 5) -> None:
+        """Stop the worker (and vLLM's own processes under it). Safe to call twice.
+
+        The worker holds nothing worth saving (results are stored by the caller),
+        so after a short grace period its whole process group is killed."""
+        with self._lock:
+            if self._proc is None:
+                return
+            if self._proc.is_alive():
+                try:
+                    self._conn.send(("stop", None))
+                    self._proc.join(timeout_s)
+                except (OSError, EOFError, BrokenPipeError):
+                    pass
+            self._kill()
+            if self.state != "failed":
+                self.state = "stopped"
+
+    def is_alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def health(self, timeout_s: float = 30) -> dict:
+        """Ask the worker whether it answers; raises EngineError when it is gone."""
+        return self._call("health", None, timeout_s)
+
+    def __enter__(self) -> "Engine":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self):  # a forgotten engine must not outlive its kernel
+        try:
+            self._kill()
+        except Exception:
+            pass
+
+    # --- work -------------------------------------------------------------
+    def generate(self, prompts: list[str], max_tokens: int = 64, temperature: float = 0.0,
+                 chat: bool = True, ignore_eos: bool = True, timeout_s: float = 1800) -> BatchResult:
+        """Run one batch: every prompt is submitted at once, so the engine batches them together.
+
+        ignore_eos=True makes every request produce exactly max_tokens, so batches compare fairly.
+        """
+        if not prompts:
+            raise ValueError("generate() needs at least one prompt.")
+        payload = dict(prompts=list(prompts), max_tokens=max_tokens, temperature=temperature,
+                       chat=chat, ignore_eos=ignore_eos)
+        result = self._call("generate", payload, timeout_s)
+        return BatchResult(**result)
+
+    # --- plumbing ---------------------------------------------------------
+    def _call(self, op: str, payload, timeout_s: float):
+        with self._lock:
+            if not self.is_alive():
+                self._fail(f"The engine is not running ({self.state}).", "Start it again (Engine.start()).")
+            self.state = "busy"
+            try:
+                self._conn.send((op, payload))
+            except (OSError, BrokenPipeError):
+                self._kill()
+                self._fail("The engine worker went away before the request was sent.", "Start the engine again.")
+            kind, result = self._receive(timeout_s, op)
+            if kind == "error":
+                self.state = "idle"
+                raise EngineError(f"The engine rejected the request: {result}")
+            self.state = "idle"
+            return result
+
+    def _receive(self, timeout_s: float, op: str):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._kill()
+                self._fail(f"The engine did not finish '{op}' within {timeout_s:.0f} s and was stopped.",
+                           "Try a smaller batch or shorter output, then start it again.")
+            try:
+                if self._conn.poll(min(remaining, 0.5)):
+                    return self._conn.recv()
+            except (EOFError, OSError):
+                pass
+            else:
+                if self._proc.is_alive():
+                    continue
+            # The pipe broke or the worker died: whatever it was doing is lost.
+            code = self._proc.exitcode
+            self._kill()
+            how = f"was killed by signal {-code}" if code and code < 0 else f"exited with code {code}"
+            self._fail(f"The engine worker {how} during '{op}'.",
+                       "Your kernel is fine and measurements already stored are kept; start the engine again.")
+
+    def _fail(self, what: str, todo: str):
+        self.state = "failed"
+        self.last_error = what
+        raise EngineError(f"{what} {todo}", self.log_tail())
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+        if proc is None:
+            return
+        if proc.pid and proc.is_alive():
+            try:  # the worker leads its own process group: vLLM's processes go with it
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.join(10)
+        if proc.pid:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(deque(f, maxlen=lines)).rstrip()
+        except OSError:
+            return ""
+
+
+# --- the worker process -------------------------------------------------------
+def _worker_main(conn, config_dict: dict, log_path: str) -> None:
+    os.setsid()  # its own process group, so stop() can take vLLM's children down with it
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    config_dict["num_speculative_tokens_per_batch_size"] = tuple(
+        tuple(e) for e in config_dict.get("num_speculative_tokens_per_batch_size") or ())
+    config = EngineConfig(**config_dict)
+    cores = sorted(os.sched_getaffinity(0))
+    threads = config.threads or len(cores)
+    # vLLM keeps one core for serving unless told which cores to bind: give the model all of them.
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[threads - 1]}")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import torch
+        import vllm
+        from vllm import LLM, SamplingParams
+
+        llm = LLM(**config.llm_kwargs())
+        tokenizer = llm.get_tokenizer()
+    except BaseException as exc:  # report every start failure, then die
+        _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    from .hardware import cpu_cores, cpu_name
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
+    _send(conn, ("ready", {"vllm_version": vllm.__version__, "torch_version": torch.__version__,
+                           "hardware": gpu or cpu_name(), "cores": 0 if gpu else threads,
+                           "dtype": config.resolved_dtype(), "model": config.resolved_model(),
+                           "pid": os.getpid()}))
+    while True:
+        try:
+            op, payload = conn.recv()
+        except (EOFError, OSError):
+            return  # the caller went away
+        if op == "stop":
+            return
+        try:
+            if op == "health":
+                reply = {"ok": True, "pid": os.getpid()}
+            elif op == "generate":
+                reply = _generate(llm, tokenizer, SamplingParams, payload)
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+            _send(conn, ("ok", reply))
+        except Exception as exc:
+            _send(conn, ("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _send(conn, message) -> None:
+    try:
+        conn.send(message)
+    except (OSError, BrokenPipeError):
+        pass
+
+
+SPEC_COUNTERS = {
+    "vllm:spec_decode_num_drafts": "num_drafts",
+    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+}
+
+
+def _spec_counters(llm) -> dict[str, int]:
+    counts = {v: 0 for v in SPEC_COUNTERS.values()}
+    for metric in llm.get_metrics():
+        name = SPEC_COUNTERS.get(metric.name)
+        if name is not None and hasattr(metric, "value"):
+            counts[name] += int(metric.value)
+    return counts
+
+
+def _generate(llm, tokenizer, SamplingParams, payload: dict) -> dict:
+    prompts = payload["prompts"]
+    if payload["chat"]:
+        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                 add_generation_prompt=True) for p in prompts]
+    params = SamplingParams(max_tokens=payload["max_tokens"], temperature=payload["temperature"],
+                            ignore_eos=payload["ignore_eos"])
+    before = _spec_counters(llm)
+    t0 = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    elapsed = time.perf_counter() - t0
+    after = _spec_counters(llm)
+    ttft, tpot = [], []
+    for out in outputs:
+        m = out.metrics
+        n = len(out.outputs[0].token_ids)
+        ttft.append(float(getattr(m, "first_token_latency", 0.0) or 0.0))
+        span = float(getattr(m, "last_token_ts", 0.0) or 0.0) - float(getattr(m, "first_token_ts", 0.0) or 0.0)
+        tpot.append(span / (n - 1) if n > 1 and span > 0 else None)
+    return dict(
+        texts=[o.outputs[0].text for o in outputs],
+        prompt_tokens=[len(o.prompt_token_ids or []) for o in outputs],
+        output_tokens=[len(o.outputs[0].token_ids) for o in outputs],
+        ttft_s=ttft, tpot_s=tpot, elapsed_s=elapsed,
+        spec_counters={k: after[k] - before[k] for k in after},
+    )

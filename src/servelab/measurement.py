@@ -1,0 +1,90 @@
+"""The Measurement record: one batch of one engine config on one workload.
+
+A flat, frozen record whose field names carry their units, serialized to one
+JSON line. Provenance (machine, versions, model, engine mode) travels in the
+record itself, so a number is never separated from where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+
+SCHEMA_VERSION = 1
+METHODS = ("none", "ngram", "draft_model", "adaptive", "routed")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    # what was measured
+    method: str  # none | ngram | draft_model | adaptive | routed
+    num_speculative_tokens: int  # k; 0 when method is none
+    batch_size: int  # requests submitted together (offline) or concurrency (remote)
+    workload: str  # copy | open (see data/workloads/)
+    output_len: int  # max new tokens per request
+    # what came out
+    num_requests: int
+    prompt_tokens: int
+    output_tokens: int
+    elapsed_s: float  # wall time of the whole batch
+    output_tok_s: float  # output_tokens / elapsed_s
+    request_throughput: float  # num_requests / elapsed_s
+    ttft_ms_p50: float
+    ttft_ms_p99: float
+    tpot_ms_p50: float  # time per output token after the first, per request
+    tpot_ms_p99: float
+    acceptance_rate: float | None = None  # accepted / proposed draft tokens (vLLM counters)
+    mean_acceptance_length: float | None = None  # tokens per verify step = 1 + accepted / drafts
+    num_drafts: int | None = None
+    num_draft_tokens: int | None = None
+    num_accepted_tokens: int | None = None
+    # where it came from
+    backend: str = "local"  # local | remote | simulated | transformers
+    model: str = ""
+    draft_model: str = ""
+    dtype: str = ""
+    enforce_eager: bool = True
+    prompt_lookup_min: int | None = None
+    prompt_lookup_max: int | None = None
+    hardware: str = ""  # CPU model string or GPU name
+    cores: int = 0
+    vllm_version: str = ""
+    torch_version: str = ""
+    servelab_version: str = ""
+    timestamp: str = ""  # ISO 8601, UTC
+    engine_config: dict = field(default_factory=dict)
+    roofline: dict = field(default_factory=dict)  # the machine's measured Hardware (CPU runs), see hardware.py
+    note: str = ""
+    schema: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Measurement":
+        known = {f.name for f in dataclasses.fields(cls)}
+        missing = [f.name for f in dataclasses.fields(cls)
+                   if f.name not in d and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ValueError(f"Measurement record is missing fields: {', '.join(missing)}")
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.method != "none"
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), q in 0..100. NaN for no values."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)

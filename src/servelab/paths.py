@@ -1,0 +1,44 @@
+"""Where servelab keeps what it makes: the converted model, results, logs.
+
+SERVELAB_CACHE moves all of it (default ~/.cache/servelab). SERVELAB_RESULTS
+points the results store at one file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# In a source checkout, data/ sits two levels above src/servelab.
+REPO_DIR = PACKAGE_DIR.parent.parent
+
+
+def cache_dir() -> Path:
+    path = Path(os.environ.get("SERVELAB_CACHE", Path.home() / ".cache" / "servelab"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def models_dir() -> Path:
+    path = cache_dir() / "models"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def results_path() -> Path:
+    return Path(os.environ.get("SERVELAB_RESULTS", cache_dir() / "results.jsonl"))
+
+
+def logs_dir() -> Path:
+    path = cache_dir() / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def data_dir() -> Path:
+    """The project's data/ folder (workloads, configs, recorded measurements)."""
+    env = os.environ.get("SERVELAB_DATA")
+    if env:
+        return Path(env)
+    return REPO_DIR / "data"
