@@ -339,9 +339,11 @@ class Engine:
                 if self._proc.is_alive():
                     continue
             # The pipe broke or the worker died: whatever it was doing is lost.
+            self._proc.join(5)  # let a dying worker finish dying, so its exit code is known
             code = self._proc.exitcode
             self._kill()
-            how = f"was killed by signal {-code}" if code and code < 0 else f"exited with code {code}"
+            how = (f"was killed by signal {-code}" if code and code < 0 else
+                   "stopped answering" if code is None else f"exited with code {code}")
             self._fail(f"The engine worker {how} during '{op}'.",
                        "Your kernel is fine and measurements already stored are kept; start the engine again.")
 
