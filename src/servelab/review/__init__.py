@@ -1,0 +1,92 @@
+"""The serving-config reviewer: Lesson 25's checklist as code.
+
+Give it a `vllm serve` config (the YAML `--config` takes, plus a deployment block)
+and the workload it claims to serve (load, lengths, SLOs, and the measurements the
+team cites). For each knob it answers the lesson's question, "is this choice traced
+back to the workload?", with a verdict, a one-sentence reason, the evidence, and a fix.
+
+    >>> from servelab import review
+    >>> report = review.review_files("data/configs/practice-1-batch-256.yaml",
+    ...                              "data/configs/practice-1-batch-256-workload.yaml")
+    >>> report.verdicts()["batching"]
+    'wrong'
+
+From a shell (exit status 0 clean, 1 findings, 2 bad input):
+
+    servelab review CONFIG.yaml --workload WORKLOAD.yaml [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .checks import Facts, adaptive_schedule, run_checks
+from .inputs import Doc, ReviewInputError, ServingConfig, Workload, load_yaml, read_config, read_workload
+from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
+
+__all__ = [
+    "review", "review_files", "Report", "Finding", "ReviewInputError", "KNOBS", "VERDICTS",
+    "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_BAD_INPUT", "add_arguments", "run", "adaptive_schedule",
+    "ServingConfig", "Workload", "Facts",
+]
+
+
+def review_files(config_path: str | Path, workload_path: str | Path) -> Report:
+    """Review the serving config in config_path against the workload in workload_path."""
+    config_doc = load_yaml(config_path, "serving config")
+    workload_doc = load_yaml(workload_path, "workload")
+    return _review(config_doc, workload_doc)
+
+
+def review(config: dict, workload: dict, *, config_name: str = "", base_dir: str | Path | None = None,
+           workload_name: str = "") -> Report:
+    """Review a config and a workload given as dicts (as YAML would load them).
+
+    Relative paths inside them (deployment.model-config, records) are taken from base_dir.
+    """
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    config_doc = Doc(name=config_name or "config", data=config, role="serving config", base_dir=base)
+    workload_doc = Doc(name=workload_name or "workload", data=workload, role="workload", base_dir=base)
+    return _review(config_doc, workload_doc)
+
+
+def _review(config_doc: Doc, workload_doc: Doc) -> Report:
+    cfg = read_config(config_doc)
+    wl = read_workload(workload_doc)
+    findings, facts = run_checks(cfg, wl)
+    return Report(findings=findings, config_name=config_doc.name, workload_name=workload_doc.name,
+                  facts=facts.to_dict())
+
+
+# --- command line: `servelab review` ---------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `servelab review`."""
+    parser.description = ("Review a vLLM serving config against the workload it serves: each knob is "
+                          "justified, unjustified (no evidence cited) or wrong (contradicted by arithmetic "
+                          "or a measurement).")
+    parser.epilog = ("exit status: 0 every knob justified, 1 a knob is wrong or unjustified, "
+                     "2 the input could not be read")
+    parser.add_argument("config", metavar="CONFIG",
+                        help="the `vllm serve` config YAML, with a deployment block (gpu, gpus-per-node, nodes)")
+    parser.add_argument("--workload", required=True, metavar="WORKLOAD",
+                        help="the workload YAML: concurrency, lengths, SLOs, cited measurements")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `servelab review`; returns the exit status."""
+    try:
+        report = review_files(args.config, args.workload)
+    except ReviewInputError as exc:
+        print(f"servelab review: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(report.to_json())
+    else:
+        from rich.console import Console
+
+        Console().print(report)
+    return report.exit_code

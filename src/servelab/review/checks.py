@@ -1,0 +1,741 @@
+"""The review checklist of Lesson 25, one function per knob.
+
+Each check asks the lesson's question of one knob: is this choice traced back to
+the workload it claims to serve? It answers with a Finding:
+
+  wrong        the arithmetic (memory, roofline, GPU count) or a cited measurement contradicts it
+  unjustified  nothing cited supports it
+  justified    evidence is present and consistent
+
+The arithmetic uses the model's config.json numbers (modelspec) and the GPU's
+datasheet numbers (hardware). Measurements count as evidence only when they were
+taken on this model, this GPU, this task and this setting; others are named and
+set aside, the way a reviewer would.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .. import hardware
+from ..hardware import DTYPE_BYTES
+from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
+from .report import Finding
+
+# Thresholds a reviewer may argue with; each says what crossing it means.
+OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: slots no load can fill
+MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
+PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
+THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
+
+SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
+CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
+LOAD_METRICS = ("ttft_ms_p99", "tpot_ms_p99", "output_tok_s", "ttft_ms_p50", "tpot_ms_p50", "request_throughput")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The numbers every check leans on, worked out once."""
+
+    model: str
+    num_params_b: float
+    weight_dtype: str
+    weight_gb: float
+    kv_cache_dtype: str
+    kv_bytes_per_token: float
+    hardware: str
+    gpus_available: int
+    gpus_used: int
+    shards: int  # GPUs one replica spans: TP x PP
+    replicas: int  # data-parallel copies
+    memory_gpus: int  # GPUs whose memory one replica holds: TP x PP, capped by the GPUs that exist
+    peak_per_replica: int  # peak concurrent requests one replica sees
+    typical_per_replica: int
+    running_batch_peak: int  # sequences one replica decodes together at peak: min(max-num-seqs, load)
+    running_batch_typical: int
+    mean_request_tokens: int
+    longest_request_tokens: int
+    longest_basis: str
+    kv_gb_peak: float  # per replica, at peak, mean-length requests
+    capacity_gb_per_gpu: float  # memory x gpu-memory-utilization
+    kv_budget_gb: float  # per replica: what is left for the KV cache after the weights
+    ridge_tokens_per_step: float  # decode tokens per step where this GPU turns compute-bound
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def derive(cfg: ServingConfig, wl: Workload) -> Facts:
+    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+    replicas = cfg.data_parallel_size
+    peak = math.ceil(wl.concurrency.peak / replicas)
+    typical = math.ceil(wl.concurrency.typical / replicas)
+    running_peak = min(cfg.max_num_seqs, peak)
+    running_typical = min(cfg.max_num_seqs, typical)
+    weight_gb = cfg.model.weight_bytes(cfg.weight_dtype) / 1e9
+    kv_token = cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
+    mean_tokens = round(wl.mean_request_tokens)
+    longest, basis = wl.longest_request
+    capacity = cfg.hardware.memory_gb * cfg.gpu_memory_utilization
+    # Memory comes from the GPUs that exist, whatever the parallel layout claims.
+    memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
+    return Facts(
+        model=cfg.model.name,
+        num_params_b=round(cfg.model.num_params / 1e9, 2),
+        weight_dtype=cfg.weight_dtype,
+        weight_gb=round(weight_gb, 2),
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        kv_bytes_per_token=kv_token,
+        hardware=cfg.hardware.name,
+        gpus_available=cfg.gpus_per_node * cfg.nodes,
+        gpus_used=shards * replicas,
+        shards=shards,
+        replicas=replicas,
+        memory_gpus=memory_shards,
+        peak_per_replica=peak,
+        typical_per_replica=typical,
+        running_batch_peak=running_peak,
+        running_batch_typical=running_typical,
+        mean_request_tokens=mean_tokens,
+        longest_request_tokens=round(longest),
+        longest_basis=basis,
+        kv_gb_peak=round(kv_token * mean_tokens * running_peak / 1e9, 2),
+        capacity_gb_per_gpu=round(capacity, 2),
+        kv_budget_gb=round(capacity * memory_shards - weight_gb, 2),
+        ridge_tokens_per_step=round(cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype]), 1),
+    )
+
+
+def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
+    """Every check that the workload gives enough to decide, in checklist order."""
+    facts = derive(cfg, wl)
+    findings = [
+        check_batching(cfg, wl, facts),
+        check_quantization(cfg, wl, facts),
+        check_parallelism(cfg, wl, facts),
+        check_speculative_decoding(cfg, wl, facts),
+    ]
+    if wl.shared_prefix is not None:  # only where the workload says something about prefixes
+        findings.append(check_prefix_caching(cfg, wl, facts))
+    findings.append(check_max_model_len(cfg, wl, facts))
+    findings.append(check_gpu_memory_utilization(cfg, wl, facts))
+    return findings, facts
+
+
+# --- matching evidence to the config --------------------------------------------
+
+def conflicts(ev: Evidence, cfg: ServingConfig, wl: Workload, ignore: set[str] = frozenset()) -> list[str]:
+    """Where a measurement's setting differs from the config under review (empty: it applies)."""
+    mine = cfg.setting()
+    mine["task"] = wl.task
+    out = []
+    for key, theirs in ev.setting.items():
+        if key in CONDITIONS or key in ignore:
+            continue
+        ours = mine.get(key)
+        if key == "task" and not ours:
+            continue
+        if not _same(key, theirs, ours):
+            out.append(f"{key} {theirs}, not {ours}" if key not in ("model", "gpu", "task")
+                       else f"{_NOUN[key]} {theirs}, not {ours}")
+    return out
+
+
+_NOUN = {"model": "measured on model", "gpu": "measured on", "task": "measured on task"}
+
+
+def _same(key: str, theirs: Any, ours: Any) -> bool:
+    if key == "model":
+        a, b = preset_key(str(theirs)), preset_key(str(ours))
+        if a and b:
+            return a == b
+        return str(theirs).lower().rstrip("/").split("/")[-1] == str(ours).lower().rstrip("/").split("/")[-1]
+    if key == "gpu":
+        try:
+            return hardware.get(str(theirs)).name == str(ours)
+        except hardware.UnknownHardware:
+            a, b = str(theirs).lower(), str(ours).lower()
+            return a in b or b in a
+    if key in ("quantization", "kv-cache-dtype", "dtype", "method", "task"):
+        return _canon(theirs) == _canon(ours)
+    if key == "gpu-memory-utilization":
+        return abs(float(theirs) - float(ours)) < 1e-6
+    return theirs == ours
+
+
+def _canon(value: Any) -> str:
+    text = str(value).strip().lower().replace("-", "_")
+    text = text.removesuffix("_marlin")
+    aliases = {"null": "none", "off": "none", "half": "float16", "float": "float32", "auto": "auto",
+               "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+    return aliases.get(text, text)
+
+
+def spec_state(ev: Evidence, cfg: ServingConfig) -> bool:
+    """Whether speculation was on for this measurement (unstated: as configured)."""
+    stated = ev.speculative()
+    return cfg.speculative if stated is None else stated
+
+
+def at_batch(ev: Evidence, batch: int) -> bool:
+    if ev.max_num_seqs is not None:
+        return ev.max_num_seqs == batch
+    return ev.batch == batch
+
+
+def slo_break(ev: Evidence, wl: Workload) -> str | None:
+    """How this number misses the workload's SLO, or None."""
+    slo = wl.slo
+    if ev.metric == "ttft_ms_p99" and slo.ttft_p99_ms is not None and ev.value > slo.ttft_p99_ms:
+        return f"p99 TTFT of {fmt(ev.value)} ms breaks the {fmt(slo.ttft_p99_ms)} ms SLO"
+    if ev.metric == "tpot_ms_p99" and slo.tpot_p99_ms is not None and ev.value > slo.tpot_p99_ms:
+        return f"p99 TPOT of {fmt(ev.value)} ms breaks the {fmt(slo.tpot_p99_ms)} ms SLO"
+    if ev.metric == "output_tok_s" and slo.throughput_tok_s is not None and ev.value < slo.throughput_tok_s:
+        return f"{fmt(ev.value)} output tok/s is under the {fmt(slo.throughput_tok_s)} tok/s floor"
+    return None
+
+
+def has_slo(ev: Evidence, wl: Workload) -> bool:
+    slo = wl.slo
+    return {"ttft_ms_p99": slo.ttft_p99_ms, "tpot_ms_p99": slo.tpot_p99_ms,
+            "output_tok_s": slo.throughput_tok_s}.get(ev.metric) is not None
+
+
+def _set_aside(items: list[tuple[Evidence, list[str]]]) -> str:
+    if not items:
+        return ""
+    parts = [f"{describe_value(ev.metric, ev.value)} ({ev.source}): {'; '.join(why)}" for ev, why in items]
+    return "set aside: " + " | ".join(parts)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _budget(f: Facts) -> str:
+    if f.kv_budget_gb > 0:
+        return gb(f.kv_budget_gb)
+    return f"nothing (the weights are {gb(-f.kv_budget_gb)} over)"
+
+
+def _points(x: float) -> str:
+    return f"{fmt(x)} point" + ("" if x == 1 else "s")
+
+
+def _pow2_at_least(n: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def _cite(evs: list[Evidence]) -> str:
+    return "; ".join(ev.describe() for ev in evs)
+
+
+# --- 1. batching ----------------------------------------------------------------
+
+def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """max-num-seqs against concurrency and the SLO, with the latency measured at that batch."""
+    B, peak = cfg.max_num_seqs, f.peak_per_replica
+    setting = cfg.knob("max-num-seqs", B)
+    load_note = (f"peak concurrency {fmt(peak)} (typical {fmt(f.typical_per_replica)})"
+                 + (f" per replica over {f.replicas} replicas" if f.replicas > 1 else ""))
+
+    # Measurements at this batch, on this deployment. Speculation is judged in its own check,
+    # so a number taken with it flipped still speaks to the batch.
+    at_b, set_aside = [], []
+    for ev in wl.evidence:
+        if ev.metric not in LOAD_METRICS or not at_batch(ev, B):
+            continue
+        why = conflicts(ev, cfg, wl, ignore=SPEC_KEYS | {"max-num-seqs"})
+        (set_aside.append((ev, why)) if why else at_b.append(ev))
+    as_configured = [ev for ev in at_b if spec_state(ev, cfg) == cfg.speculative]
+    flipped = [ev for ev in at_b if spec_state(ev, cfg) != cfg.speculative]
+    breaks = [(ev, slo_break(ev, wl)) for ev in as_configured if slo_break(ev, wl)]
+    flipped_ok = [ev for ev in flipped if has_slo(ev, wl) and not slo_break(ev, wl)]
+    blame_spec = bool(breaks) and bool(flipped_ok) and not any(slo_break(ev, wl) for ev in flipped)
+    # Only a number taken at the load the deployment will see can vouch for the batch.
+    full_load = [ev for ev in (as_configured or flipped) if ev.batch is None or ev.batch >= min(B, peak)]
+    supporting = [ev for ev in full_load if has_slo(ev, wl) and not slo_break(ev, wl)]
+
+    evidence = _join(load_note, _cite(at_b) or f"no TTFT, TPOT or throughput measured at max-num-seqs {B}",
+                     _set_aside(set_aside))
+    oversized = B > OVERSIZED_BATCH * peak
+    right_size = _pow2_at_least(peak)
+
+    if oversized or (breaks and not blame_spec):
+        problems = []
+        if oversized:
+            problems.append(f"the batch is sized for a load that does not exist ({B} slots for a peak of "
+                            f"{fmt(peak)} concurrent requests)")
+        if breaks and not blame_spec:
+            if B < peak:
+                problems.append(f"{fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait in the queue")
+            problems.append(f"the measured {breaks[0][1]}")
+        reason = f"max-num-seqs {B} is wrong: " + " and ".join(problems) + "."
+        fix = []
+        if oversized:
+            fix.append(f"set max-num-seqs to about {right_size} (the peak of {fmt(peak)} rounded up)")
+        if breaks and not blame_spec:
+            fix.append(_capacity_fix(cfg, wl, f) if not oversized else
+                       f"re-measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them against the SLO")
+        return Finding("batching", "wrong", reason, evidence, "; then ".join(fix) + ".", setting)
+
+    if blame_spec:
+        reason = (f"max-num-seqs {B} meets the SLO with speculative decoding "
+                  f"{'off' if cfg.speculative else 'on'} at this batch; the miss belongs to the speculative "
+                  "decoding setting (see that finding).")
+        return Finding("batching", "justified", reason, evidence,
+                       "keep max-num-seqs; fix speculative decoding.", setting)
+
+    if B < peak and not supporting:
+        queued = peak - B
+        reason = (f"max-num-seqs {B} is below the peak of {fmt(peak)} concurrent requests, so {fmt(queued)} wait "
+                  "in the queue at peak, and no TTFT measured at peak load shows that the SLO survives it.")
+        return Finding("batching", "unjustified", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
+
+    if not supporting:
+        reason = (f"max-num-seqs {B} fits the {load_note}, but no TTFT or TPOT measured at this batch "
+                  "and load is cited against the SLO.")
+        fix = (f"measure p99 TTFT and TPOT at max-num-seqs {B} with {fmt(peak)} concurrent requests "
+               "and cite them.")
+        return Finding("batching", "unjustified", reason, evidence, fix, setting)
+
+    measured = ", ".join(describe_value(ev.metric, ev.value) for ev in supporting)
+    verb = "meets" if len(supporting) == 1 else "meet"
+    reason = f"max-num-seqs {B} matches the {load_note}, and the measured {measured} at this batch {verb} the SLO."
+    return Finding("batching", "justified", reason, evidence,
+                   "none; re-measure when the peak concurrency changes.", setting)
+
+
+def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
+    """Raise the batch if the KV cache holds the peak; otherwise add replicas."""
+    per_seq_gb = f.kv_bytes_per_token * f.mean_request_tokens / 1e9
+    fits = int(f.kv_budget_gb / per_seq_gb) if per_seq_gb > 0 and f.kv_budget_gb > 0 else 0
+    peak = f.peak_per_replica
+    if fits >= peak:
+        return (f"raise max-num-seqs to {_pow2_at_least(peak)}: the KV cache holds about {fmt(fits)} sequences "
+                f"of {fmt(f.mean_request_tokens)} tokens; then re-measure p99 TTFT at {fmt(peak)} concurrent requests")
+    if fits < 1:
+        return "the KV cache has no room for the batch: see gpu_memory_utilization and parallelism"
+    replicas = math.ceil(wl.concurrency.peak / fits)
+    per_replica = math.ceil(wl.concurrency.peak / replicas)
+    return (f"one replica's KV cache holds about {fmt(fits)} sequences of {fmt(f.mean_request_tokens)} tokens, "
+            f"fewer than the peak of {fmt(wl.concurrency.peak)}: serve it with {replicas} replicas "
+            f"(data-parallel-size {replicas}, or more GPUs) at max-num-seqs {per_replica} each, "
+            "then re-measure p99 TTFT at peak")
+
+
+# --- 2. quantization --------------------------------------------------------------
+
+def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Quantized weights need a measured accuracy impact on this task at this batch."""
+    bf16_gb = cfg.model.weight_bytes(cfg.dtype) / 1e9
+    if cfg.quantization is None:
+        setting = cfg.knob("quantization", "none")
+        reason = (f"weights are served unquantized in {cfg.weight_dtype}, so there is no accuracy trade to justify.")
+        evidence = f"weights {gb(f.weight_gb)} in {cfg.weight_dtype}"
+        return Finding("quantization", "justified", reason, evidence, "none.", setting)
+
+    q = cfg.quantization
+    setting = (f"quantization {q} (from the model id {cfg.model_name})" if cfg.quantization_from_name
+               else cfg.knob("quantization", q))
+    memory = (f"{q} stores weights in {cfg.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} "
+              f"in {cfg.dtype}")
+    task = wl.task or "this workload's task"
+    batches = {cfg.max_num_seqs, f.running_batch_peak}
+
+    quantized, baseline, set_aside = [], [], []
+    for ev in wl.evidence:
+        if ev.metric not in ("accuracy", "accuracy_drop"):
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"quantization", "max-num-seqs"} | SPEC_KEYS)
+        load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
+        if load is not None and load not in batches:
+            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
+        theirs = _canon(ev.setting.get("quantization", q))
+        if theirs not in (_canon(q), "none"):
+            why.append(f"measured with {ev.setting['quantization']}, not {q}")
+        if why:
+            set_aside.append((ev, why))
+        elif theirs == "none" and ev.metric == "accuracy":
+            baseline.append(ev)
+        elif theirs != "none":
+            quantized.append(ev)
+    drops = [ev.value for ev in quantized if ev.metric == "accuracy_drop"]
+    q_acc = [ev for ev in quantized if ev.metric == "accuracy"]
+    if not drops and q_acc and baseline:
+        drops = [baseline[0].value - q_acc[0].value]
+    cited = quantized + baseline
+    evidence = _join(memory, _cite(cited) or f"no accuracy measured on {task} with {q}", _set_aside(set_aside))
+    tolerance, floor = wl.slo.max_accuracy_drop, wl.slo.min_accuracy
+
+    if drops:
+        drop = max(drops)
+        if tolerance is not None and drop > tolerance:
+            reason = (f"{q} costs {_points(drop)} of accuracy on {task}, more than the {_points(tolerance)} "
+                      "the workload tolerates.")
+            fix = (f"serve {cfg.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
+                   f"measuring accuracy on {task} at batch {cfg.max_num_seqs}.")
+            return Finding("quantization", "wrong", reason, evidence, fix, setting)
+        limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
+        reason = f"{q} costs a measured {_points(drop)} of accuracy on {task} at this batch{limit}."
+        fix = "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        return Finding("quantization", "justified", reason, evidence, fix, setting)
+    if q_acc and floor is not None:
+        worst = min(ev.value for ev in q_acc)
+        if worst < floor:
+            reason = f"{q} scores {fmt(worst)}% on {task}, under the {fmt(floor)}% the workload requires."
+            return Finding("quantization", "wrong", reason, evidence,
+                           f"serve {cfg.dtype} weights or an 8-bit scheme and re-measure.", setting)
+        reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
+        return Finding("quantization", "justified", reason, evidence, "none.", setting)
+
+    reason = (f"{q} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
+              + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
+    fix = (f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
+           "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop).")
+    return Finding("quantization", "unjustified", reason, evidence, fix, setting)
+
+
+# --- 3. parallelism ---------------------------------------------------------------
+
+def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary."""
+    tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
+    gpn, hw = cfg.gpus_per_node, cfg.hardware
+    setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (f" x data-parallel-size {dp}" if dp > 1 else "")
+    need = f.weight_gb + f.kv_gb_peak
+    fits_one = need <= f.capacity_gb_per_gpu
+    layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
+    memory = (f"weights {gb(f.weight_gb)} ({f.weight_dtype}) + KV cache {gb(f.kv_gb_peak)} "
+              f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
+              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica; one {hw.name} holds "
+              f"{gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
+    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+
+    if f.gpus_used > f.gpus_available:
+        reason = (f"{setting} needs {f.gpus_used} GPUs but the deployment has {f.gpus_available} ({layout}): "
+                  "the model is split over GPUs that do not exist, and vLLM will not start.")
+        return Finding("parallelism", "wrong", reason, _join(f"{layout}", memory), suggestion, setting)
+    if cfg.model.num_heads % tp:
+        reason = (f"tensor-parallel-size {tp} does not divide the model's {cfg.model.num_heads} attention heads, "
+                  "so vLLM refuses to shard it.")
+        return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
+    if pp > cfg.model.num_layers:
+        reason = f"pipeline-parallel-size {pp} exceeds the model's {cfg.model.num_layers} layers."
+        return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
+    if tp > gpn:
+        slower = hw.interconnect_gb_s / cfg.internode_gb_s if cfg.internode_gb_s else float("inf")
+        reason = (f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
+                  f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
+                  f"NVLink ({slower:.0f}x slower).")
+        fix = ("keep tensor parallelism inside a node: "
+               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model))
+        return Finding("parallelism", "wrong", reason, _join(layout, memory), fix, setting)
+    if need > f.capacity_gb_per_gpu * f.shards:
+        reason = (f"the model does not fit: it needs {gb(need)} per replica and {setting} gives "
+                  f"{gb(f.capacity_gb_per_gpu * f.shards)}.")
+        return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
+
+    if f.shards == 1:
+        reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
+        return Finding("parallelism", "justified", reason, memory, "none.", setting)
+    if not fits_one:
+        reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
+                  f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
+        return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
+
+    # It fits on one GPU: splitting it must be answering a latency bottleneck someone measured.
+    ours, smaller, set_aside = [], [], []
+    for ev in wl.evidence:
+        if ev.metric not in LOAD_METRICS:
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"tensor-parallel-size", "pipeline-parallel-size"} | SPEC_KEYS)
+        their_shards = ev.setting.get("tensor-parallel-size", tp) * ev.setting.get("pipeline-parallel-size", pp)
+        if why:
+            set_aside.append((ev, why))
+        elif their_shards == f.shards and ("tensor-parallel-size" in ev.setting):
+            ours.append(ev)
+        elif their_shards < f.shards:
+            smaller.append(ev)
+    misses_smaller = [ev for ev in smaller if slo_break(ev, wl)]
+    meets_ours = [ev for ev in ours if has_slo(ev, wl) and not slo_break(ev, wl)]
+    evidence = _join(memory, _cite(ours + smaller), _set_aside(set_aside))
+    if misses_smaller and meets_ours:
+        reason = (f"the model fits on one GPU, but the measured SLO miss at smaller TP and the SLO met at "
+                  f"TP {tp} show the split buys latency the workload needs.")
+        return Finding("parallelism", "justified", reason, evidence, "none.", setting)
+    reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
+              "an all-reduce per layer for a latency bottleneck no measurement shows.")
+    fix = (f"serve {f.shards} replicas at tensor-parallel-size 1 (data parallel), or cite p99 TPOT at TP 1 "
+           f"against TP {tp} showing that only TP {tp} meets the SLO.")
+    return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
+
+
+def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) -> str:
+    """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
+    total = gpn * nodes
+
+    def fitting(tps, pps):
+        return [(tp * pp, -tp, tp, pp) for tp in tps if model.num_heads % tp == 0
+                for pp in pps if pp <= model.num_layers and tp * pp <= total and tp * pp * capacity >= need]
+
+    # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node.
+    layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
+    layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
+    if not layouts:
+        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: quantize the "
+                "weights or the KV cache (kv-cache-dtype fp8), lower max-num-seqs, or add GPUs.")
+    gpus, _, tp, pp = min(layouts)
+    if pp == 1:
+        replicas = total // tp
+        more = f"; the {total} GPUs then serve {replicas} replicas (data-parallel-size {replicas})" if replicas > 1 else ""
+        return f"use tensor-parallel-size {tp}, the smallest that holds {gb(need)} at {gb(capacity)} per GPU{more}."
+    where = "inside one node" if gpus <= gpn else "inside each node, pipeline stages across nodes"
+    return (f"use tensor-parallel-size {tp} and pipeline-parallel-size {pp} ({where}): {gpus} GPUs hold "
+            f"{gb(need)} at {gb(capacity)} each.")
+
+
+# --- 4. speculative decoding -------------------------------------------------------
+
+def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
+    """num_speculative_tokens_per_batch_size that keeps batch x (k+1) under the ridge, k falling to 0."""
+    rows, low = [], 1
+    for kk in range(k, 0, -1):
+        high = min(int(ridge // (kk + 1)), max_batch)
+        if high >= low:
+            rows.append([low, high, kk])
+            low = high + 1
+        if low > max_batch:
+            return rows
+    rows.append([low, max_batch, 0])
+    return rows
+
+
+def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Tokens per verify step against the ridge point, and throughput measured on and off at this batch."""
+    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
+    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
+    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
+                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
+                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2)")
+
+    # Throughput with speculation on and off, at the batch this deployment runs at peak.
+    pairs, set_aside = {}, []
+    for ev in wl.evidence:
+        if ev.metric not in ("output_tok_s", "tpot_ms_p99"):
+            continue
+        why = conflicts(ev, cfg, wl, ignore=SPEC_KEYS)
+        if why:
+            set_aside.append((ev, why))
+            continue
+        batch = ev.batch if ev.batch is not None else ev.max_num_seqs
+        if batch is None:
+            set_aside.append((ev, ["the batch it was measured at is not stated"]))
+            continue
+        state = "on" if spec_state(ev, cfg) else "off"
+        pairs.setdefault(batch, {}).setdefault(ev.metric, {}).setdefault(state, ev)
+    at_peak = next((pairs[b] for b in (b_peak, cfg.max_num_seqs) if b in pairs), {})
+    tput = at_peak.get("output_tok_s", {})
+    tpot = at_peak.get("tpot_ms_p99", {})
+    cited = [ev for by_metric in pairs.values() for by_state in by_metric.values() for ev in by_state.values()]
+    measured_pair = "on" in tput and "off" in tput
+
+    if cfg.spec is None:
+        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
+        tokens = f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}"
+        evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
+        if measured_pair:
+            on, off = tput["on"].value, tput["off"].value
+            if on > off * (1 + THROUGHPUT_NOISE):
+                reason = (f"speculative decoding is off although it measured faster at batch {b_peak} "
+                          f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.")
+                return Finding("speculative_decoding", "unjustified", reason, evidence,
+                               "turn it on at this batch, or cite the measurement that kept it off.", setting)
+            reason = (f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
+                      f"{fmt(off)} tok/s off.")
+            return Finding("speculative_decoding", "justified", reason, evidence, "none.", setting)
+        reason = "off: no verification work is added to any decode step, so there is nothing to justify."
+        fix = "none."
+        if b_typ < ridge and wl.slo.tpot_p99_ms is not None:
+            fix = (f"none needed; at batch {b_typ} decode is memory-bound, so if TPOT is ever short of the SLO, "
+                   "measure n-gram or draft speculation on and off at that batch.")
+        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
+
+    spec = cfg.spec
+    k = spec.num_speculative_tokens
+    k_peak, k_typ = spec.k_at(b_peak), spec.k_at(b_typ)
+    setting = cfg.knob("speculative-config", f"{{{spec.describe()}}}")
+    step_peak = b_peak * (k_peak + 1)
+    crossover = int(ridge // (k + 1))
+    tokens = (f"at batch {b_peak} each verify step carries {b_peak} x ({k_peak}+1) = {fmt(step_peak)} tokens; "
+              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover}")
+    if b_typ != b_peak:
+        tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
+    # A per-batch k pays only where load varies and the typical batch can still afford a draft token.
+    load_varies = wl.concurrency.typical != wl.concurrency.peak
+    adaptive_helps = load_varies and not spec.adaptive and b_typ * 2 <= ridge < b_peak * (k + 1)
+    no_adaptive = (f" (a per-batch k would not help: even the typical batch of {b_typ} is past the ridge "
+                   "with one draft token)" if load_varies and not adaptive_helps and not spec.adaptive else "")
+    schedule = adaptive_schedule(k, ridge, cfg.max_num_seqs)
+    adaptive_fix = (f"where load varies from {fmt(wl.concurrency.typical)} to {fmt(wl.concurrency.peak)} requests, "
+                    f"let k follow the batch: num_speculative_tokens_per_batch_size: {schedule}, and measure "
+                    "it on and off at both loads (on some builds the speculative machinery costs throughput "
+                    "even at k=0)")
+    measure_fix = f"measure output tok/s and p99 TPOT with speculation on and off at batch {b_peak} and cite both"
+    evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
+
+    if measured_pair:
+        on, off = tput["on"].value, tput["off"].value
+        change = (on - off) / off
+        on_breaks = [slo_break(ev, wl) for ev in (tput.get("on"), tpot.get("on")) if ev and slo_break(ev, wl)]
+        off_misses_tpot = "off" in tpot and slo_break(tpot["off"], wl)
+        on_meets_tpot = "on" in tpot and not slo_break(tpot["on"], wl) and has_slo(tpot["on"], wl)
+        if change < -THROUGHPUT_NOISE:
+            if off_misses_tpot and on_meets_tpot:
+                reason = (f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but "
+                          f"only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.")
+                return Finding("speculative_decoding", "justified", reason, evidence,
+                               "none; revisit if the throughput floor tightens.", setting)
+            reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
+                      f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
+            fix = ("turn speculative decoding off at this batch"
+                   + (f"; {adaptive_fix}" if adaptive_helps else no_adaptive) + ".")
+            return Finding("speculative_decoding", "wrong", reason, evidence, fix, setting)
+        if on_breaks:
+            reason = f"with speculation on at batch {b_peak} the {on_breaks[0]}."
+            return Finding("speculative_decoding", "wrong", reason, evidence,
+                           "re-tune k or turn it off, and re-measure against the SLO.", setting)
+        if adaptive_helps and b_typ not in pairs:
+            reason = (f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at the typical "
+                      f"batch {b_typ} where most of the traffic runs.")
+            return Finding("speculative_decoding", "unjustified", reason, evidence, adaptive_fix + ".", setting)
+        reason = (f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
+                  f"consistent with {fmt(step_peak)} tokens per step against a ridge of {fmt(ridge)}.")
+        fix = "none; re-measure when the load or the draft changes."
+        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
+
+    measured_elsewhere = sorted(b for b in pairs if "output_tok_s" in pairs[b])
+    elsewhere = (f" (on and off was measured only at batch {', '.join(map(str, measured_elsewhere))})"
+                 if measured_elsewhere else "")
+    if step_peak > ridge:
+        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, {step_peak / ridge:.1f}x the "
+                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, so "
+                  f"the extra tokens cost fleet throughput, and no on/off measurement at this batch says otherwise"
+                  f"{elsewhere}.")
+        fix = (adaptive_fix if adaptive_helps else
+               f"turn speculative decoding off at batch {b_peak}, or {measure_fix}{no_adaptive}")
+        return Finding("speculative_decoding", "wrong", reason, evidence, fix + ".", setting)
+    if k_peak == 0:
+        reason = (f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative machinery "
+                  f"still costs throughput there was not measured{elsewhere}.")
+        return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
+    reason = (f"decode is memory-bound at batch {b_peak} ({fmt(step_peak)} tokens per step, under the ridge of "
+              f"{fmt(ridge)}), so speculation may well help, but throughput with it on and off at this batch "
+              f"was not measured{elsewhere}.")
+    return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
+
+
+# --- 5. prefix caching -------------------------------------------------------------
+
+def check_prefix_caching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Prefix caching against the shared prefix the workload states."""
+    sp = wl.shared_prefix
+    prompt = wl.prompt.typical
+    reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt else 0.0
+    state = "on" if cfg.prefix_caching else "off"
+    setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
+    arithmetic = (f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
+                  f"{fmt(prompt)} tokens: a prefix cache skips about {reuse:.0%} of prefill")
+    measured, set_aside = [], []
+    for ev in wl.evidence:
+        if "enable-prefix-caching" not in ev.setting or ev.metric not in LOAD_METRICS:
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"enable-prefix-caching"} | SPEC_KEYS)
+        (set_aside if why else measured).append((ev, why) if why else ev)
+    evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
+
+    if cfg.prefix_caching:
+        reason = (f"on, and the workload reuses its prefix: about {reuse:.0%} of prefill comes from the cache."
+                  if reuse >= PREFIX_REUSE_MATTERS else
+                  "on; the workload shares little prefix, and a cache miss costs next to nothing.")
+        return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
+    ttft = {ev.setting["enable-prefix-caching"]: ev.value for ev in measured if ev.metric in ("ttft_ms_p99", "ttft_ms_p50")}
+    if True in ttft and False in ttft and ttft[False] <= ttft[True]:
+        reason = (f"off, and the measurement backs it: TTFT {fmt(ttft[False])} ms off vs {fmt(ttft[True])} ms on.")
+        return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
+    if reuse >= PREFIX_REUSE_MATTERS:
+        reason = (f"prefix caching is off while {sp.fraction:.0%} of requests start with the same {fmt(sp.tokens)} tokens: "
+                  f"every request recomputes about {reuse:.0%} of its prefill, which TTFT pays for.")
+        fix = ("set enable-prefix-caching: true (keep the shared text at the very start of the prompt), "
+               "then re-measure p99 TTFT.")
+        return Finding("prefix_caching", "wrong", reason, evidence, fix, setting)
+    reason = f"off; the shared prefix is {reuse:.0%} of prefill, too little for the cache to matter."
+    return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
+
+
+# --- 6. max-model-len ---------------------------------------------------------------
+
+def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """max-model-len against the workload's longest request and the KV cache it must fit in."""
+    m, longest = cfg.max_model_len, f.longest_request_tokens
+    setting = cfg.knob("max-model-len", m)
+    model_max = cfg.model.max_position_embeddings
+    one_seq_gb = f.kv_bytes_per_token * m / 1e9
+    arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
+                  f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
+                  f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions")
+    right = _pow2_at_least(longest)
+
+    if model_max and m > model_max:
+        reason = (f"max-model-len {fmt(m)} is beyond the {fmt(model_max)} positions the model supports; "
+                  "vLLM refuses it, and past that length the output degrades.")
+        return Finding("max_model_len", "wrong", reason, arithmetic,
+                       f"set max-model-len to {fmt(min(right, model_max))}.", setting)
+    if m < longest:
+        reason = (f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
+                  f"({f.longest_basis}), so vLLM rejects those requests.")
+        return Finding("max_model_len", "wrong", reason, arithmetic, f"set max-model-len to {fmt(right)}.", setting)
+    if f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
+        reason = (f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache and the budget is "
+                  f"{gb(f.kv_budget_gb)}, so vLLM refuses to start.")
+        return Finding("max_model_len", "wrong", reason, arithmetic,
+                       f"set max-model-len to {fmt(right)}, which covers every request.", setting)
+    if m > MODEL_LEN_HEADROOM * longest:
+        default = " left at the model's default" if "max-model-len" not in cfg.set_keys else ""
+        reason = (f"max-model-len {fmt(m)}{default} is {m / longest:.0f}x the longest request of {fmt(longest)} "
+                  "tokens: no workload request needs it, and it lets one runaway request take "
+                  f"{gb(one_seq_gb)} of the {gb(f.kv_budget_gb)} KV cache.")
+        return Finding("max_model_len", "unjustified", reason, arithmetic,
+                       f"set max-model-len to {fmt(right)}, or cite the requests that need more.", setting)
+    reason = f"max-model-len {fmt(m)} covers the longest request of {fmt(longest)} tokens with modest headroom."
+    return Finding("max_model_len", "justified", reason, arithmetic, "none.", setting)
+
+
+# --- 7. gpu-memory-utilization -------------------------------------------------------
+
+def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Whether the memory vLLM may take leaves the KV cache the peak load needs."""
+    u = cfg.gpu_memory_utilization
+    setting = cfg.knob("gpu-memory-utilization", u)
+    total = cfg.hardware.memory_gb * f.memory_gpus
+    arithmetic = (f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
+                  f"minus weights {gb(f.weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
+                  f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
+                  f"in {f.kv_cache_dtype})")
+    if f.kv_budget_gb <= 0:
+        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.weight_gb)}) exceed what vLLM may use "
+                  f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
+        return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
+                       "split the model over more GPUs (see parallelism) or quantize it.", setting)
+    if f.kv_gb_peak > f.kv_budget_gb:
+        needed = (f.weight_gb + f.kv_gb_peak) / total
+        fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
+               "use kv-cache-dtype fp8, more GPUs per replica, or more replicas")
+        reason = (f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
+                  "so vLLM preempts or queues requests at peak.")
+        return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, fix + ".", setting)
+    reason = (f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's "
+              f"{gb(f.kv_gb_peak)}.")
+    return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
