@@ -1,0 +1,53 @@
+"""nbgrader configuration for the servelab course (Lesson 25 and its lab).
+
+`python -m servelab.grading.release` and `python -m servelab.grading.pipeline`
+copy this file into a throwaway course directory (grading/course/, ignored by
+git) and point it at solutions/ as the source directory. An instructor running
+nbgrader by hand can do the same: `cd grading/course && nbgrader ...`.
+"""
+
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
+
+# One course, two assignments: lesson25 (solutions/lesson25/lesson25.ipynb) and
+# lab25 (solutions/lab25/spec_decode_lab.ipynb).
+c.CourseDirectory.course_id = "servelab"
+
+# The gradebook. SQLite in the course directory is right for one instructor and a
+# class of a few hundred. For a large class graded by several people at once, use
+# Postgres instead, for example:
+#   export SERVELAB_GRADEBOOK_URL=postgresql+psycopg2://grader@db.example.edu:5432/servelab_gradebook
+# (install psycopg2-binary next to nbgrader; the database must exist, nbgrader creates the tables).
+if os.environ.get("SERVELAB_GRADEBOOK_URL"):
+    c.CourseDirectory.db_url = os.environ["SERVELAB_GRADEBOOK_URL"]
+
+# Autograding: seconds a single cell may run before it is interrupted and marked
+# wrong. The lesson's cells take well under a second; the lab never starts the
+# engine under autograde (it checks NBGRADER_EXECUTION) and grades recorded numbers.
+c.Execute.timeout = 60
+c.Execute.interrupt_on_timeout = True
+
+# A deleted test cell is put back from the gradebook and run, so deleting a test
+# never hides a failure.
+c.OverwriteCells.add_missing_cells = True
+
+# Outputs kept per cell after autograding: a cell that floods its output is cut here.
+c.LimitOutput.max_lines = 200
+c.LimitOutput.max_traceback = 50
+
+# Feedback shows the feedback the checkers print, never the hidden tests' code:
+# hidden regions are removed and tracebacks from hidden tests are cut to one line.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+    "servelab.grading.feedback.HideHiddenTests",
+]
+
+# Student notebooks carry no outputs and keep their cell tags (raises-exception for nbval).
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# zip_collect: submissions downloaded from the LMS as one zip whose files are
+# named <student_id>__<notebook>.ipynb (for example ada_l__lesson25.ipynb).
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[A-Za-z0-9_]+)__(?P<file_id>[^/]+\.ipynb)$"

@@ -1,0 +1,498 @@
+"""Checkers: one per kind of answer, each a pure function (answer, key) -> Result.
+
+Like nbgrader's preprocessors, each checker does one thing and says how it
+decides in its docstring. A checker never raises on a learner's answer: a
+malformed answer earns zero points and feedback that says what form was
+expected. The key carries everything the checker needs, including the points
+the question is worth, so a checker keeps no state between calls.
+
+Feedback should teach: when a wrong answer matches a known slip (K and V
+counted once, attention heads used for KV heads, bits for bytes), the feedback
+names the assumption that was off instead of only saying "wrong".
+
+Hidden tests in the instructor notebooks build the key from servelab itself
+(model presets, hardware presets, the reviewer) and call `report`, which prints
+the feedback and returns the points; nbgrader reads that returned number as the
+cell's partial credit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, NamedTuple
+
+
+class Result(NamedTuple):
+    """Points earned (0 .. key['points']) and feedback for the learner."""
+
+    points: float
+    feedback: str
+
+
+class AnswerFormError(ValueError):
+    """The answer is not built from plain values (numbers, strings, lists, dicts)."""
+
+
+def plain(answer: Any) -> Any:
+    """Copy an answer into plain JSON values: numbers, strings, lists, dicts, bools, None.
+
+    This strips any custom class (an object whose __eq__ always says True, a
+    float subclass) before a checker compares it with a key.
+    """
+    try:
+        return json.loads(json.dumps(answer, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise AnswerFormError(
+            f"the answer must be built from plain numbers, strings, lists and dicts ({exc})"
+        ) from None
+
+
+def report(result: Result) -> float:
+    """Print a result's feedback and return its points (the hidden test's last line)."""
+    points, feedback = result
+    print(feedback)
+    return round(float(points), 3)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _max_points(key: dict) -> float:
+    return float(key.get("points", 1))
+
+
+def _earn(fraction: float, key: dict) -> float:
+    fraction = min(1.0, max(0.0, fraction))
+    return round(fraction * _max_points(key), 3)
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _close(a: float, b: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
+    return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+def _name(key: dict) -> str:
+    return key.get("name", "your answer")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+# --------------------------------------------------------------------------- number
+
+def number(answer: Any, key: dict) -> Result:
+    """A number within a relative tolerance of key['value'].
+
+    key: value, points (1), rel_tol (0.01), abs_tol (0), unit (""), name,
+    hints: [{value, feedback}] - known wrong values and the assumption behind each.
+    """
+    name, unit = _name(key), key.get("unit", "")
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    x = _as_number(answer)
+    if x is None:
+        return Result(0.0, f"{name}: expected a number{' in ' + unit if unit else ''}, got {answer!r}.")
+    expected = float(key["value"])
+    rel_tol, abs_tol = float(key.get("rel_tol", 0.01)), float(key.get("abs_tol", 0.0))
+    if _close(x, expected, rel_tol, abs_tol):
+        return Result(_max_points(key), f"{name}: correct ({_fmt(x)} {unit}).".replace(" )", ")"))
+    # Two slips can land on the same number (K and V counted once, or bytes per
+    # value left out, both halve it in bf16): name every assumption that fits.
+    reasons = []
+    for hint in key.get("hints", []):
+        if _close(x, float(hint["value"]), rel_tol, abs_tol) and hint["feedback"] not in reasons:
+            reasons.append(hint["feedback"])
+    if reasons:
+        return Result(0.0, f"{name}: {_fmt(x)} is off. " + " Or: ".join(reasons))
+    ratio = x / expected if expected else math.inf
+    direction = "high" if ratio > 1 else "low"
+    return Result(
+        0.0,
+        f"{name}: {_fmt(x)} is too {direction} (by a factor of {max(ratio, 1 / ratio) if ratio else math.inf:.3g}). "
+        + key.get("otherwise", "Recheck each factor of the formula against the model's config."),
+    )
+
+
+# --------------------------------------------------------------------------- choice
+
+def choice(answer: Any, key: dict) -> Result:
+    """One option out of several, named by its letter (case-insensitive).
+
+    key: correct (a letter), points, options {letter: why this option is right or wrong}.
+    A wrong pick gets the reason that option is wrong.
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    options = {k.lower(): v for k, v in key.get("options", {}).items()}
+    if not isinstance(answer, str) or answer.strip().lower().strip("()") not in options:
+        letters = ", ".join(repr(k) for k in sorted(options))
+        return Result(0.0, f"{name}: expected one letter out of {letters}, got {answer!r}.")
+    picked = answer.strip().lower().strip("()")
+    if picked == key["correct"].lower():
+        return Result(_max_points(key), f"{name}: correct. {options[picked]}")
+    return Result(0.0, f"{name}: ({picked}) is not it. {options[picked]}")
+
+
+# --------------------------------------------------------------------------- yes / no
+
+def yes_no(answer: Any, key: dict) -> Result:
+    """True or False against key['value'].
+
+    key: value (bool), points, why (the reason the right answer is right, shown when it is missed).
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    if not isinstance(answer, bool):
+        return Result(0.0, f"{name}: expected True or False, got {answer!r}.")
+    if answer is key["value"]:
+        return Result(_max_points(key), f"{name}: correct. {key.get('why', '')}".strip())
+    return Result(0.0, f"{name}: it is {key['value']}. {key.get('why', '')}".strip())
+
+
+# --------------------------------------------------------------------------- selection
+
+def selection(answer: Any, key: dict) -> Result:
+    """A set of option ids: credit for each right pick, a deduction for each wrong one.
+
+    key: correct [ids], options {id: why it belongs or not}, points.
+    Score = (right picks - wrong picks) / len(correct), floored at zero.
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    options = key.get("options", {})
+    if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
+        return Result(0.0, f"{name}: expected a list of option names out of {sorted(options)}, got {answer!r}.")
+    picked = set(answer)
+    unknown = picked - set(options)
+    if unknown:
+        return Result(0.0, f"{name}: unknown options {sorted(unknown)}; choose from {sorted(options)}.")
+    correct = set(key["correct"])
+    right, wrong, missed = picked & correct, picked - correct, correct - picked
+    lines = [f"{name}: {len(right)} of {len(correct)} right picks, {len(wrong)} wrong."]
+    lines += [f"- '{o}' does not belong: {options[o]}" for o in sorted(wrong)]
+    lines += [f"- missing '{o}': {options[o]}" for o in sorted(missed)]
+    return Result(_earn((len(right) - len(wrong)) / len(correct), key), "\n".join(lines))
+
+
+# --------------------------------------------------------------------------- fields
+
+def fields(answer: Any, key: dict) -> Result:
+    """A small dict whose fields are each checked against an expected value.
+
+    key: points, fields {field: {expect, rel_tol (numbers only), feedback}}.
+    Each field is worth an equal share; a wrong field gets its feedback, which
+    names the assumption behind the expected value.
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    spec = key["fields"]
+    if not isinstance(answer, dict):
+        return Result(0.0, f"{name}: expected a dict with keys {sorted(spec)}, got {type(answer).__name__}.")
+    right, lines = 0, []
+    for field, want in spec.items():
+        got = answer.get(field)
+        if _field_matches(got, want):
+            right += 1
+        else:
+            shown = "missing" if field not in answer else repr(got)
+            lines.append(f"- {field} ({shown}): {want['feedback']}")
+    head = f"{name}: {right} of {len(spec)} parts right."
+    return Result(_earn(right / len(spec), key), "\n".join([head] + lines))
+
+
+def _field_matches(got: Any, want: dict) -> bool:
+    expect = want["expect"]
+    if isinstance(expect, bool) or expect is None:
+        return got is expect
+    if isinstance(expect, (int, float)):
+        x = _as_number(got)
+        return x is not None and _close(x, float(expect), float(want.get("rel_tol", 0.01)))
+    if isinstance(expect, str):
+        return isinstance(got, str) and _normal(got) in {_normal(e) for e in [expect] + want.get("also", [])}
+    return got == expect
+
+
+def _normal(text: str) -> str:
+    return text.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+# --------------------------------------------------------------------------- knob audit
+
+VERDICTS = ("justified", "unjustified", "wrong")
+MIN_REASON_WORDS = 4
+
+
+def knob_audit(answer: Any, key: dict) -> Result:
+    """A verdict per knob of a serving config, each with the fact or missing measurement behind it.
+
+    answer: {knob: {"verdict": justified|unjustified|wrong, "because": text}}.
+    key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason}.
+    Per knob: full share for the reviewer's verdict with a reason of at least
+    four words, half a share for the right verdict with no real reason.
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    verdicts, reasons = key["verdicts"], key.get("reasons", {})
+    if not isinstance(answer, dict):
+        return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
+                           f"for the knobs {sorted(verdicts)}.")
+    earned, lines = 0.0, []
+    for knob, expected in verdicts.items():
+        entry = answer.get(knob)
+        if not isinstance(entry, dict):
+            lines.append(f"- {knob}: no verdict given. The reviewer says {expected}: {reasons.get(knob, '')}")
+            continue
+        verdict = entry.get("verdict")
+        because = entry.get("because")
+        if not isinstance(verdict, str) or _normal(verdict) not in VERDICTS:
+            lines.append(f"- {knob}: the verdict must be one of {VERDICTS}, got {verdict!r}.")
+            continue
+        if _normal(verdict) != expected:
+            lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reasons.get(knob, '')}")
+            continue
+        if isinstance(because, str) and len(because.split()) >= MIN_REASON_WORDS:
+            earned += 1.0
+        else:
+            earned += 0.5
+            lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
+                         "measurement behind it (a sentence of four words or more).")
+    extra = sorted(set(answer) - set(verdicts))
+    if extra:
+        lines.append(f"- not graded (not a knob of this config): {extra}")
+    head = f"{name}: {earned:g} of {len(verdicts)} knobs."
+    return Result(_earn(earned / len(verdicts), key), "\n".join([head] + lines))
+
+
+# --------------------------------------------------------------------------- measured comparison
+
+# Which way is better for each metric a Measurement carries.
+METRIC_DIRECTIONS = {
+    "output_tok_s": "higher",
+    "request_throughput": "higher",
+    "ttft_ms_p50": "lower",
+    "ttft_ms_p99": "lower",
+    "tpot_ms_p50": "lower",
+    "tpot_ms_p99": "lower",
+}
+SAME_FIELDS = ("workload", "model", "hardware")
+
+
+def measured_comparison(answer: Any, key: dict) -> Result:
+    """Two settings measured on the same workload, the SLO metric named, and a conclusion.
+
+    answer: {"knob": str, "slo_metric": one of METRIC_DIRECTIONS,
+             "measurements": [record_a, record_b] (Measurement dicts),
+             "better": 0 or 1 (index of the setting that better serves the SLO metric),
+             "conclusion": one or two sentences}.
+    key: points, arith_rel_tol (0.02), tolerance (3.0, handed to simulate.plausibility).
+    Four equal parts: the schema, the arithmetic inside each record
+    (output_tokens / elapsed_s = output_tok_s), plausibility against the
+    roofline simulator, and a conclusion that follows from the learner's own numbers.
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    lines: list[str] = []
+    records, problem = _comparison_schema(answer)
+    if problem:
+        return Result(0.0, f"{name}: 0 of 4 parts. {problem}")
+    parts = 1
+    lines.append("- schema: two Measurement records on the same workload, metric named.")
+
+    arith_tol = float(key.get("arith_rel_tol", 0.02))
+    arith_ok = True
+    for label, r in zip("ab", records):
+        if r.elapsed_s <= 0 or r.output_tokens <= 0:
+            arith_ok = False
+            lines.append(f"- record {label}: elapsed_s and output_tokens must be positive.")
+            continue
+        derived = r.output_tokens / r.elapsed_s
+        if not _close(derived, r.output_tok_s, arith_tol):
+            arith_ok = False
+            lines.append(f"- record {label}: output_tokens / elapsed_s = {derived:.4g} tok/s, "
+                         f"but output_tok_s says {r.output_tok_s:.4g}. A record must agree with itself; "
+                         "recompute the rate from the counts you measured.")
+    if arith_ok:
+        parts += 1
+        lines.append("- arithmetic: each record's rate agrees with its own counts.")
+
+    plausible_ok = True
+    for label, r in zip("ab", records):
+        ok, reason = _plausible(r, float(key.get("tolerance", 3.0)))
+        if not ok:
+            plausible_ok = False
+            lines.append(f"- record {label}: not plausible on {r.hardware or 'this hardware'}: {reason}")
+    if plausible_ok:
+        parts += 1
+        lines.append("- plausibility: both records fall within the roofline model's range.")
+
+    metric, better = answer["slo_metric"], answer["better"]
+    va, vb = (getattr(r, metric) for r in records)
+    winner = (0 if va >= vb else 1) if METRIC_DIRECTIONS[metric] == "higher" else (0 if va <= vb else 1)
+    tie = _close(va, vb, 0.01)
+    conclusion = answer.get("conclusion")
+    if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
+        lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
+    elif tie or better == winner:
+        parts += 1
+        lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
+    else:
+        lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
+                     f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
+    return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines))
+
+
+def _comparison_schema(answer: Any):
+    """Return (records, None) or (None, what is wrong)."""
+    from servelab.measurement import Measurement
+
+    need = ("knob", "slo_metric", "measurements", "better", "conclusion")
+    if not isinstance(answer, dict) or any(k not in answer for k in need):
+        return None, f"Expected a dict with keys {list(need)}."
+    if answer["slo_metric"] not in METRIC_DIRECTIONS:
+        return None, f"slo_metric must name a Measurement metric: one of {sorted(METRIC_DIRECTIONS)}."
+    if answer["better"] not in (0, 1) or isinstance(answer["better"], bool):
+        return None, "better must be 0 or 1: the index of the setting that better serves the SLO metric."
+    raw = answer["measurements"]
+    if not isinstance(raw, list) or len(raw) != 2 or not all(isinstance(r, dict) for r in raw):
+        return None, "measurements must be a list of two Measurement dicts (record.to_dict())."
+    try:
+        records = [Measurement.from_dict(r) for r in raw]
+    except (TypeError, ValueError) as exc:
+        return None, f"A measurement is not a Measurement record: {exc}."
+    for r in records:
+        for f in ("elapsed_s", "output_tok_s", "output_tokens", "batch_size", answer["slo_metric"]):
+            if _as_number(getattr(r, f)) is None:
+                return None, f"Field {f} must be a number in both records."
+    for f in SAME_FIELDS:
+        if getattr(records[0], f) != getattr(records[1], f):
+            return None, (f"The two records differ in {f} ({getattr(records[0], f)!r} vs "
+                          f"{getattr(records[1], f)!r}): a comparison holds everything but the knob fixed.")
+    setting = ("method", "num_speculative_tokens", "batch_size", "dtype", "enforce_eager", "engine_config")
+    if all(getattr(records[0], f) == getattr(records[1], f) for f in setting):
+        return None, "The two records have the same settings: measure two different settings of the knob."
+    return records, None
+
+
+def _plausible(record, tolerance: float) -> tuple[bool, str]:
+    try:
+        from servelab import simulate
+    except ImportError as exc:  # pragma: no cover - simulate ships with servelab
+        return False, f"the simulator is not available ({exc})"
+    try:
+        ok, predicted, reason = simulate.plausibility(record, tolerance=tolerance)
+    except Exception as exc:  # noqa: BLE001 - a learner's record must never crash the grader
+        return False, f"the simulator could not assess it ({type(exc).__name__}: {exc})"
+    return bool(ok), reason
+
+
+# --------------------------------------------------------------------------- rollout plan
+
+LATENCY_WORDS = ("ttft", "tpot", "itl", "latency", "inter_token", "time_to_first")
+THROUGHPUT_WORDS = ("tok_s", "throughput", "tokens_per_s", "qps", "goodput")
+DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match")
+DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "eval", "team", "owner", "on_call", "oncall")
+MAX_CANARY_FRACTION = 0.25
+
+
+def rollout_plan(answer: Any, key: dict) -> Result:
+    """The structure of a staged rollout: canary, watched metrics, rollback triggers, who is told.
+
+    answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": > 0,
+             "stages": increasing fractions ending at 1.0,
+             "metrics": [metric names], "rollback_triggers": [{"metric", "threshold", "direction"}],
+             "notify": [who is told before rollout]}.
+    key: points. Five equal parts: canary size and duration; stages; metrics that
+    cover latency, throughput and output-distribution drift; triggers with numeric
+    thresholds on watched metrics, one of them on drift; a downstream party told first.
+    Whether the thresholds are sensible is for a person to judge (the manual cell).
+    """
+    name = _name(key)
+    try:
+        answer = plain(answer)
+    except AnswerFormError as exc:
+        return Result(0.0, f"{name}: {exc}.")
+    if not isinstance(answer, dict):
+        return Result(0.0, f"{name}: expected a dict; see the form in the question.")
+    parts, lines = 0, []
+
+    fraction, hours = _as_number(answer.get("canary_fraction")), _as_number(answer.get("canary_hours"))
+    if fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION and hours is not None and hours > 0:
+        parts += 1
+    else:
+        lines.append(f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
+                     "a canary is a small slice) and canary_hours > 0, long enough to see a daily peak.")
+
+    stages = answer.get("stages")
+    nums = [_as_number(s) for s in stages] if isinstance(stages, list) else []
+    if len(nums) >= 2 and None not in nums and nums == sorted(set(nums)) and nums[-1] == 1.0 and nums[0] > 0:
+        parts += 1
+    else:
+        lines.append("- stages: list the traffic fractions of a rolling rollout, increasing, ending at 1.0 "
+                     "(for example [0.05, 0.25, 0.5, 1.0]).")
+
+    metrics = answer.get("metrics")
+    metrics = [m for m in metrics if isinstance(m, str)] if isinstance(metrics, list) else []
+    has = {kind: any(_mentions(m, words) for m in metrics)
+           for kind, words in (("latency", LATENCY_WORDS), ("throughput", THROUGHPUT_WORDS), ("drift", DRIFT_WORDS))}
+    if all(has.values()):
+        parts += 1
+    else:
+        absent = [k for k, v in has.items() if not v]
+        lines.append(f"- metrics: nothing watched for {', '.join(absent)}. A config change can leave p99 and "
+                     "throughput flat and still shift outputs: watch something that sees output-distribution "
+                     "drift, such as the downstream eval gate's acceptance rate.")
+
+    triggers = answer.get("rollback_triggers")
+    triggers = [t for t in triggers if isinstance(t, dict)] if isinstance(triggers, list) else []
+    well_formed = [t for t in triggers
+                   if isinstance(t.get("metric"), str) and t["metric"] in metrics
+                   and _as_number(t.get("threshold")) is not None
+                   and t.get("direction") in ("above", "below")]
+    if len(well_formed) >= 2 and len(well_formed) == len(triggers) and any(
+            _mentions(t["metric"], DRIFT_WORDS) for t in well_formed):
+        parts += 1
+    else:
+        lines.append("- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
+                     "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric.")
+
+    notify = answer.get("notify")
+    notify = [n for n in notify if isinstance(n, str)] if isinstance(notify, list) else []
+    if any(_mentions(n, DOWNSTREAM_WORDS) for n in notify):
+        parts += 1
+    else:
+        lines.append("- notify: name the downstream callers (the eval-gate owners, client teams) told "
+                     "before the rollout; they can break on a change the serving team cannot see.")
+
+    return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines))
+
+
+def _mentions(text: str, words: tuple[str, ...]) -> bool:
+    text = _normal(text)
+    return any(w in text for w in words)

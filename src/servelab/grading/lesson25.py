@@ -1,0 +1,943 @@
+"""Lesson 25, "Reviewing a Serving Configuration", as an nbgrader source notebook.
+
+`python -m servelab.grading.lesson25` writes solutions/lesson25/lesson25.ipynb,
+the instructor version the release reads. Edit the lesson here, rebuild, then
+run `python -m servelab.grading.release` for the student version.
+
+Points: autograded tests carry the points for computed and structured
+answers (their hidden parts award them); `written` cells hold the answers in
+words, graded by a person.
+"""
+
+from __future__ import annotations
+
+import pprint
+import sys
+from pathlib import Path
+
+from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write, written
+from servelab.paths import REPO_DIR
+
+ASSIGNMENT = "lesson25"
+SOURCE = REPO_DIR / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+# The config the knob audit reviews: a case whose knobs get a mix of verdicts.
+AUDIT_CASE = "70b-one-gpu-no-tp"
+
+
+def _key(key: dict) -> str:
+    """A key written into a hidden test, one entry per line."""
+    return pprint.pformat(key, width=110, sort_dicts=False)
+
+
+def _number_form(var: str, what: str) -> str:
+    return (f"assert isinstance({var}, (int, float)) and not isinstance({var}, bool), \\\n"
+            f"    \"{var} should be a number ({what}), not \" + type({var}).__name__")
+
+
+def _dict_form(var: str, keys: list[str]) -> str:
+    return (f"assert isinstance({var}, dict), \"{var} should be a dict\"\n"
+            f"_missing = {{{', '.join(repr(k) for k in keys)}}} - set({var})\n"
+            f"assert not _missing, f\"{var} is missing the keys {{sorted(_missing)}}\"")
+
+
+def _letter_form(var: str, letters: str) -> str:
+    return (f"assert isinstance({var}, str) and {var}.strip().lower() in {list(letters.lower())!r}, \\\n"
+            f"    \"{var} should be one letter: {', '.join(letters)}\"")
+
+
+def _list_form(var: str) -> str:
+    return (f"assert isinstance({var}, list) and all(isinstance(x, str) for x in {var}), \\\n"
+            f"    \"{var} should be a list of option names (strings)\"")
+
+
+def _bool_form(var: str) -> str:
+    return f"assert isinstance({var}, bool), \"{var} should be True or False\""
+
+
+# --------------------------------------------------------------------------- the keys that are judgement
+# They live only in hidden tests, which the student version never carries.
+
+PRACTICE1_KEY = {
+    "name": "practice 1", "points": 3,
+    "fields": {
+        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs"],
+                 "feedback": "The measurement indicts the batching knob: batch 256 was set without a measurement on this workload."},
+        "verdict": {"expect": "wrong",
+                    "feedback": "A measurement shows the SLO missed, so the knob is not merely unjustified: it is wrong for this workload."},
+        "slo_met": {"expect": False, "feedback": "p99 TTFT of 1200 ms against a 500 ms target misses the SLO."},
+        "slo_miss_ms": {"expect": 700, "rel_tol": 0.01,
+                        "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms."},
+        "useful_batch_limit": {"expect": 20, "rel_tol": 0.0,
+                               "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
+                                           "a batch of 256 is never filled by this workload."},
+    },
+}
+
+PRACTICE2_SUFFICIENT_KEY = {
+    "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
+    "options": {
+        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps only "
+               "while the step is memory-bandwidth-bound, and the justification does not show that it is.",
+        "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
+    },
+}
+
+PRACTICE2_MISSING_KEY = {
+    "name": "practice 2 (what is missing)", "points": 2,
+    "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
+    "options": {
+        "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
+        "bottleneck": "speculation pays only while the step is memory-bandwidth-bound; compute-bound, it wastes FLOPs.",
+        "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
+        "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
+        "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
+        "gpu_count": "the GPU count is the parallelism knob; it does not decide whether speculation helps at this batch.",
+        "client_language": "the caller's programming language has no bearing on the serving step.",
+    },
+}
+
+PRACTICE3_KEY = {
+    "name": "practice 3", "points": 2,
+    "correct": ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"],
+    "options": {
+        "no_canary": "all at once means the first to see a regression is the whole fleet; a canary on a small slice sees it first.",
+        "output_drift": "int8 can shift the output distribution; an eval gate tuned on float16 outputs may start rejecting valid answers "
+                        "while throughput and p99 look unchanged.",
+        "callers_not_told": "callers with tight assumptions (exact matching, a latency distribution) must hear about it before the rollout.",
+        "no_rollback_trigger": "without a metric and threshold that trigger a rollback, a bad canary has no defined exit.",
+        "int8_slower": "int8 halves the weight bytes a decode step reads; decode usually gets faster, not slower.",
+        "more_memory": "int8 weights take half the memory of float16, not more.",
+    },
+}
+
+PRACTICE4_KEY = {
+    "name": "practice 4", "points": 2,
+    "fields": {
+        "knob": {"expect": "parallelism", "also": ["tensor_parallel_size", "tensor_parallelism"],
+                 "feedback": "The knob at fault is the tensor-parallel degree."},
+        "verdict": {"expect": "wrong", "feedback": "8-way on 4 GPUs cannot be a justified choice: it is wrong, not just unmeasured."},
+        "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
+        "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
+        "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
+                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 here; "
+                                            "past that, add pipeline stages, and only when a measurement says so."},
+    },
+}
+
+PRACTICE5_KEY = {
+    "name": "practice 5", "points": 1, "correct": "b",
+    "options": {
+        "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
+        "b": "Memory-bound, verification rides on weights read anyway; compute-bound, the extra tokens compete for FLOPs "
+             "and fleet throughput can fall even as one request's latency improves.",
+        "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
+        "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
+    },
+}
+
+QUIZ_KEY = {
+    "name": "quiz", "points": 1, "correct": "c",
+    "options": {
+        "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
+        "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
+        "c": "At batch 200 decode is compute-bound: verifying draft tokens, rejected ones included, burns scarce FLOPs. "
+             "Scale speculation back, or off, as the batch grows.",
+        "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
+    },
+}
+
+
+# --------------------------------------------------------------------------- the lesson
+
+def cells() -> list:
+    c = []
+    c += _front()
+    c += _recap()
+    c += _warmups()
+    c += _know_this()
+    c += _practice()
+    c += _quiz_and_extensions()
+    c += _reps()
+    c += _going_further()
+    return c
+
+
+def _front() -> list:
+    return [
+        md("""
+        # Lesson 25. Reviewing a Serving Configuration
+
+        **Mission link:** The mission ends here: "defend the latency and throughput numbers it produces."
+        That defense is not a solo exercise. You will need to review someone else's configuration, trace
+        each choice back to the workload it claims to serve, and spot the mismatch before it reaches production.
+
+        **Primary source:** Docs: "Speculative Decoding", vLLM Project
+
+        **Prerequisites:** Lesson 2, Lesson 6, Lesson 12, Lesson 18, Lesson 22, Lesson 23. The recap below
+        restates what this lesson leans on, so this notebook stands on its own.
+
+        **How this notebook is graded.** Each question has an answer cell (replace
+        `raise NotImplementedError()` with your answer) and a test cell below it. The test you can see
+        checks only the *form* of your answer; the points are awarded when the notebook is graded, with
+        feedback that names the assumption that was off. Cells marked *YOUR ANSWER HERE* are answers in
+        words, read by a person. Run the notebook top to bottom before you submit.
+        """, "intro"),
+        code("""
+        from servelab import hardware, modelspec, simulate
+        from servelab.paths import data_dir
+        """, "imports"),
+    ]
+
+
+def _recap() -> list:
+    return [
+        md(r"""
+        ## Recap: what this lesson leans on
+
+        **Memory footprint (lesson 2).** A served model holds two things in GPU memory: its weights,
+        `num_params x bytes per parameter`, read once per decode step whatever the batch; and the KV
+        cache, which grows with every token of context:
+
+        $$\text{KV bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per value}$$
+
+        and a batch multiplies it: `KV bytes = per token x tokens per sequence x batch size`. Weights are
+        shared by the whole batch; KV cache is not.
+
+        **The batch trade-off (lesson 6).** A decode step reads all the weights once and does
+        `2 x num_params` FLOPs per token it carries. Its arithmetic intensity is about
+        `2 x tokens per step / bytes per parameter` FLOP per byte. The hardware's *ridge point*,
+        `peak FLOP/s / memory bytes/s`, splits two regimes: below it the step waits on memory, so adding
+        sequences to the batch is nearly free (throughput rises, per-token latency barely moves); above it
+        the step waits on arithmetic, so every extra token costs time (throughput flattens, latency rises).
+
+        **Speculative decoding (lesson 18).** A cheap drafter (an n-gram lookup or a small draft model)
+        proposes `k` tokens; the target model verifies all `k + 1` positions in one forward pass and keeps
+        the accepted prefix plus one token of its own. With acceptance rate `a` per draft token
+        (Leviathan et al., 2022) a verify step yields on average
+
+        $$\frac{1 - a^{k+1}}{1 - a} \text{ tokens per sequence,}$$
+
+        and it pushes `batch x (k + 1)` tokens through the target model.
+
+        **SLOs (lesson 23).** A service level objective names a metric, a percentile, a threshold and the
+        load it holds at: "p99 TTFT under 500 ms at 20 concurrent users". TTFT is time to first token;
+        TPOT (or ITL) is the time per output token after the first; throughput is output tokens per second
+        across all requests. A configuration is defended against its SLO, with measurements.
+        """, "recap"),
+        code("""
+        llama_8b = modelspec.preset("Llama-3.1-8B")
+        h200 = hardware.get("H200")
+        print(llama_8b)
+        print(h200)
+        """, "presets"),
+    ]
+
+
+def _warmups() -> list:
+    return [
+        md("""
+        ## Warm-up
+
+        Answer each warm-up by computing with the formulas above. Use the model's config values
+        (`llama_8b.num_layers`, `llama_8b.num_kv_heads`, ...) but write the formula out yourself.
+        """),
+        md("""
+        **1. ▢** Lesson 2 named the formula that governs a serving configuration's memory footprint. What
+        causes the cache to grow, and what does batching do to that cost?
+
+        Compute for Llama-3.1-8B in bfloat16 (2 bytes per value):
+        - `warmup1_kv_bytes_per_token`: KV cache bytes one token adds;
+        - `warmup1_kv_bytes_batch`: KV cache bytes for a batch of 32 sequences of 8,192 tokens each.
+        """, "warmup1-question"),
+        answer("warmup1-answer", """
+        warmup1_kv_bytes_per_token = 2 * llama_8b.num_layers * llama_8b.num_kv_heads * llama_8b.head_dim * 2
+        warmup1_kv_bytes_batch = warmup1_kv_bytes_per_token * 8192 * 32
+        """),
+        test("warmup1-per-token", 1, _number_form("warmup1_kv_bytes_per_token", "bytes"),
+             hidden_check("warmup1_kv_bytes_per_token",
+                          'number(_answer, _keys.kv_bytes_per_token("Llama-3.1-8B", "bfloat16", points=1))')),
+        test("warmup1-batch", 1, _number_form("warmup1_kv_bytes_batch", "bytes"),
+             hidden_check("warmup1_kv_bytes_batch",
+                          'number(_answer, _keys.kv_bytes("Llama-3.1-8B", 8192, 32, "bfloat16", points=1))')),
+        md("In two or three sentences: what makes the cache grow, and what does batching do to that cost?"),
+        written("warmup1-explain", 1, """
+        The cache grows with every token of context: each token adds K and V for every layer and KV head
+        (128 KiB per token for Llama-3.1-8B in bf16). Batching multiplies it, because each sequence keeps
+        its own cache: 32 sequences of 8K tokens hold about 34 GB. Batching amortizes the weight reads
+        across sequences, but not the KV cache, which is why memory, not compute, often caps the batch.
+        """),
+
+        md("""
+        **2. ▢** Lesson 6 said throughput and per-token latency trade against each other via batch size.
+        What actually governs which direction the trade moves?
+
+        Compute for an H200 (dense bf16 peak and memory bandwidth from `hardware.get("H200")`):
+        - `warmup2_ridge_flop_per_byte`: the roofline ridge point, FLOP per byte;
+        - `warmup2_ridge_tokens_per_step`: the tokens a bf16 decode step must carry before it turns
+          compute-bound (2 FLOP per parameter per token, 2 bytes per parameter read once per step).
+        """, "warmup2-question"),
+        answer("warmup2-answer", """
+        warmup2_ridge_flop_per_byte = h200.peak_tflops * 1e12 / (h200.bandwidth_gb_s * 1e9)
+        warmup2_ridge_tokens_per_step = warmup2_ridge_flop_per_byte * 2 / 2  # x bytes per param / 2 FLOP per param
+        """),
+        test("warmup2-ridge", 1, _number_form("warmup2_ridge_flop_per_byte", "FLOP per byte"),
+             hidden_check("warmup2_ridge_flop_per_byte", 'number(_answer, _keys.ridge_flop_per_byte("H200", points=1))')),
+        test("warmup2-tokens", 1, _number_form("warmup2_ridge_tokens_per_step", "tokens"),
+             hidden_check("warmup2_ridge_tokens_per_step",
+                          'number(_answer, _keys.ridge_tokens_per_step("H200", "bfloat16", points=1))')),
+        md("In two or three sentences: what governs which direction the trade moves?"),
+        written("warmup2-explain", 1, """
+        Whether the decode step is memory-bandwidth-bound or compute-bound at that batch. Below the ridge
+        (about 206 tokens per step on an H200 in bf16) the step waits on reading the weights, so a bigger
+        batch adds throughput at almost no latency cost; above it the step waits on arithmetic, so a bigger
+        batch adds latency for little throughput.
+        """),
+
+        md("""
+        **3. ▢** Lesson 18 said speculative decoding verifies several tokens in one forward pass, roughly
+        the cost of generating one token normally, because decoding is memory-bandwidth-bound. Does that
+        mechanism change when your batch size gets very large?
+
+        Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7`:
+        - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step;
+        - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
+          at batch 64;
+        - `warmup3_compute_bound`: `True` if that step is past the H200's ridge (warm-up 2), else `False`.
+        """, "warmup3-question"),
+        answer("warmup3-answer", """
+        a, k = 0.7, 4
+        warmup3_tokens_per_verify_step = (1 - a ** (k + 1)) / (1 - a)
+        warmup3_verified_tokens_per_step = 64 * (k + 1)
+        warmup3_compute_bound = warmup3_verified_tokens_per_step > h200.ridge_tokens_per_step()
+        """),
+        test("warmup3-tokens", 1, _number_form("warmup3_tokens_per_verify_step", "tokens"),
+             hidden_check("warmup3_tokens_per_verify_step", "number(_answer, _keys.tokens_per_verify_step(0.7, 4, points=1))")),
+        test("warmup3-verified", 1, _number_form("warmup3_verified_tokens_per_step", "tokens"),
+             hidden_check("warmup3_verified_tokens_per_step", "number(_answer, _keys.verified_tokens_per_step(64, 4, points=1))")),
+        test("warmup3-bound", 1, _bool_form("warmup3_compute_bound"),
+             hidden_check("warmup3_compute_bound", "yes_no(_answer, _keys.is_compute_bound(64, 4, 'H200', points=1))")),
+        md("In two or three sentences: does the mechanism change at very large batch, and why?"),
+        written("warmup3-explain", 1, """
+        Yes. At batch 64 with k = 4 a verify step carries 320 tokens, past the H200's ridge of about 206:
+        the step is compute-bound, so verifying k + 1 positions per sequence costs real FLOPs instead of
+        riding on weight reads, and every rejected draft token is wasted arithmetic. The "nearly free"
+        premise of lesson 18 holds only below the ridge.
+        """),
+    ]
+
+
+def _know_this() -> list:
+    return [
+        md("""
+        ## Know this
+
+        ### The review checklist: does each knob match the stated workload?
+
+        When you review a serving configuration, walk through this list. For each one, ask: is this choice
+        actually justified by the workload's stated bottleneck, or was it cargo-culted from a different
+        workload's defaults?
+
+        **1. Is the batching configuration matched to the workload's concurrency and SLO?**
+
+        Lesson 6 teaches that batch size trades throughput against per-token latency. A configuration that
+        states "batch size = 128, SLO = 300ms p99 TTFT" needs to show that batch size 128 actually delivers
+        300ms under the stated concurrency. If the workload is 10 concurrent users, a batch of 128 means
+        padding with 118 empty requests or wasting GPU time on an artificially large batch. If the workload
+        is 1000 concurrent users and batch 128 means only 12% utilization, the configuration is leaving
+        throughput on the table. The knob must be chosen with measurements on the actual workload, not guessed.
+
+        **2. Is the quantization scheme actually earning its keep for this workload's latency target?**
+
+        Lesson 9 teaches the trade: lower bit-width quantization saves memory and speeds up decode
+        (bandwidth-bound), but loses accuracy and may speed up prefill differently depending on the
+        implementation. Before adopting int4 quantization because another team did, measure your own task's
+        accuracy loss at your own batch size. Some workloads are insensitive to the loss; some are not. A
+        configuration that says "int4 quantization" without citing its measured accuracy impact on this task
+        has not actually justified that choice.
+
+        **3. Does the parallelism strategy actually address a real bottleneck?**
+
+        Lesson 21 teaches tensor parallelism and pipeline parallelism as two different ways to split a model
+        across GPUs. A configuration that uses 8-way tensor parallelism on a 4-GPU node is nonsensical: you
+        have already split across all the GPUs you have, and the high communication cost (NVLink or network)
+        is being paid for nothing. The choice should trace back to a measurement: "the model is too large to
+        fit on any single GPU's memory, so we need parallelism; at 4 GPUs tensor parallelism bottlenecks on
+        communication, so we added pipeline parallelism for the remaining stages." Without that story, the
+        configuration has knobs turned but not choices made.
+
+        **4. Is speculative decoding actually turned on for the right reason, for this workload's batch size?**
+
+        Lesson 18 says speculative decoding is a latency lever: it reduces per-token latency by verifying
+        multiple tokens per expensive forward pass. Lesson 23 established that in production, you cite an
+        SLO. The vLLM docs are explicit: speculative decoding reduces inter-token latency "under
+        medium-to-low QPS (queries per second), memory-bound workloads." The detail is load-bearing. When
+        batch size is small (low QPS), the system is memory-bandwidth-bound and speculative decoding's extra
+        verification cost is nearly free (lesson 18's mechanism holds). When batch size is very large (high
+        QPS, compute-bound), the extra verification compute competes for GPU arithmetic and can actually
+        lower throughput: the latency of one individual request may improve, but the fleet's overall
+        throughput may not. A configuration that says "speculative decoding enabled" because "it sounds good"
+        has not actually measured whether the workload is bandwidth-bound or compute-bound at the chosen
+        batch size. Name it: "Speculative decoding enabled for low-QPS workloads with batch size ≤ 32, where
+        memory bandwidth is the bottleneck. Disabled for batch size > 64 where compute becomes the bottleneck
+        and the extra verification cost would lower fleet throughput."
+        """, "checklist"),
+        md("""
+        The roofline simulator in `servelab.simulate` puts numbers on item 4: the speedup of n-gram
+        speculation (k = 4) over plain decoding, for Llama-3.1-8B on an H200, as the batch grows.
+        """),
+        code("""
+        sim = simulate.default_simulator(llama_8b, h200)
+        for batch in (1, 8, 32, 64, 128, 256):
+            print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
+        print(f"crossover near batch {sim.crossover_batch(4, 'ngram'):.0f}")
+        """, "speedup-by-batch"),
+        md("""
+        ### Carrying a change through what others depend on
+
+        A serving fleet has live callers mid-request when you deploy a new configuration, model version, or
+        quantization scheme. A config change that silently alters output distribution, such as switching
+        quantization or enabling speculative decoding, can break a downstream consumer (an eval gate, a
+        caller with hardcoded expectations about latency distribution, a system expecting exact output
+        matching) without the serving team knowing why.
+
+        Safe rollout strategy:
+
+        1. **Canary** a new configuration on a small slice of traffic before a full cutover. Not to test
+           whether the server stays up, but to measure how the change affects output distribution and
+           latency distribution, and whether a downstream consumer notices.
+        2. **Stage** the change the same way you stage a model version: a canary, monitoring for regressions
+           that a downstream consumer might detect before you do, then a rolling rollout if the canary is clean.
+        3. **Communicate** the change to callers before rolling it out at scale. A configuration change is not
+           a pure implementation detail; it can shift a latency distribution or output slightly (quantization,
+           speculative decoding's rare verification failures), and downstream systems built on tight
+           assumptions might break.
+
+        This is not paranoia. A real example: switching from float16 to int8 quantization can shift the
+        output distribution enough that an eval gate tuned for float16 outputs starts rejecting valid answers;
+        the serving fleet looks fine (same request throughput, same p99) but the downstream eval pipeline
+        silently starts failing. A staged rollout catches this because someone watching the eval gate's
+        acceptance rate during the canary phase sees it drop and asks why before rolling out at scale.
+        """, "rollout"),
+        md("""
+        ### Saying when the usual answer is wrong, and settling a disputed claim from the primary source
+
+        Speculative decoding is the case study here, because the answer genuinely depends on your workload's
+        current bottleneck.
+
+        Lesson 18 presents speculative decoding as a latency win: verify multiple tokens cheaply in one
+        forward pass instead of generating them one at a time. That is exactly right for the conditions the
+        paper describes and the conditions that vLLM documents: when the system is memory-bandwidth-bound
+        (small batch, low QPS). In that regime, the extra verification work does cost nearly nothing and the
+        latency per token drops measurably.
+
+        But at high batch size and high QPS, when the system becomes compute-bound, the extra verification
+        tokens the draft model proposes add compute work that now genuinely competes with other requests for
+        GPU arithmetic. The cost is no longer negligible: the target model's forward pass is doing more work
+        (verifying multiple tokens), and that extra work displaces time that could have been spent generating
+        tokens for other requests in the batch. Per-request latency may still improve (your own request's
+        tokens arrive slightly faster), but fleet throughput (the total tokens generated per second across
+        all requests) may fall, and throughput is what lesson 6's batch-size trade governs and lesson 23's
+        cost-per-million-tokens depends on.
+
+        The vLLM documentation states this directly: "Speculative Decoding... to reduce inter-token latency
+        under medium-to-low QPS (queries per second), memory-bound workloads." That phrasing is not
+        accidental. Under high QPS, a compute-bound system, speculative decoding can hurt overall throughput
+        even as it improves individual request latency. The right answer is not "turn on speculative
+        decoding" or "turn it off always"; the right answer is "measure your workload's bottleneck first."
+
+        To settle which is true for your configuration:
+
+        1. **Measure your system's current bottleneck** at your actual batch size and QPS: Is memory
+           bandwidth or arithmetic the limiting factor? Lesson 23's metrics (TTFT, ITL, queue depth) tell
+           you. If the system is CPU-limited (high queue depth, low memory utilization, all GPUs pegged at
+           100% utilization), compute is the bottleneck and speculative decoding is likely to hurt. If the
+           system is memory-limited (high memory utilization, GPUs underutilized), memory bandwidth is the
+           bottleneck and speculative decoding is likely to help.
+        2. **Compare two measurements**: measure end-to-end throughput (total tokens/sec across all requests)
+           and per-request latency with speculative decoding on and off, at your actual batch size and
+           concurrency.
+        3. **Cite what you measured.** A configuration should say: "Speculative decoding is disabled because
+           this workload runs at 256-request batch size and QPS is 80 requests/sec, which is high-concurrency
+           and compute-bound. We measured throughput at 3,200 tokens/sec with spec decode on and 3,400
+           tokens/sec with it off. Per-request latency is slightly higher with spec decode off (258ms vs
+           245ms) but fleet throughput is the bottleneck for this SLO, not per-request latency."
+        """, "primary-source"),
+    ]
+
+
+def _practice() -> list:
+    return [
+        md("## Practice"),
+        md("""
+        **1. ▢** A configuration proposes batch size 256 for a workload that stated SLO is "p99 TTFT under
+        500ms at 20 concurrent users." You measure TTFT at batch 256 and find p99 is 1200ms. What is the
+        configuration's actual error?
+
+        State exactly what is wrong in `practice1`, a dict with these keys:
+        - `"knob"`: the knob at fault, named as the review checklist names it: `"batching"`,
+          `"quantization"`, `"parallelism"`, `"speculative_decoding"`, `"prefix_caching"`,
+          `"max_model_len"` or `"gpu_memory_utilization"`;
+        - `"verdict"`: `"justified"`, `"unjustified"` (no measurement behind it) or `"wrong"` (a measurement
+          or a fact contradicts it);
+        - `"slo_met"`: `True` or `False`;
+        - `"slo_miss_ms"`: by how many milliseconds the measured p99 misses the target (0 if it meets it);
+        - `"useful_batch_limit"`: the most sequences this workload can put into one batch.
+        """, "practice1-question"),
+        answer("practice1-answer", """
+        practice1 = {
+            "knob": "batching",
+            "verdict": "wrong",
+            "slo_met": False,
+            "slo_miss_ms": 1200 - 500,
+            "useful_batch_limit": 20,
+        }
+        """),
+        test("practice1-test", 3,
+             _dict_form("practice1", ["knob", "verdict", "slo_met", "slo_miss_ms", "useful_batch_limit"]),
+             hidden_check("practice1", f"fields(_answer, {_key(PRACTICE1_KEY)})")),
+
+        md("""
+        **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
+        is "speculative decoding reduces latency, and latency is important." Is this justification sufficient?
+
+        - `practice2_sufficient`: `"yes"` or `"no"`;
+        - `practice2_missing`: what a sufficient justification would have to state, as a list of option
+          names chosen from:
+
+        | option | meaning |
+        |---|---|
+        | `"batch_size"` | the batch size (concurrency) the deployment runs at |
+        | `"bottleneck"` | whether the step is memory-bandwidth-bound or compute-bound at that batch |
+        | `"on_off_measurement"` | throughput and latency measured with speculation on and off, on this workload |
+        | `"slo_metric"` | the SLO metric speculation is meant to move |
+        | `"draft_vendor"` | who trained the draft model |
+        | `"gpu_count"` | the number of GPUs in the node |
+        | `"client_language"` | the programming language of the callers |
+        """, "practice2-question"),
+        answer("practice2-answer", """
+        practice2_sufficient = "no"
+        practice2_missing = ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"]
+        """),
+        test("practice2-sufficient", 1,
+             f"assert practice2_sufficient in ('yes', 'no'), \"practice2_sufficient should be 'yes' or 'no'\"",
+             hidden_check("practice2_sufficient", f"choice(_answer, {_key(PRACTICE2_SUFFICIENT_KEY)})")),
+        test("practice2-missing", 2, _list_form("practice2_missing"),
+             hidden_check("practice2_missing", f"selection(_answer, {_key(PRACTICE2_MISSING_KEY)})")),
+        md("In two sentences: why is it, or is it not, sufficient?"),
+        written("practice2-explain", 1, """
+        No. "Latency is important" names neither the batch size nor whether the step is memory- or
+        compute-bound there, and cites no measurement: at small batch speculation cuts inter-token latency
+        nearly for free, but past the ridge it can lower fleet throughput, so only throughput and latency
+        measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
+        """),
+
+        md("""
+        **3. ▢** A team wants to switch their serving quantization from float16 to int8 and roll it out all at
+        once to the entire fleet. What is the problem with this plan?
+
+        `practice3_problems`: the problems with the plan, as a list of option names chosen from:
+
+        | option | meaning |
+        |---|---|
+        | `"no_canary"` | nothing sees a regression before the whole fleet does |
+        | `"output_drift"` | int8 can shift the output distribution and break a downstream consumer such as an eval gate |
+        | `"callers_not_told"` | callers with tight assumptions are not told before the change |
+        | `"no_rollback_trigger"` | no metric and threshold say when to roll back |
+        | `"int8_slower"` | int8 makes decode slower than float16 |
+        | `"more_memory"` | int8 weights need more GPU memory than float16 |
+        """, "practice3-question"),
+        answer("practice3-answer", """
+        practice3_problems = ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"]
+        """),
+        test("practice3-test", 2, _list_form("practice3_problems"),
+             hidden_check("practice3_problems", f"selection(_answer, {_key(PRACTICE3_KEY)})")),
+        md("In three or four sentences: what would you do instead, and what would you watch?"),
+        written("practice3-explain", 2, """
+        Stage it: canary int8 on a small slice of traffic (say 5 % for a day, across a daily peak), watching
+        latency and throughput and also the downstream eval gate's acceptance rate, since int8 can shift the
+        output distribution while p99 and throughput look unchanged. Tell the callers and the eval-gate owners
+        before the canary starts. Set rollback triggers in advance (for example, eval acceptance down more than
+        2 points, or p99 TTFT over the SLO), then roll out in stages if the canary is clean.
+        """),
+
+        md("""
+        **4. ▢** A configuration states "tensor parallelism: 8-way, on 4 GPUs." What is wrong with this?
+
+        State it in `practice4`, a dict with keys `"knob"` (the knob at fault, named as in practice 1), `"verdict"`
+        (`"justified"`, `"unjustified"` or `"wrong"`), `"configured"` (the tensor-parallel degree asked for),
+        `"gpus_available"` and `"max_tensor_parallel"` (the largest tensor-parallel degree this node supports).
+        """, "practice4-question"),
+        answer("practice4-answer", """
+        practice4 = {
+            "knob": "parallelism",
+            "verdict": "wrong",
+            "configured": 8,
+            "gpus_available": 4,
+            "max_tensor_parallel": 4,
+        }
+        """),
+        test("practice4-test", 2,
+             _dict_form("practice4", ["knob", "verdict", "configured", "gpus_available", "max_tensor_parallel"]),
+             hidden_check("practice4", f"fields(_answer, {_key(PRACTICE4_KEY)})")),
+
+        md("""
+        **5. ▢** Which statement correctly describes when speculative decoding helps versus when it can hurt
+        overall fleet throughput?
+
+        - a) Speculative decoding always reduces latency and always improves throughput, so it should be
+          enabled on all deployments
+        - b) Speculative decoding reduces inter-token latency on memory-bandwidth-bound systems (low
+          concurrency), but at high concurrency where compute is the bottleneck, the extra verification work
+          can reduce fleet throughput even as per-request latency improves
+        - c) Speculative decoding is only useful for very large batch sizes and should not be enabled for
+          small batches
+        - d) Speculative decoding reduces throughput and should only be enabled if latency is more important
+          than throughput
+
+        `practice5_answer`: the letter of your choice.
+        """, "practice5-question"),
+        answer("practice5-answer", 'practice5_answer = "b"'),
+        test("practice5-test", 1, _letter_form("practice5_answer", "abcd"),
+             hidden_check("practice5_answer", f"choice(_answer, {_key(PRACTICE5_KEY)})")),
+    ]
+
+
+def _quiz_and_extensions() -> list:
+    return [
+        md("""
+        ## Quiz: speculation at peak
+
+        Speculative decoding with a small draft model cut inter-token latency by about 2x at low traffic. At
+        peak, with about 200 sequences batched per replica, aggregate throughput is 15% lower than with
+        speculation disabled. What explains this, and what is the fix?
+
+        - A) The draft model's KV cache doubles memory per sequence, shrinking the batch; the fix is to let
+          the draft model share the target model's KV cache.
+        - B) Batching shifts the target model's sampling distribution and lowers acceptance; the fix is greedy
+          decoding at peak so more drafts are accepted.
+        - C) At large batch, decode is compute-bound, so verifying draft tokens that get rejected burns scarce
+          FLOPs; scale back or disable speculation as batch grows.
+        - D) Speculation only speeds up prefill, so at peak, when prefill dominates, it just adds overhead; the
+          fix is to apply it to prompt processing alone.
+
+        `quiz_answer`: the letter of your choice.
+        """, "quiz-question"),
+        answer("quiz-answer", 'quiz_answer = "C"'),
+        test("quiz-test", 1, _letter_form("quiz_answer", "ABCD"),
+             hidden_check("quiz_answer", f"choice(_answer, {_key(QUIZ_KEY)})")),
+        md("Say why each of the other three options is wrong, one or two sentences each."),
+        written("quiz-distractors", 2, """
+        Speculative decoding trades extra compute for fewer sequential steps, which pays off only when decode
+        is memory-bandwidth-bound and compute is idle. At batch 200 the GPU is already compute-saturated, so
+        rejected draft tokens are pure waste and the speculation length should adapt to load (C).
+
+        - **A** is wrong: the draft model's KV cache is real but small (a draft has a fraction of the target's
+          layers and width); it cannot cost 15 % of fleet throughput, and sharing caches is not the fix.
+        - **B** is wrong: batching does not change the target model's output distribution; each sequence is
+          sampled from the same distribution whatever else is in the batch, so acceptance does not drop.
+        - **D** is wrong: speculation speeds up decode, not prefill; at peak the extra cost is verification
+          work in decode steps, and prompt processing has no sequential token loop to shorten.
+        """),
+        md("""
+        ## Extension problems (ungraded, with worked answers)
+
+        Related capacity questions, each with a worked answer you can check your reasoning against.
+        Try each before you open its answer.
+        """),
+        md("""
+        **E1.** Your 70B-class model servers each handle about 40 concurrent chats with 4K-token contexts.
+        Product raises the maximum context to 32K tokens, and many users start using it. What is the main
+        capacity consequence?
+        """),
+        code("""
+        llama_70b = modelspec.preset("Llama-3-70B")
+        for tokens in (4096, 32768):
+            per_seq = llama_70b.kv_bytes(tokens, 1, "bfloat16") / 1e9
+            print(f"{tokens:6d} tokens: {per_seq:5.2f} GB of KV per sequence, {40 * per_seq:6.1f} GB for 40 chats")
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        KV cache per sequence grows linearly with context: 8x the tokens is 8x the cache (about 1.3 GB to
+        10.7 GB per sequence for Llama-3-70B in bf16). The 40 chats that needed about 54 GB of cache would
+        need about 430 GB. With the weights and the memory unchanged, the sessions a server holds at full
+        context fall roughly 8x: KV memory becomes the binding constraint, so you need more replicas (or a
+        smaller cache per token: fewer KV heads, an fp8 cache), not faster compute. Long prefills also
+        raise TTFT for everyone sharing the server.
+        </details>
+        """),
+        md("""
+        **E2.** A 70B-class model (80 layers, grouped-query attention with 8 KV heads of dimension 128) is
+        served in fp16 on one 8-GPU node with about 640 GB of total HBM. Product wants 256 concurrent sessions,
+        each holding a full 32K-token context. What is the binding constraint, and what does it imply?
+        """),
+        code("""
+        kv_per_session = llama_70b.kv_bytes(32768, 1, "float16")
+        need = llama_70b.weight_bytes("float16") + 256 * kv_per_session
+        fits = (640e9 - llama_70b.weight_bytes("float16")) // kv_per_session
+        print(f"KV per token {llama_70b.kv_bytes_per_token('float16'):,.0f} B, per session {kv_per_session / 1e9:.1f} GB")
+        print(f"256 sessions need {need / 1e12:.2f} TB; 640 GB holds about {fits:.0f} full sessions")
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        KV cache memory. Per token: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes, so one 32K
+        session holds about 10.7 GB, and 256 sessions need about 2.75 TB, on top of about 141 GB of fp16
+        weights, against 640 GB of HBM. One node holds about 46 full-context sessions. It implies about six
+        such nodes (or a smaller cache per token: fp8 KV halves it), or a product limit on concurrent long
+        contexts; adding compute does nothing for it.
+        </details>
+        """),
+        md("""
+        **E3.** Your server reserves a contiguous KV region sized for max_tokens = 8,192 for every request at
+        admission, but the average sequence ends near 600 tokens. The node reports out-of-KV-memory at about
+        20 concurrent requests while GPU compute sits at 30%. Which change best raises concurrency without
+        restricting legitimate long outputs?
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        Allocate the KV cache in blocks on demand (paged attention, as vLLM does) instead of reserving the
+        worst case at admission. Each request reserves 8,192 tokens of cache but uses about 600, so over 90 %
+        of the reserved memory sits empty; paging lets the same memory hold roughly 8,192 / 600, about 13x,
+        as many average sequences, while a long output still gets its blocks as it grows (with preemption if
+        memory runs out). Lowering max_tokens would also raise concurrency, but it restricts the legitimate
+        long outputs.
+        </details>
+        """),
+        md("""
+        **E4.** You must summarize 10 million documents overnight, and no user is waiting on any single result.
+        How should you configure the serving stack compared with your interactive chat deployment?
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        Optimize for throughput (tokens per second per GPU, cost per million tokens), not latency: offline
+        batch inference with the largest batch memory allows, pushing every step well past the ridge; no TTFT
+        or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (it is a latency lever
+        that costs throughput once compute-bound), allow long queues, use quantization if its accuracy loss on
+        this task is measured and acceptable, and check the job finishes before morning from measured
+        tokens per second, with a checkpoint so a failure does not restart it.
+        </details>
+        """),
+        md("""
+        **E5.** You serve a 7B-parameter model in fp16 (about 14 GB of weights) for a chat app. Users say
+        single-conversation token generation is too slow, and you are choosing new GPU hardware. Which
+        hardware spec most directly increases per-sequence decode speed?
+        """),
+        code("""
+        weights = 14e9  # bytes, 7B parameters in fp16
+        for name in ("L4", "A100", "H100", "H200"):
+            gpu = hardware.get(name)
+            print(f"{name:5s} {gpu.bandwidth_gb_s:6.0f} GB/s -> at most {gpu.bandwidth_gb_s * 1e9 / weights:4.0f} tokens/s per sequence")
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        Memory bandwidth. One sequence decodes one token per step, and each step reads all 14 GB of weights,
+        so the step is memory-bandwidth-bound: the ceiling is bandwidth / weight bytes (about 340 tokens/s
+        on an H200's 4.8 TB/s, before overheads). Peak FLOPs barely matter at batch 1, and more memory
+        capacity only helps if it is also faster.
+        </details>
+        """),
+        md("""
+        **E6.** Your RAG workload sends 8K-token prompts and gets ~150-token answers from a 70B-class model.
+        You plan to move prefill and decode onto separate GPU pools so long prefills stop stalling decode.
+        What new resource must you size carefully?
+        """),
+        code("""
+        per_request = llama_70b.kv_bytes(8192, 1, "bfloat16")
+        print(f"KV cache to move per request: {per_request / 1e9:.2f} GB")
+        for requests_per_s in (10, 50):
+            print(f"{requests_per_s} requests/s -> {requests_per_s * per_request / 1e9:.0f} GB/s from prefill to decode")
+        """),
+        md("""
+        <details><summary>Worked answer</summary>
+
+        The interconnect between the pools: each request's KV cache has to move from the prefill GPUs to the
+        decode GPUs. An 8K-token prompt on Llama-3-70B is about 2.7 GB of bf16 KV cache, so 10 requests per
+        second is about 27 GB/s of transfer, and the transfer time adds to TTFT. Size the link bandwidth
+        (NVLink, RDMA networking) and the decode pool's KV memory to the request rate, or the transfer
+        becomes the new bottleneck.
+        </details>
+        """),
+    ]
+
+
+def _reps() -> list:
+    config = f"data_dir() / 'configs' / '{AUDIT_CASE}.yaml'"
+    workload = f"data_dir() / 'configs' / '{AUDIT_CASE}-workload.yaml'"
+    return [
+        md("""
+        ## Real-world reps
+
+        The lesson's three reps, each in a form the grader can check. In your own work, do them on your own
+        configuration as well.
+        """),
+        md(f"""
+        ### Rep 1. ▢ Knob audit
+
+        Take a serving configuration from your own work (or a public config, such as vLLM's example
+        deployments). For each knob (batch size, quantization, parallelism, speculative decoding, prefix
+        caching), check whether the configuration cites the workload it was tuned for and the measurement
+        that justified that choice. Write down which knobs are justified and which are just defaults.
+
+        Here, audit `data/configs/{AUDIT_CASE}.yaml` against the workload it claims to serve,
+        `data/configs/{AUDIT_CASE}-workload.yaml`. Both are printed below.
+        """, "rep1-question"),
+        code(f"""
+        print(({config}).read_text())
+        print(({workload}).read_text())
+        """, "rep1-show"),
+        md("""
+        Fill `audit`: one entry per knob of the config, each `{"verdict": ..., "because": ...}`, where the
+        verdict is `"justified"` (a workload fact or a measurement backs it), `"unjustified"` (nothing backs
+        it: a default, or a measurement is missing) or `"wrong"` (a workload fact or a measurement contradicts
+        it), and `because` names that fact or the missing measurement in a sentence.
+
+        When you are done, compare with the reviewer: `servelab review` runs the same checklist as code.
+        """),
+        answer("rep1-answer", AUDIT_SOLUTION),
+        test("rep1-test", 4, "assert isinstance(audit, dict) and audit, \"audit should be a dict with one entry per knob\"",
+             hidden_check("audit", f"knob_audit(_answer, _keys.knob_audit(_keys.config_path({AUDIT_CASE!r}), "
+                                   f"_keys.workload_path({AUDIT_CASE!r}), points=4))")),
+        md("""
+        ### Rep 2. Measured comparison (in the lab)
+
+        Pick one config knob from the above and compare two different settings on the same workload,
+        measuring throughput and latency with each. Record which metric matters more for your SLO and
+        whether the configured choice is the right one.
+
+        You do this rep in the lab, `labs/spec_decode_lab.ipynb`, with a live engine: measure speculation on
+        and off at one batch size on one workload, then hand in
+
+        ```python
+        comparison = {
+            "knob": "speculative_decoding",
+            "slo_metric": "output_tok_s",        # the Measurement field your SLO is stated in
+            "measurements": [record_a, record_b],  # two Measurement dicts (record.to_dict()), same workload
+            "better": 0,                           # index of the setting that better serves the SLO metric
+            "conclusion": "...",                   # one or two sentences
+        }
+        ```
+
+        The grader checks the records' schema, their arithmetic (`output_tokens / elapsed_s` is
+        `output_tok_s`), their plausibility against the roofline simulator, and that your conclusion follows
+        from your own numbers.
+        """, "rep2"),
+        md("""
+        ### Rep 3. ▢ Rollout plan
+
+        Tomorrow: design a safe rollout plan for a configuration change you are planning (e.g., switching
+        quantization, enabling a feature, changing batch size). Include who needs to be notified, what
+        metrics you will monitor in the canary, and what would trigger a rollback.
+
+        Fill `rollout` for switching a chat fleet from float16 to int8:
+        - `"change"`: what changes;
+        - `"canary_fraction"`: the share of traffic the canary gets (a fraction, 0 to 0.25);
+        - `"canary_hours"`: how long the canary runs;
+        - `"stages"`: the traffic fractions of the rolling rollout after a clean canary, ending at `1.0`;
+        - `"metrics"`: the metric names you watch (latency, throughput, and one that sees output-distribution
+          drift);
+        - `"rollback_triggers"`: a list of `{"metric": one of your metrics, "threshold": a number,
+          "direction": "above" or "below"}`;
+        - `"notify"`: who is told before the rollout.
+        """, "rep3-question"),
+        answer("rep3-answer", """
+        rollout = {
+            "change": "serving quantization float16 -> int8 on the chat fleet",
+            "canary_fraction": 0.05,
+            "canary_hours": 24,
+            "stages": [0.05, 0.25, 0.5, 1.0],
+            "metrics": ["ttft_ms_p99", "tpot_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
+            "rollback_triggers": [
+                {"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+                {"metric": "tpot_ms_p99", "threshold": 60, "direction": "above"},
+                {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"},
+            ],
+            "notify": ["eval gate owners", "client teams calling the chat API", "serving on-call"],
+        }
+        """),
+        test("rep3-test", 5,
+             _dict_form("rollout", ["change", "canary_fraction", "canary_hours", "stages", "metrics",
+                                    "rollback_triggers", "notify"]),
+             hidden_check("rollout", "rollout_plan(_answer, {'name': 'rollout plan', 'points': 5})")),
+        md("In a short paragraph: why these thresholds, this canary size and duration, and these people?"),
+        written("rep3-explain", 3, """
+        5 % of traffic for 24 hours sees a full daily peak while limiting how many callers a bad change
+        reaches. The latency thresholds are the SLO's (p99 TTFT 500 ms) plus the current p99 TPOT with
+        headroom, so a rollback fires before callers feel it; throughput is watched to confirm the memory
+        saving pays. The eval gate's acceptance rate is the one metric that sees int8 shifting the output
+        distribution: it sat near 0.99 on float16, so a drop below 0.97 rolls back before the change reaches
+        everyone. The eval-gate owners and the client teams are told first because they are the ones whose
+        assumptions break silently; the on-call needs to know what changed when an alert fires.
+        """),
+    ]
+
+
+def _going_further() -> list:
+    return [
+        md("""
+        ## Going further
+
+        - Docs: "Speculative Decoding", vLLM Project
+          (https://docs.vllm.ai/en/latest/features/spec_decode.html)
+        - Paper: "Fast Inference from Transformers via Speculative Decoding", Leviathan et al., 2022
+          (https://arxiv.org/abs/2211.17192)
+        - Resources: the vLLM blog post on speculative decoding (2024-10-17) measures the flip this lesson
+          describes: up to 2.8x faster at QPS 1, up to 1.8x slower at high QPS; MagicDec shows why long
+          contexts keep decode memory-bound, so speculation can help even at large batch.
+
+        Not landing? Reread the primary source at the top, since this lesson compresses it and compression
+        is where understanding leaks. Check the glossary for any term that felt slippery.
+
+        If the lesson itself is unclear rather than the material, that is a defect: open an issue.
+        """, "going-further"),
+    ]
+
+
+AUDIT_SOLUTION = """
+audit = {
+    "batching": {
+        "verdict": "unjustified",
+        "because": "max-num-seqs 32 covers the peak of 24 concurrent users, but no TTFT or TPOT measured "
+                   "at this batch and load is cited against the SLO.",
+    },
+    "quantization": {
+        "verdict": "justified",
+        "because": "weights are served unquantized in bf16, so there is no accuracy trade to justify.",
+    },
+    "parallelism": {
+        "verdict": "wrong",
+        "because": "Llama-3-70B's bf16 weights are 141 GB and one H200 at 0.9 utilization offers 127 GB: "
+                   "tensor-parallel-size 1 cannot hold the model; TP 2 is the smallest that fits.",
+    },
+    "speculative_decoding": {
+        "verdict": "justified",
+        "because": "it is off, so no verification work is added to any decode step.",
+    },
+    "max_model_len": {
+        "verdict": "justified",
+        "because": "8,192 covers the longest request (3,500 prompt + 1,200 output tokens) with modest headroom.",
+    },
+    "gpu_memory_utilization": {
+        "verdict": "wrong",
+        "because": "at 0.9 the 141 GB of weights exceed the 127 GB vLLM may use, leaving no KV cache at all.",
+    },
+}
+"""
+
+
+def build():
+    """The instructor notebook, built the same way every time."""
+    return notebook(cells())
+
+
+def main(argv: list[str] | None = None) -> int:
+    path = write(build(), SOURCE)
+    print(f"wrote {path.relative_to(REPO_DIR)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Sample submissions, made from the notebooks so they stay in step with them.
+
+    python -m servelab.grading.samples     # writes grading/submissions/<assignment>/<student>.ipynb
+
+Each sample starts from the released student version and fills its answer
+cells: `perfect` with the instructor's solutions, `partial` with a known mix of
+right and wrong answers, `empty` with nothing. The hostile samples start from
+`partial` and attack the grader: an edited test cell, deleted test cells, an
+infinite loop, an output flood, code that reads the answer key from disk, code
+that patches the checkers and keys. A hostile sample must score exactly what
+`partial` scores: an attack gains nothing. grading/submissions/expected.json
+holds every sample's expected autograde score.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import nbformat
+
+from servelab.grading import author, course
+from servelab.paths import REPO_DIR
+
+SUBMISSIONS = REPO_DIR / "grading" / "submissions"
+EXPECTED = SUBMISSIONS / "expected.json"
+
+
+# --------------------------------------------------------------------------- notebook surgery
+
+def _meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def solutions(source_nb) -> dict[str, str]:
+    """grade_id -> the solution of every answer cell (markers removed) in an instructor notebook."""
+    out = {}
+    for cell in source_nb.cells:
+        m = _meta(cell)
+        if m.get("solution"):
+            lines = [ln for ln in cell.source.split("\n")
+                     if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+            out[m["grade_id"]] = "\n".join(lines)
+    return out
+
+
+def fill(nb, answers: dict[str, str]):
+    """A copy of a student notebook with the given answer cells replaced."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        gid = _meta(cell).get("grade_id")
+        if gid in answers and _meta(cell).get("solution"):
+            cell.source = answers[gid]
+    return nb
+
+
+def test_cells(nb) -> list:
+    return [c for c in nb.cells if _meta(c).get("grade") and not _meta(c).get("solution")]
+
+
+# --------------------------------------------------------------------------- lesson 25 samples
+
+# Wrong answers, each a slip a learner makes; the feedback names it.
+LESSON25_PARTIAL = {
+    # K and V counted once: both warm-up 1 numbers are half the truth.
+    "warmup1-answer": """
+warmup1_kv_bytes_per_token = llama_8b.num_layers * llama_8b.num_kv_heads * llama_8b.head_dim * 2
+warmup1_kv_bytes_batch = warmup1_kv_bytes_per_token * 8192 * 32
+""",
+    # the tokens-per-verify-step formula assumes every draft is accepted
+    "warmup3-answer": """
+a, k = 0.7, 4
+warmup3_tokens_per_verify_step = k + 1
+warmup3_verified_tokens_per_step = 64 * (k + 1)
+warmup3_compute_bound = True
+""",
+    # 'unjustified' instead of 'wrong', and the batch limit taken from the config
+    "practice1-answer": """
+practice1 = {"knob": "batching", "verdict": "unjustified", "slo_met": False, "slo_miss_ms": 700,
+             "useful_batch_limit": 256}
+""",
+    # two right picks and one wrong one
+    "practice2-answer": """
+practice2_sufficient = "no"
+practice2_missing = ["batch_size", "bottleneck", "gpu_count"]
+""",
+    "practice5-answer": 'practice5_answer = "c"',
+    # batching called justified (no measurement is cited), one reason left out
+    "rep1-answer": """
+audit = {
+    "batching": {"verdict": "justified", "because": "32 slots cover the peak of 24 users"},
+    "quantization": {"verdict": "justified", "because": "bf16, nothing quantized, no accuracy trade"},
+    "parallelism": {"verdict": "wrong", "because": "141 GB of weights do not fit one 127 GB H200"},
+    "speculative_decoding": {"verdict": "justified", "because": "it is off, nothing to verify"},
+    "max_model_len": {"verdict": "justified", "because": "8,192 covers the longest request of 4,700 tokens"},
+    "gpu_memory_utilization": {"verdict": "wrong", "because": ""},
+}
+""",
+    # no metric that sees output drift, so no trigger on it either
+    "rep3-answer": """
+rollout = {
+    "change": "float16 -> int8",
+    "canary_fraction": 0.05,
+    "canary_hours": 24,
+    "stages": [0.05, 0.5, 1.0],
+    "metrics": ["ttft_ms_p99", "output_tok_s"],
+    "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+                          {"metric": "output_tok_s", "threshold": 1000, "direction": "below"}],
+    "notify": ["client teams"],
+}
+""",
+}
+# What LESSON25_PARTIAL earns, test by test (the rest of the answers are the solutions).
+LESSON25_PARTIAL_POINTS = {
+    "warmup1-per-token": 0, "warmup1-batch": 0,
+    "warmup2-ridge": 1, "warmup2-tokens": 1,
+    "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
+    "practice1-test": 3 * 3 / 5,  # knob, slo_met, slo_miss_ms right; verdict and limit wrong
+    "practice2-sufficient": 1, "practice2-missing": 2 * (2 - 1) / 4,
+    "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,
+    "rep1-test": 4 * 4.5 / 6,  # batching wrong, gpu_memory_utilization right but without a reason
+    "rep3-test": 5 * 3 / 5,  # canary, stages, notify; metrics and triggers miss output drift
+}
+
+# Code a hostile learner puts in an answer cell. Every attempt is wrapped so the
+# notebook runs on; what it finds would change practice 5's answer to the right one.
+READ_KEY = r'''
+# Look for the answer key wherever it might be.
+import glob, os, re, sqlite3
+found = []
+def _try(fn):
+    try:
+        found.append(fn())
+    except Exception as exc:
+        found.append(f"refused: {type(exc).__name__}")
+import servelab.grading, servelab.paths
+_try(lambda: [n for n in dir(servelab.grading) if "key" in n.lower() or "answer" in n.lower()])
+_try(lambda: open("lesson25.ipynb").read())
+_try(lambda: open("../../../gradebook.db", "rb").read().decode("latin-1"))
+_try(lambda: sqlite3.connect("../../../gradebook.db").execute("select source from source_cell").fetchall())
+_try(lambda: open(servelab.paths.REPO_DIR / "solutions" / "lesson25" / "lesson25.ipynb").read())
+_try(lambda: open(servelab.paths.REPO_DIR / "grading" / "submissions" / "lesson25" / "perfect.ipynb").read())
+_try(lambda: [open(p, "rb").read().decode("latin-1") for p in glob.glob("../../../*.db")])
+_try(lambda: open(servelab.paths.REPO_DIR / "grading" / "course" / "gradebook.db", "rb").read().decode("latin-1"))
+_try(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read().decode("latin-1"))
+_letters = re.findall(r"'correct': '([a-d])'", "\n".join(map(str, found)))  # practice 5's key comes before the quiz's
+practice5_answer = _letters[0] if _letters else "c"
+'''
+
+PATCH_CHECKER = r'''
+# Make every checker award full points, and every key agree with my answers.
+import servelab.grading.checkers as _c, servelab.grading.keys as _k, servelab.modelspec as _ms
+_full = lambda answer, key: _c.Result(float(key.get("points", 1)), "full marks")
+for _name in ("number", "choice", "selection", "fields", "yes_no", "knob_audit", "rollout_plan"):
+    setattr(_c, _name, _full)
+_c.report = lambda result: float(result[0])
+_ms.ModelSpec.kv_bytes_per_token = lambda self, dtype="bfloat16": 65536
+_k.tokens_per_verify_step = lambda *a, **kw: {"value": 5, "points": 1}
+practice5_answer = "c"
+'''
+
+
+@dataclass(frozen=True)
+class Sample:
+    student: str
+    make: Callable  # (student_nb, solutions) -> nb
+    expected: float  # autograde points
+    about: str
+
+
+def _lesson25_samples(total: float) -> list[Sample]:
+    partial_points = round(sum(LESSON25_PARTIAL_POINTS.values()), 3)
+
+    def partial(nb, sol):
+        return fill(fill(nb, sol), {k: v.strip() for k, v in LESSON25_PARTIAL.items()})
+
+    def edited_test(nb, sol):
+        nb = partial(nb, sol)
+        for cell in test_cells(nb):
+            cell.source = "# tests removed\n1.0"  # a number as output reads as full partial credit
+        return nb
+
+    def deleted_cells(nb, sol):
+        nb = partial(nb, sol)
+        nb.cells = [c for c in nb.cells if c not in test_cells(nb)]
+        return nb
+
+    def infinite_loop(nb, sol):
+        return fill(partial(nb, sol), {"practice5-answer": 'practice5_answer = "c"\nwhile True:\n    pass'})
+
+    def output_flood(nb, sol):
+        return fill(partial(nb, sol), {"practice5-answer": 'practice5_answer = "c"\n'
+                                                          'for i in range(30_000):\n    print("flood", i, "x" * 60)'})
+
+    def read_key(nb, sol):
+        return fill(partial(nb, sol), {"practice5-answer": READ_KEY.strip()})
+
+    def patch_checker(nb, sol):
+        return fill(partial(nb, sol), {"practice5-answer": PATCH_CHECKER.strip()})
+
+    return [
+        Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
+        Sample("partial", partial, partial_points, "a known mix of right answers and common slips"),
+        Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
+        Sample("edited_test", edited_test, partial_points, "partial, with every test cell replaced by `1.0`"),
+        Sample("deleted_cells", deleted_cells, partial_points, "partial, with every test cell deleted"),
+        Sample("infinite_loop", infinite_loop, partial_points, "partial, with an infinite loop in an answer cell"),
+        Sample("output_flood", output_flood, partial_points, "partial, printing 30,000 lines"),
+        Sample("read_key", read_key, partial_points, "partial, reading the key from the gradebook, notebooks, /proc"),
+        Sample("patch_checker", patch_checker, partial_points, "partial, patching the checkers, keys and model presets"),
+    ]
+
+
+def autograde_points(nb) -> float:
+    return float(sum(_meta(c).get("points", 0) for c in test_cells(nb)))
+
+
+def make_samples(assignment: course.Assignment, submissions: Path = SUBMISSIONS) -> dict[str, float]:
+    """Write an assignment's samples under submissions/<assignment>/; return {student: expected points}."""
+    student_nb = nbformat.read(assignment.student, as_version=4)
+    sol = solutions(nbformat.read(assignment.source, as_version=4))
+    if assignment.name != "lesson25":
+        # Other assignments get the three plain samples until they define their own.
+        samples = [Sample("perfect", lambda nb, s: fill(nb, s), autograde_points(student_nb), ""),
+                   Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, "")]
+    else:
+        samples = _lesson25_samples(autograde_points(student_nb))
+    folder = Path(submissions) / assignment.name
+    if folder.exists():
+        for old in folder.glob("*.ipynb"):
+            old.unlink()
+    expected = {}
+    for sample in samples:
+        author.write(sample.make(student_nb, sol), folder / f"{sample.student}.ipynb")
+        expected[sample.student] = sample.expected
+    return expected
+
+
+def main(argv: list[str] | None = None) -> int:
+    expected = {}
+    for assignment in course.available():
+        if not assignment.student.exists():
+            print(f"{assignment.student} is missing: run python -m servelab.grading.release first", file=sys.stderr)
+            return 1
+        expected[assignment.name] = make_samples(assignment)
+        print(f"wrote {len(expected[assignment.name])} samples for {assignment.name}")
+    EXPECTED.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,338 @@
+"""The checkers: pure (answer, key) -> (points, feedback), feedback that names the slip, never a crash."""
+
+import math
+
+import pytest
+
+from servelab import hardware, modelspec, simulate
+from servelab.grading import checkers, keys
+from servelab.measurement import Measurement
+
+LLAMA_8B = modelspec.preset("Llama-3.1-8B")
+H200 = hardware.get("H200")
+
+
+# --------------------------------------------------------------------------- number
+
+def test_number_full_points_within_tolerance():
+    key = keys.kv_bytes_per_token("Llama-3.1-8B", "bfloat16", points=2)
+    assert key["value"] == 2 * 32 * 8 * 128 * 2 == LLAMA_8B.kv_bytes_per_token("bfloat16")
+    assert checkers.number(131072, key) == (2, checkers.number(131072, key).feedback)
+    assert checkers.number(131072 * 1.005, key).points == 2
+    assert checkers.number(131072 * 1.05, key).points == 0
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (131072 * 32 / 8, "32 attention heads"),  # attention heads for KV heads
+    (131072 / 32, "every one of the 32 layers"),
+    (131072 * 8, "bits"),
+    (131072 * 2, "float32"),
+])
+def test_number_names_the_slip(wrong, says):
+    points, feedback = checkers.number(wrong, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    assert points == 0 and says in feedback
+
+
+def test_number_names_every_slip_that_fits():
+    # In bf16, forgetting K-and-V and forgetting bytes per value both halve the answer.
+    _, feedback = checkers.number(65536, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    assert "K and V" in feedback and "bytes per value" in feedback
+
+
+def test_number_unknown_wrong_value_still_teaches():
+    points, feedback = checkers.number(1.0, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    assert points == 0 and "too low" in feedback and "num_kv_heads" in feedback
+
+
+@pytest.mark.parametrize("answer", ["131072", None, True, [131072], {"v": 1}, math.nan, math.inf])
+def test_number_rejects_non_numbers(answer):
+    points, feedback = checkers.number(answer, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    assert points == 0 and feedback
+
+
+def test_number_is_not_fooled_by_a_custom_object():
+    class AlwaysEqual(float):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = float.__hash__
+
+    points, _ = checkers.number(AlwaysEqual(1.0), keys.kv_bytes_per_token("Llama-3.1-8B"))
+    assert points == 0
+
+    class Sneaky:
+        def __eq__(self, other):
+            return True
+
+    assert checkers.number(Sneaky(), keys.kv_bytes_per_token("Llama-3.1-8B")).points == 0
+
+
+def test_keys_come_from_servelab():
+    assert keys.kv_bytes("Llama-3.1-8B", 8192, 32)["value"] == LLAMA_8B.kv_bytes(8192, 32, "bfloat16")
+    assert keys.ridge_flop_per_byte("H200")["value"] == pytest.approx(H200.ridge_flop_per_byte)
+    assert keys.ridge_tokens_per_step("H200")["value"] == pytest.approx(H200.ridge_tokens_per_step(2))
+    assert keys.tokens_per_verify_step(0.7, 4)["value"] == pytest.approx(simulate.expected_tokens_per_step(0.7, 4))
+    assert keys.verified_tokens_per_step(64, 4)["value"] == 320
+    assert keys.is_compute_bound(64, 4, "H200")["value"] is True
+    assert keys.is_compute_bound(16, 4, "H200")["value"] is False
+
+
+@pytest.mark.parametrize("key_fn, wrong, says", [
+    (lambda: keys.kv_bytes("Llama-3.1-8B", 8192, 32), 131072 * 8192, "every sequence keeps its own"),
+    (lambda: keys.ridge_flop_per_byte("H200"), 4.8e12 / 989e12, "bytes per FLOP"),
+    (lambda: keys.ridge_tokens_per_step("H200"), 206.04 * 2, "2 FLOP per parameter"),
+    (lambda: keys.tokens_per_verify_step(0.7, 4), 5, "every draft token is accepted"),
+    (lambda: keys.tokens_per_verify_step(0.7, 4), 1 + 0.7 * 4, "sequential"),
+    (lambda: keys.verified_tokens_per_step(64, 4), 256, "k + 1 positions"),
+])
+def test_keys_teach_the_common_slips(key_fn, wrong, says):
+    points, feedback = checkers.number(wrong, key_fn())
+    assert points == 0 and says in feedback
+
+
+# --------------------------------------------------------------------------- choice, yes/no, selection, fields
+
+CHOICE = {"name": "q", "points": 1, "correct": "b",
+          "options": {"a": "a is wrong because A.", "b": "b is right.", "c": "c is wrong because C."}}
+
+
+def test_choice():
+    assert checkers.choice("b", CHOICE).points == 1
+    assert checkers.choice(" B ", CHOICE).points == 1
+    assert checkers.choice("(b)", CHOICE).points == 1
+    points, feedback = checkers.choice("c", CHOICE)
+    assert points == 0 and "because C" in feedback
+    assert checkers.choice("e", CHOICE).points == 0
+    assert checkers.choice(2, CHOICE).points == 0
+
+
+def test_choice_ignores_a_string_that_equals_everything():
+    class Liar(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    assert checkers.choice(Liar("a"), CHOICE).points == 0
+
+
+def test_yes_no():
+    key = keys.is_compute_bound(64, 4, "H200", points=1)
+    assert checkers.yes_no(True, key).points == 1
+    points, feedback = checkers.yes_no(False, key)
+    assert points == 0 and "past the ridge" in feedback
+    assert checkers.yes_no(1, key).points == 0  # 1 is not True here
+
+
+SELECTION = {"name": "s", "points": 2, "correct": ["x", "y"],
+             "options": {"x": "x matters.", "y": "y matters.", "z": "z is a distractor."}}
+
+
+@pytest.mark.parametrize("answer, points", [
+    (["x", "y"], 2), (["x"], 1), (["x", "z"], 0), (["x", "y", "z"], 1), ([], 0), (["z"], 0),
+])
+def test_selection_credit_minus_wrong_picks(answer, points):
+    assert checkers.selection(answer, SELECTION).points == points
+
+
+def test_selection_explains_wrong_and_missed():
+    _, feedback = checkers.selection(["x", "z"], SELECTION)
+    assert "distractor" in feedback and "y matters" in feedback
+    assert checkers.selection(["nope"], SELECTION).points == 0
+    assert checkers.selection("x", SELECTION).points == 0
+
+
+FIELDS = {"name": "f", "points": 3, "fields": {
+    "knob": {"expect": "batching", "also": ["batch_size"], "feedback": "the batching knob"},
+    "miss": {"expect": 700, "rel_tol": 0.01, "feedback": "1200 - 500"},
+    "met": {"expect": False, "feedback": "it misses"},
+}}
+
+
+def test_fields_share_points_and_name_wrong_parts():
+    assert checkers.fields({"knob": "batching", "miss": 700, "met": False}, FIELDS).points == 3
+    assert checkers.fields({"knob": "Batch-Size", "miss": 700.0, "met": False}, FIELDS).points == 3
+    points, feedback = checkers.fields({"knob": "batching", "miss": 1200, "met": 0}, FIELDS)
+    assert points == 1 and "1200 - 500" in feedback and "it misses" in feedback
+    assert checkers.fields(["batching"], FIELDS).points == 0
+    assert checkers.fields({}, FIELDS).points == 0
+
+
+def test_report_prints_feedback_and_returns_points(capsys):
+    assert checkers.report(checkers.Result(1.23456, "well done")) == 1.235
+    assert "well done" in capsys.readouterr().out
+
+
+def test_points_never_exceed_the_key():
+    # nbgrader refuses partial credit above a cell's points, so no checker may return more.
+    assert checkers.selection(["x", "y"], {**SELECTION, "points": 1}).points == 1
+    assert checkers.fields({"knob": "batching", "miss": 700, "met": False}, {**FIELDS, "points": 0.5}).points == 0.5
+
+
+# --------------------------------------------------------------------------- knob audit
+
+AUDIT_KEY = {"name": "audit", "points": 4,
+             "verdicts": {"batching": "unjustified", "parallelism": "wrong", "quantization": "justified", "max_model_len": "justified"},
+             "reasons": {"batching": "no TTFT measured at batch 32", "parallelism": "141 GB does not fit 127 GB",
+                         "quantization": "bf16", "max_model_len": "covers the longest request"}}
+GOOD_AUDIT = {
+    "batching": {"verdict": "unjustified", "because": "no latency measured at this batch"},
+    "parallelism": {"verdict": "wrong", "because": "the weights do not fit one GPU"},
+    "quantization": {"verdict": "justified", "because": "bf16 has no accuracy trade"},
+    "max_model_len": {"verdict": "justified", "because": "covers the longest request seen"},
+}
+
+
+def test_knob_audit_full_and_partial():
+    assert checkers.knob_audit(GOOD_AUDIT, AUDIT_KEY).points == 4
+    wrong = {**GOOD_AUDIT, "batching": {"verdict": "justified", "because": "32 slots cover 24 users"}}
+    points, feedback = checkers.knob_audit(wrong, AUDIT_KEY)
+    assert points == 3 and "no TTFT measured at batch 32" in feedback
+    terse = {**GOOD_AUDIT, "parallelism": {"verdict": "Wrong", "because": ""}}
+    points, feedback = checkers.knob_audit(terse, AUDIT_KEY)
+    assert points == 3.5 and "missing measurement" in feedback
+    missing = {k: v for k, v in GOOD_AUDIT.items() if k != "quantization"}
+    assert checkers.knob_audit(missing, AUDIT_KEY).points == 3
+    assert checkers.knob_audit({**GOOD_AUDIT, "prefix_caching": {"verdict": "justified"}}, AUDIT_KEY).points == 4
+    assert checkers.knob_audit({"batching": {"verdict": "great"}}, AUDIT_KEY).points == 0
+    assert checkers.knob_audit("all justified", AUDIT_KEY).points == 0
+
+
+def test_knob_audit_key_comes_from_the_reviewer():
+    from servelab import review
+
+    case = "70b-one-gpu-no-tp"
+    key = keys.knob_audit(keys.config_path(case), keys.workload_path(case), points=4)
+    report = review.review_files(keys.config_path(case), keys.workload_path(case))
+    assert key["verdicts"] == report.verdicts()
+    assert set(key["verdicts"].values()) == {"justified", "unjustified", "wrong"}, "the audit case should mix verdicts"
+
+
+# --------------------------------------------------------------------------- measured comparison
+
+def _record(method, k, tok_s, **overrides) -> dict:
+    output_tokens = 64 * 8
+    elapsed = output_tokens / tok_s
+    record = Measurement(
+        method=method, num_speculative_tokens=k, batch_size=8, workload="copy", output_len=64, num_requests=8,
+        prompt_tokens=400, output_tokens=output_tokens, elapsed_s=round(elapsed, 4), output_tok_s=tok_s,
+        request_throughput=8 / elapsed, ttft_ms_p50=100, ttft_ms_p99=150, tpot_ms_p50=90 if k == 0 else 110,
+        tpot_ms_p99=120, model="SmolLM2-135M-Instruct", dtype="float32", hardware="Intel(R) Xeon(R) Processor",
+        acceptance_rate=0.63 if k else None,
+    ).to_dict()
+    record.update(overrides)
+    return record
+
+
+def _comparison(**overrides) -> dict:
+    answer = {
+        "knob": "speculative_decoding",
+        "slo_metric": "output_tok_s",
+        "measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7)],
+        "better": 0,
+        "conclusion": "At batch 8 speculation lowers throughput, so leave it off for this SLO.",
+    }
+    answer.update(overrides)
+    return answer
+
+
+KEY = {"name": "comparison", "points": 4}
+
+
+def test_measured_comparison_full_marks():
+    points, feedback = checkers.measured_comparison(_comparison(), KEY)
+    assert points == 4, feedback
+
+
+def test_measured_comparison_conclusion_must_follow_from_own_numbers():
+    points, feedback = checkers.measured_comparison(_comparison(better=1), KEY)
+    assert points == 3 and "your own numbers say setting 0" in feedback
+    # for a latency metric lower is better: setting 0 has the lower TPOT
+    assert checkers.measured_comparison(_comparison(slo_metric="tpot_ms_p50", better=0), KEY).points == 4
+    assert checkers.measured_comparison(_comparison(slo_metric="tpot_ms_p50", better=1), KEY).points == 3
+
+
+def test_measured_comparison_arithmetic():
+    bad = _record("none", 0, 80.5, output_tok_s=120.0)
+    points, feedback = checkers.measured_comparison(_comparison(measurements=[bad, _record("ngram", 4, 63.7)]), KEY)
+    assert points < 4 and "output_tokens / elapsed_s" in feedback
+
+
+def test_measured_comparison_plausibility():
+    fast = _record("none", 0, 8000.0)
+    points, feedback = checkers.measured_comparison(_comparison(measurements=[fast, _record("ngram", 4, 63.7)]), KEY)
+    assert points == 3 and "not plausible" in feedback and "roofline" in feedback
+
+
+@pytest.mark.parametrize("overrides, says", [
+    ({"measurements": [_record("none", 0, 80.5)]}, "two Measurement"),
+    ({"measurements": [_record("none", 0, 80.5), _record("none", 0, 80.5)]}, "same settings"),
+    ({"measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7, workload="open")]}, "differ in workload"),
+    ({"measurements": [{"method": "none"}, _record("ngram", 4, 63.7)]}, "missing fields"),
+    ({"slo_metric": "vibes"}, "slo_metric"),
+    ({"better": "first"}, "better must be 0 or 1"),
+])
+def test_measured_comparison_schema(overrides, says):
+    points, feedback = checkers.measured_comparison(_comparison(**overrides), KEY)
+    assert points == 0 and says in feedback
+
+
+def test_measured_comparison_wants_a_sentence():
+    points, feedback = checkers.measured_comparison(_comparison(conclusion="off"), KEY)
+    assert points == 3 and "conclusion" in feedback
+
+
+# --------------------------------------------------------------------------- rollout plan
+
+PLAN = {
+    "change": "float16 -> int8",
+    "canary_fraction": 0.05,
+    "canary_hours": 24,
+    "stages": [0.05, 0.25, 1.0],
+    "metrics": ["ttft_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
+    "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+                          {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"}],
+    "notify": ["eval gate owners", "client teams"],
+}
+
+
+def test_rollout_plan_full_marks():
+    points, feedback = checkers.rollout_plan(PLAN, {"points": 5})
+    assert points == 5, feedback
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"canary_fraction": 0.5}, "canary"),
+    ({"canary_hours": 0}, "canary"),
+    ({"stages": [1.0]}, "stages"),
+    ({"stages": [0.5, 0.25, 1.0]}, "stages"),
+    ({"metrics": ["ttft_ms_p99", "output_tok_s"],
+      "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"}]}, "drift"),
+    ({"rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": "high", "direction": "above"}]}, "rollback_triggers"),
+    ({"notify": []}, "notify"),
+])
+def test_rollout_plan_misses_a_part(change, says):
+    points, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
+    assert points < 5 and says in feedback
+
+
+def test_rollout_plan_rejects_non_dicts():
+    assert checkers.rollout_plan("canary then rollout", {"points": 5}).points == 0
+
+
+def test_checkers_never_raise_on_odd_answers():
+    odd = [None, 0, "", [], {}, {"a": [1, {"b": None}]}, object(), lambda: 1, float("nan")]
+    calls = [
+        lambda a: checkers.number(a, keys.kv_bytes_per_token("Llama-3.1-8B")),
+        lambda a: checkers.choice(a, CHOICE),
+        lambda a: checkers.yes_no(a, keys.is_compute_bound(64, 4, "H200")),
+        lambda a: checkers.selection(a, SELECTION),
+        lambda a: checkers.fields(a, FIELDS),
+        lambda a: checkers.knob_audit(a, AUDIT_KEY),
+        lambda a: checkers.measured_comparison(a, KEY),
+        lambda a: checkers.rollout_plan(a, {"points": 5}),
+    ]
+    for call in calls:
+        for answer in odd:
+            points, feedback = call(answer)
+            assert points == 0 and isinstance(feedback, str) and feedback

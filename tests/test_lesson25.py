@@ -1,0 +1,155 @@
+"""Lesson 25 as a notebook: every section of the lesson is there, it runs, and it grades as designed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from servelab.grading import course
+from servelab.paths import REPO_DIR
+
+LESSON = course.get("lesson25")
+SOURCE = nbformat.read(LESSON.source, as_version=4)
+STUDENT = nbformat.read(LESSON.student, as_version=4)
+TEXT = "\n".join(" ".join(c.source.split()) for c in STUDENT.cells)
+
+# One phrase from every part of the lesson and the quiz, in order of the lesson text.
+LESSON_PHRASES = [
+    # title, mission link, primary source, prerequisites
+    "Lesson 25. Reviewing a Serving Configuration",
+    'defend the latency and throughput numbers it produces.',
+    'spot the mismatch before it reaches production',
+    'Docs: "Speculative Decoding", vLLM Project',
+    "Lesson 2, Lesson 6, Lesson 12, Lesson 18, Lesson 22, Lesson 23",
+    # warm-up
+    "What causes the cache to grow, and what does batching do to that cost?",
+    "What actually governs which direction the trade moves?",
+    "Does that mechanism change when your batch size gets very large?",
+    # know this: the checklist
+    "does each knob match the stated workload?",
+    "or was it cargo-culted from a different workload's defaults?",
+    "Is the batching configuration matched to the workload's concurrency and SLO?",
+    "padding with 118 empty requests",
+    "only 12% utilization",
+    "Is the quantization scheme actually earning its keep for this workload's latency target?",
+    "measure your own task's accuracy loss at your own batch size",
+    "Does the parallelism strategy actually address a real bottleneck?",
+    "8-way tensor parallelism on a 4-GPU node is nonsensical",
+    "the configuration has knobs turned but not choices made",
+    "Is speculative decoding actually turned on for the right reason, for this workload's batch size?",
+    "under medium-to-low QPS (queries per second), memory-bound workloads.",
+    "Disabled for batch size > 64 where compute becomes the bottleneck",
+    # carrying a change through what others depend on
+    "Carrying a change through what others depend on",
+    "Canary** a new configuration on a small slice of traffic before a full cutover",
+    "Stage** the change the same way you stage a model version",
+    "Communicate** the change to callers before rolling it out at scale",
+    "switching from float16 to int8 quantization can shift the output distribution",
+    "watching the eval gate's acceptance rate during the canary phase sees it drop",
+    # saying when the usual answer is wrong
+    "Saying when the usual answer is wrong, and settling a disputed claim from the primary source",
+    "fleet throughput (the total tokens generated per second across all requests) may fall",
+    '"measure your workload\'s bottleneck first."',
+    "Measure your system's current bottleneck",
+    "Compare two measurements",
+    "Cite what you measured.",
+    "3,200 tokens/sec with spec decode on and 3,400 tokens/sec with it off",
+    # practice
+    'p99 TTFT under 500ms at 20 concurrent users.',
+    "What is the configuration's actual error?",
+    '"speculative decoding reduces latency, and latency is important."',
+    "roll it out all at once to the entire fleet",
+    '"tensor parallelism: 8-way, on 4 GPUs."',
+    "Speculative decoding always reduces latency and always improves throughput",
+    "the extra verification work can reduce fleet throughput even as per-request latency improves",
+    "Speculative decoding is only useful for very large batch sizes",
+    "should only be enabled if latency is more important than throughput",
+    # real-world reps
+    "Take a serving configuration from your own work",
+    "Write down which knobs are justified and which are just defaults.",
+    "compare two different settings on the same workload",
+    "Record which metric matters more for your SLO",
+    "design a safe rollout plan for a configuration change you are planning",
+    "what would trigger a rollback",
+    # going further
+    "Fast Inference from Transformers via Speculative Decoding",
+    "Not landing? Reread the primary source at the top",
+    "that is a defect: open an issue.",
+    # the quiz on speculation at peak, and its related questions as extension problems
+    "aggregate throughput is 15% lower than with speculation disabled",
+    "The draft model's KV cache doubles memory per sequence",
+    "Batching shifts the target model's sampling distribution",
+    "verifying draft tokens that get rejected burns scarce FLOPs",
+    "Speculation only speeds up prefill",
+    "Product raises the maximum context to 32K tokens",
+    "Product wants 256 concurrent sessions, each holding a full 32K-token context",
+    "reserves a contiguous KV region sized for max_tokens = 8,192",
+    "summarize 10 million documents overnight",
+    "Which hardware spec most directly increases per-sequence decode speed?",
+    "move prefill and decode onto separate GPU pools",
+    # recaps of the lessons this one leans on
+    "Memory footprint (lesson 2)",
+    "The batch trade-off (lesson 6)",
+    "Speculative decoding (lesson 18)",
+    "SLOs (lesson 23)",
+]
+
+
+@pytest.mark.parametrize("phrase", LESSON_PHRASES)
+def test_every_part_of_the_lesson_is_in_the_student_notebook(phrase):
+    assert " ".join(phrase.split()) in TEXT
+
+
+def test_extension_problems_have_worked_answers():
+    worked = [c for c in STUDENT.cells if "Worked answer" in c.source]
+    assert len(worked) == 6
+
+
+def _grade_cells(nb):
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade")}
+
+
+def test_points():
+    tests = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "code"}
+    written = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "markdown"}
+    assert sum(c.metadata.nbgrader.points for c in tests.values()) == 28
+    assert sum(c.metadata.nbgrader.points for c in written.values()) == 11
+    for grade_id, cell in tests.items():
+        assert "### BEGIN HIDDEN TESTS" in cell.source, f"{grade_id}: the points are in the hidden part"
+        assert f"'points': {cell.metadata.nbgrader.points:g}" in cell.source \
+            or f"points={cell.metadata.nbgrader.points:g}" in cell.source, f"{grade_id}: key points == cell points"
+
+
+def test_every_test_checks_its_answer_form_visibly():
+    for grade_id, cell in _grade_cells(STUDENT).items():
+        if cell.cell_type == "code":
+            assert cell.source.strip().startswith("assert"), grade_id
+
+
+def test_hidden_tests_import_the_checkers_afresh():
+    for grade_id, cell in _grade_cells(SOURCE).items():
+        if cell.cell_type == "code":
+            hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1]
+            assert "del _sys.modules[_name]" in hidden
+            assert hidden.index("del _sys.modules") < hidden.index("from servelab.grading import")
+
+
+def test_lesson_never_starts_the_engine():
+    for nb in (SOURCE, STUDENT):
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert "servelab.engine" not in code and "import engine" not in code and "vllm" not in code
+
+
+def test_nbval_passes_on_student_and_instructor_versions():
+    env = dict(os.environ)
+    env.pop("NBGRADER_EXECUTION", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+         str(LESSON.student), str(LESSON.source.parent)],
+        cwd=REPO_DIR, capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
