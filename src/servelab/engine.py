@@ -22,7 +22,8 @@ from pathlib import Path
 
 from . import paths
 
-SPEC_METHODS = ("none", "ngram", "draft_model")
+SPEC_METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3")
+DRAFTED = ("draft_model", "eagle", "eagle3")  # methods whose proposer is a second model
 START_TIMEOUT_S = 900  # first start on a cold 2-core machine, compile included, stays well below this
 LOG_TAIL_LINES = 25
 
@@ -50,11 +51,11 @@ class EngineConfig:
     kv_cache_gb: float = 1.0  # KV cache space on CPU (GiB); on GPU vLLM sizes it from memory utilization
     threads: int | None = None  # CPU threads for the model; None = every core this process may use
     enforce_eager: bool = True  # True: start in ~40 s; False: torch.compile, ~3 min start, faster steps
-    spec_method: str = "none"  # none | ngram | draft_model
+    spec_method: str = "none"  # none | ngram | draft_model | eagle | eagle3 (EAGLE heads need a GPU build)
     num_speculative_tokens: int = 0  # k: tokens proposed per step
     prompt_lookup_min: int = 2  # n-gram: shortest match searched for in the prompt
     prompt_lookup_max: int = 4  # n-gram: longest match
-    draft_model: str = ""  # draft_model: a folder; "" = the bundled 6-layer draft
+    draft_model: str = ""  # draft_model/eagle: a folder or (GPU) a hub id; "" = the bundled 6-layer draft
     # Load-adaptive k: ((first_batch, last_batch, k), ...), vLLM's num_speculative_tokens_per_batch_size
     num_speculative_tokens_per_batch_size: tuple[tuple[int, int, int], ...] = ()
     seed: int = 0
@@ -109,7 +110,9 @@ class EngineConfig:
     def check_files(self) -> None:
         """Fail fast, before the 40-second start, when a model folder is missing."""
         for what, folder in [("model", self.resolved_model())] + (
-                [("draft_model", self.resolved_draft())] if self.spec_method == "draft_model" else []):
+                [("draft_model", self.resolved_draft())] if self.spec_method in DRAFTED else []):
+            if _looks_like_hub_id(folder) and on_gpu():
+                continue  # vLLM fetches hub ids itself on machines that can reach the hub
             if not (Path(folder) / "config.json").is_file():
                 hint = ("Run `servelab prepare-model` to build the bundled model."
                         if not (self.model if what == "model" else self.draft_model)
@@ -145,7 +148,7 @@ class EngineConfig:
         spec: dict = {"method": self.spec_method, "num_speculative_tokens": self.num_speculative_tokens}
         if self.spec_method == "ngram":
             spec.update(prompt_lookup_min=self.prompt_lookup_min, prompt_lookup_max=self.prompt_lookup_max)
-        else:
+        else:  # draft_model, eagle, eagle3: the proposer is a model
             spec["model"] = self.resolved_draft()
         if self.num_speculative_tokens_per_batch_size:
             spec["num_speculative_tokens_per_batch_size"] = [list(e) for e in self.num_speculative_tokens_per_batch_size]
@@ -175,6 +178,11 @@ class EngineConfig:
 
     def key(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    """'org/model' with no such local folder: a Hugging Face hub id."""
+    return name.count("/") == 1 and not name.startswith((".", "/", "~")) and not Path(name).exists()
 
 
 def on_gpu() -> bool:

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 from . import __version__
-from .engine import BatchResult, Engine, EngineConfig
+from .engine import DRAFTED, BatchResult, Engine, EngineConfig
 from .measurement import Measurement, percentile
 from .results import ResultsStore
 from .workload import Workload, load
@@ -56,7 +56,7 @@ def to_measurement(result: BatchResult, config: EngineConfig, info: dict, worklo
         num_accepted_tokens=accepted if speculative else None,
         backend="local",
         model=_model_name(info.get("model", config.resolved_model())),
-        draft_model=_model_name(config.resolved_draft()) if config.spec_method == "draft_model" else "",
+        draft_model=_model_name(config.resolved_draft()) if config.spec_method in DRAFTED else "",
         dtype=info.get("dtype", config.resolved_dtype()),
         enforce_eager=config.enforce_eager,
         prompt_lookup_min=config.prompt_lookup_min if config.spec_method == "ngram" else None,

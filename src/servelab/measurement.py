@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 SCHEMA_VERSION = 1
-METHODS = ("none", "ngram", "draft_model", "adaptive", "routed")
+METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3", "adaptive", "routed")
 
 
 @dataclass(frozen=True)
