@@ -100,3 +100,32 @@ def test_killed_worker_during_a_batch_reports_instead_of_hanging(base_engine):
         base_engine.generate(load("open").batch(16), max_tokens=512)
     assert time.monotonic() - t0 < 60
     base_engine.start()  # leave the module's engine usable
+
+
+def test_an_engine_whose_caller_is_killed_outright_does_not_outlive_it(tmp_path):
+    """A kernel killed with SIGKILL cannot stop its engine; the engine must go by itself."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import sys, time\n"
+        "from servelab.engine import Engine, EngineConfig\n"
+        "if __name__ == '__main__':\n"
+        "    e = Engine(EngineConfig(max_num_seqs=4)).start()\n"
+        "    print(e.pid, flush=True)\n"
+        "    time.sleep(600)\n")
+    caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(caller.stdout.readline())
+    os.killpg(worker, 0)  # the engine's process group is alive
+    caller.kill()
+    caller.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    os.killpg(worker, signal.SIGKILL)
+    pytest.fail("the engine's processes outlived their killed caller by 30 s")

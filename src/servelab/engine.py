@@ -393,6 +393,7 @@ class Engine:
 # --- the worker process -------------------------------------------------------
 def _worker_main(conn, config_dict: dict, log_path: str) -> None:
     os.setsid()  # its own process group, so stop() can take vLLM's children down with it
+    _die_with_parent(os.getppid())
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -437,6 +438,18 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
             _send(conn, ("ok", reply))
         except Exception as exc:
             _send(conn, ("error", f"{type(exc).__name__}: {exc}"))
+
+
+def _die_with_parent(parent: int) -> None:
+    """A caller killed outright (a kernel restart, kill -9) cannot stop its engine: take the
+    engine's whole process group down as soon as the caller is gone, so no engine is orphaned."""
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="servelab-parent-watch", daemon=True).start()
 
 
 def _send(conn, message) -> None:
