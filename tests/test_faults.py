@@ -267,10 +267,6 @@ def test_cli_sweep_with_too_little_kv_cache_exits_2(too_little_kv_cache):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="waiting on engine.py/measure.py: the error line reads 'RuntimeError: Engine core "
-                          "initialization failed. See root cause above.' and vLLM's traceback follows; see faults.md "
-                          "(requested: check the KV cache against the batch and max_model_len before the start, and "
-                          "lead a failed start's message with vLLM's root-cause line)", strict=False)
 def test_cli_too_little_kv_cache_is_named_in_the_error_line_without_vllm_frames(too_little_kv_cache):
     result, took, tmp = too_little_kv_cache
     line = _error_line(result.stderr)
@@ -448,9 +444,6 @@ def test_remote_server_faults_give_a_clear_message_within_the_timeout(mode, says
     assert took < REMOTE_TIMEOUT_S + HANG_MARGIN_S
 
 
-@pytest.mark.xfail(reason="waiting on remote.py: timeout_s bounds each wait for a chunk, not a request, so a "
-                          "server that streams keep-alive comments and never a token holds the lab forever; "
-                          "see faults.md (requested: an overall deadline per request)", strict=False)
 def test_remote_server_that_only_sends_keepalives_is_given_up_on():
     with FakeServer("trickle") as server:
         error, took = _measure_with_deadline(server.url)

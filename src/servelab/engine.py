@@ -13,6 +13,7 @@ import dataclasses
 import json
 import multiprocessing as mp
 import os
+import re
 import signal
 import threading
 import time
@@ -29,11 +30,31 @@ LOG_TAIL_LINES = 25
 
 
 class EngineError(RuntimeError):
-    """The engine failed: the message says what happened and what to do; log_tail holds vLLM's last words."""
+    """The engine failed: the message says what happened and what to do.
 
-    def __init__(self, message: str, log_tail: str = ""):
+    log_tail holds vLLM's last log lines and log_path the whole log; the message itself carries
+    only vLLM's root-cause line (its last "SomethingError: ..."), not the traceback frames."""
+
+    def __init__(self, message: str, log_tail: str = "", log_path: str = ""):
         self.log_tail = log_tail
-        super().__init__(message + (f"\n--- last lines of the engine log ---\n{log_tail}" if log_tail else ""))
+        self.log_path = log_path
+        self.root_cause = root_cause(log_tail)
+        text = message
+        if self.root_cause and self.root_cause not in message:
+            text += f"\nvLLM said: {self.root_cause}"
+        if log_path:
+            text += f"\nFull engine log: {log_path}"
+        super().__init__(text)
+
+
+_ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+
+
+def root_cause(log: str) -> str:
+    """The most specific error line in a log: the last 'XxxError: ...' that is not a generic wrapper."""
+    found = [m.group(1) + ": " + m.group(2).strip() for m in map(_ERROR_LINE.match, log.splitlines()) if m]
+    specific = [f for f in found if "See root cause above" not in f and "initialization failed" not in f]
+    return (specific or found or [""])[-1]
 
 
 class EngineConfigError(ValueError):
@@ -118,6 +139,20 @@ class EngineConfig:
                         if not (self.model if what == "model" else self.draft_model)
                         else f"Point EngineConfig.{what} at a folder that holds config.json and weights.")
                 raise EngineConfigError(f"No model at {folder} (no config.json there). {hint}")
+
+    def check_kv_cache(self) -> None:
+        """vLLM refuses to start when the KV cache cannot hold one max_model_len request: say so first."""
+        if on_gpu():
+            return
+        from .modelspec import ModelSpec
+        spec = ModelSpec.from_config_json(self.resolved_model())
+        dtype = self.resolved_dtype()
+        need = spec.kv_bytes(self.max_model_len, 1, dtype if dtype != "auto" else "bfloat16")
+        if need > self.kv_cache_gb * 2**30:
+            raise EngineConfigError(
+                f"The KV cache is too small: kv_cache_gb={self.kv_cache_gb} cannot hold one request of "
+                f"max_model_len={self.max_model_len} tokens ({need / 2**30:.3f} GiB). Raise kv_cache_gb to at "
+                f"least {need / 2**30 * 1.1:.3f} or lower max_model_len.")
 
     def check_batch(self, batch_size: int, tokens_per_request: int) -> None:
         """A batch that cannot run at full size fails here, with the knob to change."""
@@ -235,6 +270,7 @@ class Engine:
             if self.is_alive():
                 return self
             self.config.check_files()
+            self.config.check_kv_cache()
             ctx = mp.get_context("spawn")
             parent, child = ctx.Pipe()
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -358,7 +394,9 @@ class Engine:
     def _fail(self, what: str, todo: str):
         self.state = "failed"
         self.last_error = what
-        raise EngineError(f"{what} {todo}", self.log_tail())
+        error = EngineError(f"{what} {todo}", self.log_tail(LOG_TAIL_LINES * 4), str(self.log_path))
+        self.last_error = str(error)
+        raise error
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None

@@ -88,12 +88,20 @@ def measure_batch(engine: Engine, workload: Workload | str, batch_size: int,
     wl = load(workload) if isinstance(workload, str) else workload
     rounds = max(1, math.ceil(min_requests / batch_size))
     prompts = wl.batch(batch_size * rounds)
-    engine.config.check_batch(batch_size, _longest_prompt_tokens(prompts) + output_len)
+    check_point(engine.config, wl, batch_size, output_len, min_requests)
     results = [engine.generate(prompts[r * batch_size:(r + 1) * batch_size], max_tokens=output_len)
                for r in range(rounds)]
     merged = merge(results)
     record = to_measurement(merged, engine.config, engine.info, wl.name, output_len, note, batch_size=batch_size)
     return record, merged
+
+
+def check_point(config: EngineConfig, workload: Workload | str, batch_size: int,
+                output_len: int = DEFAULT_OUTPUT_LEN, min_requests: int = MIN_REQUESTS) -> None:
+    """Everything about a point that can be refused without starting an engine (EngineConfigError)."""
+    wl = load(workload) if isinstance(workload, str) else workload
+    prompts = wl.batch(batch_size * max(1, math.ceil(min_requests / batch_size)))
+    config.check_batch(batch_size, _longest_prompt_tokens(prompts) + output_len)
 
 
 def merge(results: list[BatchResult]) -> BatchResult:
@@ -141,6 +149,10 @@ def sweep(config: EngineConfig, batches: Iterable[int] = DEFAULT_BATCHES, worklo
     store = store if store is not None else ResultsStore()
     own = engine is None
     engine = engine or Engine(config)
+    config.check_files()
+    config.check_kv_cache()
+    for batch_size in batches:  # refuse a point the engine cannot run before a 40-second start
+        check_point(config, workload, batch_size, output_len)
     records: list[Measurement] = []
     bar = _progress(len(batches), f"{config.method_label()} k={config.num_speculative_tokens}", progress)
     try:

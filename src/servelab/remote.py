@@ -223,6 +223,11 @@ class RemoteServer:
                     raise self._status_error("POST /v1/chat/completions", response)
                 async for line in response.aiter_lines():
                     if not line.startswith("data:"):
+                        # keep-alive comments are not progress: a server that sends only those has stalled
+                        if time.perf_counter() - (last or start) > self.timeout_s:
+                            raise RemoteError(
+                                f"{self.url} did not stream a token within {self.timeout_s:g} s (it sent only "
+                                "keep-alives). The server may be stuck or overloaded; check its log, or raise timeout_s.")
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
