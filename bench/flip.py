@@ -62,7 +62,8 @@ def main() -> int:
     t_start = time.perf_counter()
     load_before = os.getloadavg()
 
-    roofline = hardware.measure_this_machine()
+    # Measured once, on a quiet machine, and carried by every record of this run.
+    roofline = hardware.this_machine(refresh=True)
     tmp_records = RECORDS.with_suffix(".partial.jsonl")
     tmp_records.parent.mkdir(parents=True, exist_ok=True)
     tmp_records.unlink(missing_ok=True)

@@ -144,10 +144,12 @@ class EngineConfig:
         """vLLM refuses to start when the KV cache cannot hold one max_model_len request: say so first."""
         if on_gpu():
             return
+        dtype = self._kv_dtype()
+        if dtype is None:
+            return  # a dtype servelab does not know: vLLM judges it when it starts
         from .modelspec import ModelSpec
         spec = ModelSpec.from_config_json(self.resolved_model())
-        dtype = self.resolved_dtype()
-        need = spec.kv_bytes(self.max_model_len, 1, dtype if dtype != "auto" else "bfloat16")
+        need = spec.kv_bytes(self.max_model_len, 1, dtype)
         if need > self.kv_cache_gb * 2**30:
             raise EngineConfigError(
                 f"The KV cache is too small: kv_cache_gb={self.kv_cache_gb} cannot hold one request of "
@@ -166,16 +168,25 @@ class EngineConfig:
                 f"{self.max_model_len}: raise max_model_len or shorten the output.")
         if on_gpu():
             return
+        dtype = self._kv_dtype()
+        if dtype is None:
+            return
         from .modelspec import ModelSpec
         spec = ModelSpec.from_config_json(self.resolved_model())
-        dtype = self.resolved_dtype()
-        need = spec.kv_bytes(tokens_per_request, batch_size, dtype if dtype != "auto" else "bfloat16")
+        need = spec.kv_bytes(tokens_per_request, batch_size, dtype)
         have = self.kv_cache_gb * 2**30
         if need > have:
             raise EngineConfigError(
                 f"The KV cache is too small for this batch: {batch_size} requests x {tokens_per_request} tokens "
                 f"need {need / 2**30:.2f} GiB but kv_cache_gb={self.kv_cache_gb}. Raise kv_cache_gb to at least "
                 f"{need / 2**30 * 1.1:.2f} or measure a smaller batch.")
+
+    def _kv_dtype(self) -> str | None:
+        """The dtype the KV cache is stored in, or None for a dtype servelab does not know."""
+        from .hardware import DTYPE_BYTES
+        dtype = self.resolved_dtype()
+        dtype = "bfloat16" if dtype == "auto" else dtype
+        return dtype if dtype in DTYPE_BYTES else None
 
     def speculative_config(self) -> dict | None:
         if self.spec_method == "none":

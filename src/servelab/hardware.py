@@ -149,23 +149,18 @@ def _mem_total_gb() -> float:
     return 0.0
 
 
-def this_machine(threads: int | None = None) -> Hardware:
-    """This CPU's roofline, measured once and cached (SERVELAB_CACHE/roofline-*.json)."""
-    from . import paths
+_MEASURED: dict[int, Hardware] = {}
 
+
+def this_machine(threads: int | None = None, refresh: bool = False) -> Hardware:
+    """This CPU's roofline, measured once per process (a few seconds) and then reused.
+
+    Not cached on disk: a roofline measured while the machine was busy would otherwise
+    follow every later record. refresh=True measures again."""
     threads = threads or cpu_cores()
-    key = re.sub(r"[^A-Za-z0-9]+", "-", f"{cpu_name()}-{threads}t").strip("-")
-    path = paths.cache_dir() / f"roofline-{key}.json"
-    if path.is_file():
-        try:
-            return load_measured(str(path))
-        except (OSError, ValueError, TypeError):
-            pass  # a damaged cache is measured again
-    hw = measure_this_machine(threads)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(hw.to_dict(), indent=2))
-    tmp.replace(path)
-    return hw
+    if refresh or threads not in _MEASURED:
+        _MEASURED[threads] = measure_this_machine(threads)
+    return _MEASURED[threads]
 
 
 def from_dict(d: dict) -> Hardware:
