@@ -81,8 +81,8 @@ def main() -> int:
     plain = Engine(EngineConfig(**common))
     spec = Engine(EngineConfig(spec_method="ngram", num_speculative_tokens=K, **common))
     try:
-        timed("start plain engine", lambda: (plain.start(), warm_up(plain)))
-        timed("start n-gram engine", lambda: (spec.start(), warm_up(spec)))
+        timed("start plain engine", lambda: (plain.start(), warm_up(plain, max(batches))))
+        timed("start n-gram engine", lambda: (spec.start(), warm_up(spec, max(batches))))
         base = timed("sweep none", lambda: sweep(plain.config, batches, WORKLOAD, OUTPUT_LEN, store, plain))
         ngram = timed("sweep ngram", lambda: sweep(spec.config, batches, WORKLOAD, OUTPUT_LEN, store, spec))
         rows = compare(base, ngram)

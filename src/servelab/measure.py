@@ -135,9 +135,12 @@ def attach_roofline(engine: Engine) -> None:
         engine.info["roofline"] = this_machine(engine.info["cores"]).to_dict()
 
 
-def warm_up(engine: Engine) -> None:
-    """One small batch, so lazy initialisation is not billed to the first measured point."""
-    engine.generate(["Say hello."] * 2, max_tokens=8)
+def warm_up(engine: Engine, batch_size: int = 2) -> None:
+    """A short batch at the largest size to come, so lazy initialisation is not billed to a measured point.
+
+    It does not remove everything: on 2 cores a fresh engine's first pass over batch 16-64 still ran
+    15-25 % slower than a second pass (bench/results/flip-cpu.json, none vs routed); see the data README."""
+    engine.generate(["Say hello."] * min(batch_size, engine.config.max_num_seqs), max_tokens=16)
 
 
 def sweep(config: EngineConfig, batches: Iterable[int] = DEFAULT_BATCHES, workload: str = "copy",
@@ -158,7 +161,7 @@ def sweep(config: EngineConfig, batches: Iterable[int] = DEFAULT_BATCHES, worklo
     try:
         if not engine.is_alive():
             engine.start()
-            warm_up(engine)
+            warm_up(engine, max(batches))
         attach_roofline(engine)
         for batch_size in batches:
             record, _ = measure_batch(engine, workload, batch_size, output_len, note)
