@@ -138,7 +138,9 @@ def test_kill_9_of_a_writing_process_loses_only_the_record_in_flight(tmp_path):
     acked["after"] = _run_writer(path, "after", 1000, 0, acks_before_kill=2, delay_s=0)
     records, damaged = _read_checked(path)
     _assert_nothing_acknowledged_is_lost(records, acked)
-    assert damaged == torn_seen
+    # every torn record is reported; a kill can also land between a writer's separator and its record,
+    # leaving one more short damaged line that the file's last byte does not show
+    assert torn_seen <= damaged <= torn_seen + 1
     assert path.read_bytes().count(b"\n") >= len(records)
 
 

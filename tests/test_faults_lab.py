@@ -53,13 +53,16 @@ def _fake_record(point) -> Measurement:
 
 
 # --- clicks and slider moves faster than measurements -----------------------------------------------
+# One fake point takes this long: far longer than a click and a slider redraw, even on 2 busy cores
+# (at 0.15 s a loaded machine let a fourth run start between clicks).
+POINT_S = 0.6
 def test_measure_clicks_faster_than_measurements_do_not_pile_up(tmp_path):
     """Eight clicks in a row, each after moving the batch slider: one run at a time, the latest click wins."""
     measured = []
 
     def slow_point(point):
         measured.append((point.method, point.batch_size, point.settings.batch_size))
-        time.sleep(0.15)
+        time.sleep(POINT_S)
         return _fake_record(point)
 
     lab = _lab(tmp_path, measure_point=slow_point)
@@ -79,7 +82,7 @@ def test_measure_clicks_faster_than_measurements_do_not_pile_up(tmp_path):
     assert len(measured) <= len(BATCHES) + 2  # at most one point spent on each setting left behind
     assert all(last == BATCHES[-1] for _, _, last in measured[-(len(BATCHES) - 2):])
     assert lab.state == "idle" and "measured" in lab.status_text
-    assert took < 0.15 * (len(BATCHES) + 2) + 10
+    assert took < POINT_S * (len(BATCHES) + 2) + 10
 
 
 def test_stop_mid_sweep_keeps_what_was_measured(tmp_path):
