@@ -107,7 +107,7 @@ def main() -> int:
     finally:
         plain.stop()
     info = dict(plain.info)
-    proposer = timed("n-gram proposer alone", lambda: time_ngram_proposer(batches, info))
+    proposer = timed("n-gram proposer alone", lambda: time_ngram_proposer(batches))
     peers = timed("transformers peer", transformers_peer_subprocess)
 
     model = ModelSpec.from_config_json(EngineConfig().resolved_model())
@@ -205,7 +205,7 @@ def explain_adaptive(base, k0, ngram, proposer) -> dict:
     return out
 
 
-def time_ngram_proposer(batches, info) -> dict:
+def time_ngram_proposer(batches) -> dict:
     """vLLM's own n-gram search (the numba kernel the engine calls each step), timed alone on
     token histories of the workload's length, with the engine's thread count (1 numba thread)."""
     from numba import set_num_threads

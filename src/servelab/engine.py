@@ -142,15 +142,8 @@ class EngineConfig:
 
     def check_kv_cache(self) -> None:
         """vLLM refuses to start when the KV cache cannot hold one max_model_len request: say so first."""
-        if on_gpu():
-            return
-        dtype = self._kv_dtype()
-        if dtype is None:
-            return  # a dtype servelab does not know: vLLM judges it when it starts
-        from .modelspec import ModelSpec
-        spec = ModelSpec.from_config_json(self.resolved_model())
-        need = spec.kv_bytes(self.max_model_len, 1, dtype)
-        if need > self.kv_cache_gb * 2**30:
+        need = self._kv_bytes_needed(self.max_model_len, 1)
+        if need is not None and need > self.kv_cache_gb * 2**30:
             raise EngineConfigError(
                 f"The KV cache is too small: kv_cache_gb={self.kv_cache_gb} cannot hold one request of "
                 f"max_model_len={self.max_model_len} tokens ({need / 2**30:.3f} GiB). Raise kv_cache_gb to at "
@@ -166,27 +159,25 @@ class EngineConfig:
             raise EngineConfigError(
                 f"A request needs {tokens_per_request} tokens (prompt + output) but max_model_len is "
                 f"{self.max_model_len}: raise max_model_len or shorten the output.")
-        if on_gpu():
-            return
-        dtype = self._kv_dtype()
-        if dtype is None:
-            return
-        from .modelspec import ModelSpec
-        spec = ModelSpec.from_config_json(self.resolved_model())
-        need = spec.kv_bytes(tokens_per_request, batch_size, dtype)
-        have = self.kv_cache_gb * 2**30
-        if need > have:
+        need = self._kv_bytes_needed(tokens_per_request, batch_size)
+        if need is not None and need > self.kv_cache_gb * 2**30:
             raise EngineConfigError(
                 f"The KV cache is too small for this batch: {batch_size} requests x {tokens_per_request} tokens "
                 f"need {need / 2**30:.2f} GiB but kv_cache_gb={self.kv_cache_gb}. Raise kv_cache_gb to at least "
                 f"{need / 2**30 * 1.1:.2f} or measure a smaller batch.")
 
-    def _kv_dtype(self) -> str | None:
-        """The dtype the KV cache is stored in, or None for a dtype servelab does not know."""
+    def _kv_bytes_needed(self, tokens_per_request: int, batch_size: int) -> float | None:
+        """KV cache bytes for a batch on CPU, or None where servelab cannot judge it: on a GPU
+        (vLLM sizes the cache from memory) or for a dtype servelab does not know (vLLM judges it)."""
         from .hardware import DTYPE_BYTES
+        if on_gpu():
+            return None
         dtype = self.resolved_dtype()
         dtype = "bfloat16" if dtype == "auto" else dtype
-        return dtype if dtype in DTYPE_BYTES else None
+        if dtype not in DTYPE_BYTES:
+            return None
+        from .modelspec import ModelSpec
+        return ModelSpec.from_config_json(self.resolved_model()).kv_bytes(tokens_per_request, batch_size, dtype)
 
     def speculative_config(self) -> dict | None:
         if self.spec_method == "none":
