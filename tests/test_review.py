@@ -323,10 +323,16 @@ def test_html_table_escapes_and_colours():
         assert f"<code>{knob}</code>" in html
 
 
-def test_plain_text_report_lists_every_finding():
-    report = review.review_files(config_path("70b-one-gpu-no-tp"), workload_path("70b-one-gpu-no-tp"))
+def test_plain_text_report_lists_every_finding(tmp_path):
+    # a checkout deep in the file system: the paths in the headline wrap, the counts must not
+    deep = tmp_path.joinpath(*(["a-rather-long-folder-name"] * 6))
+    deep.mkdir(parents=True)
+    config, workload = deep / "config.yaml", deep / "workload.yaml"
+    config.write_text(config_path("70b-one-gpu-no-tp").read_text())
+    workload.write_text(workload_path("70b-one-gpu-no-tp").read_text())
+    report = review.review_files(config, workload)
     text = str(report)
-    assert "2 wrong, 1 unjustified, 3 justified" in text
+    assert text.splitlines()[0].startswith("2 wrong, 1 unjustified, 3 justified: review of ")
     for finding in report.findings:
         assert finding.knob in text
     assert "\x1b[" not in text  # no colour codes in plain text

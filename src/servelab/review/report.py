@@ -85,8 +85,9 @@ class Report:
         if facts:
             what = (f" ({facts.get('model')}, {facts.get('weight_dtype')} weights, "
                     f"{facts.get('gpus_used')} of {facts.get('gpus_available')} {facts.get('hardware')})")
-        return (f"Review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}: "
-                f"{c['wrong']} wrong, {c['unjustified']} unjustified, {c['justified']} justified")
+        # the counts lead, so a long path that wraps the line never splits them
+        return (f"{c['wrong']} wrong, {c['unjustified']} unjustified, {c['justified']} justified: "
+                f"review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}")
 
     def __rich__(self):
         from rich.console import Group
