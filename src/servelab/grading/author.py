@@ -125,3 +125,14 @@ def write(nb: nbformat.NotebookNode, path: str | Path) -> Path:
     text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     path.write_text(text)
     return path
+
+
+def write_source(cells: list, path: Path) -> int:
+    """A builder's command: write the instructor notebook to path and say where it went."""
+    written_to = write(notebook(cells), path)
+    try:
+        shown = written_to.relative_to(Path.cwd())
+    except ValueError:
+        shown = written_to
+    print(f"wrote {shown}")
+    return 0

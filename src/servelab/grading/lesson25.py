@@ -15,7 +15,7 @@ import pprint
 import sys
 from pathlib import Path
 
-from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write, written
+from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write_source, written
 from servelab.paths import REPO_DIR
 
 ASSIGNMENT = "lesson25"
@@ -934,9 +934,7 @@ def build():
 
 
 def main(argv: list[str] | None = None) -> int:
-    path = write(build(), SOURCE)
-    print(f"wrote {path.relative_to(REPO_DIR)}")
-    return 0
+    return write_source(cells(), SOURCE)
 
 
 if __name__ == "__main__":
