@@ -63,6 +63,19 @@ def test_sweep_records_land_in_the_store_with_provenance(base_engine, ngram_engi
     spec = [r for r in records if r["method"] == "ngram"]
     assert all(0 < r["acceptance_rate"] <= 1 and r["mean_acceptance_length"] > 1 for r in spec)
     assert all(r["acceptance_rate"] is None for r in records if r["method"] == "none")
+    # batch 8 runs the prompts batch 1 ran: with prefix caching off nothing of them is served from cache
+    assert all(r["engine_config"]["prefix_caching"] is False and r["prefix_cache_hit_tokens"] == 0 for r in records)
+
+
+def test_prefix_caching_left_on_would_serve_a_repeated_prompt_from_cache():
+    """Why measurements turn it off: vLLM's default reuses a prompt's prefill the second time it comes."""
+    prompts = load("copy").batch(4)
+    with Engine(EngineConfig(max_num_seqs=4, prefix_caching=None)) as engine:
+        first = engine.generate(prompts, max_tokens=4)
+        again = engine.generate(prompts, max_tokens=4)
+    assert first.spec_counters["prefix_cache_hit_tokens"] == 0
+    # every full KV block of each prompt comes from the cache the second time
+    assert again.spec_counters["prefix_cache_hit_tokens"] > 0.8 * sum(again.prompt_tokens)
 
 
 def test_a_config_vllm_rejects_gives_a_clear_error_and_the_caller_lives():

@@ -54,6 +54,7 @@ def to_measurement(result: BatchResult, config: EngineConfig, info: dict, worklo
         num_drafts=drafts if speculative else None,
         num_draft_tokens=draft_tokens if speculative else None,
         num_accepted_tokens=accepted if speculative else None,
+        prefix_cache_hit_tokens=result.spec_counters.get("prefix_cache_hit_tokens"),
         backend="local",
         model=_model_name(info.get("model", config.resolved_model())),
         draft_model=_model_name(config.resolved_draft()) if config.spec_method in DRAFTED else "",
@@ -138,8 +139,8 @@ def attach_roofline(engine: Engine) -> None:
 def warm_up(engine: Engine, batch_size: int = 2) -> None:
     """A short batch at the largest size to come, so lazy initialisation is not billed to a measured point.
 
-    It does not remove everything: on 2 cores a fresh engine's first pass over batch 16-64 still ran
-    15-25 % slower than a second pass (bench/results/flip-cpu.json, none vs routed); see the data README."""
+    Its prompt is not one a measurement uses, and the engines measure with prefix caching off
+    (EngineConfig.prefix_caching), so a point never reuses the prefill of one before it."""
     engine.generate(["Say hello."] * min(batch_size, engine.config.max_num_seqs), max_tokens=16)
 
 

@@ -40,6 +40,7 @@ class Measurement:
     num_drafts: int | None = None
     num_draft_tokens: int | None = None
     num_accepted_tokens: int | None = None
+    prefix_cache_hit_tokens: int | None = None  # prompt tokens vLLM served from its prefix cache (0 when off)
     # where it came from
     backend: str = "local"  # local | remote | simulated | transformers
     model: str = ""
