@@ -71,6 +71,7 @@ grade: setup
 
 bench: model
 	$(PY) bench/flip.py
+	$(PY) bench/compiled.py
 	$(PY) bench/simulator_accuracy.py
 	$(PY) bench/grading.py
 	$(PY) bench/lab_responsiveness.py
