@@ -211,3 +211,22 @@ def test_merging_rounds_adds_times_and_counters():
     m = merge([a, b])
     assert m.elapsed_s == 5.0 and m.output_tokens == [64, 64] and m.tpot_s == [0.05, None]
     assert m.spec_counters == {"num_drafts": 4, "num_draft_tokens": 16, "num_accepted_tokens": 10}
+
+
+def test_readme_quotes_the_committed_benchmark():
+    """The README's flip table is the one bench/flip.py wrote, row for row: docs do not drift from results."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    flip = json.loads((repo / "bench" / "results" / "flip-cpu.json").read_text())
+    readme = (repo / "README.md").read_text()
+    rows = {int(m.group(1)): [float(x) for x in m.group(2, 3, 4, 5, 6)] for m in re.finditer(
+        r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \| ([\d.]+) \| ([\d.]+) \|$", readme, re.MULTILINE)}
+    assert sorted(rows) == [r["batch_size"] for r in flip["table"]]
+    for r in flip["table"]:
+        quoted = rows[r["batch_size"]]
+        measured = [r["none_tok_s"], r["ngram_tok_s"], r["speedup"], r["adaptive_tok_s"], r["routed_tok_s"]]
+        assert quoted == [round(x, 2 if i == 2 else 1) for i, x in enumerate(measured)], r["batch_size"]
+    assert f"Crossover at batch {flip['crossover_batch']:.1f}." in readme
+    assert f"{flip['wall_time_s']:.0f} s for the whole run" in readme
