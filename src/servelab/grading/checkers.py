@@ -18,6 +18,7 @@ cell's partial credit.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any, NamedTuple
@@ -81,12 +82,25 @@ def _name(key: dict) -> str:
     return key.get("name", "your answer")
 
 
+def _checker(check):
+    """Every checker's first step: the answer as plain JSON values (see plain), or no points and why not."""
+    @functools.wraps(check)
+    def checked(answer: Any, key: dict) -> Result:
+        try:
+            answer = plain(answer)
+        except AnswerFormError as exc:
+            return Result(0.0, f"{_name(key)}: {exc}.")
+        return check(answer, key)
+    return checked
+
+
 def _fmt(x: float) -> str:
     return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
 
 
 # --------------------------------------------------------------------------- number
 
+@_checker
 def number(answer: Any, key: dict) -> Result:
     """A number within a relative tolerance of key['value'].
 
@@ -94,10 +108,6 @@ def number(answer: Any, key: dict) -> Result:
     hints: [{value, feedback}] - known wrong values and the assumption behind each.
     """
     name, unit = _name(key), key.get("unit", "")
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     x = _as_number(answer)
     if x is None:
         return Result(0.0, f"{name}: expected a number{' in ' + unit if unit else ''}, got {answer!r}.")
@@ -124,6 +134,7 @@ def number(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- choice
 
+@_checker
 def choice(answer: Any, key: dict) -> Result:
     """One option out of several, named by its letter (case-insensitive).
 
@@ -131,10 +142,6 @@ def choice(answer: Any, key: dict) -> Result:
     A wrong pick gets the reason that option is wrong.
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     options = {k.lower(): v for k, v in key.get("options", {}).items()}
     if not isinstance(answer, str) or answer.strip().lower().strip("()") not in options:
         letters = ", ".join(repr(k) for k in sorted(options))
@@ -147,16 +154,13 @@ def choice(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- yes / no
 
+@_checker
 def yes_no(answer: Any, key: dict) -> Result:
     """True or False against key['value'].
 
     key: value (bool), points, why (the reason the right answer is right, shown when it is missed).
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     if not isinstance(answer, bool):
         return Result(0.0, f"{name}: expected True or False, got {answer!r}.")
     if answer is key["value"]:
@@ -166,6 +170,7 @@ def yes_no(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- selection
 
+@_checker
 def selection(answer: Any, key: dict) -> Result:
     """A set of option ids: credit for each right pick, a deduction for each wrong one.
 
@@ -173,10 +178,6 @@ def selection(answer: Any, key: dict) -> Result:
     Score = (right picks - wrong picks) / len(correct), floored at zero.
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     options = key.get("options", {})
     if not isinstance(answer, list) or not all(isinstance(a, str) for a in answer):
         return Result(0.0, f"{name}: expected a list of option names out of {sorted(options)}, got {answer!r}.")
@@ -194,6 +195,7 @@ def selection(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- fields
 
+@_checker
 def fields(answer: Any, key: dict) -> Result:
     """A small dict whose fields are each checked against an expected value.
 
@@ -202,10 +204,6 @@ def fields(answer: Any, key: dict) -> Result:
     names the assumption behind the expected value.
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     spec = key["fields"]
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict with keys {sorted(spec)}, got {type(answer).__name__}.")
@@ -243,6 +241,7 @@ VERDICTS = ("justified", "unjustified", "wrong")
 MIN_REASON_WORDS = 4
 
 
+@_checker
 def knob_audit(answer: Any, key: dict) -> Result:
     """A verdict per knob of a serving config, each with the fact or missing measurement behind it.
 
@@ -252,10 +251,6 @@ def knob_audit(answer: Any, key: dict) -> Result:
     four words, half a share for the right verdict with no real reason.
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
@@ -301,6 +296,7 @@ METRIC_DIRECTIONS = {
 SAME_FIELDS = ("workload", "model", "hardware")
 
 
+@_checker
 def measured_comparison(answer: Any, key: dict) -> Result:
     """Two settings measured on the same workload, the SLO metric named, and a conclusion.
 
@@ -314,10 +310,6 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     roofline simulator, and a conclusion that follows from the learner's own numbers.
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     lines: list[str] = []
     records, problem = _comparison_schema(answer)
     if problem:
@@ -421,6 +413,7 @@ DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "eval", "team"
 MAX_CANARY_FRACTION = 0.25
 
 
+@_checker
 def rollout_plan(answer: Any, key: dict) -> Result:
     """The structure of a staged rollout: canary, watched metrics, rollback triggers, who is told.
 
@@ -434,10 +427,6 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     Whether the thresholds are sensible is for a person to judge (the manual cell).
     """
     name = _name(key)
-    try:
-        answer = plain(answer)
-    except AnswerFormError as exc:
-        return Result(0.0, f"{name}: {exc}.")
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict; see the form in the question.")
     parts, lines = 0, []
