@@ -127,9 +127,9 @@ def write(nb: nbformat.NotebookNode, path: str | Path) -> Path:
     return path
 
 
-def write_source(cells: list, path: Path) -> int:
+def write_source(nb: nbformat.NotebookNode, path: Path) -> int:
     """A builder's command: write the instructor notebook to path and say where it went."""
-    written_to = write(notebook(cells), path)
+    written_to = write(nb, path)
     try:
         shown = written_to.relative_to(Path.cwd())
     except ValueError:

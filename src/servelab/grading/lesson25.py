@@ -934,7 +934,7 @@ def build():
 
 
 def main(argv: list[str] | None = None) -> int:
-    return write_source(cells(), SOURCE)
+    return write_source(build(), SOURCE)
 
 
 if __name__ == "__main__":
