@@ -43,6 +43,7 @@ class Flag:
     takes_value: bool
     negatable: bool  # a --no-NAME form exists
     dest: str
+    multiple: bool = False  # takes one or more values (nargs '+')
 
 
 def generate() -> dict:
@@ -59,7 +60,8 @@ def generate() -> dict:
             continue
         name = longs[0]
         negatable = any(s.startswith("--no-") for s in action.option_strings)
-        flags[name] = {"takes_value": action.nargs != 0, "negatable": negatable, "dest": action.dest}
+        flags[name] = {"takes_value": action.nargs != 0, "negatable": negatable, "dest": action.dest,
+                       "multiple": action.nargs in ("+", "*")}
         for alt in longs[1:]:
             aliases[alt] = name
         for short in action.option_strings:
@@ -111,6 +113,11 @@ def main() -> None:
     data = generate()
     path.write_text(json.dumps(data, indent=1) + "\n")
     print(f"{path}: {len(data['flags'])} flags from vLLM {data['vllm_version']}")
+
+
+def names() -> tuple[str, ...]:
+    """Every long flag name the installed vLLM accepts, dashed."""
+    return tuple(_data()["flags"])
 
 
 if __name__ == "__main__":
