@@ -67,6 +67,7 @@ class ModelSpec:
     quant_experts_only: bool = False  # only the expert MLPs are quantized (gpt-oss's mxfp4)
     torch_dtype: str = "bfloat16"
     source: str = ""
+    native_quantization: str = ""  # why the checkpoint's quantization is the model itself, not a trade made later
 
     @classmethod
     def from_config(cls, config: dict, name: str = "model") -> "ModelSpec":
@@ -115,6 +116,7 @@ class ModelSpec:
             quant_experts_only=experts_only,
             torch_dtype=str(config.get("torch_dtype") or outer.get("torch_dtype") or "bfloat16"),
             source=str(outer.get("_source", "")),
+            native_quantization=str(outer.get("_native_quantization", "")),
         )
 
     @classmethod
@@ -295,6 +297,8 @@ def _quantization(quant: dict) -> tuple[str, float, bool]:
         return method, (bits or 8) / 8, False
     if method == "mxfp4":
         return method, _QUANT_BYTES["mxfp4"], True
+    if "fp4" in str(quant.get("quant_algo", "")).lower():
+        return method, 0.5, False
     if bits:
         return method, bits / 8, False
     return method, _QUANT_BYTES.get(method, 1.0), False
@@ -340,4 +344,5 @@ def from_catalogue(model_id: str) -> ModelSpec:
     if key is None:
         raise ValueError(f"{model_id!r} is not in the model catalogue")
     entry = catalogue()[key]
-    return ModelSpec.from_config({**entry["config"], "_source": entry["source"]}, key)
+    return ModelSpec.from_config({**entry["config"], "_source": entry["source"],
+                                  "_native_quantization": entry.get("native_quantization", "")}, key)

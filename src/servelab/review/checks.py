@@ -553,6 +553,11 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
               f"in {cfg.dtype}")
     if kv_quantized:
         memory += f"; the KV cache is {cfg.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.kv_cache_dtype)})"
+    what = q if not kv_quantized else f"{q} weights with a {cfg.kv_cache_dtype} KV cache"
+    if cfg.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
+        reason = (f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
+                  "no unquantized original whose accuracy it trades away.")
+        return Finding("quantization", "justified", reason, memory, "none.", setting)
     task = wl.task or "this workload's task"
     batches = {cfg.max_num_seqs, f.running_batch_peak}
 
@@ -602,7 +607,7 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    reason = (f"{q} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
+    reason = (f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
               + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
     fix = (f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
            "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop).")
@@ -710,12 +715,15 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
-    if not fits_one:
+    # The fewest GPUs (a power of two dividing the heads) that hold weights and the peak's KV cache.
+    fewest = 1 if fits_one else next((c for c in (2, 4, 8, 16, 32) if c < f.shards and cfg.model.num_heads % c == 0
+                                      and c * f.capacity_gb_per_gpu >= need), None)
+    if fewest is None:
         reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
                   f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
 
-    # It fits on one GPU: splitting it must be answering a latency bottleneck someone measured.
+    # It fits on fewer GPUs: splitting it further must be answering a latency bottleneck someone measured.
     ours, smaller, set_aside = [], [], []
     for ev in wl.evidence:
         if ev.metric not in LOAD_METRICS:
@@ -732,13 +740,19 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     meets_ours = [ev for ev in ours if has_slo(ev, wl) and not slo_break(ev, wl)]
     evidence = _join(memory, _cite(ours + smaller), _set_aside(set_aside))
     if misses_smaller and meets_ours:
-        reason = (f"the model fits on one GPU, but the measured SLO miss at smaller TP and the SLO met at "
+        where = "one GPU" if fewest == 1 else f"{fewest} GPUs"
+        reason = (f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
                   f"TP {tp} show the split buys latency the workload needs.")
         return Finding("parallelism", "justified", reason, evidence, "none.", setting)
-    reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
-              "an all-reduce per layer for a latency bottleneck no measurement shows.")
-    fix = (f"serve {f.shards} replicas at tensor-parallel-size 1 (data parallel), or cite p99 TPOT at TP 1 "
-           f"against TP {tp} showing that only TP {tp} meets the SLO.")
+    if fewest == 1:
+        reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
+                  "an all-reduce per layer for a latency bottleneck no measurement shows.")
+    else:
+        reason = (f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
+                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays a wider all-reduce per layer for a "
+                  "latency bottleneck no measurement shows.")
+    fix = (f"serve {f.shards // fewest} replicas at tensor-parallel-size {fewest} (data parallel), or cite p99 TPOT at "
+           f"TP {fewest} against TP {tp} showing that only TP {tp} meets the SLO.")
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 

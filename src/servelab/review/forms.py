@@ -64,7 +64,8 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
 
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
-    return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec") for n in roots)
+    return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
+               or _has_key(n, "modelArtifacts") for n in roots)
 
 
 def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
@@ -79,6 +80,8 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
         _from_manifest(builder, roots, select)
     elif roots and any(_has_key(n, "servingEngineSpec") for n in roots):
         _from_helm(builder, roots[0], select)
+    elif roots and _has_key(roots[0], "modelArtifacts"):
+        _from_llm_d(builder, roots[0], select)
     elif _looks_like_command(text):
         _from_command_text(builder, text, 1)
     else:
@@ -521,3 +524,35 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
                 break
             except hardware.UnknownHardware:
                 continue
+
+
+# --- llm-d's model service Helm values ----------------------------------------------------
+
+def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
+    """llm-d-modelservice values: modelArtifacts names the model, decode (or prefill) the vLLM pods."""
+    builder.form = "llm-d model service Helm values"
+    name = _get(root, "modelArtifacts", "name")
+    if name is None:
+        raise builder.error(_line(root), "modelArtifacts has no name (the model it serves)")
+    builder.set("model", str(_value(name)), _line(name))
+    role = select or "decode"
+    pods = _get(root, role)
+    if pods is None or _value(_get(pods, "create")) is False:
+        raise builder.error(_line(root), f"no '{role}' pods are created here; pick decode or prefill with --select")
+    tensor = _get(pods, "parallelism", "tensor")
+    data = _get(pods, "parallelism", "data")
+    tp = int(_value(tensor) or 1)
+    dp = int(_value(data) or 1)
+    if tensor is not None:  # the chart adds --tensor-parallel-size from parallelism
+        builder.set("tensor-parallel-size", tp, _line(tensor))
+    if data is not None and dp > 1:
+        builder.set("data-parallel-size", dp, _line(data))
+    builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
+    builder.lines[("deployment", "gpus-per-node")] = _line(tensor) if tensor is not None else None
+    replicas = _value(_get(pods, "replicas"))
+    if replicas and int(replicas) > 1:
+        builder.deployment["replicas"] = int(replicas)
+    containers = [c for c in _seq(_get(pods, "containers")) if _runs_vllm(c) or _get(c, "modelCommand") is not None]
+    if containers:
+        args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
+        builder.argv(args, model_positional=False)

@@ -101,8 +101,9 @@ def unknown_message(raw: str) -> str:
     name = raw.strip().lstrip("-").replace("_", "-")
     if name in REMOVED:
         release, instead = REMOVED[name]
-        when = f"vLLM {release}" if release[0].isdigit() else f"vLLM ({release})"
-        return f"--{name} was removed in {when}; {instead}"
+        when = f"was removed in vLLM {release}" if release[0].isdigit() else \
+            f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+        return f"--{name} {when}; {instead}"
     close = difflib.get_close_matches(name, list(_data()["flags"]), n=1, cutoff=0.6)
     hint = f"; did you mean --{close[0]}?" if close else "; see `vllm serve --help`"
     return f"--{name} is not a flag of vLLM {version()}{hint}"
