@@ -553,7 +553,7 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
               f"in {cfg.dtype}")
     if kv_quantized:
         memory += f"; the KV cache is {cfg.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.kv_cache_dtype)})"
-    what = q if not kv_quantized else f"{q} weights with a {cfg.kv_cache_dtype} KV cache"
+    what = q if not kv_quantized else f"{q} weights with the KV cache in {cfg.kv_cache_dtype}"
     if cfg.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
         reason = (f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
                   "no unquantized original whose accuracy it trades away.")
@@ -782,6 +782,13 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
 
 # --- 4. speculative decoding -------------------------------------------------------
 
+def _moe_ridge_note(f: Facts) -> str:
+    """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
+    if f.active_params_b >= f.num_params_b or not f.active_params_b:
+        return ""
+    return f" x {f.num_params_b / f.active_params_b:.1f}, total over active parameters"
+
+
 def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
     """num_speculative_tokens_per_batch_size that keeps batch x (k+1) under the ridge, k falling to 0."""
     rows, low = [], 1
@@ -802,7 +809,8 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
     ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
                   f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
-                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2)")
+                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
+                  f"{_moe_ridge_note(f)})")
 
     # Throughput with speculation on and off, at the batch this deployment runs at peak.
     pairs, set_aside = {}, []
