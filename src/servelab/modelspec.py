@@ -222,6 +222,8 @@ class ModelSpec:
         if self.quant_experts_only:
             return experts
         linear = self.num_layers * self.attention_params + self._mlp_params(self.num_experts)
+        if self.is_mla:  # the low-rank paths' norms sit inside attention_params and stay unquantized
+            linear -= self.num_layers * (self.q_lora_rank + self.kv_lora_rank)
         if self.is_moe:
             linear -= self.moe_layers * self.hidden_size * self.num_experts  # routers stay unquantized
         return linear

@@ -212,6 +212,13 @@ class _Builder:
                 self.deployment[key] = value
 
     def doc(self) -> Doc:
+        if "gpus-per-node" not in self.deployment and "nodes" not in self.deployment:
+            # Nothing says how many GPUs: take the ones the flags make vLLM use, on one node.
+            gpus = 1
+            for key in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
+                value = self.data.get(key, 1)
+                gpus *= value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+            self.deployment["gpus-per-node"] = gpus
         data = dict(self.data)
         data["deployment"] = dict(self.deployment)
         doc = Doc(name=self.name, data=data, role="serving config", base_dir=self.base_dir)
