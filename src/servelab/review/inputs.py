@@ -92,8 +92,13 @@ QUANTIZATION_WEIGHT_DTYPE = {
 CHECKPOINT_WEIGHT_DTYPE = {1.0: "fp8", 0.5: "int4", 4.25 / 8: "int4"}
 DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
                "float": "float32", "float32": "float32"}
+# kv-cache-dtype values (vLLM 0.32.0's CacheDType) and the width the KV arithmetic uses; the
+# mixed-width schemes are rounded up to the next width it knows (k8v4: 8, 3-bit: 4).
 KV_DTYPE_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8", "fp8_ds_mla": "fp8",
-                  "int8": "int8", **DTYPE_NAMES}
+                  "fp8_per_token_head": "fp8", "int8_per_token_head": "int8", "int4_per_token_head": "int4",
+                  "nvfp4_ds_mla": "int4", "ultraquant_4bit": "int4", "turboquant_4bit_nc": "int4",
+                  "turboquant_k3v4_nc": "int4", "turboquant_3bit_nc": "int4", "turboquant_k8v4": "int8",
+                  **DTYPE_NAMES}
 
 
 class ReviewInputError(ValueError):
