@@ -298,3 +298,10 @@ def test_cli_reads_a_command_line_with_gpu_flags(tmp_path):
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     assert data["facts"]["hardware"] == "L40S" and data["verdicts"]["batching"] == "unjustified"
+
+
+def test_a_script_ends_the_command_at_the_line_without_a_continuation():
+    text = ("#!/bin/bash\nexport HF_HOME=/models\nvllm serve Qwen/Qwen3-8B \\\n  --max-num-seqs 32\n"
+            "sleep 5\ncurl localhost:8000/health\n")
+    cfg = cfg_of(text, gpu="L4")
+    assert cfg.max_num_seqs == 32 and cfg.model.name == "Qwen/Qwen3-8B"

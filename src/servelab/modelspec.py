@@ -21,7 +21,6 @@ Where models differ from a dense Llama, the arithmetic follows the difference:
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path

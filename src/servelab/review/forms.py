@@ -260,6 +260,8 @@ def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
     try:
         for number, line in enumerate(text.splitlines(), first_line):
             out += [(word, number) for word in _split(line.rstrip().removesuffix("\\"))]
+            if not line.rstrip().endswith("\\"):
+                out.append((";", number))  # a line without a continuation ends the command
         return out
     except ValueError:  # a quoted value spans lines: split the whole text, at its first line
         try:
