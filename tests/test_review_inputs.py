@@ -305,3 +305,10 @@ def test_a_script_ends_the_command_at_the_line_without_a_continuation():
             "sleep 5\ncurl localhost:8000/health\n")
     cfg = cfg_of(text, gpu="L4")
     assert cfg.max_num_seqs == 32 and cfg.model.name == "Qwen/Qwen3-8B"
+
+
+def test_chunk_budget_left_unset_is_vllms_default_for_the_gpu():
+    h100 = review.review({**BASE, "enable-chunked-prefill": True}, WORKLOAD).finding("chunked_prefill")
+    assert "carries 8,192 tokens" in h100.evidence
+    l4 = {**BASE, "enable-chunked-prefill": True, "deployment": {"gpu": "L4", "gpus-per-node": 1}}
+    assert "carries 2,048 tokens" in review.review(l4, WORKLOAD).finding("chunked_prefill").evidence

@@ -30,7 +30,17 @@ OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: s
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
-DEFAULT_BATCHED_TOKENS = 8192  # vLLM's max-num-batched-tokens for online serving when unset
+# vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset, by GPU memory
+# (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args): 16,384 from 160 GB,
+# 8,192 from 70 GB except the A100, 2,048 below.
+
+
+def default_batched_tokens(hw) -> int:
+    if hw.memory_gb >= 160:
+        return 16384
+    if hw.memory_gb >= 70 and "a100" not in hw.name.lower():
+        return 8192
+    return 2048
 
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
 CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
@@ -188,10 +198,6 @@ def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Find
 
 # --- enforce-eager ------------------------------------------------------------------
 
-EAGER_STEP_MS = 0.01  # CPU launch time per kernel without CUDA graphs, ms (about 10 us)
-KERNELS_PER_LAYER = 10  # kernel launches per decoder layer in a decode step (attention, MLP, norms)
-
-
 def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
     setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
@@ -202,10 +208,9 @@ def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         return Finding("enforce_eager", "justified",
                        f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
                        "vLLM's CPU backend runs eagerly either way", "none.", setting)
-    launch_ms = cfg.model.num_layers * KERNELS_PER_LAYER * EAGER_STEP_MS / cfg.pipeline_parallel_size
-    arithmetic = (f"without CUDA graphs each decode step launches about {cfg.model.num_layers} layers x "
-                  f"{KERNELS_PER_LAYER} kernels from the CPU, about {fmt(launch_ms)} ms at ~10 us each, "
-                  "paid on every output token")
+    arithmetic = (f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
+                  "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
+                  "every output token, and weighs most at small batches, where a step's GPU work is shortest")
     measured, set_aside = [], []
     for ev in wl.evidence:
         if ev.metric not in ("tpot_ms_p99", "tpot_ms_p50") or "enforce-eager" not in ev.setting:
@@ -275,7 +280,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
                   f"the {fmt(tpot)} ms p99 TPOT SLO.")
         return Finding("chunked_prefill", "justified", reason, arithmetic, "none.", setting)
 
-    budget = budget or DEFAULT_BATCHED_TOKENS
+    budget = budget or default_batched_tokens(hw)
     full = step_ms(budget)
     steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
     arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
@@ -291,8 +296,8 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
         reason = (f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
                   "at peak, so decodes and prefills queue for token budget.")
         return Finding("chunked_prefill", "wrong", reason, evidence,
-                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default is "
-                       f"{fmt(DEFAULT_BATCHED_TOKENS)}).", setting)
+                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
+                       f"{hw.name} is {fmt(default_batched_tokens(hw))}).", setting)
     breaks = [slo_break(ev, wl) for ev in measured if slo_break(ev, wl)]
     if breaks:
         return Finding("chunked_prefill", "wrong", f"at this token budget the measured {breaks[0]}.", evidence,
