@@ -1,7 +1,8 @@
 """The serving-config reviewer: Lesson 25's checklist as code.
 
-Give it a `vllm serve` config (the YAML `--config` takes, plus a deployment block)
-and the workload it claims to serve (load, lengths, SLOs, and the measurements the
+Give it a serving config as the team keeps it (a `vllm serve` command line, a
+Kubernetes manifest, production-stack or llm-d Helm values, or the YAML `--config`
+takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
 team cites). For each knob it answers the lesson's question, "is this choice traced
 back to the workload?", with a verdict, a one-sentence reason, the evidence, and a fix.
 

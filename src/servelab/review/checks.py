@@ -196,140 +196,6 @@ def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Find
                    "state the TPOT SLO it serves, then " + finding.fix, finding.setting)
 
 
-# --- enforce-eager ------------------------------------------------------------------
-
-def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
-    """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
-    setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
-    if not cfg.enforce_eager:
-        return Finding("enforce_eager", "justified", "CUDA graphs are on, vLLM's default for decode.",
-                       "no launch overhead added to decode steps", "none.", setting)
-    if cfg.hardware.name not in hardware.PRESETS and re.search(r"cpu|processor|xeon|epyc", cfg.hardware.name, re.I):
-        return Finding("enforce_eager", "justified",
-                       f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
-                       "vLLM's CPU backend runs eagerly either way", "none.", setting)
-    arithmetic = (f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
-                  "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
-                  "every output token, and weighs most at small batches, where a step's GPU work is shortest")
-    measured, set_aside = [], []
-    for ev in wl.evidence:
-        if ev.metric not in ("tpot_ms_p99", "tpot_ms_p50") or "enforce-eager" not in ev.setting:
-            continue
-        why = conflicts(ev, cfg, wl, ignore={"enforce-eager"} | SPEC_KEYS)
-        (set_aside.append((ev, why)) if why else measured.append(ev))
-    evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
-    eager = [ev for ev in measured if ev.setting.get("enforce-eager")]
-    breaks = [slo_break(ev, wl) for ev in eager if slo_break(ev, wl)]
-    if breaks:
-        return Finding("enforce_eager", "wrong", f"with CUDA graphs off the measured {breaks[0]}.", evidence,
-                       "drop enforce-eager (CUDA graphs cost start-up time and some memory, not decode time).",
-                       setting)
-    meets = [ev for ev in eager if has_slo(ev, wl) and not slo_break(ev, wl)]
-    if meets:
-        return Finding("enforce_eager", "justified",
-                       f"CUDA graphs are off, and the measured {describe_value(meets[0].metric, meets[0].value)} "
-                       "with them off still meets the SLO.", evidence, "none.", setting)
-    reason = ("enforce-eager turns CUDA graphs off, a decode-latency cost on every token, and no TPOT measured "
-              "with it on and off says the service can afford it.")
-    return Finding("enforce_eager", "unjustified", reason, evidence,
-                   "drop enforce-eager, or measure p99 TPOT with and without it and cite why graphs must stay "
-                   "off (start-up time, memory, a model that fails to capture).", setting)
-
-
-# --- chunked prefill --------------------------------------------------------------------
-
-def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
-    """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
-    hw, budget = cfg.hardware, cfg.max_num_batched_tokens
-    prompt_longest, basis = wl.prompt.longest
-    setting = (cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower())
-               + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
-    # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
-    shards = f.shards
-    read_ms = f.weight_gb / shards / hw.bandwidth_gb_s * 1e3
-    active = cfg.model.active_params / shards
-
-    def step_ms(tokens: float) -> float:
-        return max(read_ms, 2 * active * tokens / (hw.peak_tflops * 1e12) * 1e3)
-
-    if not cfg.chunked_prefill:
-        longest_step = step_ms(prompt_longest + f.running_batch_peak)
-        arithmetic = (f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
-                      f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
-                      f"{shards} {hw.name}), and every running request waits that step out")
-        if budget is not None and budget < cfg.max_model_len:
-            reason = (f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
-                      f"{fmt(cfg.max_model_len)}, so vLLM refuses to start.")
-            return Finding("chunked_prefill", "wrong", reason, arithmetic,
-                           f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
-                           setting)
-        tpot = wl.slo.tpot_p99_ms
-        if tpot is not None and longest_step > tpot:
-            reason = (f"with chunked prefill off, one long prompt's prefill step (about {fmt(longest_step)} ms, "
-                      f"{longest_step / tpot:.1f}x the {fmt(tpot)} ms p99 TPOT SLO) stalls every decoding request, "
-                      "and no TPOT measured with chunking off shows the SLO survives it.")
-            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
-                           "turn chunked prefill on (vLLM's default) with max-num-batched-tokens near "
-                           f"{fmt(_pow2_at_least(f.running_batch_peak + 512))}.", setting)
-        if tpot is None:
-            reason = ("chunked prefill is off, which trades TPOT spikes for TTFT, and the workload states no "
-                      "TPOT SLO to weigh the trade against.")
-            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
-                           "state the p99 TPOT SLO, or leave chunked prefill on (vLLM's default).", setting)
-        reason = (f"chunked prefill is off; the longest prefill step, about {fmt(longest_step)} ms, stays within "
-                  f"the {fmt(tpot)} ms p99 TPOT SLO.")
-        return Finding("chunked_prefill", "justified", reason, arithmetic, "none.", setting)
-
-    budget = budget or default_batched_tokens(hw)
-    full = step_ms(budget)
-    steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
-    arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
-                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.weight_gb / shards)} "
-                  f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
-                  f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
-    tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
-    measured = [ev for ev in wl.evidence if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
-                and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS) and (ev.batch is None or at_batch(ev, cfg.max_num_seqs)
-                                                                       or ev.batch >= f.running_batch_peak)]
-    evidence = _join(arithmetic, _cite(measured))
-    if budget <= f.running_batch_peak:
-        reason = (f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
-                  "at peak, so decodes and prefills queue for token budget.")
-        return Finding("chunked_prefill", "wrong", reason, evidence,
-                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
-                       f"{hw.name} is {fmt(default_batched_tokens(hw))}).", setting)
-    breaks = [slo_break(ev, wl) for ev in measured if slo_break(ev, wl)]
-    if breaks:
-        return Finding("chunked_prefill", "wrong", f"at this token budget the measured {breaks[0]}.", evidence,
-                       "lower max-num-batched-tokens if TPOT misses, raise it if TTFT misses, and re-measure.",
-                       setting)
-    if tpot is None and ttft is None:
-        reason = ("max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "
-                  "and the workload states neither SLO.")
-        return Finding("chunked_prefill", "unjustified", reason, evidence,
-                       "state p99 TTFT and TPOT SLOs, then size max-num-batched-tokens between them.", setting)
-    if measured and all(has_slo(ev, wl) for ev in measured):
-        shown = ", ".join(describe_value(ev.metric, ev.value) for ev in measured)
-        reason = f"the measured {shown} at this token budget meet the SLO."
-        return Finding("chunked_prefill", "justified", reason, evidence, "none.", setting)
-    if tpot is not None and full > tpot:
-        reason = (f"a step carrying a full {fmt(budget)}-token chunk takes about {fmt(full)} ms, {full / tpot:.1f}x the "
-                  f"{fmt(tpot)} ms p99 TPOT SLO, and no p99 TPOT measured at this budget shows the requests "
-                  "decoding beside long prefills still meet it.")
-        return Finding("chunked_prefill", "unjustified", reason, evidence,
-                       f"measure p99 TPOT and TTFT at max-num-batched-tokens {fmt(budget)} under peak load, or lower it "
-                       "until a full step fits the TPOT SLO.", setting)
-    if ttft is not None and steps * full > ttft:
-        reason = (f"the longest prompt needs {steps} chunks of about {fmt(full)} ms, {fmt(steps * full)} ms before "
-                  f"its first token, past the {fmt(ttft)} ms p99 TTFT SLO.")
-        return Finding("chunked_prefill", "wrong", reason, evidence,
-                       "raise max-num-batched-tokens (TTFT falls, TPOT rises), then measure both.", setting)
-    reason = (f"a full {fmt(budget)}-token step (about {fmt(full)} ms) and the longest prompt's {steps} chunks fit "
-              "the stated SLOs.")
-    return Finding("chunked_prefill", "justified", reason, evidence,
-                   "none; confirm with p99 TTFT and TPOT measured at peak.", setting)
-
-
 # --- matching evidence to the config --------------------------------------------
 
 def conflicts(ev: Evidence, cfg: ServingConfig, wl: Workload, ignore: set[str] = frozenset()) -> list[str]:
@@ -1035,3 +901,137 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> 
     reason = (f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's "
               f"{gb(f.kv_gb_peak)}.")
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
+
+
+# --- 8. enforce-eager ------------------------------------------------------------------
+
+def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
+    setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
+    if not cfg.enforce_eager:
+        return Finding("enforce_eager", "justified", "CUDA graphs are on, vLLM's default for decode.",
+                       "no launch overhead added to decode steps", "none.", setting)
+    if cfg.hardware.name not in hardware.PRESETS and re.search(r"cpu|processor|xeon|epyc", cfg.hardware.name, re.I):
+        return Finding("enforce_eager", "justified",
+                       f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
+                       "vLLM's CPU backend runs eagerly either way", "none.", setting)
+    arithmetic = (f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
+                  "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
+                  "every output token, and weighs most at small batches, where a step's GPU work is shortest")
+    measured, set_aside = [], []
+    for ev in wl.evidence:
+        if ev.metric not in ("tpot_ms_p99", "tpot_ms_p50") or "enforce-eager" not in ev.setting:
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"enforce-eager"} | SPEC_KEYS)
+        (set_aside.append((ev, why)) if why else measured.append(ev))
+    evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
+    eager = [ev for ev in measured if ev.setting.get("enforce-eager")]
+    breaks = [slo_break(ev, wl) for ev in eager if slo_break(ev, wl)]
+    if breaks:
+        return Finding("enforce_eager", "wrong", f"with CUDA graphs off the measured {breaks[0]}.", evidence,
+                       "drop enforce-eager (CUDA graphs cost start-up time and some memory, not decode time).",
+                       setting)
+    meets = [ev for ev in eager if has_slo(ev, wl) and not slo_break(ev, wl)]
+    if meets:
+        return Finding("enforce_eager", "justified",
+                       f"CUDA graphs are off, and the measured {describe_value(meets[0].metric, meets[0].value)} "
+                       "with them off still meets the SLO.", evidence, "none.", setting)
+    reason = ("enforce-eager turns CUDA graphs off, a decode-latency cost on every token, and no TPOT measured "
+              "with it on and off says the service can afford it.")
+    return Finding("enforce_eager", "unjustified", reason, evidence,
+                   "drop enforce-eager, or measure p99 TPOT with and without it and cite why graphs must stay "
+                   "off (start-up time, memory, a model that fails to capture).", setting)
+
+
+# --- 9. chunked prefill --------------------------------------------------------------------
+
+def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
+    hw, budget = cfg.hardware, cfg.max_num_batched_tokens
+    prompt_longest, basis = wl.prompt.longest
+    setting = (cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower())
+               + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
+    # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
+    shards = f.shards
+    read_ms = f.weight_gb / shards / hw.bandwidth_gb_s * 1e3
+    active = cfg.model.active_params / shards
+
+    def step_ms(tokens: float) -> float:
+        return max(read_ms, 2 * active * tokens / (hw.peak_tflops * 1e12) * 1e3)
+
+    if not cfg.chunked_prefill:
+        longest_step = step_ms(prompt_longest + f.running_batch_peak)
+        arithmetic = (f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
+                      f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
+                      f"{shards} {hw.name}), and every running request waits that step out")
+        if budget is not None and budget < cfg.max_model_len:
+            reason = (f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
+                      f"{fmt(cfg.max_model_len)}, so vLLM refuses to start.")
+            return Finding("chunked_prefill", "wrong", reason, arithmetic,
+                           f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
+                           setting)
+        tpot = wl.slo.tpot_p99_ms
+        if tpot is not None and longest_step > tpot:
+            reason = (f"with chunked prefill off, one long prompt's prefill step (about {fmt(longest_step)} ms, "
+                      f"{longest_step / tpot:.1f}x the {fmt(tpot)} ms p99 TPOT SLO) stalls every decoding request, "
+                      "and no TPOT measured with chunking off shows the SLO survives it.")
+            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
+                           "turn chunked prefill on (vLLM's default) with max-num-batched-tokens near "
+                           f"{fmt(_pow2_at_least(f.running_batch_peak + 512))}.", setting)
+        if tpot is None:
+            reason = ("chunked prefill is off, which trades TPOT spikes for TTFT, and the workload states no "
+                      "TPOT SLO to weigh the trade against.")
+            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
+                           "state the p99 TPOT SLO, or leave chunked prefill on (vLLM's default).", setting)
+        reason = (f"chunked prefill is off; the longest prefill step, about {fmt(longest_step)} ms, stays within "
+                  f"the {fmt(tpot)} ms p99 TPOT SLO.")
+        return Finding("chunked_prefill", "justified", reason, arithmetic, "none.", setting)
+
+    budget = budget or default_batched_tokens(hw)
+    full = step_ms(budget)
+    steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
+    arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
+                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.weight_gb / shards)} "
+                  f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
+                  f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
+    tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
+    measured = [ev for ev in wl.evidence if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
+                and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS) and (ev.batch is None or at_batch(ev, cfg.max_num_seqs)
+                                                                       or ev.batch >= f.running_batch_peak)]
+    evidence = _join(arithmetic, _cite(measured))
+    if budget <= f.running_batch_peak:
+        reason = (f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
+                  "at peak, so decodes and prefills queue for token budget.")
+        return Finding("chunked_prefill", "wrong", reason, evidence,
+                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
+                       f"{hw.name} is {fmt(default_batched_tokens(hw))}).", setting)
+    breaks = [slo_break(ev, wl) for ev in measured if slo_break(ev, wl)]
+    if breaks:
+        return Finding("chunked_prefill", "wrong", f"at this token budget the measured {breaks[0]}.", evidence,
+                       "lower max-num-batched-tokens if TPOT misses, raise it if TTFT misses, and re-measure.",
+                       setting)
+    if tpot is None and ttft is None:
+        reason = ("max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "
+                  "and the workload states neither SLO.")
+        return Finding("chunked_prefill", "unjustified", reason, evidence,
+                       "state p99 TTFT and TPOT SLOs, then size max-num-batched-tokens between them.", setting)
+    if measured and all(has_slo(ev, wl) for ev in measured):
+        shown = ", ".join(describe_value(ev.metric, ev.value) for ev in measured)
+        reason = f"the measured {shown} at this token budget meet the SLO."
+        return Finding("chunked_prefill", "justified", reason, evidence, "none.", setting)
+    if tpot is not None and full > tpot:
+        reason = (f"a step carrying a full {fmt(budget)}-token chunk takes about {fmt(full)} ms, {full / tpot:.1f}x the "
+                  f"{fmt(tpot)} ms p99 TPOT SLO, and no p99 TPOT measured at this budget shows the requests "
+                  "decoding beside long prefills still meet it.")
+        return Finding("chunked_prefill", "unjustified", reason, evidence,
+                       f"measure p99 TPOT and TTFT at max-num-batched-tokens {fmt(budget)} under peak load, or lower it "
+                       "until a full step fits the TPOT SLO.", setting)
+    if ttft is not None and steps * full > ttft:
+        reason = (f"the longest prompt needs {steps} chunks of about {fmt(full)} ms, {fmt(steps * full)} ms before "
+                  f"its first token, past the {fmt(ttft)} ms p99 TTFT SLO.")
+        return Finding("chunked_prefill", "wrong", reason, evidence,
+                       "raise max-num-batched-tokens (TTFT falls, TPOT rises), then measure both.", setting)
+    reason = (f"a full {fmt(budget)}-token step (about {fmt(full)} ms) and the longest prompt's {steps} chunks fit "
+              "the stated SLOs.")
+    return Finding("chunked_prefill", "justified", reason, evidence,
+                   "none; confirm with p99 TTFT and TPOT measured at peak.", setting)

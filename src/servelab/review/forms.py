@@ -6,7 +6,8 @@
   shell script, a Dockerfile or a README (quoting, `\\` continuations, `--flag=value`);
 - a Kubernetes manifest whose container runs vLLM: Deployment, StatefulSet, Pod,
   LeaderWorkerSet, KServe InferenceService, AIBrix RayClusterFleet;
-- the values of vLLM's production-stack Helm chart (servingEngineSpec.modelSpec).
+- the values of vLLM's production-stack Helm chart (servingEngineSpec.modelSpec), or of
+  llm-d's model service chart (modelArtifacts, decode.parallelism).
 
 Each comes out as a Doc whose data maps vLLM flag names (dashed) to values, plus
 a `deployment` block, and whose line numbers point into the original file. The
@@ -28,7 +29,6 @@ from .. import hardware
 from . import vllm_flags
 from .inputs import Doc, ReviewInputError, load_yaml
 
-FORMS = ("vllm YAML config", "vllm serve command line", "Kubernetes manifest", "production-stack Helm values")
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
 _API_SERVER = "vllm.entrypoints.openai.api_server"
