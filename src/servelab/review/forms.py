@@ -43,7 +43,7 @@ _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
 
 
 def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None) -> Doc:
-    """Read a serving config in any of FORMS; `deployment` fills what the file does not say."""
+    """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
     path = Path(path)
     name = str(path)
     try:
