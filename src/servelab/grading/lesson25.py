@@ -786,7 +786,7 @@ def _reps() -> list:
         Dockerfile, a Kubernetes manifest (Deployment, StatefulSet, LeaderWorkerSet, KServe
         InferenceService), production-stack Helm values, or the YAML `vllm serve --config` reads.
         `servelab review CONFIG --workload WORKLOAD.yaml` reads each of them; add `--gpu` and
-        `--gpus-per-node` where the file does not say which GPUs it runs on. Twelve public configs,
+        `--gpus-per-node` where the file does not say which GPUs it runs on. Thirteen public configs,
         reviewed, are in `data/configs/public/`.
 
         Here, audit `data/configs/{AUDIT_CASE}.yaml` against the workload it claims to serve,
