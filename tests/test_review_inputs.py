@@ -312,3 +312,9 @@ def test_chunk_budget_left_unset_is_vllms_default_for_the_gpu():
     assert "carries 8,192 tokens" in h100.evidence
     l4 = {**BASE, "enable-chunked-prefill": True, "deployment": {"gpu": "L4", "gpus-per-node": 1}}
     assert "carries 2,048 tokens" in review.review(l4, WORKLOAD).finding("chunked_prefill").evidence
+
+
+def test_removed_flag_names_the_release_where_it_is_on_record():
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16", gpu="L4")
+    assert "--swap-space was removed in vLLM 0.18.0" in str(info.value)

@@ -22,11 +22,13 @@ from pathlib import Path
 FLAGS_FILE = "vllm_flags.json"
 
 # Flags gone from vLLM that public configs still set: (the release that dropped it, what to do instead).
-# The exact release is not on record here, only that the installed 0.32.0 no longer has them.
+# "before 0.32.0" where the release is not on record here, only that the installed 0.32.0 lacks it.
 REMOVED = {
     "use-v2-block-manager": ("before 0.32.0", "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)"),
     "disable-log-requests": ("before 0.32.0", "delete it: requests are not logged unless --enable-log-requests"),
-    "swap-space": ("before 0.32.0", "delete it: the V1 engine recomputes preempted requests instead of swapping"),
+    # EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to
+    # 0.29.0 installed and inspected: github.com/unslothai/unsloth-zoo issue #1210)
+    "swap-space": ("0.18.0", "delete it: the V1 engine recomputes preempted requests instead of swapping"),
     "num-scheduler-steps": ("before 0.32.0", "delete it: the V1 engine has no multi-step scheduling"),
     "max-seq-len-to-capture": ("before 0.32.0", "use max-cudagraph-capture-size"),
     "guided-decoding-backend": ("before 0.32.0", "use structured-outputs-config"),
