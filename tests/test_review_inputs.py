@@ -318,3 +318,14 @@ def test_removed_flag_names_the_release_where_it_is_on_record():
     with pytest.raises(review.ReviewInputError) as info:
         cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16", gpu="L4")
     assert "--swap-space was removed in vLLM 0.18.0" in str(info.value)
+
+
+def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
+    """The issue's example: counted as one expert, Scout's weights came to 78.9 GB instead of about 218 GB."""
+    m = modelspec.from_catalogue("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    attention = 5120 * 40 * 128 * 2 + 5120 * 8 * 128 * 2
+    expert = 3 * 5120 * 8192
+    per_layer = attention + (16 + 1) * expert + 5120 * 16 + 2 * 5120
+    assert m.num_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
+    assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 215.5  # plus about 2 GB of vision encoder: ~218
+    assert round(m.active_params / 1e9, 1) == 17.2  # one routed and the shared expert per token

@@ -83,6 +83,8 @@ class ModelSpec:
         shared = config.get("shared_expert_intermediate_size") or 0
         if config.get("n_shared_experts"):
             shared = config["n_shared_experts"] * moe_width
+        if experts and str(config.get("model_type", "")).startswith("llama4"):
+            shared = config["intermediate_size"]  # one shared expert as wide as a routed one
         dense_layers = (config.get("first_k_dense_replace") or 0) if experts else 0
         window, sliding = _sliding(config, layers)
         quant = config.get("quantization_config") or {}
