@@ -329,3 +329,12 @@ def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
     assert m.num_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
     assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 215.5  # plus about 2 GB of vision encoder: ~218
     assert round(m.active_params / 1e9, 1) == 17.2  # one routed and the shared expert per token
+
+
+def test_yaml_and_dict_configs_take_every_spelling_vllm_takes():
+    report = review.review({**BASE, "no-enable-prefix-caching": True, "tp": 1},
+                           {**WORKLOAD, "shared-prefix": {"tokens": 600, "fraction": 1.0}})
+    assert report.finding("prefix_caching").verdict == "wrong"  # caching off with a shared prefix
+    with pytest.raises(review.ReviewInputError) as info:
+        review.review({**BASE, "max_num_seqs": 8}, WORKLOAD)
+    assert "given twice" in str(info.value)

@@ -99,13 +99,6 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
 def _from_yaml(doc: Doc, text: str, deployment: dict | None) -> Doc:
     data = doc.data
     if isinstance(data, dict):
-        # vLLM's YAML takes `no-enable-prefix-caching: true` as the flag's negative form.
-        for raw in list(data):
-            if isinstance(raw, str) and raw.replace("_", "-").startswith("no-"):
-                flag, negated = vllm_flags.lookup(raw)
-                if flag is not None and negated and isinstance(data[raw], bool):
-                    data[flag.name] = not data.pop(raw)
-                    doc.lines[(flag.name,)] = doc.lines.get((raw,))
         if deployment and "deployment" not in data:
             data["deployment"] = dict(deployment)
         elif deployment and isinstance(data.get("deployment"), dict):

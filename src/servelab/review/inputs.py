@@ -427,12 +427,20 @@ def read_config(doc: Doc) -> ServingConfig:
                     and vllm_flags.lookup(raw)[0] is None:
                 raise doc.error((raw,), f"{raw}: unknown key: {vllm_flags.unknown_message(raw)}")
         known = tuple(dict.fromkeys(REVIEWED_KEYS + ("deployment",) + vllm_flags.names()))
-        data = {(vllm_flags.lookup(k)[0].name if isinstance(k, str) and k.strip().replace("_", "-") != "deployment"
-                 and vllm_flags.lookup(k)[0] else k): v for k, v in data.items()}
-        for raw in list(doc.data):
-            flag = vllm_flags.lookup(raw)[0] if isinstance(raw, str) else None
-            if flag is not None and (raw,) in doc.lines:
-                doc.lines.setdefault((flag.name,), doc.lines[(raw,)])
+        # Every spelling vLLM takes ('max_num_seqs', 'tp', 'no-enable-prefix-caching') becomes the flag's name.
+        canonical: dict = {}
+        for raw, value in data.items():
+            flag, negated = vllm_flags.lookup(raw) if isinstance(raw, str) and raw.strip() != "deployment" \
+                else (None, False)
+            key = flag.name if flag else raw
+            if key in canonical:
+                raise doc.error((raw,), f"{raw}: given twice (as '{canonical[key][0]}' too); keep one")
+            if negated and isinstance(value, bool):
+                value = not value
+            canonical[key] = (raw, value)
+            if (raw,) in doc.lines:
+                doc.lines.setdefault((key,), doc.lines[(raw,)])
+        data = {key: value for key, (_, value) in canonical.items()}
     else:
         known = REVIEWED_KEYS + ("deployment",)
     fields = _mapping(doc, (), data, known, "serving config")
