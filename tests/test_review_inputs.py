@@ -338,3 +338,11 @@ def test_yaml_and_dict_configs_take_every_spelling_vllm_takes():
     with pytest.raises(review.ReviewInputError) as info:
         review.review({**BASE, "max_num_seqs": 8}, WORKLOAD)
     assert "given twice" in str(info.value)
+
+
+def test_a_broken_deployment_comment_names_its_line(tmp_path):
+    path = tmp_path / "serve.sh"
+    path.write_text("# serving the assistant\n# deployment: {gpu: H100, gpus-per-node: [8}\nvllm serve Qwen/Qwen3-8B\n")
+    with pytest.raises(review.ReviewInputError) as info:
+        forms.load(path)
+    assert f"{path}:2:" in str(info.value) and "YAML mapping" in str(info.value)

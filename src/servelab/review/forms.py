@@ -104,11 +104,23 @@ def _from_yaml(doc: Doc, text: str, deployment: dict | None) -> Doc:
         elif deployment and isinstance(data.get("deployment"), dict):
             data["deployment"] = {**deployment, **data["deployment"]}
         if "deployment" not in data:
-            for line in text.splitlines():
+            for number, line in enumerate(text.splitlines(), 1):
                 match = _DEPLOYMENT_COMMENT.match(line)
                 if match:
-                    data["deployment"] = yaml.safe_load(match.group(1))
+                    data["deployment"] = _deployment_comment(doc.name, number, match.group(1))
+                    doc.lines[("deployment",)] = number
     return doc
+
+
+def _deployment_comment(name: str, number: int, text: str) -> dict:
+    try:
+        given = yaml.safe_load(text)
+    except yaml.YAMLError:
+        given = None
+    if not isinstance(given, dict):
+        raise ReviewInputError(f"{name}:{number}: the deployment comment must be a YAML mapping, such as "
+                               "# deployment: {gpu: H100, gpus-per-node: 8}")
+    return given
 
 
 # --- building the reviewed config from flags -------------------------------------------
@@ -187,14 +199,7 @@ class _Builder:
         for number, line in enumerate(text.splitlines(), 1):
             match = _DEPLOYMENT_COMMENT.match(line)
             if match:
-                try:
-                    given = yaml.safe_load(match.group(1))
-                except yaml.YAMLError:
-                    raise self.error(number, "the deployment comment must be a YAML mapping, such as "
-                                             "# deployment: {gpu: H100, gpus-per-node: 8}") from None
-                if not isinstance(given, dict):
-                    raise self.error(number, "the deployment comment must be a YAML mapping, such as "
-                                             "# deployment: {gpu: H100, gpus-per-node: 8}")
+                given = _deployment_comment(self.name, number, match.group(1))
                 for key, value in given.items():
                     self.deployment.setdefault(key, value)
                 self.lines.setdefault(("deployment",), number)
