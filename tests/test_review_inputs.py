@@ -346,3 +346,23 @@ def test_a_broken_deployment_comment_names_its_line(tmp_path):
     with pytest.raises(review.ReviewInputError) as info:
         forms.load(path)
     assert f"{path}:2:" in str(info.value) and "YAML mapping" in str(info.value)
+
+
+def test_a_bad_gpu_count_in_a_manifest_names_its_line():
+    text = """# deployment: {gpu: H100}
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: llama}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:latest
+        args: ["--model", "meta-llama/Llama-3.1-8B-Instruct"]
+        resources:
+          limits: {nvidia.com/gpu: "two"}
+"""
+    with pytest.raises(review.ReviewInputError) as info:
+        read_config(forms.parse(text, name="deploy.yaml"))
+    assert "deploy.yaml:13:" in str(info.value) and "whole number" in str(info.value)

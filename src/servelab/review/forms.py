@@ -372,7 +372,8 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             found.append((name, predictor, replicas, 1))
         elif kind == "RayClusterFleet":
             cluster = _get(root, "spec", "template", "spec")
-            workers = sum(_value(_get(w, "replicas")) or 0 for w in _seq(_get(cluster, "workerGroupSpecs")))
+            workers = sum(_count(_value(_get(w, "replicas")) or 0) for w in _seq(_get(cluster, "workerGroupSpecs"))
+                          if isinstance(_count(_value(_get(w, "replicas")) or 0), int))
             found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
     candidates = []
     for name, pod, replicas, nodes in found:
@@ -427,15 +428,23 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
                 gpus = _value(node)
                 builder.lines[("deployment", "gpus-per-node")] = _line(node)
     if gpus is not None:
-        builder.deployment["gpus-per-node"] = int(gpus)
-    if nodes and nodes > 1:
-        builder.deployment["nodes"] = int(nodes)
-    if replicas and int(replicas) > 1:
-        builder.deployment["replicas"] = int(replicas)
+        builder.deployment["gpus-per-node"] = _count(gpus)
+    if _count(nodes) != 1:
+        builder.deployment["nodes"] = _count(nodes)
+    if _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
     gpu = _gpu_from_selectors(_get(pod, "nodeSelector"), _get(pod, "affinity"))
     if gpu:
         builder.deployment["gpu"], line = gpu
         builder.lines[("deployment", "gpu")] = line
+
+
+def _count(value: Any) -> Any:
+    """A count as Kubernetes writes it ("8" or 8) as a number; anything else is left for the
+    reviewer's own checks to refuse with its line."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
 
 
 def _runs_vllm(container: yaml.Node) -> bool:
@@ -506,11 +515,11 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
             builder.argv(split, model_positional=False)
     gpus = _get(spec, "requestGPU")
     if gpus is not None:
-        builder.deployment["gpus-per-node"] = int(_value(gpus))
+        builder.deployment["gpus-per-node"] = _count(_value(gpus))
         builder.lines[("deployment", "gpus-per-node")] = _line(gpus)
     replicas = _value(_get(spec, "replicaCount"))
-    if replicas and int(replicas) > 1:
-        builder.deployment["replicas"] = int(replicas)
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
     gpu_type = _get(spec, "requestGPUType")
     if gpu_type is not None:
         try:
@@ -548,17 +557,17 @@ def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -
         raise builder.error(_line(root), f"no '{role}' pods are created here; pick decode or prefill with --select")
     tensor = _get(pods, "parallelism", "tensor")
     data = _get(pods, "parallelism", "data")
-    tp = int(_value(tensor) or 1)
-    dp = int(_value(data) or 1)
+    tp, dp = _count(_value(tensor) or 1), _count(_value(data) or 1)
     if tensor is not None:  # the chart adds --tensor-parallel-size from parallelism
         builder.set("tensor-parallel-size", tp, _line(tensor))
     if data is not None and dp > 1:
         builder.set("data-parallel-size", dp, _line(data))
-    builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
+    if isinstance(tp, int) and isinstance(dp, int):
+        builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
     builder.lines[("deployment", "gpus-per-node")] = _line(tensor) if tensor is not None else None
     replicas = _value(_get(pods, "replicas"))
-    if replicas and int(replicas) > 1:
-        builder.deployment["replicas"] = int(replicas)
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
     containers = [c for c in _seq(_get(pods, "containers")) if _runs_vllm(c) or _get(c, "modelCommand") is not None]
     if containers:
         args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
