@@ -205,9 +205,10 @@ class _Builder:
                 self.lines.setdefault(("deployment",), number)
 
     def fill_deployment(self, deployment: dict | None) -> None:
+        """What the command line says (--gpu ...), where the file does not say it."""
         for key, value in (deployment or {}).items():
             if value is not None:
-                self.deployment[key] = value
+                self.deployment.setdefault(key, value)
 
     def doc(self) -> Doc:
         if "gpus-per-node" not in self.deployment and "nodes" not in self.deployment:
