@@ -2,6 +2,20 @@
 
 Parameters decide the weight bytes a decode step reads and the FLOPs each
 token costs; layers x KV heads x head_dim decide how fast the KV cache grows.
+
+Where models differ from a dense Llama, the arithmetic follows the difference:
+
+- mixture of experts: every expert's weights sit in memory, but a token runs
+  through only experts_per_token of them, so compute (and the ridge) follows
+  the active parameters;
+- multi-head latent attention (DeepSeek-V3/R1): the KV cache holds one
+  compressed latent of kv_lora_rank + qk_rope_head_dim values per layer per
+  token, not K and V per head;
+- sliding-window layers (Gemma, Mistral 7B v0.1, gpt-oss): those layers keep
+  at most sliding_window tokens of KV, however long the sequence;
+- tied embeddings: the LM head is the embedding table, counted once;
+- a checkpoint's quantization_config: its quantized layers are stored in the
+  checkpoint's bits; embeddings, norms and routers stay in the model's dtype.
 """
 
 from __future__ import annotations
@@ -13,6 +27,11 @@ from pathlib import Path
 
 from .hardware import DTYPE_BYTES
 
+# Bytes per weight a checkpoint's quantization_config leaves, by quant_method and bits.
+# mxfp4: 4-bit values plus one 8-bit scale per 32 (4.25 bits).
+_QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "mxfp4": 4.25 / 8, "awq": 0.5, "gptq": 0.5,
+                "bitsandbytes": 0.5, "modelopt": 1.0}
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -22,26 +41,83 @@ class ModelSpec:
     num_heads: int
     num_kv_heads: int
     head_dim: int
-    intermediate_size: int
+    intermediate_size: int  # the dense MLP's width (and each expert's, where moe_intermediate_size is 0)
     vocab_size: int
     tie_word_embeddings: bool
     max_position_embeddings: int = 0
+    # mixture of experts (0: a dense model)
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0  # each routed expert's MLP width
+    shared_expert_intermediate_size: int = 0  # always-active expert(s), summed width
+    dense_layers: int = 0  # leading layers with a dense MLP instead of experts (DeepSeek)
+    # multi-head latent attention (0: ordinary attention)
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # sliding-window attention
+    sliding_window: int = 0
+    sliding_layers: int = 0  # how many of num_layers use the window
+    # the checkpoint's own quantization (quantization_config)
+    quant_method: str = ""
+    quant_bytes: float = 0.0  # bytes per quantized weight
+    quant_experts_only: bool = False  # only the expert MLPs are quantized (gpt-oss's mxfp4)
+    torch_dtype: str = "bfloat16"
+    source: str = ""
+    native_quantization: str = ""  # why the checkpoint's quantization is the model itself, not a trade made later
 
     @classmethod
     def from_config(cls, config: dict, name: str = "model") -> "ModelSpec":
+        outer = config
+        if isinstance(config.get("text_config"), dict):  # multimodal checkpoints (Gemma 3) nest the LM
+            config = {**config["text_config"]}
+            config.setdefault("torch_dtype", outer.get("torch_dtype"))
+            config.setdefault("quantization_config", outer.get("quantization_config"))
         heads = config["num_attention_heads"]
         hidden = config["hidden_size"]
+        layers = config["num_hidden_layers"]
+        experts = config.get("num_local_experts") or config.get("n_routed_experts") or config.get("num_experts") or 0
+        moe_width = config.get("moe_intermediate_size") or 0
+        shared = config.get("shared_expert_intermediate_size") or 0
+        if config.get("n_shared_experts"):
+            shared = config["n_shared_experts"] * moe_width
+        if experts and str(config.get("model_type", "")).startswith("llama4"):
+            shared = config["intermediate_size"]  # one shared expert as wide as a routed one
+        dense_layers = (config.get("first_k_dense_replace") or 0) if experts else 0
+        window, sliding = _sliding(config, layers)
+        quant = config.get("quantization_config") or {}
+        method, qbytes, experts_only = _quantization(quant)
         return cls(
             name=name,
-            num_layers=config["num_hidden_layers"],
+            num_layers=layers,
             hidden_size=hidden,
             num_heads=heads,
-            num_kv_heads=config.get("num_key_value_heads", heads),
+            num_kv_heads=config.get("num_key_value_heads") or heads,
             head_dim=config.get("head_dim") or hidden // heads,
             intermediate_size=config["intermediate_size"],
             vocab_size=config["vocab_size"],
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
             max_position_embeddings=config.get("max_position_embeddings", 0),
+            num_experts=experts,
+            experts_per_token=(config.get("num_experts_per_tok") or config.get("experts_per_token") or 0) if experts else 0,
+            moe_intermediate_size=moe_width,
+            shared_expert_intermediate_size=shared,
+            dense_layers=dense_layers,
+            kv_lora_rank=config.get("kv_lora_rank") or 0,
+            q_lora_rank=config.get("q_lora_rank") or 0,
+            qk_rope_head_dim=config.get("qk_rope_head_dim") or 0,
+            qk_nope_head_dim=config.get("qk_nope_head_dim") or 0,
+            v_head_dim=config.get("v_head_dim") or 0,
+            sliding_window=window,
+            sliding_layers=sliding,
+            quant_method=method,
+            quant_bytes=qbytes,
+            quant_experts_only=experts_only,
+            torch_dtype=str(config.get("torch_dtype") or outer.get("torch_dtype") or "bfloat16"),
+            source=str(outer.get("_source", "")),
+            native_quantization=str(outer.get("_native_quantization", "")),
         )
 
     @classmethod
@@ -54,52 +130,181 @@ class ModelSpec:
             config = json.load(f)
         return cls.from_config(config, name or path.parent.name)
 
+    # --- what kind of model -------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
     # --- sizes -------------------------------------------------------------
     @property
+    def attention_params(self) -> int:
+        """One layer's attention projections (and its norms for MLA's low-rank paths)."""
+        h = self.hidden_size
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk + self.q_lora_rank
+                 if self.q_lora_rank else h * self.num_heads * qk)
+            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
+                  + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim))
+            o = self.num_heads * self.v_head_dim * h
+            return q + kv + o
+        hd = self.head_dim
+        return h * self.num_heads * hd * 2 + h * self.num_kv_heads * hd * 2  # q, o, k, v
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's MLP (gate, up, down)."""
+        return 3 * self.hidden_size * (self.moe_intermediate_size or self.intermediate_size)
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_layers - self.dense_layers if self.is_moe else 0
+
+    def _mlp_params(self, experts: int) -> int:
+        """Every layer's MLP, counting `experts` routed experts in each MoE layer."""
+        h = self.hidden_size
+        dense = 3 * h * self.intermediate_size
+        if not self.is_moe:
+            return self.num_layers * dense
+        per_moe_layer = experts * self.expert_params + 3 * h * self.shared_expert_intermediate_size \
+            + h * self.num_experts  # the router
+        return self.dense_layers * dense + self.moe_layers * per_moe_layer
+
+    @property
     def params_per_layer(self) -> int:
-        h, hd = self.hidden_size, self.head_dim
-        attention = h * self.num_heads * hd * 2 + h * self.num_kv_heads * hd * 2  # q, o, k, v
-        mlp = 3 * h * self.intermediate_size  # gate, up, down
-        norms = 2 * h
-        return attention + mlp + norms
+        """A dense layer's parameters (for a mixture of experts: the average layer, all experts)."""
+        return self.attention_params + self._mlp_params(self.num_experts) // self.num_layers + 2 * self.hidden_size
 
     @property
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
 
     @property
+    def _layer_params_total(self) -> int:
+        return self.num_layers * (self.attention_params + 2 * self.hidden_size) + self._mlp_params(self.num_experts)
+
+    @property
     def num_params(self) -> int:
-        """All parameters; a tied LM head shares the embedding table."""
+        """All parameters (every expert); a tied LM head shares the embedding table."""
         head = 0 if self.tie_word_embeddings else self.embedding_params
-        return self.num_layers * self.params_per_layer + self.embedding_params + head + self.hidden_size
+        return self._layer_params_total + self.embedding_params + head + self.hidden_size
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token runs through: all for a dense model, the routed top-k experts for MoE."""
+        if not self.is_moe:
+            return self.num_params
+        inactive = self._mlp_params(self.num_experts) - self._mlp_params(self.experts_per_token)
+        return self.num_params - inactive
 
     @property
     def matmul_params(self) -> int:
         """Parameters that take part in a matmul per token (the embedding lookup does not)."""
         if self.tie_word_embeddings:
-            return self.num_params  # the table doubles as the LM head
-        return self.num_params - self.embedding_params
+            return self.active_params  # the table doubles as the LM head
+        return self.active_params - self.embedding_params
 
     def flops_per_token(self, context_len: int = 0) -> float:
-        """Forward FLOPs for one token: 2 per matmul parameter, plus attention over the context."""
-        attention = 4 * self.num_layers * self.num_heads * self.head_dim * context_len
+        """Forward FLOPs for one token: 2 per active matmul parameter, plus attention over the context."""
+        head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim if self.is_mla else self.head_dim
+        attention = 4 * self.num_layers * self.num_heads * head_dim * context_len
         return 2.0 * self.matmul_params + attention
 
-    def weight_bytes(self, dtype: str = "bfloat16") -> float:
-        return self.num_params * DTYPE_BYTES[dtype]
+    @property
+    def quantized_params(self) -> int:
+        """Parameters the checkpoint stores in its quantized format (0 when it is not quantized)."""
+        if not self.quant_method:
+            return 0
+        experts = self.moe_layers * self.num_experts * self.expert_params
+        if self.quant_experts_only:
+            return experts
+        linear = self.num_layers * self.attention_params + self._mlp_params(self.num_experts)
+        if self.is_mla:  # the low-rank paths' norms sit inside attention_params and stay unquantized
+            linear -= self.num_layers * (self.q_lora_rank + self.kv_lora_rank)
+        if self.is_moe:
+            linear -= self.moe_layers * self.hidden_size * self.num_experts  # routers stay unquantized
+        return linear
 
-    def kv_bytes_per_token(self, dtype: str = "bfloat16") -> float:
-        """K and V, every layer, every KV head: 2 x layers x kv_heads x head_dim x bytes."""
-        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * DTYPE_BYTES[dtype]
+    def weight_bytes(self, dtype: str = "bfloat16", linear_bytes: float | None = None) -> float:
+        """Weight memory. dtype: the unquantized parts; linear_bytes: bytes per weight of the
+        quantized layers (default: the checkpoint's own quantization, if any)."""
+        if linear_bytes is None and self.quant_method:
+            linear_bytes = self.quant_bytes
+        if linear_bytes is None:
+            return self.num_params * DTYPE_BYTES[dtype]
+        quantized = self.quantized_params or (self.num_layers * self.attention_params + self._mlp_params(self.num_experts))
+        return quantized * linear_bytes + (self.num_params - quantized) * DTYPE_BYTES[dtype]
 
-    def kv_bytes(self, tokens_per_sequence: int, batch_size: int = 1, dtype: str = "bfloat16") -> float:
-        """KV cache for a batch: grows linearly with context and with batch."""
-        return self.kv_bytes_per_token(dtype) * tokens_per_sequence * batch_size
+    def kv_bytes_per_token(self, dtype: str = "bfloat16", tensor_parallel_size: int = 1) -> float:
+        """KV cache bytes one token adds in every layer, across tensor_parallel_size GPUs.
+
+        Ordinary attention: K and V, every KV head: 2 x layers x kv_heads x head_dim x bytes.
+        A GPU holds at least one KV head, so past tp = kv_heads the heads are copied.
+        MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer, copied on every TP rank.
+        """
+        if self.is_mla:
+            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * DTYPE_BYTES[dtype] \
+                * tensor_parallel_size
+        heads = max(self.num_kv_heads, tensor_parallel_size) if tensor_parallel_size > 1 else self.num_kv_heads
+        return 2 * self.num_layers * heads * self.head_dim * DTYPE_BYTES[dtype]
+
+    def kv_bytes(self, tokens_per_sequence: int, batch_size: int = 1, dtype: str = "bfloat16",
+                 tensor_parallel_size: int = 1) -> float:
+        """KV cache for a batch: linear in batch; in context, except that sliding-window
+        layers stop growing at the window."""
+        per_layer = self.kv_bytes_per_token(dtype, tensor_parallel_size) / self.num_layers
+        full = self.num_layers - self.sliding_layers
+        tokens = full * tokens_per_sequence + self.sliding_layers * min(tokens_per_sequence, self.sliding_window)
+        return per_layer * tokens * batch_size
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["num_params"] = self.num_params
+        d["active_params"] = self.active_params
         return d
+
+
+def _sliding(config: dict, layers: int) -> tuple[int, int]:
+    """(window, layers that use it) from the ways config.json files say it."""
+    window = config.get("sliding_window") or 0
+    if not window or config.get("use_sliding_window") is False:
+        return 0, 0
+    types = config.get("layer_types")
+    if isinstance(types, list) and types:
+        return window, sum(1 for t in types if t == "sliding_attention")
+    pattern = config.get("sliding_window_pattern")
+    if isinstance(pattern, int) and pattern > 1:  # Gemma 3: every pattern-th layer is global
+        return window, layers - layers // pattern
+    if str(config.get("model_type", "")).startswith("gemma2"):  # alternating local and global
+        return window, layers - layers // 2
+    return window, layers  # Mistral 7B v0.1: every layer
+
+
+def _quantization(quant: dict) -> tuple[str, float, bool]:
+    """(method, bytes per quantized weight, experts only) from a quantization_config."""
+    if not isinstance(quant, dict) or not quant:
+        return "", 0.0, False
+    method = str(quant.get("quant_method", "")).lower()
+    bits = quant.get("bits") or quant.get("w_bit")
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups") or {}
+        for group in groups.values():
+            weights = (group or {}).get("weights") or {}
+            if weights.get("num_bits"):
+                bits = weights["num_bits"]
+                break
+        return method, (bits or 8) / 8, False
+    if method == "mxfp4":
+        return method, _QUANT_BYTES["mxfp4"], True
+    if "fp4" in str(quant.get("quant_algo", "")).lower():
+        return method, 0.5, False
+    if bits:
+        return method, bits / 8, False
+    return method, _QUANT_BYTES.get(method, 1.0), False
 
 
 PRESET_FILES = {
@@ -107,6 +312,7 @@ PRESET_FILES = {
     "Llama-3.1-8B": "Llama-3.1-8B-Instruct.json",
     "Llama-3-70B": "Llama-3-70B-Instruct.json",
 }
+CATALOGUE_FILE = "catalogue.json"
 
 
 def preset(name: str) -> ModelSpec:
@@ -116,3 +322,30 @@ def preset(name: str) -> ModelSpec:
             text = resources.files("servelab.model_configs").joinpath(filename).read_text()
             return ModelSpec.from_config(json.loads(text), key)
     raise ValueError(f"Unknown model preset {name!r}. Known presets: {', '.join(PRESET_FILES)}.")
+
+
+def catalogue() -> dict[str, dict]:
+    """The shipped catalogue: Hugging Face model id -> {source, aliases, config (config.json fields)}."""
+    text = resources.files("servelab.model_configs").joinpath(CATALOGUE_FILE).read_text()
+    return json.loads(text)["models"]
+
+
+def catalogue_key(model_id: str) -> str | None:
+    """The catalogue entry a model id names: the id itself, its name without the owner, or an alias."""
+    wanted = model_id.strip().rstrip("/").lower()
+    base = wanted.split("/")[-1]
+    for key, entry in catalogue().items():
+        names = [key.lower(), key.lower().split("/")[-1]] + [a.lower() for a in entry.get("aliases", [])]
+        if wanted in names or base in names:
+            return key
+    return None
+
+
+def from_catalogue(model_id: str) -> ModelSpec:
+    """A catalogued model's spec, by its Hugging Face id (or name without the owner)."""
+    key = catalogue_key(model_id)
+    if key is None:
+        raise ValueError(f"{model_id!r} is not in the model catalogue")
+    entry = catalogue()[key]
+    return ModelSpec.from_config({**entry["config"], "_source": entry["source"],
+                                  "_native_quantization": entry.get("native_quantization", "")}, key)

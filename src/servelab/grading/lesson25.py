@@ -782,6 +782,13 @@ def _reps() -> list:
         caching), check whether the configuration cites the workload it was tuned for and the measurement
         that justified that choice. Write down which knobs are justified and which are just defaults.
 
+        Paste your configuration as you have it: the `vllm serve ...` command line from a shell script or a
+        Dockerfile, a Kubernetes manifest (Deployment, StatefulSet, LeaderWorkerSet, KServe
+        InferenceService), production-stack Helm values, or the YAML `vllm serve --config` reads.
+        `servelab review CONFIG --workload WORKLOAD.yaml` reads each of them; add `--gpu` and
+        `--gpus-per-node` where the file does not say which GPUs it runs on. Thirteen public configs,
+        reviewed, are in `data/configs/public/`.
+
         Here, audit `data/configs/{AUDIT_CASE}.yaml` against the workload it claims to serve,
         `data/configs/{AUDIT_CASE}-workload.yaml`. Both are printed below.
         """, "rep1-question"),

@@ -1,7 +1,8 @@
 """The serving-config reviewer: Lesson 25's checklist as code.
 
-Give it a `vllm serve` config (the YAML `--config` takes, plus a deployment block)
-and the workload it claims to serve (load, lengths, SLOs, and the measurements the
+Give it a serving config as the team keeps it (a `vllm serve` command line, a
+Kubernetes manifest, production-stack or llm-d Helm values, or the YAML `--config`
+takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
 team cites). For each knob it answers the lesson's question, "is this choice traced
 back to the workload?", with a verdict, a one-sentence reason, the evidence, and a fix.
 
@@ -13,7 +14,10 @@ back to the workload?", with a verdict, a one-sentence reason, the evidence, and
 
 From a shell (exit status 0 clean, 1 findings, 2 bad input):
 
-    servelab review CONFIG.yaml --workload WORKLOAD.yaml [--json]
+    servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--json]
+
+CONFIG is vLLM's YAML, a `vllm serve ...` command line, a Kubernetes manifest, or
+production-stack Helm values.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import forms
 from .checks import Facts, adaptive_schedule, run_checks
 from .inputs import Doc, ReviewInputError, ServingConfig, Workload, load_yaml, read_config, read_workload
 from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
@@ -33,9 +38,15 @@ __all__ = [
 ]
 
 
-def review_files(config_path: str | Path, workload_path: str | Path) -> Report:
-    """Review the serving config in config_path against the workload in workload_path."""
-    config_doc = load_yaml(config_path, "serving config")
+def review_files(config_path: str | Path, workload_path: str | Path, *, select: str | None = None,
+                 deployment: dict | None = None) -> Report:
+    """Review the serving config in config_path against the workload in workload_path.
+
+    The config may be vLLM's YAML, a `vllm serve` command line, a Kubernetes manifest or
+    production-stack Helm values (see forms). select names the model or workload to review
+    where the file holds several; deployment ({gpu, gpus-per-node, nodes}) fills in what it does not say.
+    """
+    config_doc = forms.load(config_path, select=select, deployment=deployment)
     workload_doc = load_yaml(workload_path, "workload")
     return _review(config_doc, workload_doc)
 
@@ -57,7 +68,7 @@ def _review(config_doc: Doc, workload_doc: Doc) -> Report:
     wl = read_workload(workload_doc)
     findings, facts = run_checks(cfg, wl)
     return Report(findings=findings, config_name=config_doc.name, workload_name=workload_doc.name,
-                  facts=facts.to_dict())
+                  facts=facts.to_dict(), not_reviewed=list(cfg.not_reviewed))
 
 
 # --- command line: `servelab review` ---------------------------------------------
@@ -70,16 +81,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("exit status: 0 every knob justified, 1 a knob is wrong or unjustified, "
                      "2 the input could not be read")
     parser.add_argument("config", metavar="CONFIG",
-                        help="the `vllm serve` config YAML, with a deployment block (gpu, gpus-per-node, nodes)")
+                        help="the serving config: vLLM's YAML (with a deployment block), a `vllm serve` command "
+                             "line, a Kubernetes manifest, or production-stack Helm values")
     parser.add_argument("--workload", required=True, metavar="WORKLOAD",
                         help="the workload YAML: concurrency, lengths, SLOs, cited measurements")
+    parser.add_argument("--gpu", help="GPU type, where the config does not say (H100, H200, A100, L40S, L4)")
+    parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node, where the config does not say")
+    parser.add_argument("--nodes", type=int, metavar="N", help="nodes one server spans, where the config does not say")
+    parser.add_argument("--select", metavar="NAME",
+                        help="the model (Helm modelSpec name) or workload (manifest name) to review, where the file holds several")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `servelab review`; returns the exit status."""
     try:
-        report = review_files(args.config, args.workload)
+        given = {"gpu": getattr(args, "gpu", None), "gpus-per-node": getattr(args, "gpus_per_node", None),
+                 "nodes": getattr(args, "nodes", None)}
+        report = review_files(args.config, args.workload, select=getattr(args, "select", None),
+                              deployment={k: v for k, v in given.items() if v is not None})
     except ReviewInputError as exc:
         print(f"servelab review: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

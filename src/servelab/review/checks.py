@@ -16,6 +16,7 @@ set aside, the way a reviewer would.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +30,17 @@ OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: s
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
+# vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset, by GPU memory
+# (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args): 16,384 from 160 GB,
+# 8,192 from 70 GB except the A100, 2,048 below.
+
+
+def default_batched_tokens(hw) -> int:
+    if hw.memory_gb >= 160:
+        return 16384
+    if hw.memory_gb >= 70 and "a100" not in hw.name.lower():
+        return 8192
+    return 2048
 
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
 CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
@@ -62,35 +74,56 @@ class Facts:
     capacity_gb_per_gpu: float  # memory x gpu-memory-utilization
     kv_budget_gb: float  # per replica: what is left for the KV cache after the weights
     ridge_tokens_per_step: float  # decode tokens per step where this GPU turns compute-bound
+    active_params_b: float = 0.0  # parameters one token runs through (mixture of experts: the routed experts)
+    kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
+    weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def weight_gb(cfg: ServingConfig) -> float:
+    """Weight memory: a checkpoint's own quantization, or the config's, applies to the linear
+    layers; embeddings, norms and routers stay in the model's dtype."""
+    if cfg.quantization and cfg.quantization_source != "checkpoint":
+        return cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.weight_dtype]) / 1e9
+    return cfg.model.weight_bytes(cfg.dtype) / 1e9
+
+
+def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
+    """One sequence's KV cache across a replica's tensor-parallel GPUs."""
+    return cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+
+
 def derive(cfg: ServingConfig, wl: Workload) -> Facts:
     shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-    replicas = cfg.data_parallel_size
+    replicas = cfg.data_parallel_size * cfg.pod_replicas
     peak = math.ceil(wl.concurrency.peak / replicas)
     typical = math.ceil(wl.concurrency.typical / replicas)
     running_peak = min(cfg.max_num_seqs, peak)
     running_typical = min(cfg.max_num_seqs, typical)
-    weight_gb = cfg.model.weight_bytes(cfg.weight_dtype) / 1e9
-    kv_token = cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
+    weights = weight_gb(cfg)
     mean_tokens = round(wl.mean_request_tokens)
+    kv_seq = kv_seq_bytes(cfg, mean_tokens)
+    kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
     longest, basis = wl.longest_request
     capacity = cfg.hardware.memory_gb * cfg.gpu_memory_utilization
     # Memory comes from the GPUs that exist, whatever the parallel layout claims.
     memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
+    # A mixture of experts reads every expert's weights per step once the batch is large, but
+    # computes only the routed ones per token: its ridge sits total/active times further out.
+    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype])
+    ridge *= cfg.model.num_params / cfg.model.active_params
     return Facts(
         model=cfg.model.name,
         num_params_b=round(cfg.model.num_params / 1e9, 2),
         weight_dtype=cfg.weight_dtype,
-        weight_gb=round(weight_gb, 2),
+        weight_gb=round(weights, 2),
         kv_cache_dtype=cfg.kv_cache_dtype,
-        kv_bytes_per_token=kv_token,
+        kv_bytes_per_token=round(kv_token, 1),
         hardware=cfg.hardware.name,
         gpus_available=cfg.gpus_per_node * cfg.nodes,
-        gpus_used=shards * replicas,
+        gpus_used=shards * cfg.data_parallel_size,
         shards=shards,
         replicas=replicas,
         memory_gpus=memory_shards,
@@ -101,27 +134,66 @@ def derive(cfg: ServingConfig, wl: Workload) -> Facts:
         mean_request_tokens=mean_tokens,
         longest_request_tokens=round(longest),
         longest_basis=basis,
-        kv_gb_peak=round(kv_token * mean_tokens * running_peak / 1e9, 2),
+        kv_gb_peak=round(kv_seq * running_peak / 1e9, 2),
         capacity_gb_per_gpu=round(capacity, 2),
-        kv_budget_gb=round(capacity * memory_shards - weight_gb, 2),
-        ridge_tokens_per_step=round(cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype]), 1),
+        kv_budget_gb=round(capacity * memory_shards - weights, 2),
+        ridge_tokens_per_step=round(ridge, 1),
+        active_params_b=round(cfg.model.active_params / 1e9, 2),
+        kv_seq_gb_mean=round(kv_seq / 1e9, 4),
+        weights_fit=weights <= capacity * memory_shards,
     )
 
 
 def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
     """Every check that the workload gives enough to decide, in checklist order."""
     facts = derive(cfg, wl)
+    no_slo = not wl.slo.latency_or_throughput
     findings = [
-        check_batching(cfg, wl, facts),
+        no_slo_batching(cfg, wl, facts) if no_slo else check_batching(cfg, wl, facts),
         check_quantization(cfg, wl, facts),
         check_parallelism(cfg, wl, facts),
-        check_speculative_decoding(cfg, wl, facts),
+        no_slo_speculation(cfg, wl, facts, check_speculative_decoding(cfg, wl, facts)),
     ]
     if wl.shared_prefix is not None:  # only where the workload says something about prefixes
         findings.append(check_prefix_caching(cfg, wl, facts))
     findings.append(check_max_model_len(cfg, wl, facts))
     findings.append(check_gpu_memory_utilization(cfg, wl, facts))
+    if "enforce-eager" in cfg.set_keys:  # only where the config touches them
+        findings.append(check_enforce_eager(cfg, wl, facts))
+    if cfg.set_keys & {"enable-chunked-prefill", "max-num-batched-tokens"}:
+        findings.append(check_chunked_prefill(cfg, wl, facts))
     return findings, facts
+
+
+# --- a workload without an SLO -----------------------------------------------------
+
+NO_SLO = ("the workload states no latency or throughput SLO (slo: ttft-p99-ms, tpot-p99-ms or "
+          "throughput-tok-s), so no measurement can show this choice meets one")
+
+
+def no_slo_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Without an SLO, a batch size has nothing to be held to; the load arithmetic still shows."""
+    B, peak = cfg.max_num_seqs, f.peak_per_replica
+    load = f"max-num-seqs {B} against a peak of {fmt(peak)} concurrent requests per replica"
+    if B < peak:
+        load += f": {fmt(peak - B)} of them wait in the queue at peak"
+    elif B > OVERSIZED_BATCH * peak:
+        load += f": {B - peak} slots no load fills"
+    reason = f"max-num-seqs {B} cannot be justified: {NO_SLO}."
+    return Finding("batching", "unjustified", reason, load,
+                   "write down the p99 TTFT and TPOT the service must meet, then measure them at "
+                   f"max-num-seqs {B} with {fmt(peak)} concurrent requests.", cfg.knob("max-num-seqs", B))
+
+
+def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Finding) -> Finding:
+    """Speculation trades throughput for latency: without a latency SLO the trade answers to nothing,
+    unless the arithmetic already shows it wrong or a measured throughput gain carries it."""
+    if cfg.spec is None or wl.slo.latency_or_throughput or finding.verdict == "wrong" \
+            or (finding.verdict == "justified" and "tok/s" in finding.reason):
+        return finding
+    reason = f"speculative decoding trades throughput for per-request latency, and {NO_SLO}."
+    return Finding("speculative_decoding", "unjustified", reason, finding.evidence,
+                   "state the TPOT SLO it serves, then " + finding.fix, finding.setting)
 
 
 # --- matching evidence to the config --------------------------------------------
@@ -329,19 +401,34 @@ def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
 # --- 2. quantization --------------------------------------------------------------
 
 def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
-    """Quantized weights need a measured accuracy impact on this task at this batch."""
-    bf16_gb = cfg.model.weight_bytes(cfg.dtype) / 1e9
+    """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
+    bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
+    kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
+    if cfg.quantization is None and kv_quantized:
+        return _check_kv_quantization(cfg, wl, f)
     if cfg.quantization is None:
         setting = cfg.knob("quantization", "none")
-        reason = (f"weights are served unquantized in {cfg.weight_dtype}, so there is no accuracy trade to justify.")
+        reason = (f"weights are served unquantized in {cfg.weight_dtype}, and the KV cache in "
+                  f"{cfg.kv_cache_dtype}, so there is no accuracy trade to justify.")
         evidence = f"weights {gb(f.weight_gb)} in {cfg.weight_dtype}"
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
     q = cfg.quantization
-    setting = (f"quantization {q} (from the model id {cfg.model_name})" if cfg.quantization_from_name
-               else cfg.knob("quantization", q))
+    if cfg.quantization_source == "checkpoint":
+        setting = f"quantization {q} (the checkpoint's quantization_config, {cfg.model_name})"
+    elif cfg.quantization_from_name:
+        setting = f"quantization {q} (from the model id {cfg.model_name})"
+    else:
+        setting = cfg.knob("quantization", q)
     memory = (f"{q} stores weights in {cfg.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} "
               f"in {cfg.dtype}")
+    if kv_quantized:
+        memory += f"; the KV cache is {cfg.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.kv_cache_dtype)})"
+    what = q if not kv_quantized else f"{q} weights with the KV cache in {cfg.kv_cache_dtype}"
+    if cfg.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
+        reason = (f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
+                  "no unquantized original whose accuracy it trades away.")
+        return Finding("quantization", "justified", reason, memory, "none.", setting)
     task = wl.task or "this workload's task"
     batches = {cfg.max_num_seqs, f.running_batch_peak}
 
@@ -391,10 +478,61 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    reason = (f"{q} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
+    reason = (f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
               + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
     fix = (f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
            "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop).")
+    return Finding("quantization", "unjustified", reason, evidence, fix, setting)
+
+
+def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """kv-cache-dtype below the model's dtype: an accuracy trade like quantized weights."""
+    kv = cfg.kv_cache_dtype
+    setting = cfg.knob("kv-cache-dtype", kv)
+    full = cfg.model.kv_bytes(f.mean_request_tokens, f.running_batch_peak, cfg.dtype, cfg.tensor_parallel_size) / 1e9
+    memory = (f"a {kv} KV cache holds {fmt(f.kv_bytes_per_token)} B per token: {gb(f.kv_gb_peak)} at the peak "
+              f"instead of {gb(full)} in {cfg.dtype}")
+    task = wl.task or "this workload's task"
+    quantized, baseline, set_aside = [], [], []
+    for ev in wl.evidence:
+        if ev.metric not in ("accuracy", "accuracy_drop"):
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"kv-cache-dtype", "max-num-seqs"} | SPEC_KEYS)
+        load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
+        if load is not None and load not in {cfg.max_num_seqs, f.running_batch_peak}:
+            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
+        theirs = _canon(ev.setting.get("kv-cache-dtype", kv))
+        if theirs not in (_canon(kv), "auto", _canon(cfg.dtype)):
+            why.append(f"measured with kv-cache-dtype {ev.setting['kv-cache-dtype']}, not {kv}")
+        if why:
+            set_aside.append((ev, why))
+        elif theirs in ("auto", _canon(cfg.dtype)) and ev.metric == "accuracy":
+            baseline.append(ev)
+        elif theirs == _canon(kv):
+            quantized.append(ev)
+    drops = [ev.value for ev in quantized if ev.metric == "accuracy_drop"]
+    q_acc = [ev for ev in quantized if ev.metric == "accuracy"]
+    if not drops and q_acc and baseline:
+        drops = [baseline[0].value - q_acc[0].value]
+    evidence = _join(memory, _cite(quantized + baseline) or f"no accuracy measured on {task} with a {kv} KV cache",
+                     _set_aside(set_aside))
+    tolerance = wl.slo.max_accuracy_drop
+    if drops:
+        drop = max(drops)
+        if tolerance is not None and drop > tolerance:
+            reason = (f"a {kv} KV cache costs {_points(drop)} of accuracy on {task}, more than the "
+                      f"{_points(tolerance)} the workload tolerates.")
+            return Finding("quantization", "wrong", reason, evidence,
+                           f"keep the KV cache in {cfg.dtype} (kv-cache-dtype auto) and find the memory "
+                           "elsewhere (more GPUs, a lower max-num-seqs).", setting)
+        limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
+        reason = f"a {kv} KV cache costs a measured {_points(drop)} of accuracy on {task} at this batch{limit}."
+        fix = "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        return Finding("quantization", "justified", reason, evidence, fix, setting)
+    reason = (f"kv-cache-dtype {kv} quantizes the KV cache, an accuracy trade like quantized weights, and no "
+              f"accuracy on {task} was measured with it" + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
+    fix = (f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.max_num_seqs}, cite "
+           "both, and state the drop the task tolerates (slo.max-accuracy-drop); or set kv-cache-dtype auto.")
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
@@ -433,20 +571,30 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         fix = ("keep tensor parallelism inside a node: "
                + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model))
         return Finding("parallelism", "wrong", reason, _join(layout, memory), fix, setting)
-    if need > f.capacity_gb_per_gpu * f.shards:
-        reason = (f"the model does not fit: it needs {gb(need)} per replica and {setting} gives "
-                  f"{gb(f.capacity_gb_per_gpu * f.shards)}.")
+    if not f.weights_fit:
+        reason = (f"the model does not fit: its weights alone ({gb(f.weight_gb)}) exceed the "
+                  f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
+    if need > f.capacity_gb_per_gpu * f.shards:
+        # The weights fit; what does not is the peak's KV cache. That is a batching and memory
+        # finding (gpu_memory_utilization), not a reason to call the split wrong.
+        reason = (f"{setting} holds the {gb(f.weight_gb)} of weights; the KV cache that is short of the "
+                  f"peak is reviewed under gpu_memory_utilization.")
+        return Finding("parallelism", "justified", reason, memory,
+                       "none here; see gpu_memory_utilization for the KV cache.", setting)
 
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
-    if not fits_one:
+    # The fewest GPUs (a power of two dividing the heads) that hold weights and the peak's KV cache.
+    fewest = 1 if fits_one else next((c for c in (2, 4, 8, 16, 32) if c < f.shards and cfg.model.num_heads % c == 0
+                                      and c * f.capacity_gb_per_gpu >= need), None)
+    if fewest is None:
         reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
                   f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
 
-    # It fits on one GPU: splitting it must be answering a latency bottleneck someone measured.
+    # It fits on fewer GPUs: splitting it further must be answering a latency bottleneck someone measured.
     ours, smaller, set_aside = [], [], []
     for ev in wl.evidence:
         if ev.metric not in LOAD_METRICS:
@@ -463,13 +611,19 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     meets_ours = [ev for ev in ours if has_slo(ev, wl) and not slo_break(ev, wl)]
     evidence = _join(memory, _cite(ours + smaller), _set_aside(set_aside))
     if misses_smaller and meets_ours:
-        reason = (f"the model fits on one GPU, but the measured SLO miss at smaller TP and the SLO met at "
+        where = "one GPU" if fewest == 1 else f"{fewest} GPUs"
+        reason = (f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
                   f"TP {tp} show the split buys latency the workload needs.")
         return Finding("parallelism", "justified", reason, evidence, "none.", setting)
-    reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
-              "an all-reduce per layer for a latency bottleneck no measurement shows.")
-    fix = (f"serve {f.shards} replicas at tensor-parallel-size 1 (data parallel), or cite p99 TPOT at TP 1 "
-           f"against TP {tp} showing that only TP {tp} meets the SLO.")
+    if fewest == 1:
+        reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
+                  "an all-reduce per layer for a latency bottleneck no measurement shows.")
+    else:
+        reason = (f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
+                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays a wider all-reduce per layer for a "
+                  "latency bottleneck no measurement shows.")
+    fix = (f"serve {f.shards // fewest} replicas at tensor-parallel-size {fewest} (data parallel), or cite p99 TPOT at "
+           f"TP {fewest} against TP {tp} showing that only TP {tp} meets the SLO.")
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
@@ -499,6 +653,13 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
 
 # --- 4. speculative decoding -------------------------------------------------------
 
+def _moe_ridge_note(f: Facts) -> str:
+    """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
+    if f.active_params_b >= f.num_params_b or not f.active_params_b:
+        return ""
+    return f" x {f.num_params_b / f.active_params_b:.1f}, total over active parameters"
+
+
 def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
     """num_speculative_tokens_per_batch_size that keeps batch x (k+1) under the ridge, k falling to 0."""
     rows, low = [], 1
@@ -519,7 +680,8 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
     ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
                   f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
-                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2)")
+                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
+                  f"{_moe_ridge_note(f)})")
 
     # Throughput with speculation on and off, at the batch this deployment runs at peak.
     pairs, set_aside = {}, []
@@ -682,7 +844,7 @@ def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     m, longest = cfg.max_model_len, f.longest_request_tokens
     setting = cfg.knob("max-model-len", m)
     model_max = cfg.model.max_position_embeddings
-    one_seq_gb = f.kv_bytes_per_token * m / 1e9
+    one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
     arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
                   f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
                   f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions")
@@ -739,3 +901,137 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> 
     reason = (f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's "
               f"{gb(f.kv_gb_peak)}.")
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
+
+
+# --- 8. enforce-eager ------------------------------------------------------------------
+
+def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
+    setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
+    if not cfg.enforce_eager:
+        return Finding("enforce_eager", "justified", "CUDA graphs are on, vLLM's default for decode.",
+                       "no launch overhead added to decode steps", "none.", setting)
+    if cfg.hardware.name not in hardware.PRESETS and re.search(r"cpu|processor|xeon|epyc", cfg.hardware.name, re.I):
+        return Finding("enforce_eager", "justified",
+                       f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
+                       "vLLM's CPU backend runs eagerly either way", "none.", setting)
+    arithmetic = (f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
+                  "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
+                  "every output token, and weighs most at small batches, where a step's GPU work is shortest")
+    measured, set_aside = [], []
+    for ev in wl.evidence:
+        if ev.metric not in ("tpot_ms_p99", "tpot_ms_p50") or "enforce-eager" not in ev.setting:
+            continue
+        why = conflicts(ev, cfg, wl, ignore={"enforce-eager"} | SPEC_KEYS)
+        (set_aside.append((ev, why)) if why else measured.append(ev))
+    evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
+    eager = [ev for ev in measured if ev.setting.get("enforce-eager")]
+    breaks = [slo_break(ev, wl) for ev in eager if slo_break(ev, wl)]
+    if breaks:
+        return Finding("enforce_eager", "wrong", f"with CUDA graphs off the measured {breaks[0]}.", evidence,
+                       "drop enforce-eager (CUDA graphs cost start-up time and some memory, not decode time).",
+                       setting)
+    meets = [ev for ev in eager if has_slo(ev, wl) and not slo_break(ev, wl)]
+    if meets:
+        return Finding("enforce_eager", "justified",
+                       f"CUDA graphs are off, and the measured {describe_value(meets[0].metric, meets[0].value)} "
+                       "with them off still meets the SLO.", evidence, "none.", setting)
+    reason = ("enforce-eager turns CUDA graphs off, a decode-latency cost on every token, and no TPOT measured "
+              "with it on and off says the service can afford it.")
+    return Finding("enforce_eager", "unjustified", reason, evidence,
+                   "drop enforce-eager, or measure p99 TPOT with and without it and cite why graphs must stay "
+                   "off (start-up time, memory, a model that fails to capture).", setting)
+
+
+# --- 9. chunked prefill --------------------------------------------------------------------
+
+def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
+    hw, budget = cfg.hardware, cfg.max_num_batched_tokens
+    prompt_longest, basis = wl.prompt.longest
+    setting = (cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower())
+               + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
+    # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
+    shards = f.shards
+    read_ms = f.weight_gb / shards / hw.bandwidth_gb_s * 1e3
+    active = cfg.model.active_params / shards
+
+    def step_ms(tokens: float) -> float:
+        return max(read_ms, 2 * active * tokens / (hw.peak_tflops * 1e12) * 1e3)
+
+    if not cfg.chunked_prefill:
+        longest_step = step_ms(prompt_longest + f.running_batch_peak)
+        arithmetic = (f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
+                      f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
+                      f"{shards} {hw.name}), and every running request waits that step out")
+        if budget is not None and budget < cfg.max_model_len:
+            reason = (f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
+                      f"{fmt(cfg.max_model_len)}, so vLLM refuses to start.")
+            return Finding("chunked_prefill", "wrong", reason, arithmetic,
+                           f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
+                           setting)
+        tpot = wl.slo.tpot_p99_ms
+        if tpot is not None and longest_step > tpot:
+            reason = (f"with chunked prefill off, one long prompt's prefill step (about {fmt(longest_step)} ms, "
+                      f"{longest_step / tpot:.1f}x the {fmt(tpot)} ms p99 TPOT SLO) stalls every decoding request, "
+                      "and no TPOT measured with chunking off shows the SLO survives it.")
+            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
+                           "turn chunked prefill on (vLLM's default) with max-num-batched-tokens near "
+                           f"{fmt(_pow2_at_least(f.running_batch_peak + 512))}.", setting)
+        if tpot is None:
+            reason = ("chunked prefill is off, which trades TPOT spikes for TTFT, and the workload states no "
+                      "TPOT SLO to weigh the trade against.")
+            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
+                           "state the p99 TPOT SLO, or leave chunked prefill on (vLLM's default).", setting)
+        reason = (f"chunked prefill is off; the longest prefill step, about {fmt(longest_step)} ms, stays within "
+                  f"the {fmt(tpot)} ms p99 TPOT SLO.")
+        return Finding("chunked_prefill", "justified", reason, arithmetic, "none.", setting)
+
+    budget = budget or default_batched_tokens(hw)
+    full = step_ms(budget)
+    steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
+    arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
+                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.weight_gb / shards)} "
+                  f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
+                  f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
+    tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
+    measured = [ev for ev in wl.evidence if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
+                and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS) and (ev.batch is None or at_batch(ev, cfg.max_num_seqs)
+                                                                       or ev.batch >= f.running_batch_peak)]
+    evidence = _join(arithmetic, _cite(measured))
+    if budget <= f.running_batch_peak:
+        reason = (f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
+                  "at peak, so decodes and prefills queue for token budget.")
+        return Finding("chunked_prefill", "wrong", reason, evidence,
+                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
+                       f"{hw.name} is {fmt(default_batched_tokens(hw))}).", setting)
+    breaks = [slo_break(ev, wl) for ev in measured if slo_break(ev, wl)]
+    if breaks:
+        return Finding("chunked_prefill", "wrong", f"at this token budget the measured {breaks[0]}.", evidence,
+                       "lower max-num-batched-tokens if TPOT misses, raise it if TTFT misses, and re-measure.",
+                       setting)
+    if tpot is None and ttft is None:
+        reason = ("max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "
+                  "and the workload states neither SLO.")
+        return Finding("chunked_prefill", "unjustified", reason, evidence,
+                       "state p99 TTFT and TPOT SLOs, then size max-num-batched-tokens between them.", setting)
+    if measured and all(has_slo(ev, wl) for ev in measured):
+        shown = ", ".join(describe_value(ev.metric, ev.value) for ev in measured)
+        reason = f"the measured {shown} at this token budget meet the SLO."
+        return Finding("chunked_prefill", "justified", reason, evidence, "none.", setting)
+    if tpot is not None and full > tpot:
+        reason = (f"a step carrying a full {fmt(budget)}-token chunk takes about {fmt(full)} ms, {full / tpot:.1f}x the "
+                  f"{fmt(tpot)} ms p99 TPOT SLO, and no p99 TPOT measured at this budget shows the requests "
+                  "decoding beside long prefills still meet it.")
+        return Finding("chunked_prefill", "unjustified", reason, evidence,
+                       f"measure p99 TPOT and TTFT at max-num-batched-tokens {fmt(budget)} under peak load, or lower it "
+                       "until a full step fits the TPOT SLO.", setting)
+    if ttft is not None and steps * full > ttft:
+        reason = (f"the longest prompt needs {steps} chunks of about {fmt(full)} ms, {fmt(steps * full)} ms before "
+                  f"its first token, past the {fmt(ttft)} ms p99 TTFT SLO.")
+        return Finding("chunked_prefill", "wrong", reason, evidence,
+                       "raise max-num-batched-tokens (TTFT falls, TPOT rises), then measure both.", setting)
+    reason = (f"a full {fmt(budget)}-token step (about {fmt(full)} ms) and the longest prompt's {steps} chunks fit "
+              "the stated SLOs.")
+    return Finding("chunked_prefill", "justified", reason, evidence,
+                   "none; confirm with p99 TTFT and TPOT measured at peak.", setting)

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from .. import hardware, modelspec
+from . import vllm_flags
 from ..hardware import Hardware
 from ..measurement import Measurement
 from ..modelspec import ModelSpec
@@ -29,27 +30,23 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 DEFAULT_PREFIX_CACHING = True  # vLLM's V1 engine caches prefixes unless told not to
 DEFAULT_INTERNODE_GB_S = 50.0  # per-GPU network between nodes: one 400 Gb/s InfiniBand link
 
-# The keys of `vllm serve --config` that this reviewer reads.
+# The keys of `vllm serve --config` that this reviewer reads. Every other flag the
+# installed vLLM accepts (vllm_flags.json, from vLLM's own parser) is accepted and
+# listed as not reviewed; one vLLM does not know is an error.
 REVIEWED_KEYS = (
     "model", "dtype", "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size",
     "max-num-seqs", "max-num-batched-tokens", "quantization", "kv-cache-dtype",
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
+    "enforce-eager", "enable-chunked-prefill",
 )
-# Other `vllm serve` keys a real config carries: accepted, not reviewed.
-OTHER_VLLM_KEYS = (
-    "host", "port", "served-model-name", "tokenizer", "tokenizer-mode", "revision", "trust-remote-code",
-    "download-dir", "load-format", "seed", "swap-space", "block-size", "enable-chunked-prefill",
-    "enforce-eager", "disable-log-requests", "disable-log-stats", "api-key", "chat-template",
-    "generation-config", "distributed-executor-backend", "max-logprobs", "uvicorn-log-level",
-    "tool-call-parser", "enable-auto-tool-choice", "max-seq-len-to-capture", "cpu-offload-gb",
-    "scheduling-policy", "compilation-config", "limit-mm-per-prompt", "hf-overrides",
-    "override-generation-config", "disable-custom-all-reduce", "num-gpu-blocks-override",
-    "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "reasoning-parser",
-    "guided-decoding-backend", "long-prefill-token-threshold", "max-num-partial-prefills",
-    "async-scheduling", "enable-expert-parallel", "model-impl", "quantization-param-path",
-    "response-role", "root-path", "allowed-origins",
-)
-DEPLOYMENT_KEYS = ("gpu", "hardware-file", "gpus-per-node", "nodes", "model-config", "internode-gb-s")
+# Flags that change nothing the review weighs (where the server listens, logging, names).
+UNWEIGHED_FLAGS = frozenset((
+    "host", "port", "served-model-name", "uvicorn-log-level", "disable-log-stats", "enable-log-requests",
+    "api-key", "root-path", "allowed-origins", "disable-uvicorn-access-log", "trust-remote-code",
+    "download-dir", "revision", "tokenizer", "tokenizer-mode", "chat-template", "response-role",
+    "tool-call-parser", "enable-auto-tool-choice", "reasoning-parser", "seed", "load-format",
+))
+DEPLOYMENT_KEYS = ("gpu", "hardware-file", "gpus-per-node", "nodes", "model-config", "internode-gb-s", "replicas")
 # vLLM's speculative_config is JSON with underscore keys.
 SPECULATIVE_KEYS = (
     "method", "num_speculative_tokens", "model", "prompt_lookup_max", "prompt_lookup_min",
@@ -79,7 +76,8 @@ SETTING_TYPES = {
     "data-parallel-size": "int", "max-model-len": "int", "num-speculative-tokens": "int",
     "gpu-memory-utilization": "number", "speculative": "bool", "enable-prefix-caching": "bool",
     "quantization": "str", "method": "str", "kv-cache-dtype": "str", "dtype": "str",
-    "model": "str", "gpu": "str", "task": "str",
+    "model": "str", "gpu": "str", "task": "str", "enforce-eager": "bool", "enable-chunked-prefill": "bool",
+    "max-num-batched-tokens": "int",
 }
 
 # `quantization:` values and the bytes per weight they leave.
@@ -90,9 +88,17 @@ QUANTIZATION_WEIGHT_DTYPE = {
     "int8": "int8", "w8a8": "int8", "experts_int8": "int8", "smoothquant": "int8",
     "compressed-tensors": "int8",  # its bit width lives in the checkpoint; 8-bit is the common case
 }
+# A checkpoint's quantization_config bytes per weight, as the dtype the ridge arithmetic uses.
+CHECKPOINT_WEIGHT_DTYPE = {1.0: "fp8", 0.5: "int4", 4.25 / 8: "int4"}
 DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
                "float": "float32", "float32": "float32"}
-KV_DTYPE_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", **DTYPE_NAMES}
+# kv-cache-dtype values (vLLM 0.32.0's CacheDType) and the width the KV arithmetic uses; the
+# mixed-width schemes are rounded up to the next width it knows (k8v4: 8, 3-bit: 4).
+KV_DTYPE_NAMES = {"fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8", "fp8_ds_mla": "fp8",
+                  "fp8_per_token_head": "fp8", "int8_per_token_head": "int8", "int4_per_token_head": "int4",
+                  "nvfp4_ds_mla": "int4", "ultraquant_4bit": "int4", "turboquant_4bit_nc": "int4",
+                  "turboquant_k3v4_nc": "int4", "turboquant_3bit_nc": "int4", "turboquant_k8v4": "int8",
+                  **DTYPE_NAMES}
 
 
 class ReviewInputError(ValueError):
@@ -341,7 +347,7 @@ class ServingConfig:
     model_source: str  # "preset Llama-3.1-8B" or the config.json path
     dtype: str  # activations and unquantized weights
     quantization: str | None  # as written ("awq"), None when unquantized
-    quantization_from_name: bool  # inferred from the model id, not set in the config
+    quantization_from_name: bool  # inferred from the model id or the checkpoint, not set in the config
     weight_dtype: str  # a hardware.DTYPE_BYTES key
     kv_cache_dtype: str
     tensor_parallel_size: int
@@ -359,6 +365,11 @@ class ServingConfig:
     internode_gb_s: float
     set_keys: frozenset[str]  # knobs the team wrote down (the rest are vLLM defaults)
     doc: Doc = field(repr=False, compare=False, default=None)
+    enforce_eager: bool = False
+    chunked_prefill: bool = True  # vLLM's V1 engine chunks prefills unless told not to
+    pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
+    quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
+    not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
 
     @property
     def speculative(self) -> bool:
@@ -398,6 +409,9 @@ class ServingConfig:
             "dtype": self.dtype,
             "model": self.model.name,
             "gpu": self.hardware.name,
+            "enforce-eager": self.enforce_eager,
+            "enable-chunked-prefill": self.chunked_prefill,
+            "max-num-batched-tokens": self.max_num_batched_tokens,
         }
 
 
@@ -407,7 +421,29 @@ def read_config(doc: Doc) -> ServingConfig:
     if isinstance(data, dict) and "concurrency" in data and "model" not in data:
         raise doc.error((), "this looks like a workload file, not a serving config; "
                             "pass the config first and the workload with --workload")
-    fields = _mapping(doc, (), data, REVIEWED_KEYS + ("deployment",) + OTHER_VLLM_KEYS, "serving config")
+    if isinstance(data, dict):
+        for raw in data:
+            if isinstance(raw, str) and raw.strip().replace("_", "-") != "deployment" \
+                    and vllm_flags.lookup(raw)[0] is None:
+                raise doc.error((raw,), f"{raw}: unknown key: {vllm_flags.unknown_message(raw)}")
+        known = tuple(dict.fromkeys(REVIEWED_KEYS + ("deployment",) + vllm_flags.names()))
+        # Every spelling vLLM takes ('max_num_seqs', 'tp', 'no-enable-prefix-caching') becomes the flag's name.
+        canonical: dict = {}
+        for raw, value in data.items():
+            flag, negated = vllm_flags.lookup(raw) if isinstance(raw, str) and raw.strip() != "deployment" \
+                else (None, False)
+            key = flag.name if flag else raw
+            if key in canonical:
+                raise doc.error((raw,), f"{raw}: given twice (as '{canonical[key][0]}' too); keep one")
+            if negated and isinstance(value, bool):
+                value = not value
+            canonical[key] = (raw, value)
+            if (raw,) in doc.lines:
+                doc.lines.setdefault((key,), doc.lines[(raw,)])
+        data = {key: value for key, (_, value) in canonical.items()}
+    else:
+        known = REVIEWED_KEYS + ("deployment",)
+    fields = _mapping(doc, (), data, known, "serving config")
 
     def get(key: str, default: Any = None) -> tuple[Any, tuple]:
         return fields.get(key, (default, (key,)))
@@ -427,22 +463,29 @@ def read_config(doc: Doc) -> ServingConfig:
         raise doc.error((), "the serving config has no 'model': name the model it serves")
     model_name = _str(doc, fields["model"][1], fields["model"][0])
     model, model_source, torch_dtype = _read_model(doc, model_name, deployment)
+    replicas = _int(doc, *_swap(deployment.get("replicas", (1, ("deployment",)))), minimum=1)
 
     value, path = get("dtype", "auto")
     dtype = torch_dtype if str(value).lower() == "auto" else _choice(doc, path, value, DTYPE_NAMES, "dtype")
 
     value, path = get("quantization")
-    quantization_from_name = False
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "")):
+    quantization_from_name, quantization_source = False, ""
+    if model.quant_method and (value is None or str(value).strip().lower() in ("none", "", model.quant_method)):
+        quantization, quantization_from_name, quantization_source = model.quant_method, True, "checkpoint"
+    elif value is None or (isinstance(value, str) and value.strip().lower() in ("none", "")):
         quantization = _quantization_in_name(model_name)
         quantization_from_name = quantization is not None
+        quantization_source = "model id" if quantization else ""
     else:
         text = _str(doc, path, value).lower()
         if text not in QUANTIZATION_WEIGHT_DTYPE:
             raise doc.error(path, f"{_label(path)}: unknown quantization {value!r}"
                                   f"{_suggest(text, tuple(QUANTIZATION_WEIGHT_DTYPE), 'methods')}")
         quantization = text
-    weight_dtype = QUANTIZATION_WEIGHT_DTYPE[quantization] if quantization else dtype
+    if quantization_source == "checkpoint":
+        weight_dtype = CHECKPOINT_WEIGHT_DTYPE.get(model.quant_bytes, "int8")
+    else:
+        weight_dtype = QUANTIZATION_WEIGHT_DTYPE.get(quantization, "int8") if quantization else dtype
 
     value, path = get("kv-cache-dtype", "auto")
     kv_dtype = dtype if str(value).lower() == "auto" else _choice(doc, path, value, KV_DTYPE_NAMES, "kv-cache-dtype")
@@ -466,6 +509,10 @@ def read_config(doc: Doc) -> ServingConfig:
         max_model_len = _int(doc, path, value, minimum=1)
 
     spec = _read_spec(doc, *_swap(get("speculative-config")))
+    eager = _bool(doc, *_swap(get("enforce-eager", False)))
+    chunked = _bool(doc, *_swap(get("enable-chunked-prefill", True)))
+    not_reviewed = tuple(sorted(k for k in fields if k not in REVIEWED_KEYS and k != "deployment"
+                                and k not in UNWEIGHED_FLAGS))
 
     return ServingConfig(
         name=doc.name, model_name=model_name, model=model, model_source=model_source,
@@ -476,6 +523,8 @@ def read_config(doc: Doc) -> ServingConfig:
         prefix_caching=prefix, gpu_memory_utilization=util, max_model_len=max_model_len,
         hardware=hw, gpus_per_node=gpus_per_node, nodes=nodes, internode_gb_s=internode,
         set_keys=frozenset(k for k in fields if fields[k][0] is not None), doc=doc,
+        enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
+        quantization_source=quantization_source, not_reviewed=not_reviewed,
     )
 
 
@@ -604,11 +653,16 @@ def _read_model(doc: Doc, model_name: str, deployment: dict) -> tuple[ModelSpec,
         torch_dtype = DTYPE_NAMES.get(str(config.get("torch_dtype", "bfloat16")).lower(), "bfloat16")
         return spec, str(file), torch_dtype
     key = preset_key(model_name)
-    if key is None:
-        raise doc.error(("model",), f"model: {model_name!r} is not a known model "
-                                    f"(presets: {', '.join(modelspec.PRESET_FILES)}) and no config.json "
-                                    "was given: add deployment.model-config: path/to/config.json")
-    return modelspec.preset(key), f"preset {key}", "bfloat16"
+    if key is not None:
+        return modelspec.preset(key), f"preset {key}", "bfloat16"
+    entry = modelspec.catalogue_key(model_name)
+    if entry is None:
+        raise doc.error(("model",), f"model: {model_name!r} is not in servelab's model catalogue "
+                                    f"({len(modelspec.catalogue())} open models; see "
+                                    "servelab/model_configs/catalogue.json) and no config.json was given: "
+                                    "add deployment.model-config: path/to/config.json (the model's own)")
+    spec = modelspec.from_catalogue(entry)
+    return spec, f"catalogue {entry} ({spec.source})", DTYPE_NAMES.get(spec.torch_dtype, "bfloat16")
 
 
 def _read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:
@@ -698,6 +752,11 @@ class Slo:
     throughput_tok_s: float | None = None  # a floor, output tokens per second across the deployment
     max_accuracy_drop: float | None = None  # percentage points the task tolerates
     min_accuracy: float | None = None  # percent
+
+    @property
+    def latency_or_throughput(self) -> bool:
+        """Whether any SLO a batching or speculation choice could be held to is stated."""
+        return any(v is not None for v in (self.ttft_p99_ms, self.tpot_p99_ms, self.throughput_tok_s))
 
 
 @dataclass(frozen=True)
@@ -821,7 +880,7 @@ def read_workload(doc: Doc) -> Workload:
         raise doc.error((), "this looks like a serving config, not a workload file; "
                             "pass the workload with --workload")
     fields = _mapping(doc, (), data, WORKLOAD_KEYS, "workload")
-    for key in ("concurrency", "prompt-tokens", "output-tokens", "slo"):
+    for key in ("concurrency", "prompt-tokens", "output-tokens"):
         if key not in fields:
             raise doc.error((), f"the workload has no '{key}': {_WHY_REQUIRED[key]}")
 
@@ -831,7 +890,7 @@ def read_workload(doc: Doc) -> Workload:
     qps = _read_load(doc, *_swap(fields["qps"])) if "qps" in fields and fields["qps"][0] is not None else None
     prompt = _read_lengths(doc, *_swap(fields["prompt-tokens"]))
     output = _read_lengths(doc, *_swap(fields["output-tokens"]))
-    slo = _read_slo(doc, *_swap(fields["slo"]))
+    slo = _read_slo(doc, *_swap(fields["slo"])) if "slo" in fields and fields["slo"][0] is not None else Slo()
     shared = None
     if "shared-prefix" in fields and fields["shared-prefix"][0] is not None:
         shared = _read_shared_prefix(doc, *_swap(fields["shared-prefix"]))
@@ -852,7 +911,6 @@ _WHY_REQUIRED = {
     "concurrency": "say how many requests are in flight (concurrency: {typical: 12, peak: 20})",
     "prompt-tokens": "give the prompt length distribution (prompt-tokens: {mean: 800, p99: 3000})",
     "output-tokens": "give the output length distribution (output-tokens: {mean: 200, p99: 900})",
-    "slo": "state the SLOs the config must meet (slo: {ttft-p99-ms: 500, tpot-p99-ms: 50})",
 }
 
 

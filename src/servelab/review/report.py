@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict, dataclass, field
 
 KNOBS = ("batching", "quantization", "parallelism", "speculative_decoding",
-         "prefix_caching", "max_model_len", "gpu_memory_utilization")
+         "prefix_caching", "max_model_len", "gpu_memory_utilization", "enforce_eager", "chunked_prefill")
 VERDICTS = ("justified", "unjustified", "wrong")
 
 # Exit status of `servelab review`, for CI.
@@ -48,6 +48,7 @@ class Report:
     config_name: str = ""
     workload_name: str = ""
     facts: dict = field(default_factory=dict)
+    not_reviewed: list[str] = field(default_factory=list)  # flags vLLM accepts that no check weighs
 
     def verdicts(self) -> dict[str, str]:
         return {f.knob: f.verdict for f in self.findings}
@@ -73,6 +74,7 @@ class Report:
             "counts": self.counts(),
             "verdicts": self.verdicts(),
             "findings": [f.to_dict() for f in self.findings],
+            "not_reviewed": list(self.not_reviewed),
             "facts": self.facts,
         }
 
@@ -107,8 +109,12 @@ class Report:
             body.append("\nfix: ", style="dim").append(f.fix)
             table.add_row(f.knob, Text(f.verdict, style=_STYLE[f.verdict]), body)
         status = "clean" if self.exit_code == EXIT_CLEAN else "knobs to fix or justify"
-        return Group(Text(self.headline(), style="bold"), table,
-                     Text(f"exit status {self.exit_code}: {status}", style="dim"))
+        parts = [Text(self.headline(), style="bold"), table]
+        if self.not_reviewed:
+            parts.append(Text("not reviewed (vLLM accepts them; no check weighs them): "
+                              + ", ".join(self.not_reviewed), style="dim"))
+        parts.append(Text(f"exit status {self.exit_code}: {status}", style="dim"))
+        return Group(*parts)
 
     def __str__(self) -> str:
         from rich.console import Console
@@ -136,7 +142,9 @@ class Report:
             f"<div class='servelab-review'><p><b>{e(self.headline())}</b></p>"
             "<table><thead><tr><th style='text-align:left'>knob</th><th style='text-align:left'>verdict</th>"
             "<th style='text-align:left'>finding</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table></div>"
+            + "".join(rows) + "</tbody></table>"
+            + (f"<p><small>not reviewed: {e(', '.join(self.not_reviewed))}</small></p>" if self.not_reviewed else "")
+            + "</div>"
         )
 
 

@@ -1,0 +1,575 @@
+"""The forms a serving config comes in, each turned into the same reviewed config.
+
+- the YAML `vllm serve --config` reads (plus a `deployment` block);
+- a `vllm serve MODEL --flag value ...` command line, or
+  `python -m vllm.entrypoints.openai.api_server --model MODEL ...`, as written in a
+  shell script, a Dockerfile or a README (quoting, `\\` continuations, `--flag=value`);
+- a Kubernetes manifest whose container runs vLLM: Deployment, StatefulSet, Pod,
+  LeaderWorkerSet, KServe InferenceService, AIBrix RayClusterFleet;
+- the values of vLLM's production-stack Helm chart (servingEngineSpec.modelSpec), or of
+  llm-d's model service chart (modelArtifacts, decode.parallelism).
+
+Each comes out as a Doc whose data maps vLLM flag names (dashed) to values, plus
+a `deployment` block, and whose line numbers point into the original file. The
+GPU count and type come from the manifest (resources, node selectors) where it
+says them; otherwise from a comment line `# deployment: {gpu: H100, gpus-per-node: 8}`
+or the command line's --gpu / --gpus-per-node / --nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import hardware
+from . import vllm_flags
+from .inputs import Doc, ReviewInputError, load_yaml
+
+_DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
+_SEPARATORS = {"&&", "||", ";", "|", "&"}
+_API_SERVER = "vllm.entrypoints.openai.api_server"
+# Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
+_CHART_ONLY_KEYS = {"v1", "extraArgs"}
+# KServe's Hugging Face server flags that map to vLLM's.
+_KSERVE_FLAGS = {"model_id": "model", "model-id": "model", "model_name": "served-model-name",
+                 "model-name": "served-model-name"}
+_KSERVE_ONLY = {"backend", "model_dir", "model-dir", "return_probabilities", "disable_lower_case",
+                "disable_special_tokens", "max_length", "tensor_input_names", "return_token_type_ids"}
+_GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
+
+
+def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None) -> Doc:
+    """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReviewInputError(f"{name}: no such file (the serving config)") from None
+    except IsADirectoryError:
+        raise ReviewInputError(f"{name}: is a folder, not a serving config file") from None
+    except UnicodeDecodeError:
+        raise ReviewInputError(f"{name}: not a text file (the serving config must be UTF-8)") from None
+    except OSError as exc:
+        raise ReviewInputError(f"{name}: cannot read the serving config: {exc.strerror}") from None
+    nodes = _yaml_nodes(text)
+    roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
+    if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):
+        return _from_yaml(load_yaml(path, "serving config"), text, deployment)
+    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment)
+
+
+def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
+    return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
+               or _has_key(n, "modelArtifacts") for n in roots)
+
+
+def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
+          deployment: dict | None = None) -> Doc:
+    """The reviewed config in `text` when it is a command line, a manifest or Helm values."""
+    if not text.strip():
+        raise ReviewInputError(f"{name}: the serving config file is empty")
+    nodes = _yaml_nodes(text)
+    roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
+    builder = _Builder(name, base_dir)
+    if roots and any(_has_key(n, "apiVersion") and _has_key(n, "kind") for n in roots):
+        _from_manifest(builder, roots, select)
+    elif roots and any(_has_key(n, "servingEngineSpec") for n in roots):
+        _from_helm(builder, roots[0], select)
+    elif roots and _has_key(roots[0], "modelArtifacts"):
+        _from_llm_d(builder, roots[0], select)
+    elif _looks_like_command(text):
+        _from_command_text(builder, text, 1)
+    else:
+        raise ReviewInputError(
+            f"{name}: not a serving config in any form the reviewer reads: expected a vllm YAML config "
+            "(model: ..., with a deployment block), a `vllm serve MODEL --flag value` command line, a "
+            "Kubernetes manifest whose container runs vLLM, or production-stack Helm values")
+    builder.comment_deployment(text)
+    builder.fill_deployment(deployment)
+    return builder.doc()
+
+
+# --- the YAML form ---------------------------------------------------------------
+
+def _from_yaml(doc: Doc, text: str, deployment: dict | None) -> Doc:
+    data = doc.data
+    if isinstance(data, dict):
+        if deployment and "deployment" not in data:
+            data["deployment"] = dict(deployment)
+        elif deployment and isinstance(data.get("deployment"), dict):
+            data["deployment"] = {**deployment, **data["deployment"]}
+        if "deployment" not in data:
+            for number, line in enumerate(text.splitlines(), 1):
+                match = _DEPLOYMENT_COMMENT.match(line)
+                if match:
+                    data["deployment"] = _deployment_comment(doc.name, number, match.group(1))
+                    doc.lines[("deployment",)] = number
+    return doc
+
+
+def _deployment_comment(name: str, number: int, text: str) -> dict:
+    try:
+        given = yaml.safe_load(text)
+    except yaml.YAMLError:
+        given = None
+    if not isinstance(given, dict):
+        raise ReviewInputError(f"{name}:{number}: the deployment comment must be a YAML mapping, such as "
+                               "# deployment: {gpu: H100, gpus-per-node: 8}")
+    return given
+
+
+# --- building the reviewed config from flags -------------------------------------------
+
+class _Builder:
+    """Collects flags (with the line each was written on) and the deployment facts."""
+
+    def __init__(self, name: str, base_dir: Path | None):
+        self.name, self.base_dir = name, base_dir
+        self.data: dict[str, Any] = {}
+        self.lines: dict[tuple, int] = {}
+        self.deployment: dict[str, Any] = {}
+        self.form = ""
+
+    def error(self, line: int | None, message: str) -> ReviewInputError:
+        where = f"{self.name}:{line}" if line else self.name
+        return ReviewInputError(f"{where}: {message}")
+
+    def set(self, key: str, value: Any, line: int | None) -> None:
+        flag, negated = vllm_flags.lookup(key)
+        if flag is None:
+            raise self.error(line, vllm_flags.unknown_message(key) + f" (in the {self.form})")
+        if negated:
+            value = False
+        self.data[flag.name] = value
+        if line:
+            self.lines[(flag.name,)] = line
+
+    def argv(self, tokens: list[tuple[str, int]], model_positional: bool = True) -> None:
+        """vLLM's arguments: an optional positional model, then flags."""
+        i = 0
+        if model_positional and tokens and not tokens[0][0].startswith("-"):
+            self.set("model", tokens[0][0], tokens[0][1])
+            i = 1
+        while i < len(tokens):
+            token, line = tokens[i]
+            if token in _SEPARATORS:
+                break
+            if not token.startswith("-") or token in ("-", "--"):
+                raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
+                                       "that contain spaces")
+            name, _, inline = token.lstrip("-").partition("=")
+            flag, negated = vllm_flags.lookup(name)
+            if flag is None and name.replace("_", "-") in _KSERVE_FLAGS:
+                flag, negated = vllm_flags.lookup(_KSERVE_FLAGS[name.replace("_", "-")])
+            if flag is None and name in _KSERVE_ONLY and self.form == "Kubernetes manifest":
+                i += 1 if inline or i + 1 >= len(tokens) or tokens[i + 1][0].startswith("-") else 2
+                continue
+            if flag is None:
+                raise self.error(line, vllm_flags.unknown_message(name) + f" (in the {self.form})")
+            if flag.name == "config":
+                raise self.error(line, "--config points at another file: review that YAML file itself "
+                                       "(servelab review CONFIG.yaml), with these flags added to it")
+            if not flag.takes_value or negated:
+                value: Any = not negated
+                if inline:
+                    value = _scalar(inline)
+                i += 1
+            elif inline:
+                value, i = _scalar(inline), i + 1
+            elif flag.multiple:
+                values = []
+                i += 1
+                while i < len(tokens) and not tokens[i][0].startswith("-") and tokens[i][0] not in _SEPARATORS:
+                    values.append(_scalar(tokens[i][0]))
+                    i += 1
+                value = values if len(values) != 1 else values[0]
+            else:
+                if i + 1 >= len(tokens) or tokens[i + 1][0] in _SEPARATORS:
+                    raise self.error(line, f"--{flag.name} needs a value")
+                value, i = _scalar(tokens[i + 1][0]), i + 2
+            self.data[flag.name] = value
+            self.lines[(flag.name,)] = line
+
+    def comment_deployment(self, text: str) -> None:
+        for number, line in enumerate(text.splitlines(), 1):
+            match = _DEPLOYMENT_COMMENT.match(line)
+            if match:
+                given = _deployment_comment(self.name, number, match.group(1))
+                for key, value in given.items():
+                    self.deployment.setdefault(key, value)
+                self.lines.setdefault(("deployment",), number)
+
+    def fill_deployment(self, deployment: dict | None) -> None:
+        """What the command line says (--gpu ...), where the file does not say it."""
+        for key, value in (deployment or {}).items():
+            if value is not None:
+                self.deployment.setdefault(key, value)
+
+    def doc(self) -> Doc:
+        if "gpus-per-node" not in self.deployment and "nodes" not in self.deployment:
+            # Nothing says how many GPUs: take the ones the flags make vLLM use, on one node.
+            gpus = 1
+            for key in ("tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size"):
+                value = self.data.get(key, 1)
+                gpus *= value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+            self.deployment["gpus-per-node"] = gpus
+        data = dict(self.data)
+        data["deployment"] = dict(self.deployment)
+        doc = Doc(name=self.name, data=data, role="serving config", base_dir=self.base_dir)
+        doc.lines.update(self.lines)
+        for key in self.deployment:
+            line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
+            if line:
+                doc.lines[("deployment", key)] = line
+        if not self.deployment.get("gpu") and not self.deployment.get("hardware-file"):
+            raise ReviewInputError(
+                f"{self.name}: the {self.form} does not say which GPU it runs on: add a comment line "
+                "`# deployment: {gpu: H100, gpus-per-node: 8, nodes: 1}` to the file, or pass "
+                "--gpu and --gpus-per-node to servelab review")
+        return doc
+
+
+def _scalar(text: str) -> Any:
+    """A flag's value as vLLM would read it: whole numbers and decimals as numbers, the rest as text."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+# --- command lines --------------------------------------------------------------------
+
+def _looks_like_command(text: str) -> bool:
+    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b", text))
+
+
+def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
+    """Shell words with the line each is on; comments dropped, `\\` continuations joined."""
+    out: list[tuple[str, int]] = []
+    try:
+        for number, line in enumerate(text.splitlines(), first_line):
+            out += [(word, number) for word in _split(line.rstrip().removesuffix("\\"))]
+            if not line.rstrip().endswith("\\"):
+                out.append((";", number))  # a line without a continuation ends the command
+        return out
+    except ValueError:  # a quoted value spans lines: split the whole text, at its first line
+        try:
+            return [(word, first_line) for word in _split(text.replace("\\\n", " "))]
+        except ValueError as exc:
+            raise ReviewInputError(f"line {first_line}: cannot split the command line ({exc}); "
+                                   "check its quotes") from None
+
+
+def _split(text: str) -> list[str]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    return list(lexer)
+
+
+def _from_command_text(builder: _Builder, text: str, first_line: int) -> None:
+    builder.form = builder.form or "vllm serve command line"
+    tokens = _tokens(text, first_line)
+    _from_command_tokens(builder, tokens)
+
+
+def _from_command_tokens(builder: _Builder, tokens: list[tuple[str, int]]) -> None:
+    words = [t for t, _ in tokens]
+    for i, word in enumerate(words):
+        if word.endswith("vllm") and i + 1 < len(words) and words[i + 1] == "serve":
+            builder.argv(_until_separator(tokens[i + 2:]))
+            return
+        if word == "-m" and i + 1 < len(words) and words[i + 1] == _API_SERVER:
+            builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
+            return
+        if re.match(r"^(docker\.io/)?vllm/vllm-openai(:\S+)?$", word):  # docker run IMAGE ARGS
+            builder.argv(_until_separator(tokens[i + 1:]))
+            return
+    line = tokens[0][1] if tokens else None
+    raise builder.error(line, f"no vLLM command found in the {builder.form}: expected `vllm serve MODEL ...` "
+                              f"or `python -m {_API_SERVER} --model MODEL ...`")
+
+
+def _until_separator(tokens: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    out = []
+    for token in tokens:
+        if token[0] in _SEPARATORS:
+            break
+        out.append(token)
+    return out
+
+
+# --- YAML helpers ----------------------------------------------------------------------
+
+def _yaml_nodes(text: str) -> list | None:
+    try:
+        return [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+    except yaml.YAMLError:
+        return None
+
+
+def _has_key(node: yaml.Node, key: str) -> bool:
+    return isinstance(node, yaml.MappingNode) and any(k.value == key for k, _ in node.value)
+
+
+def _get(node: yaml.Node | None, *path: str) -> yaml.Node | None:
+    for key in path:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return node
+
+
+def _value(node: yaml.Node | None) -> Any:
+    """The plain value of a YAML node."""
+    if node is None:
+        return None
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _seq(node: yaml.Node | None) -> list[yaml.Node]:
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+# --- Kubernetes manifests ---------------------------------------------------------------
+
+def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
+    builder.form = "Kubernetes manifest"
+    found = []  # (label, pod spec node, replicas, nodes)
+    for root in roots:
+        kind = str(_value(_get(root, "kind")) or "")
+        name = str(_value(_get(root, "metadata", "name")) or kind)
+        replicas = _value(_get(root, "spec", "replicas")) or 1
+        if kind in ("Deployment", "StatefulSet", "ReplicaSet", "Job"):
+            found.append((name, _get(root, "spec", "template", "spec"), replicas, 1))
+        elif kind == "Pod":
+            found.append((name, _get(root, "spec"), 1, 1))
+        elif kind == "LeaderWorkerSet":
+            group = _get(root, "spec", "leaderWorkerTemplate")
+            size = _value(_get(group, "size")) or 1
+            pod = _get(group, "leaderTemplate", "spec") or _get(group, "workerTemplate", "spec")
+            found.append((name, pod, replicas, size))
+        elif kind == "InferenceService":
+            predictor = _get(root, "spec", "predictor")
+            replicas = _value(_get(predictor, "minReplicas")) or 1
+            found.append((name, predictor, replicas, 1))
+        elif kind == "RayClusterFleet":
+            cluster = _get(root, "spec", "template", "spec")
+            workers = sum(_count(_value(_get(w, "replicas")) or 0) for w in _seq(_get(cluster, "workerGroupSpecs"))
+                          if isinstance(_count(_value(_get(w, "replicas")) or 0), int))
+            found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
+    candidates = []
+    for name, pod, replicas, nodes in found:
+        for container in _seq(_get(pod, "containers")) + ([_get(pod, "model")] if _get(pod, "model") else []):
+            if _runs_vllm(container):
+                candidates.append((name, pod, container, replicas, nodes))
+    if select:
+        chosen = [c for c in candidates if c[0] == select or str(_value(_get(c[2], "name"))) == select]
+        if not chosen:
+            raise builder.error(None, f"no workload named {select!r} runs vLLM here; found: "
+                                      f"{', '.join(c[0] for c in candidates) or 'none'}")
+        candidates = chosen
+    if not candidates:
+        raise builder.error(_line(roots[0]), "no container in this manifest runs vLLM (a `vllm serve` or "
+                                             f"`{_API_SERVER}` command, or a vllm/vllm-openai image)")
+    if len(candidates) > 1:
+        raise builder.error(None, f"{len(candidates)} containers run vLLM here "
+                                  f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME")
+    name, pod, container, replicas, nodes = candidates[0]
+    env = {}
+    for item in _seq(_get(container, "env")):
+        key, value = _value(_get(item, "name")), _value(_get(item, "value"))
+        if key is not None and value is not None:
+            env[str(key)] = str(value)
+    words: list[tuple[str, int]] = []
+    for part in ("command", "args"):
+        node = _get(container, part)
+        items = _seq(node) if isinstance(node, yaml.SequenceNode) else ([node] if node is not None else [])
+        for item in items:
+            text = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(_value(item)))
+            words.append((text, _line(item)))
+    shell = len(words) >= 2 and words[0][0].split("/")[-1] in ("sh", "bash") and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
+    if shell:
+        script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
+        text, line = words[script_index]
+        _from_command_text(builder, text, line)
+    elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
+        builder.argv(words, model_positional=False)
+    else:
+        joined = [w for w, _ in words]
+        if any(w.endswith("vllm") for w in joined) or _API_SERVER in joined:
+            _from_command_tokens(builder, words)
+        else:  # the vllm-openai image's entrypoint is vLLM's server: args are its flags
+            builder.argv(words)
+    if "model" not in builder.data and "MODEL_ID" in env:
+        builder.set("model", env["MODEL_ID"], None)
+    gpus = None
+    for section in ("limits", "requests"):
+        for resource in _GPU_RESOURCE:
+            node = _get(container, "resources", section, resource)
+            if node is not None and gpus is None:
+                gpus = _value(node)
+                builder.lines[("deployment", "gpus-per-node")] = _line(node)
+    if gpus is not None:
+        builder.deployment["gpus-per-node"] = _count(gpus)
+    if _count(nodes) != 1:
+        builder.deployment["nodes"] = _count(nodes)
+    if _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    gpu = _gpu_from_selectors(_get(pod, "nodeSelector"), _get(pod, "affinity"))
+    if gpu:
+        builder.deployment["gpu"], line = gpu
+        builder.lines[("deployment", "gpu")] = line
+
+
+def _count(value: Any) -> Any:
+    """A count as Kubernetes writes it ("8" or 8) as a number; anything else is left for the
+    reviewer's own checks to refuse with its line."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _runs_vllm(container: yaml.Node) -> bool:
+    if container is None:
+        return False
+    if _get(container, "modelFormat") is not None:
+        return True
+    text = " ".join(str(_value(_get(container, part)) or "") for part in ("image", "command", "args"))
+    return "vllm" in text.lower()
+
+
+def _gpu_from_selectors(selector: yaml.Node | None, affinity: yaml.Node | None) -> tuple[str, int] | None:
+    """A GPU type named by a node selector or a node-affinity term (GKE, NVIDIA GPU feature discovery, EKS)."""
+    values: list[yaml.Node] = []
+    if isinstance(selector, yaml.MappingNode):
+        values += [v for _, v in selector.value]
+    terms = _get(affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    for term in _seq(terms):
+        for expression in _seq(_get(term, "matchExpressions")):
+            values += _seq(_get(expression, "values"))
+    for node in values:
+        text = str(_value(node))
+        try:
+            return hardware.get(text).name, _line(node)
+        except hardware.UnknownHardware:
+            continue
+    return None
+
+
+# --- production-stack Helm values ----------------------------------------------------------
+
+def _camel_to_flag(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
+
+
+def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
+    builder.form = "production-stack Helm values"
+    specs = _seq(_get(root, "servingEngineSpec", "modelSpec"))
+    if not specs:
+        raise builder.error(_line(root), "servingEngineSpec.modelSpec lists no model")
+    names = [str(_value(_get(s, "name"))) for s in specs]
+    if select:
+        if select not in names:
+            raise builder.error(None, f"no modelSpec named {select!r}; found: {', '.join(names)}")
+        spec = specs[names.index(select)]
+    elif len(specs) > 1:
+        raise builder.error(_line(specs[1]), f"servingEngineSpec.modelSpec lists {len(specs)} models "
+                                             f"({', '.join(names)}); pick one with --select NAME")
+    else:
+        spec = specs[0]
+    url = _get(spec, "modelURL")
+    if url is None:
+        raise builder.error(_line(spec), "the modelSpec has no modelURL (the model it serves)")
+    builder.set("model", str(_value(url)), _line(url))
+    config = _get(spec, "vllmConfig")
+    if isinstance(config, yaml.MappingNode):
+        for key_node, value_node in config.value:
+            key = key_node.value
+            if key in _CHART_ONLY_KEYS:
+                continue
+            builder.set(_camel_to_flag(key), _value(value_node), _line(key_node))
+        extra = _get(config, "extraArgs")
+        if extra is not None:
+            tokens = [(str(_value(item)), _line(item)) for item in _seq(extra)]
+            split = []
+            for token, line in tokens:  # "--flag value" in one list item is two words
+                split += [(word, line) for word in shlex.split(token)] if " " in token else [(token, line)]
+            builder.argv(split, model_positional=False)
+    gpus = _get(spec, "requestGPU")
+    if gpus is not None:
+        builder.deployment["gpus-per-node"] = _count(_value(gpus))
+        builder.lines[("deployment", "gpus-per-node")] = _line(gpus)
+    replicas = _value(_get(spec, "replicaCount"))
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    gpu_type = _get(spec, "requestGPUType")
+    if gpu_type is not None:
+        try:
+            builder.deployment["gpu"] = hardware.get(str(_value(gpu_type))).name
+            builder.lines[("deployment", "gpu")] = _line(gpu_type)
+        except hardware.UnknownHardware:
+            pass
+    terms = _get(spec, "nodeSelectorTerms")
+    if terms is not None and "gpu" not in builder.deployment:
+        affinity_like = {"values": []}
+        for term in _seq(terms):
+            for expression in _seq(_get(term, "matchExpressions")):
+                affinity_like["values"] += _seq(_get(expression, "values"))
+        for node in affinity_like["values"]:
+            try:
+                builder.deployment["gpu"] = hardware.get(str(_value(node))).name
+                builder.lines[("deployment", "gpu")] = _line(node)
+                break
+            except hardware.UnknownHardware:
+                continue
+
+
+# --- llm-d's model service Helm values ----------------------------------------------------
+
+def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
+    """llm-d-modelservice values: modelArtifacts names the model, decode (or prefill) the vLLM pods."""
+    builder.form = "llm-d model service Helm values"
+    name = _get(root, "modelArtifacts", "name")
+    if name is None:
+        raise builder.error(_line(root), "modelArtifacts has no name (the model it serves)")
+    builder.set("model", str(_value(name)), _line(name))
+    role = select or "decode"
+    pods = _get(root, role)
+    if pods is None or _value(_get(pods, "create")) is False:
+        raise builder.error(_line(root), f"no '{role}' pods are created here; pick decode or prefill with --select")
+    tensor = _get(pods, "parallelism", "tensor")
+    data = _get(pods, "parallelism", "data")
+    tp, dp = _count(_value(tensor) or 1), _count(_value(data) or 1)
+    if tensor is not None:  # the chart adds --tensor-parallel-size from parallelism
+        builder.set("tensor-parallel-size", tp, _line(tensor))
+    if data is not None and dp > 1:
+        builder.set("data-parallel-size", dp, _line(data))
+    if isinstance(tp, int) and isinstance(dp, int):
+        builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
+    builder.lines[("deployment", "gpus-per-node")] = _line(tensor) if tensor is not None else None
+    replicas = _value(_get(pods, "replicas"))
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    containers = [c for c in _seq(_get(pods, "containers")) if _runs_vllm(c) or _get(c, "modelCommand") is not None]
+    if containers:
+        args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
+        builder.argv(args, model_positional=False)
