@@ -472,7 +472,7 @@ def test_model_config_json_for_an_unknown_model(tmp_path):
     ("meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3-70B"),
     ("casperhansen/llama-3-70b-instruct-awq", "Llama-3-70B"),
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
-    ("meta-llama/Llama-3.1-70B-Instruct", None),  # a different context length: needs its config.json
+    ("meta-llama/Llama-3.1-70B-Instruct", "Llama-3.1-70B"),  # Llama-3-70B's shape, a 128K context
 ])
 def test_model_ids_map_to_presets(model_id, preset):
     from servelab.review.inputs import preset_key

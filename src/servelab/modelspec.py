@@ -106,11 +106,12 @@ PRESET_FILES = {
     "SmolLM2-135M": "SmolLM2-135M-Instruct.json",
     "Llama-3.1-8B": "Llama-3.1-8B-Instruct.json",
     "Llama-3-70B": "Llama-3-70B-Instruct.json",
+    "Llama-3.1-70B": "Llama-3.1-70B-Instruct.json",  # Llama-3-70B's shape with a 128K context
 }
 
 
 def preset(name: str) -> ModelSpec:
-    """A model preset by short name ('SmolLM2-135M', 'Llama-3.1-8B', 'Llama-3-70B')."""
+    """A model preset by short name ('SmolLM2-135M', 'Llama-3.1-8B', 'Llama-3-70B', 'Llama-3.1-70B')."""
     for key, filename in PRESET_FILES.items():
         if name.lower() in (key.lower(), filename[:-5].lower()):
             text = resources.files("servelab.model_configs").joinpath(filename).read_text()
