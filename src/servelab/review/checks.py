@@ -25,7 +25,7 @@ from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, 
 from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
-OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: slots no load can fill
+OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: a cap no load reaches (unjustified, never wrong)
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
@@ -260,26 +260,15 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
     evidence = _join(load_note, _cite(at_b) or f"no TTFT, TPOT or throughput measured at max-num-seqs {B}",
                      _set_aside(set_aside))
+    # max-num-seqs caps a batch vLLM forms continuously from the requests that are there: it reserves
+    # nothing and pads nothing, so a cap above the load schedules exactly the batches a cap at the load
+    # would. Only a cap below the load changes anything (requests wait for a slot).
     oversized = B > OVERSIZED_BATCH * peak
     right_size = _pow2_at_least(peak)
-
-    if oversized or (breaks and not blame_spec):
-        problems = []
-        if oversized:
-            problems.append(f"the batch is sized for a load that does not exist ({B} slots for a peak of "
-                            f"{fmt(peak)} concurrent requests)")
-        if breaks and not blame_spec:
-            if B < peak:
-                problems.append(f"{fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait in the queue")
-            problems.append(f"the measured {breaks[0][1]}")
-        reason = f"max-num-seqs {B} is wrong: " + " and ".join(problems) + "."
-        fix = []
-        if oversized:
-            fix.append(f"set max-num-seqs to about {right_size} (the peak of {fmt(peak)} rounded up)")
-        if breaks and not blame_spec:
-            fix.append(_capacity_fix(cfg, wl, f) if not oversized else
-                       f"re-measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them against the SLO")
-        return Finding("batching", "wrong", reason, evidence, "; then ".join(fix) + ".", setting)
+    diagnose = (f"split p99 TTFT at {fmt(peak)} concurrent requests into queue time and prefill time "
+                "(vLLM's vllm:request_queue_time_seconds and vllm:request_prefill_time_seconds) to find the "
+                "driver: long prompts, the chunked-prefill budget (max-num-batched-tokens), KV pressure and "
+                "preemption (vllm:num_preemptions), tokenization, or warm-up in the p99")
 
     if blame_spec:
         reason = (f"max-num-seqs {B} meets the SLO with speculative decoding "
@@ -288,6 +277,18 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         return Finding("batching", "justified", reason, evidence,
                        "keep max-num-seqs; fix speculative decoding.", setting)
 
+    if breaks and B < peak:
+        reason = (f"max-num-seqs {B} is wrong: {fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait "
+                  f"in the queue for a batch slot, and the measured {breaks[0][1]}.")
+        return Finding("batching", "wrong", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
+
+    if breaks:
+        reason = (f"the measured {breaks[0][1]}, but max-num-seqs {B} never binds at a peak of {fmt(peak)} "
+                  f"concurrent requests, so the cap is not the cause: a cap of {right_size} would schedule the "
+                  "same batches" + (f", and nothing about the workload chose {B} either" if oversized else "") + ".")
+        return Finding("batching", "unjustified", reason, evidence,
+                       diagnose + "; lowering max-num-seqs changes nothing at this load.", setting)
+
     if B < peak and not supporting:
         queued = peak - B
         reason = (f"max-num-seqs {B} is below the peak of {fmt(peak)} concurrent requests, so {fmt(queued)} wait "
@@ -295,6 +296,13 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         return Finding("batching", "unjustified", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
 
     if not supporting:
+        if oversized:
+            reason = (f"max-num-seqs {B} is {B / peak:.0f}x the {load_note}: the cap never binds, so it costs "
+                      "nothing at this load (vLLM pads no batch), but nothing about the workload chose it, and no "
+                      "TTFT or TPOT measured at this load is cited against the SLO.")
+            fix = (f"measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them; size the cap to a "
+                   f"load you expect (about {right_size} for this peak) only if it is meant to bound an overload.")
+            return Finding("batching", "unjustified", reason, evidence, fix, setting)
         reason = (f"max-num-seqs {B} fits the {load_note}, but no TTFT or TPOT measured at this batch "
                   "and load is cited against the SLO.")
         fix = (f"measure p99 TTFT and TPOT at max-num-seqs {B} with {fmt(peak)} concurrent requests "
