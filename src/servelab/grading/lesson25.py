@@ -499,9 +499,8 @@ def _know_this() -> list:
         sim = simulate.default_simulator(llama_8b, h200)
         for batch in (1, 8, 32, 64, 128, 256):
             print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
-        E = simulate.expected_tokens_per_step(0.7, 4)
         print(f"ridge batch (B x 5 tokens reach the ridge): {sim.ridge_batch(4):.0f}")
-        print(f"roofline break-even (ridge x E / (k + 1)):   {h200.ridge_tokens_per_step() * E / 5:.0f}")
+        print(f"roofline break-even (ridge x E / (k + 1)):   {sim.break_even_batch(4, 0.7):.0f}")
         print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ngram'):.0f}")
         """, "speedup-by-batch"),
         md("""
@@ -601,10 +600,13 @@ def _know_this() -> list:
                   f"throughput {on.output_tok_s:7,.0f} vs {off.output_tok_s:7,.0f} tok/s")
         """, "latency-moves-with-throughput"),
         _claim("the bottleneck heuristics in step 1", """
-        "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's utilization is the share of
-        time some kernel is running, which is near 100% in memory-bound decode too. "High memory utilization"
-        does not mean bandwidth-bound: vLLM preallocates `gpu-memory-utilization` (0.9 by default) of the GPU
-        for weights and KV cache at start, so memory use is always high. (And "CPU-limited" is a third thing:
+        "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's `utilization.gpu` is "percent
+        of time over the past sample period during which one or more kernels was executing on the GPU"
+        (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
+        memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
+        `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+        https://docs.vllm.ai/en/latest/configuration/engine_args.html), for weights and KV cache at start, so
+        memory use is always high. (And "CPU-limited" is a third thing:
         a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
         carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
         Compute's achieved DRAM bandwidth and tensor-core throughput as a share of peak); and, settling it,

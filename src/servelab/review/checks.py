@@ -21,6 +21,7 @@ from typing import Any
 
 from .. import hardware
 from ..hardware import DTYPE_BYTES
+from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
 from .report import Finding
 
@@ -29,6 +30,11 @@ OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: a
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
+ASSUMED_ACCEPTANCE = ACCEPTANCE_RATE  # per-token draft acceptance when none is cited (the simulator's 0.7)
+# Up to this multiple of the roofline break-even batch, KV reads, overheads and the real acceptance rate
+# decide the sign (the simulator's crossover for Llama-3.1-8B on an H200 is 1.15x the roofline's 114):
+# only a measurement settles it. Past it, speculation loses.
+NEAR_BREAK_EVEN = 1.25
 
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
 CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
@@ -577,8 +583,17 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     setting = cfg.knob("speculative-config", f"{{{spec.describe()}}}")
     step_peak = b_peak * (k_peak + 1)
     crossover = int(ridge // (k + 1))
+    # Past the ridge each verified token costs FLOPs, but a sequence still keeps E of its k+1 positions:
+    # speculation makes E x ridge / (k+1) tokens per weight read against B without it, so it stops
+    # paying near batch ridge x E / (k+1), not at the ridge batch (simulate.py adds the overheads).
+    expected = expected_tokens_per_step(ASSUMED_ACCEPTANCE, k)
+    break_even = int(ridge * expected / (k + 1))
+    break_even_peak = ridge * expected_tokens_per_step(ASSUMED_ACCEPTANCE, k_peak) / (k_peak + 1) if k_peak else math.inf
     tokens = (f"at batch {b_peak} each verify step carries {b_peak} x ({k_peak}+1) = {fmt(step_peak)} tokens; "
-              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover}")
+              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover} and, keeping "
+              f"E = {expected:.2f} of {k + 1} tokens per sequence (acceptance {ASSUMED_ACCEPTANCE} assumed; vLLM "
+              f"logs yours as the mean acceptance length), stops paying near batch {break_even} "
+              f"(ridge x E / (k+1))")
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
     # A per-batch k pays only where load varies and the typical batch can still afford a draft token.
@@ -627,14 +642,24 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     measured_elsewhere = sorted(b for b in pairs if "output_tok_s" in pairs[b])
     elsewhere = (f" (on and off was measured only at batch {', '.join(map(str, measured_elsewhere))})"
                  if measured_elsewhere else "")
-    if step_peak > ridge:
+    if step_peak > ridge and b_peak > NEAR_BREAK_EVEN * break_even_peak:
         reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, {step_peak / ridge:.1f}x the "
-                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, so "
-                  f"the extra tokens cost fleet throughput, and no on/off measurement at this batch says otherwise"
-                  f"{elsewhere}.")
+                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, and "
+                  f"past the break-even near batch {break_even} the rejected tokens cost more than the accepted "
+                  f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
+                  f"batch says otherwise{elsewhere}.")
         fix = (adaptive_fix if adaptive_helps else
                f"turn speculative decoding off at batch {b_peak}, or {measure_fix}{no_adaptive}")
         return Finding("speculative_decoding", "wrong", reason, evidence, fix + ".", setting)
+    if step_peak > ridge:
+        where = (f"below the break-even near batch {break_even} speculation can still pay" if b_peak <= break_even_peak
+                 else f"this close to the break-even near batch {break_even}, overheads and the real acceptance "
+                      "rate decide whether it gains or loses a few percent")
+        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, past the {hw.name}'s ridge "
+                  f"of {fmt(ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
+                  f"at this batch was not measured{elsewhere}.")
+        fix = adaptive_fix if adaptive_helps else measure_fix
+        return Finding("speculative_decoding", "unjustified", reason, evidence, fix + ".", setting)
     if k_peak == 0:
         reason = (f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative machinery "
                   f"still costs throughput there was not measured{elsewhere}.")
