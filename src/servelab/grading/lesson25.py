@@ -100,8 +100,9 @@ PRACTICE1_KEY = {
 PRACTICE2_SUFFICIENT_KEY = {
     "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
     "options": {
-        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps only "
-               "while the step is memory-bandwidth-bound, and the justification does not show that it is.",
+        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps while the "
+               "step is memory-bandwidth-bound, and only up to a break-even batch past the ridge; the justification "
+               "does not show where this deployment sits.",
         "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
     },
 }
@@ -111,7 +112,8 @@ PRACTICE2_MISSING_KEY = {
     "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
     "options": {
         "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
-        "bottleneck": "speculation pays only while the step is memory-bandwidth-bound; compute-bound, it wastes FLOPs.",
+        "bottleneck": "speculation is nearly free while the step is memory-bandwidth-bound, costs FLOPs past the ridge, "
+                      "and loses past its break-even batch (near ridge x E / (k + 1)).",
         "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
         "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
         "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
@@ -468,6 +470,22 @@ def _know_this() -> list:
         *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
         H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
         """, "claim-batching"),
+        _claim("item 1's fix for a TTFT miss: \"a smaller batch\"", """
+        When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
+        500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
+        not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
+
+        What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
+        budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
+        preemption (`vllm:num_preemptions`), CPU-side tokenization, warm-up spikes counted in the p99, or a
+        load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
+        a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
+        `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
+        https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero with a long prefill points
+        at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
+        at the batching cap only when the cap is below the load. `servelab review` reads a config the same
+        way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
+        """, "claim-ttft-driver"),
         _claim("item 3, \"8-way tensor parallelism on a 4-GPU node ... communication paid for nothing\"", """
         It is worse than wasted communication: vLLM does not start. It needs tensor-parallel-size x
         pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when the node has fewer.
@@ -590,8 +608,9 @@ def _know_this() -> list:
         lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model) at
         batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
         (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
-        run alone (batch 1) gets faster, and speculation past break-even makes everyone slower. Option b of
-        practice 5 is the best answer for its first half; its last clause is this claim.
+        run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
+        nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
+        pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
         """, "claim-latency-throughput"),
         code("""
         for batch in (8, 64, 256):
@@ -666,25 +685,6 @@ def _practice() -> list:
              _dict_form("practice1", ["knob", "verdict", "slo_met", "slo_miss_ms", "useful_batch_limit",
                                       "cap_explains_miss"]),
              hidden_check("practice1", f"fields(_answer, {_key(PRACTICE1_KEY)})")),
-        _claim("Practice 1: what \"set max-num-seqs to 32\" would fix", """
-        Nothing. `max-num-seqs` caps a batch that vLLM forms continuously from the requests that are there;
-        it reserves no slots and pads nothing (beyond rounding a step up to the nearest captured CUDA-graph
-        size). With 20 users the running batch never exceeds 20, so 256 and 32 schedule exactly the same
-        batches, and the 1,200 ms p99 does not move. The cap is **unjustified** (nothing about the workload
-        chose 256), not wrong: 256 is vLLM's own default on many GPUs, and `vllm serve` picks 1,024 on
-        H100/H200-class GPUs (`EngineArgs.get_batch_defaults` in vLLM 0.32). `servelab review` says the same
-        for this config (`data/configs/practice-1-batch-256.yaml`).
-
-        What does raise TTFT at 20 users: prefill work for a burst of long prompts (a 2,500-token p99
-        prompt), a small chunked-prefill budget (`max-num-batched-tokens`) that splits each prompt over many
-        steps, KV-cache pressure and preemption (`vllm:num_preemptions`), CPU-side tokenization, warm-up
-        spikes counted in the p99, or a load test that ran at a load the workload never produces. Find which
-        by splitting TTFT into the time a request waited and the time its prefill took; vLLM exports both as
-        histograms on `/metrics`: `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds`
-        (vLLM docs, "Metrics", https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero
-        with a long prefill points at prompt length or the chunked-prefill budget; a long queue points at
-        capacity (or at preemption), and only then at the batching cap, when the cap is below the load.
-        """),
 
         md("""
         **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
@@ -717,7 +717,7 @@ def _practice() -> list:
         written("practice2-explain", 1, """
         No. "Latency is important" names neither the batch size nor whether the step is memory- or
         compute-bound there, and cites no measurement: at small batch speculation cuts inter-token latency
-        nearly for free, but past the ridge it can lower fleet throughput, so only throughput and latency
+        nearly for free, but past its break-even batch it lowers fleet throughput and raises TPOT, so only throughput and latency
         measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
         """),
 
@@ -817,9 +817,12 @@ def _quiz_and_extensions() -> list:
              hidden_check("quiz_answer", f"choice(_answer, {_key(QUIZ_KEY)})")),
         md("Say why each of the other three options is wrong, one or two sentences each."),
         written("quiz-distractors", 2, """
-        Speculative decoding trades extra compute for fewer sequential steps, which pays off only when decode
-        is memory-bandwidth-bound and compute is idle. At batch 200 the GPU is already compute-saturated, so
-        rejected draft tokens are pure waste and the speculation length should adapt to load (C).
+        Speculative decoding trades extra compute for fewer sequential steps. That is free while decode is
+        memory-bandwidth-bound and compute is idle, and still pays, at a shrinking margin, a little past the
+        ridge, up to a break-even batch near ridge x E / (k + 1). At batch 200 the GPU is compute-saturated
+        and past that break-even (about 114 for an 8B model on an H200 at k = 4, a = 0.7), so the rejected
+        draft tokens cost more than the accepted ones save, and the speculation length should adapt to
+        load (C).
 
         - **A** is wrong: the draft model's KV cache is real but small (a draft has a fraction of the target's
           layers and width); it cannot cost 15 % of fleet throughput, and sharing caches is not the fix.
@@ -906,8 +909,8 @@ def _quiz_and_extensions() -> list:
 
         Optimize for throughput (tokens per second per GPU, cost per million tokens), not latency: offline
         batch inference with the largest batch memory allows, pushing every step well past the ridge; no TTFT
-        or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (it is a latency lever
-        that costs throughput once compute-bound), allow long queues, use quantization if its accuracy loss on
+        or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (at batches this large it is
+        past its break-even and costs throughput), allow long queues, use quantization if its accuracy loss on
         this task is measured and acceptable, and check the job finishes before morning from measured
         tokens per second, with a checkpoint so a failure does not restart it.
         </details>

@@ -310,6 +310,26 @@ def _lesson25_samples(total: float) -> list[Sample]:
     ]
 
 
+# Rep 2's conclusion recommends the setting the learner's own pick says is worse.
+LAB25_CONTRADICTING_CONCLUSION = "Speculation is the right call at this batch: keep it on for the fleet."
+
+
+def _lab25_samples(total: float) -> list[Sample]:
+    from servelab.lab.notebook import REP2_POINTS
+
+    def contradicting(nb, sol):
+        answer = sol["rep2-answer"]
+        head = answer[:answer.index("'conclusion':")]
+        return fill(fill(nb, sol), {"rep2-answer": head + f"'conclusion': {LAB25_CONTRADICTING_CONCLUSION!r}}}"})
+
+    return [
+        Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
+        Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
+        Sample("conclusion_contradicts", contradicting, total - REP2_POINTS / 4,
+               "the solution's numbers, with a conclusion that recommends the setting it picked as worse"),
+    ]
+
+
 def autograde_points(nb) -> float:
     return float(sum(_meta(c).get("points", 0) for c in test_cells(nb)))
 
@@ -318,8 +338,10 @@ def make_samples(assignment: course.Assignment, submissions: Path = SUBMISSIONS)
     """Write an assignment's samples under submissions/<assignment>/; return {student: expected points}."""
     student_nb = nbformat.read(assignment.student, as_version=4)
     sol = solutions(nbformat.read(assignment.source, as_version=4))
-    if assignment.name != "lesson25":
-        # Other assignments get the three plain samples until they define their own.
+    if assignment.name == "lab25":
+        samples = _lab25_samples(autograde_points(student_nb))
+    elif assignment.name != "lesson25":
+        # Other assignments get the plain samples until they define their own.
         samples = [Sample("perfect", lambda nb, s: fill(nb, s), autograde_points(student_nb), ""),
                    Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, "")]
     else:
