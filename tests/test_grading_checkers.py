@@ -82,7 +82,7 @@ def test_keys_come_from_servelab():
     (lambda: keys.ridge_flop_per_byte("H200"), 4.8e12 / 989e12, "bytes per FLOP"),
     (lambda: keys.ridge_tokens_per_step("H200"), 206.04 * 2, "2 FLOP per parameter"),
     (lambda: keys.tokens_per_verify_step(0.7, 4), 5, "every draft token is accepted"),
-    (lambda: keys.tokens_per_verify_step(0.7, 4), 1 + 0.7 * 4, "sequential"),
+    (lambda: keys.tokens_per_verify_step(0.7, 4), 1 + 0.7 * 4, "draft acceptance rate"),
     (lambda: keys.verified_tokens_per_step(64, 4), 256, "k + 1 positions"),
 ])
 def test_keys_teach_the_common_slips(key_fn, wrong, says):

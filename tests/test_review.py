@@ -104,12 +104,37 @@ def test_readme_lists_the_same_verdicts():
         assert int(table[case]["exit"]) == expected["exit"], case
 
 
-def test_practice_1_is_wrong_for_both_reasons():
+def test_practice_1_cap_that_never_binds_is_unjustified_not_the_cause():
     report = review.review_files(config_path("practice-1-batch-256"), workload_path("practice-1-batch-256"))
     batching = report.finding("batching")
-    assert batching.verdict == "wrong"
-    assert "load that does not exist" in batching.reason and "breaks the 500 ms SLO" in batching.reason
+    assert batching.verdict == "unjustified"
+    assert "never binds" in batching.reason and "breaks the 500 ms SLO" in batching.reason
+    assert "queue time and prefill time" in batching.fix and "set max-num-seqs" not in batching.fix
     assert "line 12" in batching.setting  # where the knob is set
+
+
+def _batching(max_num_seqs: int, peak: int, measured_ttft: float | None) -> review.Finding:
+    config = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max-num-seqs": max_num_seqs,
+              "deployment": {"gpu": "H100", "gpus-per-node": 1}}
+    workload = {"concurrency": {"typical": peak, "peak": peak}, "prompt-tokens": {"mean": 700, "p99": 2500},
+                "output-tokens": {"mean": 250, "p99": 900}, "slo": {"ttft-p99-ms": 500}}
+    if measured_ttft is not None:
+        workload["measurements"] = [{"setting": {"max-num-seqs": max_num_seqs, "concurrency": peak},
+                                     "metric": "ttft_ms_p99", "value": measured_ttft, "source": "load test"}]
+    return review.review(config, workload).finding("batching")
+
+
+@pytest.mark.parametrize("max_num_seqs", [256, 1024])  # vLLM's defaults: 256, and 1,024 for vllm serve on an H100
+def test_vllm_default_cap_is_never_wrong_for_an_interactive_load(max_num_seqs):
+    for ttft in (None, 300, 1200):
+        finding = _batching(max_num_seqs, peak=20, measured_ttft=ttft)
+        assert finding.verdict != "wrong", (ttft, finding.reason)
+    assert _batching(max_num_seqs, peak=20, measured_ttft=300).verdict == "justified"
+
+
+def test_a_cap_below_the_load_that_misses_the_slo_is_wrong():
+    finding = _batching(16, peak=64, measured_ttft=1200)
+    assert finding.verdict == "wrong" and "wait in the queue" in finding.reason
 
 
 def test_speculation_crossover_comes_from_the_hardware_preset():
@@ -480,7 +505,6 @@ def test_model_config_json_for_an_unknown_model(tmp_path):
     ("meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3-70B"),
     ("casperhansen/llama-3-70b-instruct-awq", "Llama-3-70B"),
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
-    ("meta-llama/Llama-3.1-70B-Instruct", None),  # a different context length: needs its config.json
 ])
 def test_model_ids_map_to_presets(model_id, preset):
     from servelab.review.inputs import preset_key

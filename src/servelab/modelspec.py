@@ -316,12 +316,16 @@ CATALOGUE_FILE = "catalogue.json"
 
 
 def preset(name: str) -> ModelSpec:
-    """A model preset by short name ('SmolLM2-135M', 'Llama-3.1-8B', 'Llama-3-70B')."""
+    """A model by short name: a preset ('SmolLM2-135M', 'Llama-3.1-8B', 'Llama-3-70B'), else a catalogued
+    model by its id or its name without the owner ('Llama-3.1-70B-Instruct')."""
     for key, filename in PRESET_FILES.items():
         if name.lower() in (key.lower(), filename[:-5].lower()):
             text = resources.files("servelab.model_configs").joinpath(filename).read_text()
             return ModelSpec.from_config(json.loads(text), key)
-    raise ValueError(f"Unknown model preset {name!r}. Known presets: {', '.join(PRESET_FILES)}.")
+    if catalogue_key(name) is not None:
+        return from_catalogue(name)
+    raise ValueError(f"Unknown model {name!r}. Known presets: {', '.join(PRESET_FILES)}; "
+                     "or a model id from the catalogue (model_configs/catalogue.json).")
 
 
 def catalogue() -> dict[str, dict]:

@@ -21,7 +21,17 @@ one token.
 At small batch the step waits on memory: the k extra tokens ride along with the
 weights that are read anyway, and speculation wins. Once B(k+1) tokens pass the
 hardware's ridge point the step waits on arithmetic: every token verified costs
-time, the rejected ones are wasted, and speculation loses.
+time and the rejected ones are wasted. That is where speculation starts to cost,
+not where it loses: each sequence still keeps E = (1 - a^(k+1)) / (1 - a) of its
+k + 1 verified tokens, so past the ridge a step makes B x E tokens in the time
+of B(k+1) / ridge weight reads, against B tokens in B / ridge without it, and
+speculation breaks even near
+
+    B = ridge tokens per step x E / (k + 1)
+
+about 114 for Llama-3.1-8B on an H200 at k = 4, a = 0.7 (206 x 2.77 / 5), while
+the ridge batch, ridge / (k + 1), is 41. With KV reads and the overheads above,
+crossover_batch() finds about 132.
 """
 
 from __future__ import annotations
@@ -291,6 +301,11 @@ class Simulator:
     def ridge_batch(self, k: int) -> float:
         """The batch where B(k+1) verified tokens reach the hardware's ridge point (datasheet roofline)."""
         return self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.dtype]) / (k + 1)
+
+    def break_even_batch(self, k: int, acceptance_rate: float = ACCEPTANCE_RATE) -> float:
+        """Where speculation breaks even on the datasheet roofline alone: ridge x E / (k+1), no overheads."""
+        ridge = self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.dtype])
+        return ridge * expected_tokens_per_step(acceptance_rate, k) / (k + 1)
 
     def sweep(self, batches, k: int = 0, method: str = "none", acceptance_rate: float = ACCEPTANCE_RATE,
               output_len: int = 64, workload: str = "simulated") -> list[Measurement]:
@@ -791,6 +806,7 @@ def run(args) -> int:
           else "crossover: speculation pays at every batch from 1 to 4096, or at none")
     print(f"ridge: {k + 1} tokens per sequence reach the ridge ({hw.ridge_flop_per_byte:.0f} FLOP/byte) "
           f"at batch {sim.ridge_batch(k):.1f}")
+    print(f"break-even on the roofline alone (ridge x E / (k+1)): batch {sim.break_even_batch(k, a):.1f}")
     if method in ("ngram", "draft_model"):
         print(f"best k per batch (num_speculative_tokens_per_batch_size): {sim.ideal_schedule(k, a, batches[-1])}")
     return 0

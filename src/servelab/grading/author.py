@@ -8,9 +8,10 @@ hidden part that carries the points; `written` is a manually graded answer in
 words. Answer and test cells are tagged `raises-exception`, so nbval passes on
 the student version, where they raise until the learner answers.
 
-`hidden_check` writes the hidden part every autograded test shares: copy the
-answer into plain values, drop every servelab module an answer cell may have
-patched, import the checkers and keys afresh, and report (points, feedback).
+`hidden_check` writes the hidden part every autograded test shares: hold the
+answer, drop every servelab module an answer cell may have patched, import the
+checkers and keys afresh, and report (points, feedback); the checker copies
+the answer into plain values (numpy scalars become numbers and bools).
 """
 
 from __future__ import annotations
@@ -89,11 +90,9 @@ def hidden_check(answer_expr: str, check: str) -> str:
     return "\n".join([
         "### BEGIN HIDDEN TESTS",
         "# Grade with fresh imports: nothing an answer cell patched survives.",
-        "import json as _json, sys as _sys",
-        "try:",
-        f"    _answer = _json.loads(_json.dumps({answer_expr}, allow_nan=False))",
-        "except (TypeError, ValueError):",
-        "    _answer = None",
+        "import sys as _sys",
+        "# The checker copies the answer into plain values itself (numpy scalars included).",
+        f"_answer = {answer_expr}",
         "for _name in [m for m in list(_sys.modules) if m.split('.')[0] == 'servelab']:",
         "    del _sys.modules[_name]",
         "from servelab.grading import checkers as _checkers, keys as _keys",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from typing import Any, NamedTuple
 
 
@@ -42,11 +43,21 @@ def plain(answer: Any) -> Any:
     float subclass) before a checker compares it with a key.
     """
     try:
-        return json.loads(json.dumps(answer, allow_nan=False))
+        return json.loads(json.dumps(answer, allow_nan=False, default=_numpy_value))
     except (TypeError, ValueError) as exc:
         raise AnswerFormError(
             f"the answer must be built from plain numbers, strings, lists and dicts ({exc})"
         ) from None
+
+
+def _numpy_value(value: Any) -> Any:
+    """A numpy scalar or array as the plain value it holds (np.float64(2.77) -> 2.77, np.True_ -> True).
+
+    A learner who computes with numpy gets numpy values; they are right answers in another type.
+    """
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"Object of type {type(value).__name__} is not a plain value")
 
 
 def report(result: Result) -> float:
@@ -224,11 +235,17 @@ def _field_matches(got: Any, want: dict) -> bool:
     if isinstance(expect, bool) or expect is None:
         return got is expect
     if isinstance(expect, (int, float)):
-        x = _as_number(got)
+        x = _as_number(got) if not isinstance(got, str) else _number_in(got)
         return x is not None and _close(x, float(expect), float(want.get("rel_tol", 0.01)))
     if isinstance(expect, str):
         return isinstance(got, str) and _normal(got) in {_normal(e) for e in [expect] + want.get("also", [])}
     return got == expect
+
+
+def _number_in(text: str) -> float | None:
+    """The one number in a short text such as "8-way" or "TP 8"; None when there is none or more than one."""
+    found = re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))
+    return float(found[0]) if len(found) == 1 and len(text) <= 20 else None
 
 
 def _normal(text: str) -> str:
@@ -239,6 +256,28 @@ def _normal(text: str) -> str:
 
 VERDICTS = ("justified", "unjustified", "wrong")
 MIN_REASON_WORDS = 4
+# A knob may be named as the checklist names it or as the config file spells it.
+KNOB_ALIASES = {
+    "batching": ("max_num_seqs", "batch_size", "max_num_batched_tokens", "batch"),
+    "quantization": ("quantisation", "dtype", "weight_dtype"),
+    "parallelism": ("tensor_parallel_size", "pipeline_parallel_size", "tensor_parallel", "tp", "pp"),
+    "speculative_decoding": ("speculative_config", "speculative", "spec_decode", "speculation",
+                             "num_speculative_tokens"),
+    "prefix_caching": ("enable_prefix_caching", "prefix_cache"),
+    "max_model_len": ("max_len", "context_length"),
+    "gpu_memory_utilization": ("gpu_memory", "memory_utilization"),
+}
+
+
+def _by_knob(answer: dict, knobs) -> dict:
+    """The learner's entries keyed by checklist knob: an exact knob name wins over a config-file alias."""
+    out = {}
+    for name, entry in answer.items():
+        n = _normal(str(name))
+        knob = n if n in knobs else next((k for k in knobs if n in KNOB_ALIASES.get(k, ())), None)
+        if knob is not None and (knob not in out or n == knob):
+            out[knob] = entry
+    return out
 
 
 @_checker
@@ -256,8 +295,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
         return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
                            f"for the knobs {sorted(verdicts)}.")
     earned, lines = 0.0, []
+    entries = _by_knob(answer, verdicts)
     for knob, expected in verdicts.items():
-        entry = answer.get(knob)
+        entry = entries.get(knob)
         if not isinstance(entry, dict):
             lines.append(f"- {knob}: no verdict given. The reviewer says {expected}: {reasons.get(knob, '')}")
             continue
@@ -275,7 +315,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
             earned += 0.5
             lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
                          "measurement behind it (a sentence of four words or more).")
-    extra = sorted(set(answer) - set(verdicts))
+    graded = {n for n in answer if _normal(str(n)) in verdicts
+              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in verdicts)}
+    extra = sorted(set(answer) - graded)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
     head = f"{name}: {earned:g} of {len(verdicts)} knobs."
@@ -349,15 +391,40 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     winner = (0 if va >= vb else 1) if METRIC_DIRECTIONS[metric] == "higher" else (0 if va <= vb else 1)
     tie = _close(va, vb, 0.01)
     conclusion = answer.get("conclusion")
+    says = _recommends(conclusion) if isinstance(conclusion, str) else None
+    chosen = "off" if records[better].method == "none" else "on"
     if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
         lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
-    elif tie or better == winner:
-        parts += 1
-        lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
-    else:
+    elif not (tie or better == winner):
         lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
                      f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
+    elif says is not None and {r.method == "none" for r in records} == {True, False} and says != chosen:
+        lines.append(f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
+                     f"(setting {better}) has it {chosen}. Say what your own numbers say.")
+    else:
+        parts += 1
+        lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
     return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines))
+
+
+# What a conclusion recommends for speculative decoding, read from its verbs. A sentence that
+# names both ("on cost throughput, so turn it off") is read by its recommendation, not its nouns.
+_OFF = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) off|turn(ing)? off|disabl\w*|"
+                  r"keep (it )?off|leave (it )?off|(should|stay|stays|be) off|switch(ed)? (it )?off)\b")
+_ON = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) on|turn(ing)? on|enabl\w*|"
+                 r"keep (it )?on|leave (it )?on|(should|stay|stays|be) on|switch(ed)? (it )?on)\b")
+_NOT = re.compile(r"\b(not|never|don't|do not|shouldn't)\s+$")
+
+
+def _recommends(conclusion: str) -> str | None:
+    """'on', 'off', or None when the conclusion recommends neither (or both) for speculation."""
+    text = conclusion.lower()
+
+    def said(pattern) -> bool:
+        return any(not _NOT.search(text[max(0, m.start() - 12):m.start()]) for m in pattern.finditer(text))
+
+    off, on = said(_OFF), said(_ON)
+    return "off" if off and not on else "on" if on and not off else None
 
 
 def _comparison_schema(answer: Any):
@@ -406,11 +473,19 @@ def _plausible(record, tolerance: float) -> tuple[bool, str]:
 
 # --------------------------------------------------------------------------- rollout plan
 
-LATENCY_WORDS = ("ttft", "tpot", "itl", "latency", "inter_token", "time_to_first")
-THROUGHPUT_WORDS = ("tok_s", "throughput", "tokens_per_s", "qps", "goodput")
-DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match")
-DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "eval", "team", "owner", "on_call", "oncall")
+# Words that place a metric or a party in a category. Words of three letters or fewer
+# ("itl", "qps", "kl") must stand alone ("kl_div" yes, "weekly" no); longer ones may sit inside a name.
+LATENCY_WORDS = ("ttft", "tpot", "itl", "e2e", "latency", "inter_token", "time_to_first", "time_per_output")
+THROUGHPUT_WORDS = ("tok_s", "tok/s", "tokens/s", "tokens_per_s", "throughput", "qps", "rps", "req/s",
+                    "requests_per", "goodput")
+DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match",
+               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite")
+# Who is told before the rollout: people outside the serving team whose assumptions can break.
+# The serving team's own on-call is told too, but it is not downstream of the change.
+DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
+                    "partner", "integrator", "api_owner", "dependent")
 MAX_CANARY_FRACTION = 0.25
+DIRECTIONS = ("above", "below")
 
 
 @_checker
@@ -463,7 +538,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     well_formed = [t for t in triggers
                    if isinstance(t.get("metric"), str) and t["metric"] in metrics
                    and _as_number(t.get("threshold")) is not None
-                   and t.get("direction") in ("above", "below")]
+                   and isinstance(t.get("direction"), str) and t["direction"].strip().lower() in DIRECTIONS]
     if len(well_formed) >= 2 and len(well_formed) == len(triggers) and any(
             _mentions(t["metric"], DRIFT_WORDS) for t in well_formed):
         parts += 1
@@ -484,4 +559,5 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
 def _mentions(text: str, words: tuple[str, ...]) -> bool:
     text = _normal(text)
-    return any(w in text for w in words)
+    parts = set(re.split(r"[^a-z0-9/]+", text)) | set(re.split(r"[^a-z0-9]+", text))
+    return any(w in parts if len(w) <= 3 else w in text for w in words)

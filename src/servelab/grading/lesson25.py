@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pprint
 import sys
+import textwrap
 from pathlib import Path
 
 from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write_source, written
@@ -30,7 +31,8 @@ def _key(key: dict) -> str:
 
 
 def _number_form(var: str, what: str) -> str:
-    return (f"assert isinstance({var}, (int, float)) and not isinstance({var}, bool), \\\n"
+    # numbers.Real takes numpy numbers too (np.int64 is registered, np.float64 is a float); bools are not numbers here.
+    return (f"assert isinstance({var}, __import__('numbers').Real) and type({var}).__name__ not in ('bool', 'bool_'), \\\n"
             f"    \"{var} should be a number ({what}), not \" + type({var}).__name__")
 
 
@@ -41,8 +43,14 @@ def _dict_form(var: str, keys: list[str]) -> str:
 
 
 def _letter_form(var: str, letters: str) -> str:
-    return (f"assert isinstance({var}, str) and {var}.strip().lower() in {list(letters.lower())!r}, \\\n"
+    # The same reading as the checker: "(b)", "B" and " b " are all b.
+    return (f"assert isinstance({var}, str) and {var}.strip().strip('()').strip().lower() in {list(letters.lower())!r}, \\\n"
             f"    \"{var} should be one letter: {', '.join(letters)}\"")
+
+
+def _word_form(var: str, words: tuple[str, ...]) -> str:
+    return (f"assert isinstance({var}, str) and {var}.strip().lower() in {words!r}, \\\n"
+            f"    \"{var} should be one of {', '.join(repr(w) for w in words)}\"")
 
 
 def _list_form(var: str) -> str:
@@ -51,7 +59,15 @@ def _list_form(var: str) -> str:
 
 
 def _bool_form(var: str) -> str:
-    return f"assert isinstance({var}, bool), \"{var} should be True or False\""
+    # numpy's bool (np.bool_) is a right answer too: the checker reads it as True or False.
+    return f"assert type({var}).__name__ in ('bool', 'bool_'), \"{var} should be True or False\""
+
+
+def _claim(title: str, text: str, cell_id: str | None = None):
+    """A marked "check the claim" box: what the primary lesson says that does not hold, and the evidence."""
+    body = textwrap.dedent(text).strip("\n").splitlines()
+    lines = [f"> **Check the claim: {title}**", ">"] + [f"> {line}".rstrip() for line in body]
+    return md("\n".join(lines), cell_id)
 
 
 # --------------------------------------------------------------------------- the keys that are judgement
@@ -60,24 +76,33 @@ def _bool_form(var: str) -> str:
 PRACTICE1_KEY = {
     "name": "practice 1", "points": 3,
     "fields": {
-        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs"],
-                 "feedback": "The measurement indicts the batching knob: batch 256 was set without a measurement on this workload."},
-        "verdict": {"expect": "wrong",
-                    "feedback": "A measurement shows the SLO missed, so the knob is not merely unjustified: it is wrong for this workload."},
+        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs", "max-num-seqs"],
+                 "feedback": "The knob under review is the batching cap, max-num-seqs 256, copied from a benchmark config."},
+        "verdict": {"expect": "unjustified",
+                    "feedback": "Nothing about this workload backs 256, so it is unjustified. It is not wrong: with 20 "
+                                "users the running batch never exceeds 20, so a cap of 256 and a cap of 32 schedule the "
+                                "same batches, and 256 is vLLM's own default on many GPUs. 'Wrong' needs a fact the "
+                                "setting contradicts, and the 1,200 ms is not caused by the cap."},
         "slo_met": {"expect": False, "feedback": "p99 TTFT of 1200 ms against a 500 ms target misses the SLO."},
         "slo_miss_ms": {"expect": 700, "rel_tol": 0.01,
                         "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms."},
         "useful_batch_limit": {"expect": 20, "rel_tol": 0.0,
                                "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
-                                           "a batch of 256 is never filled by this workload."},
+                                           "vLLM forms the batch from the requests that are there and pads nothing."},
+        "cap_explains_miss": {"expect": False,
+                              "feedback": "The cap never binds at 20 users (no request waits for a batch slot), so "
+                                          "lowering it cannot move p99 TTFT. Split TTFT into queue time and prefill "
+                                          "time (vLLM exports both: request_queue_time_seconds, request_prefill_time_seconds) "
+                                          "to find the real driver."},
     },
 }
 
 PRACTICE2_SUFFICIENT_KEY = {
     "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
     "options": {
-        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps only "
-               "while the step is memory-bandwidth-bound, and the justification does not show that it is.",
+        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps while the "
+               "step is memory-bandwidth-bound, and only up to a break-even batch past the ridge; the justification "
+               "does not show where this deployment sits.",
         "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
     },
 }
@@ -87,7 +112,8 @@ PRACTICE2_MISSING_KEY = {
     "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
     "options": {
         "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
-        "bottleneck": "speculation pays only while the step is memory-bandwidth-bound; compute-bound, it wastes FLOPs.",
+        "bottleneck": "speculation is nearly free while the step is memory-bandwidth-bound, costs FLOPs past the ridge, "
+                      "and loses past its break-even batch (near ridge x E / (k + 1)).",
         "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
         "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
         "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
@@ -113,14 +139,19 @@ PRACTICE3_KEY = {
 PRACTICE4_KEY = {
     "name": "practice 4", "points": 2,
     "fields": {
-        "knob": {"expect": "parallelism", "also": ["tensor_parallel_size", "tensor_parallelism"],
+        "knob": {"expect": "parallelism",
+                 "also": ["tensor_parallel_size", "tensor_parallelism", "tensor_parallel", "tp"],
                  "feedback": "The knob at fault is the tensor-parallel degree."},
-        "verdict": {"expect": "wrong", "feedback": "8-way on 4 GPUs cannot be a justified choice: it is wrong, not just unmeasured."},
+        "verdict": {"expect": "wrong",
+                    "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
+                                "with 8 on a 4-GPU node: it is wrong, not just unmeasured."},
         "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
         "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
         "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
-                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 here; "
-                                            "past that, add pipeline stages, and only when a measurement says so."},
+                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 "
+                                            "here (vLLM does not start with more). If the model does not fit on 4, the "
+                                            "fix is more GPUs or a smaller model, not pipeline stages: each stage needs "
+                                            "GPUs of its own too."},
     },
 }
 
@@ -128,8 +159,11 @@ PRACTICE5_KEY = {
     "name": "practice 5", "points": 1, "correct": "b",
     "options": {
         "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
-        "b": "Memory-bound, verification rides on weights read anyway; compute-bound, the extra tokens compete for FLOPs "
-             "and fleet throughput can fall even as one request's latency improves.",
+        "b": "It is the best of the four, for its first half: memory-bound, verification rides on weights read "
+             "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
+             "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
+             "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
+             "speculation, 7.1 ms without), so past break-even latency gets worse too.",
         "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
         "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
     },
@@ -207,8 +241,27 @@ def _recap() -> list:
         `2 x num_params` FLOPs per token it carries. Its arithmetic intensity is about
         `2 x tokens per step / bytes per parameter` FLOP per byte. The hardware's *ridge point*,
         `peak FLOP/s / memory bytes/s`, splits two regimes: below it the step waits on memory, so adding
-        sequences to the batch is nearly free (throughput rises, per-token latency barely moves); above it
+        sequences costs no extra weight reads (throughput rises, per-token latency rises slowly); above it
         the step waits on arithmetic, so every extra token costs time (throughput flattens, latency rises).
+        "Below the ridge" is not "free": each sequence's KV cache is read every step too, and at long
+        contexts it outweighs the weights (warm-up 1's batch reads about 34 GB of KV cache per step
+        against about 16 GB of Llama-3.1-8B weights).
+
+        **Quantization (lesson 9).** Storing weights in fewer bits (fp8 or int8: 1 byte per parameter;
+        int4 schemes such as AWQ or GPTQ: about half a byte) shrinks the weights and the bytes each decode
+        step reads, so memory-bound decode gets faster and more memory is left for KV cache. The price is
+        accuracy, which depends on the task: measure it on your own task. A KV cache can be quantized
+        separately (`kv-cache-dtype fp8` halves bytes per token). Quantization does change the output
+        distribution, slightly, which is why it is rolled out with a canary.
+
+        **Parallelism (lesson 21).** Tensor parallelism (TP) splits every layer's matrices over GPUs
+        inside a node: each GPU holds 1/TP of the weights and the GPUs all-reduce activations twice per
+        layer over NVLink, so TP must divide the attention heads and stays inside a node. Pipeline
+        parallelism (PP) puts consecutive layers on different GPUs or nodes and passes activations between
+        stages. A replica uses TP x PP GPUs; vLLM will not start if the deployment has fewer. Data
+        parallelism runs independent replicas, each with its own copy of the weights. Split a model only
+        when it does not fit (or when a measured latency needs it): a model that fits on one GPU serves
+        more per GPU as replicas.
 
         **Speculative decoding (lesson 18).** A cheap drafter (an n-gram lookup or a small draft model)
         proposes `k` tokens; the target model verifies all `k + 1` positions in one forward pass and keeps
@@ -221,8 +274,11 @@ def _recap() -> list:
 
         **SLOs (lesson 23).** A service level objective names a metric, a percentile, a threshold and the
         load it holds at: "p99 TTFT under 500 ms at 20 concurrent users". TTFT is time to first token;
-        TPOT (or ITL) is the time per output token after the first; throughput is output tokens per second
-        across all requests. A configuration is defended against its SLO, with measurements.
+        TPOT is a request's time per output token after the first, (end-to-end latency - TTFT) /
+        (output tokens - 1); ITL is the gap between successive streamed chunks. Without speculation each
+        chunk is one token and the two agree; with it a step can deliver several tokens at once, so ITL
+        measures per step and TPOT per token. Throughput is output tokens per second across all requests.
+        A configuration is defended against its SLO, with measurements.
         """, "recap"),
         code("""
         llama_8b = modelspec.preset("Llama-3.1-8B")
@@ -288,17 +344,34 @@ def _warmups() -> list:
         md("In two or three sentences: what governs which direction the trade moves?"),
         written("warmup2-explain", 1, """
         Whether the decode step is memory-bandwidth-bound or compute-bound at that batch. Below the ridge
-        (about 206 tokens per step on an H200 in bf16) the step waits on reading the weights, so a bigger
-        batch adds throughput at almost no latency cost; above it the step waits on arithmetic, so a bigger
-        batch adds latency for little throughput.
+        (about 206 tokens per step on an H200 in bf16) the step waits on memory reads, so a bigger
+        batch adds throughput at a small latency cost (the weights are read once for all, but each
+        sequence's KV cache is read too); above it the step waits on arithmetic, so a bigger batch adds
+        latency for little throughput.
         """),
+        _claim("\"below the ridge, a bigger batch is nearly free\"", """
+        Only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
+        contexts it outweighs the weights: warm-up 1's batch (32 sequences of 8,192 tokens) holds about 34 GB
+        of KV cache, read each step, against about 16 GB of weights. The simulator (a model, not a
+        measurement) shows what that does to the step time, below the ridge all the way:
+        """, "claim-kv-reads"),
+        code("""
+        long_context = simulate.default_simulator(llama_8b, h200, context_len=8192)
+        print(f"weights {llama_8b.weight_bytes('bfloat16') / 1e9:.0f} GB, "
+              f"KV cache at batch 32 x 8,192 tokens {llama_8b.kv_bytes(8192, 32, 'bfloat16') / 1e9:.0f} GB")
+        for batch in (1, 8, 32):
+            step = long_context.step(batch)
+            print(f"batch {batch:2d}: {step.bound}-bound, TPOT {step.tpot_ms:5.1f} ms")
+        """, "kv-reads"),
 
         md("""
         **3. ▢** Lesson 18 said speculative decoding verifies several tokens in one forward pass, roughly
         the cost of generating one token normally, because decoding is memory-bandwidth-bound. Does that
         mechanism change when your batch size gets very large?
 
-        Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7`:
+        Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7` (the
+        recap's `a`: the chance that one draft token is accepted given the ones before it were, not the
+        "draft acceptance rate" vLLM logs, which is accepted / drafted tokens):
         - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step;
         - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
           at batch 64;
@@ -382,14 +455,71 @@ def _know_this() -> list:
         and the extra verification cost would lower fleet throughput."
         """, "checklist"),
         md("""
-        The roofline simulator in `servelab.simulate` puts numbers on item 4: the speedup of n-gram
-        speculation (k = 4) over plain decoding, for Llama-3.1-8B on an H200, as the batch grows.
+        The checklist's questions are the right ones. Four of its claims are not, and the boxes below say
+        which part holds, with evidence you can run or look up.
+        """),
+        _claim("item 1, \"padding with 118 empty requests\" and \"12% utilization\"", """
+        vLLM does not pad. `max-num-seqs` is "the maximum number of sequences to be processed in a single
+        iteration" (vLLM API docs, `SchedulerConfig`, https://docs.vllm.ai/en/latest/api/vllm/config/scheduler/):
+        a cap on a batch the scheduler forms continuously from the requests that are there. With 10 users
+        a cap of 128 runs batches of at most 10; the only rounding is up to the nearest captured CUDA-graph
+        size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
+        TTFT; it says nothing about GPU utilization (a batch of 128 on an H200 is already past the ridge, see
+        warm-up 2). What the item should ask: does the cap bind at the workload's peak (requests queue), and
+        does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
+        *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
+        H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
+        """, "claim-batching"),
+        _claim("item 1's fix for a TTFT miss: \"a smaller batch\"", """
+        When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
+        500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
+        not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
+
+        What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
+        budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
+        preemption (`vllm:num_preemptions`), CPU-side tokenization, warm-up spikes counted in the p99, or a
+        load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
+        a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
+        `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
+        https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero with a long prefill points
+        at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
+        at the batching cap only when the cap is below the load. `servelab review` reads a config the same
+        way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
+        """, "claim-ttft-driver"),
+        _claim("item 3, \"8-way tensor parallelism on a 4-GPU node ... communication paid for nothing\"", """
+        It is worse than wasted communication: vLLM does not start. It needs tensor-parallel-size x
+        pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when the node has fewer.
+        vLLM's guide ("Distributed Inference and Serving", *How to decide the distributed inference strategy*,
+        https://docs.vllm.ai/en/v0.8.3/serving/distributed_serving.html) sets tensor-parallel-size to the GPUs
+        in a node and pipeline-parallel-size to the number of nodes: pipeline stages spread a model over
+        more nodes, they cannot add GPUs a node does not have. `servelab review` on
+        `data/configs/practice-4-tp8-on-4-gpus.yaml` says so ("vLLM will not start").
+        """, "claim-parallelism"),
+        _claim("item 4, \"disabled for batch size > 64\"", """
+        The template's form is right (name the batch and the bottleneck); its number is a guess, and past the
+        ridge is where speculation starts to *cost*, not where it stops *paying*. A verify step of B(k+1)
+        tokens keeps only E = (1 - a^(k+1)) / (1 - a) of each sequence's k + 1 positions, so past the ridge
+        speculation yields E x ridge / (k + 1) tokens per weight read against B without it. The break-even
+        batch is near **ridge tokens x E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = 4, a = 0.7,
+        that is 206 x 2.77 / 5, about **114**, while the ridge batch (206 / 5) is 41. The simulator, which adds
+        KV reads and per-step overheads, puts the crossover near **132**. "Disabled above 64" would switch
+        speculation off where, by the simulator, it still gives 1.7x at batch 64 and 1.2x at batch 100. Settle it with the measurement
+        the lesson asks for (on and off at your batch), and read the simulator's numbers below as a model,
+        not a measurement.
+        """, "claim-spec-threshold"),
+        md("""
+        The roofline simulator in `servelab.simulate` (a model, not a measurement) puts numbers on item 4:
+        the speedup of n-gram speculation (k = 4, a = 0.7) over plain decoding, for Llama-3.1-8B on an
+        H200, as the batch grows, next to where the step turns compute-bound and where the roofline alone
+        puts break-even.
         """),
         code("""
         sim = simulate.default_simulator(llama_8b, h200)
         for batch in (1, 8, 32, 64, 128, 256):
             print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
-        print(f"crossover near batch {sim.crossover_batch(4, 'ngram'):.0f}")
+        print(f"ridge batch (B x 5 tokens reach the ridge): {sim.ridge_batch(4):.0f}")
+        print(f"roofline break-even (ridge x E / (k + 1)):   {sim.break_even_batch(4, 0.7):.0f}")
+        print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ngram'):.0f}")
         """, "speedup-by-batch"),
         md("""
         ### Carrying a change through what others depend on
@@ -418,6 +548,16 @@ def _know_this() -> list:
         silently starts failing. A staged rollout catches this because someone watching the eval gate's
         acceptance rate during the canary phase sees it drop and asks why before rolling out at scale.
         """, "rollout"),
+        _claim("speculative decoding \"silently alters the output distribution\", \"rare verification failures\"", """
+        Quantization does shift the output distribution; speculative decoding does not. vLLM documents it as
+        lossless: the rejection sampler reproduces the target model's distribution, "up to the precision limits
+        of hardware numerics" (vLLM docs, "Speculative Decoding", section *Lossless guarantees of Speculative
+        Decoding*, https://docs.vllm.ai/en/latest/features/spec_decode.html). Rejections are not failures but
+        the mechanism: at a = 0.7 about 30% of drafted tokens are rejected, every step, by design. What a
+        downstream consumer can notice is numerics: a batch computed with verify steps rounds differently, so
+        exact-match tests and logprob comparisons at temperature 0 can differ in rare tokens. Tell callers
+        who rely on exact outputs; watch the eval gate for quantization, where the shift is real.
+        """, "claim-lossless"),
         md("""
         ### Saying when the usual answer is wrong, and settling a disputed claim from the primary source
 
@@ -462,6 +602,52 @@ def _know_this() -> list:
            tokens/sec with it off. Per-request latency is slightly higher with spec decode off (258ms vs
            245ms) but fleet throughput is the bottleneck for this SLO, not per-request latency."
         """, "primary-source"),
+        _claim("\"fleet throughput may fall even as per-request latency improves\"", """
+        At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
+        step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
+        lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model) at
+        batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
+        (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
+        run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
+        nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
+        pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
+        """, "claim-latency-throughput"),
+        code("""
+        for batch in (8, 64, 256):
+            on, off = sim.step(batch, 4, "ngram"), sim.step(batch)
+            print(f"batch {batch:3d}: TPOT {on.tpot_ms:5.1f} ms on vs {off.tpot_ms:5.1f} ms off; "
+                  f"throughput {on.output_tok_s:7,.0f} vs {off.output_tok_s:7,.0f} tok/s")
+        """, "latency-moves-with-throughput"),
+        _claim("the bottleneck heuristics in step 1", """
+        "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's `utilization.gpu` is "percent
+        of time over the past sample period during which one or more kernels was executing on the GPU"
+        (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
+        memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
+        `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+        https://docs.vllm.ai/en/latest/configuration/engine_args.html), for weights and KV cache at start, so
+        memory use is always high. (And "CPU-limited" is a third thing:
+        a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
+        carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
+        Compute's achieved DRAM bandwidth and tensor-core throughput as a share of peak); and, settling it,
+        throughput and TPOT measured with the feature on and off at your batch (step 2).
+        """, "claim-bottleneck"),
+        _claim("the numbers in \"cite what you measured\"", """
+        The form is the one to copy; the numbers do not add up. Little's law: requests in the system = arrival
+        rate x time each spends there. 256 requests in flight at 80 requests/s means each spends 256 / 80 =
+        3.2 s on average, so 245 ms and 258 ms cannot be end-to-end latencies. And if the batch is full at 256,
+        3,400 tok/s is 256 / 3,400 = 75 ms per token per sequence (80 ms with speculation), so they are not
+        TPOT either. A consistent citation, with TPOT derived from the same measurement:
+        "Speculative decoding is off: at 256 concurrent requests (80 requests/s, 3.2 s mean time in the
+        system) we measured 3,400 output tok/s without it and 3,200 with it, mean TPOT 75 ms vs 80 ms.
+        It loses on both metrics here, as expected past the break-even batch." `servelab review` on
+        `data/configs/lesson-3200-vs-3400.yaml` checks such a citation against the config.
+        """, "claim-littles-law"),
+        code("""
+        in_flight, arrivals_per_s = 256, 80
+        print(f"mean time in the system: {in_flight / arrivals_per_s:.1f} s (Little's law)")
+        for label, tok_s in (("off", 3400), ("on", 3200)):
+            print(f"speculation {label}: mean TPOT {in_flight / tok_s * 1000:.0f} ms at {tok_s:,} tok/s")
+        """, "littles-law"),
     ]
 
 
@@ -481,19 +667,23 @@ def _practice() -> list:
           or a fact contradicts it);
         - `"slo_met"`: `True` or `False`;
         - `"slo_miss_ms"`: by how many milliseconds the measured p99 misses the target (0 if it meets it);
-        - `"useful_batch_limit"`: the most sequences this workload can put into one batch.
+        - `"useful_batch_limit"`: the most sequences this workload can put into one batch;
+        - `"cap_explains_miss"`: `True` if lowering the batching cap would bring p99 TTFT under the target,
+          else `False`.
         """, "practice1-question"),
         answer("practice1-answer", """
         practice1 = {
             "knob": "batching",
-            "verdict": "wrong",
+            "verdict": "unjustified",
             "slo_met": False,
             "slo_miss_ms": 1200 - 500,
             "useful_batch_limit": 20,
+            "cap_explains_miss": False,
         }
         """),
         test("practice1-test", 3,
-             _dict_form("practice1", ["knob", "verdict", "slo_met", "slo_miss_ms", "useful_batch_limit"]),
+             _dict_form("practice1", ["knob", "verdict", "slo_met", "slo_miss_ms", "useful_batch_limit",
+                                      "cap_explains_miss"]),
              hidden_check("practice1", f"fields(_answer, {_key(PRACTICE1_KEY)})")),
 
         md("""
@@ -519,7 +709,7 @@ def _practice() -> list:
         practice2_missing = ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"]
         """),
         test("practice2-sufficient", 1,
-             f"assert practice2_sufficient in ('yes', 'no'), \"practice2_sufficient should be 'yes' or 'no'\"",
+             _word_form("practice2_sufficient", ("yes", "no")),
              hidden_check("practice2_sufficient", f"choice(_answer, {_key(PRACTICE2_SUFFICIENT_KEY)})")),
         test("practice2-missing", 2, _list_form("practice2_missing"),
              hidden_check("practice2_missing", f"selection(_answer, {_key(PRACTICE2_MISSING_KEY)})")),
@@ -527,7 +717,7 @@ def _practice() -> list:
         written("practice2-explain", 1, """
         No. "Latency is important" names neither the batch size nor whether the step is memory- or
         compute-bound there, and cites no measurement: at small batch speculation cuts inter-token latency
-        nearly for free, but past the ridge it can lower fleet throughput, so only throughput and latency
+        nearly for free, but past its break-even batch it lowers fleet throughput and raises TPOT, so only throughput and latency
         measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
         """),
 
@@ -627,9 +817,12 @@ def _quiz_and_extensions() -> list:
              hidden_check("quiz_answer", f"choice(_answer, {_key(QUIZ_KEY)})")),
         md("Say why each of the other three options is wrong, one or two sentences each."),
         written("quiz-distractors", 2, """
-        Speculative decoding trades extra compute for fewer sequential steps, which pays off only when decode
-        is memory-bandwidth-bound and compute is idle. At batch 200 the GPU is already compute-saturated, so
-        rejected draft tokens are pure waste and the speculation length should adapt to load (C).
+        Speculative decoding trades extra compute for fewer sequential steps. That is free while decode is
+        memory-bandwidth-bound and compute is idle, and still pays, at a shrinking margin, a little past the
+        ridge, up to a break-even batch near ridge x E / (k + 1). At batch 200 the GPU is compute-saturated
+        and past that break-even (about 114 for an 8B model on an H200 at k = 4, a = 0.7), so the rejected
+        draft tokens cost more than the accepted ones save, and the speculation length should adapt to
+        load (C).
 
         - **A** is wrong: the draft model's KV cache is real but small (a draft has a fraction of the target's
           layers and width); it cannot cost 15 % of fleet throughput, and sharing caches is not the fix.
@@ -650,7 +843,9 @@ def _quiz_and_extensions() -> list:
         capacity consequence?
         """),
         code("""
-        llama_70b = modelspec.preset("Llama-3-70B")
+        # Llama-3.1-70B: Llama-3-70B's shape with a 128K context (Llama-3-70B stops at 8,192 positions).
+        llama_70b = modelspec.preset("Llama-3.1-70B")
+        print(f"{llama_70b.name}: {llama_70b.max_position_embeddings:,} positions")
         for tokens in (4096, 32768):
             per_seq = llama_70b.kv_bytes(tokens, 1, "bfloat16") / 1e9
             print(f"{tokens:6d} tokens: {per_seq:5.2f} GB of KV per sequence, {40 * per_seq:6.1f} GB for 40 chats")
@@ -659,7 +854,7 @@ def _quiz_and_extensions() -> list:
         <details><summary>Worked answer</summary>
 
         KV cache per sequence grows linearly with context: 8x the tokens is 8x the cache (about 1.3 GB to
-        10.7 GB per sequence for Llama-3-70B in bf16). The 40 chats that needed about 54 GB of cache would
+        10.7 GB per sequence for Llama-3.1-70B in bf16). The 40 chats that needed about 54 GB of cache would
         need about 430 GB. With the weights and the memory unchanged, the sessions a server holds at full
         context fall roughly 8x: KV memory becomes the binding constraint, so you need more replicas (or a
         smaller cache per token: fewer KV heads, an fp8 cache), not faster compute. Long prefills also
@@ -714,8 +909,8 @@ def _quiz_and_extensions() -> list:
 
         Optimize for throughput (tokens per second per GPU, cost per million tokens), not latency: offline
         batch inference with the largest batch memory allows, pushing every step well past the ridge; no TTFT
-        or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (it is a latency lever
-        that costs throughput once compute-bound), allow long queues, use quantization if its accuracy loss on
+        or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (at batches this large it is
+        past its break-even and costs throughput), allow long queues, use quantization if its accuracy loss on
         this task is measured and acceptable, and check the job finishes before morning from measured
         tokens per second, with a checkpoint so a failure does not restart it.
         </details>
@@ -755,7 +950,7 @@ def _quiz_and_extensions() -> list:
         <details><summary>Worked answer</summary>
 
         The interconnect between the pools: each request's KV cache has to move from the prefill GPUs to the
-        decode GPUs. An 8K-token prompt on Llama-3-70B is about 2.7 GB of bf16 KV cache, so 10 requests per
+        decode GPUs. An 8K-token prompt on Llama-3.1-70B is about 2.7 GB of bf16 KV cache, so 10 requests per
         second is about 27 GB/s of transfer, and the transfer time adds to TTFT. Size the link bandwidth
         (NVLink, RDMA networking) and the decode pool's KV memory to the request rate, or the transfer
         becomes the new bottleneck.
@@ -793,11 +988,16 @@ def _reps() -> list:
         `data/configs/{AUDIT_CASE}-workload.yaml`. Both are printed below.
         """, "rep1-question"),
         code(f"""
-        print(({config}).read_text())
+        # The settings alone: the file's comment header is for the people who wrote it.
+        settings = [line for line in ({config}).read_text().splitlines() if not line.startswith("#")]
+        print("\\n".join(settings))
         print(({workload}).read_text())
         """, "rep1-show"),
         md("""
-        Fill `audit`: one entry per knob of the config, each `{"verdict": ..., "because": ...}`, where the
+        Fill `audit`: one entry per knob of the config, named as the checklist names them (`"batching"`,
+        `"quantization"`, `"parallelism"`, `"speculative_decoding"`, `"max_model_len"`,
+        `"gpu_memory_utilization"`; the config's own names, such as `"max-num-seqs"` or
+        `"tensor-parallel-size"`, are read as the same knobs), each `{"verdict": ..., "because": ...}`, where the
         verdict is `"justified"` (a workload fact or a measurement backs it), `"unjustified"` (nothing backs
         it: a default, or a measurement is missing) or `"wrong"` (a workload fact or a measurement contradicts
         it), and `because` names that fact or the missing measurement in a sentence.

@@ -78,10 +78,10 @@ warmup3_tokens_per_verify_step = k + 1
 warmup3_verified_tokens_per_step = 64 * (k + 1)
 warmup3_compute_bound = True
 """,
-    # 'unjustified' instead of 'wrong', and the batch limit taken from the config
+    # the cap blamed for the miss ('wrong', lowering it would fix TTFT), and the batch limit taken from the config
     "practice1-answer": """
-practice1 = {"knob": "batching", "verdict": "unjustified", "slo_met": False, "slo_miss_ms": 700,
-             "useful_batch_limit": 256}
+practice1 = {"knob": "batching", "verdict": "wrong", "slo_met": False, "slo_miss_ms": 700,
+             "useful_batch_limit": 256, "cap_explains_miss": True}
 """,
     # two right picks and one wrong one
     "practice2-answer": """
@@ -119,12 +119,99 @@ LESSON25_PARTIAL_POINTS = {
     "warmup1-per-token": 0, "warmup1-batch": 0,
     "warmup2-ridge": 1, "warmup2-tokens": 1,
     "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
-    "practice1-test": 3 * 3 / 5,  # knob, slo_met, slo_miss_ms right; verdict and limit wrong
+    "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
     "practice2-sufficient": 1, "practice2-missing": 2 * (2 - 1) / 4,
     "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,
     "rep1-test": 4 * 4.5 / 6,  # batching wrong, gpu_memory_utilization right but without a reason
     "rep3-test": 5 * 3 / 5,  # canary, stages, notify; metrics and triggers miss output drift
 }
+
+# Right answers in the forms learners write them: numpy values from computed cells, "No" and "(b)",
+# the config file's own knob names, "tp" and "8-way", a rollout plan in words. Every one earns full points.
+LESSON25_OTHER_FORMS = {
+    "warmup1-answer": """
+import numpy as np
+warmup1_kv_bytes_per_token = np.int64(2) * llama_8b.num_layers * llama_8b.num_kv_heads * llama_8b.head_dim * 2
+warmup1_kv_bytes_batch = warmup1_kv_bytes_per_token * 8192 * 32
+""",
+    "warmup2-answer": """
+warmup2_ridge_flop_per_byte = np.float64(h200.peak_tflops) * 1e12 / (h200.bandwidth_gb_s * 1e9)
+warmup2_ridge_tokens_per_step = warmup2_ridge_flop_per_byte
+""",
+    "warmup3-answer": """
+a, k = np.float64(0.7), 4
+warmup3_tokens_per_verify_step = round((1 - a ** (k + 1)) / (1 - a), 2)
+warmup3_verified_tokens_per_step = np.int64(64) * (k + 1)
+warmup3_compute_bound = warmup3_verified_tokens_per_step > np.float64(warmup2_ridge_tokens_per_step)
+""",
+    "practice1-answer": """
+practice1 = {"knob": "max-num-seqs", "verdict": "Unjustified", "slo_met": np.False_,
+             "slo_miss_ms": np.int64(1200) - 500, "useful_batch_limit": np.int64(20), "cap_explains_miss": False}
+""",
+    "practice2-answer": """
+practice2_sufficient = "No"
+practice2_missing = ["slo_metric", "on_off_measurement", "bottleneck", "batch_size"]
+""",
+    "practice4-answer": """
+practice4 = {"knob": "tp", "verdict": "Wrong", "configured": "8-way", "gpus_available": 4,
+             "max_tensor_parallel": np.int64(4)}
+""",
+    "practice5-answer": 'practice5_answer = "(b)"',
+    "quiz-answer": 'quiz_answer = "(c)"',
+    "rep1-answer": """
+audit = {
+    "max-num-seqs": {"verdict": "unjustified", "because": "32 covers the peak of 24 users but no TTFT is measured"},
+    "quantization": {"verdict": "justified", "because": "bf16 weights, nothing quantized, no accuracy trade"},
+    "tensor-parallel-size": {"verdict": "Wrong", "because": "141 GB of weights do not fit one 127 GB H200"},
+    "speculative-config": {"verdict": "justified", "because": "speculation is off, so nothing to verify"},
+    "max-model-len": {"verdict": "justified", "because": "8,192 covers the longest request of 4,700 tokens"},
+    "gpu-memory-utilization": {"verdict": "wrong", "because": "the weights exceed what 0.9 of one GPU allows"},
+}
+""",
+    "rep3-answer": """
+rollout = {
+    "change": "fp16 -> int8 weights on the chat fleet",
+    "canary_fraction": np.float64(0.05),
+    "canary_hours": 24,
+    "stages": [0.05, 0.25, 0.5, 1.0],
+    "metrics": ["p99 TTFT", "output tok/s", "perplexity on the eval set", "KL vs fp16"],
+    "rollback_triggers": [{"metric": "p99 TTFT", "threshold": 500, "direction": "Above"},
+                          {"metric": "perplexity on the eval set", "threshold": 6.5, "direction": "ABOVE"},
+                          {"metric": "KL vs fp16", "threshold": 0.05, "direction": "above"}],
+    "notify": ["customers on the public API", "serving on-call"],
+}
+""",
+}
+
+# Wrong answers that sit close to right ones; each used to pass and must not.
+LESSON25_NEAR_MISSES = {
+    # a x k = 2.8 is 1 % from 2.7731: the slip of counting a per draft position and no bonus token
+    "warmup3-answer": """
+a, k = 0.7, 4
+warmup3_tokens_per_verify_step = a * k
+warmup3_verified_tokens_per_step = 64 * (k + 1)
+warmup3_compute_bound = True
+""",
+    # the cap blamed for the SLO miss: 'wrong', and lowering it would fix TTFT
+    "practice1-answer": """
+practice1 = {"knob": "batching", "verdict": "wrong", "slo_met": False, "slo_miss_ms": 700,
+             "useful_batch_limit": 20, "cap_explains_miss": True}
+""",
+    # the serving team's own on-call is not a downstream party
+    "rep3-answer": """
+rollout = {
+    "change": "float16 -> int8",
+    "canary_fraction": 0.05,
+    "canary_hours": 24,
+    "stages": [0.05, 0.25, 0.5, 1.0],
+    "metrics": ["ttft_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
+    "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+                          {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"}],
+    "notify": ["serving on-call"],
+}
+""",
+}
+LESSON25_NEAR_MISS_LOSSES = {"warmup3-tokens": 1, "practice1-test": 3 * 2 / 6, "rep3-test": 5 * 1 / 5}
 
 # Code a hostile learner puts in an answer cell. Every attempt is wrapped so the
 # notebook runs on; what it finds would change practice 5's answer to the right one.
@@ -202,8 +289,16 @@ def _lesson25_samples(total: float) -> list[Sample]:
     def patch_checker(nb, sol):
         return fill(partial(nb, sol), {"practice5-answer": PATCH_CHECKER.strip()})
 
+    def with_answers(answers):
+        return lambda nb, sol: fill(fill(nb, sol), {k: v.strip() for k, v in answers.items()})
+
+    near_misses = round(total - sum(LESSON25_NEAR_MISS_LOSSES.values()), 3)
     return [
         Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
+        Sample("other_forms", with_answers(LESSON25_OTHER_FORMS), total,
+               "right answers as learners write them: numpy values, 'No', '(b)', the YAML's knob names"),
+        Sample("near_misses", with_answers(LESSON25_NEAR_MISSES), near_misses,
+               "wrong answers close to right ones: a x k, the cap blamed for the miss, only the on-call told"),
         Sample("partial", partial, partial_points, "a known mix of right answers and common slips"),
         Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
         Sample("edited_test", edited_test, partial_points, "partial, with every test cell replaced by `1.0`"),
@@ -215,6 +310,26 @@ def _lesson25_samples(total: float) -> list[Sample]:
     ]
 
 
+# Rep 2's conclusion recommends the setting the learner's own pick says is worse.
+LAB25_CONTRADICTING_CONCLUSION = "Speculation is the right call at this batch: keep it on for the fleet."
+
+
+def _lab25_samples(total: float) -> list[Sample]:
+    from servelab.lab.notebook import REP2_POINTS
+
+    def contradicting(nb, sol):
+        answer = sol["rep2-answer"]
+        head = answer[:answer.index("'conclusion':")]
+        return fill(fill(nb, sol), {"rep2-answer": head + f"'conclusion': {LAB25_CONTRADICTING_CONCLUSION!r}}}"})
+
+    return [
+        Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
+        Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
+        Sample("conclusion_contradicts", contradicting, total - REP2_POINTS / 4,
+               "the solution's numbers, with a conclusion that recommends the setting it picked as worse"),
+    ]
+
+
 def autograde_points(nb) -> float:
     return float(sum(_meta(c).get("points", 0) for c in test_cells(nb)))
 
@@ -223,8 +338,10 @@ def make_samples(assignment: course.Assignment, submissions: Path = SUBMISSIONS)
     """Write an assignment's samples under submissions/<assignment>/; return {student: expected points}."""
     student_nb = nbformat.read(assignment.student, as_version=4)
     sol = solutions(nbformat.read(assignment.source, as_version=4))
-    if assignment.name != "lesson25":
-        # Other assignments get the three plain samples until they define their own.
+    if assignment.name == "lab25":
+        samples = _lab25_samples(autograde_points(student_nb))
+    elif assignment.name != "lesson25":
+        # Other assignments get the plain samples until they define their own.
         samples = [Sample("perfect", lambda nb, s: fill(nb, s), autograde_points(student_nb), ""),
                    Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, "")]
     else:

@@ -22,14 +22,21 @@ from typing import Any
 
 from .. import hardware
 from ..hardware import DTYPE_BYTES
+from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
 from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
-OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: slots no load can fill
+OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: a cap no load reaches (unjustified, never wrong)
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
+ASSUMED_ACCEPTANCE = ACCEPTANCE_RATE  # per-token draft acceptance when none is cited (the simulator's 0.7)
+# Up to this multiple of the roofline break-even batch, KV reads, overheads and the real acceptance rate
+# decide the sign (the simulator's crossover for Llama-3.1-8B on an H200 is 1.15x the roofline's 114):
+# only a measurement settles it. Past it, speculation loses.
+NEAR_BREAK_EVEN = 1.25
+
 # vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset, by GPU memory
 # (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args): 16,384 from 160 GB,
 # 8,192 from 70 GB except the A100, 2,048 below.
@@ -41,6 +48,7 @@ def default_batched_tokens(hw) -> int:
     if hw.memory_gb >= 70 and "a100" not in hw.name.lower():
         return 8192
     return 2048
+
 
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
 CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
@@ -332,26 +340,15 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
     evidence = _join(load_note, _cite(at_b) or f"no TTFT, TPOT or throughput measured at max-num-seqs {B}",
                      _set_aside(set_aside))
+    # max-num-seqs caps a batch vLLM forms continuously from the requests that are there: it reserves
+    # nothing and pads nothing, so a cap above the load schedules exactly the batches a cap at the load
+    # would. Only a cap below the load changes anything (requests wait for a slot).
     oversized = B > OVERSIZED_BATCH * peak
     right_size = _pow2_at_least(peak)
-
-    if oversized or (breaks and not blame_spec):
-        problems = []
-        if oversized:
-            problems.append(f"the batch is sized for a load that does not exist ({B} slots for a peak of "
-                            f"{fmt(peak)} concurrent requests)")
-        if breaks and not blame_spec:
-            if B < peak:
-                problems.append(f"{fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait in the queue")
-            problems.append(f"the measured {breaks[0][1]}")
-        reason = f"max-num-seqs {B} is wrong: " + " and ".join(problems) + "."
-        fix = []
-        if oversized:
-            fix.append(f"set max-num-seqs to about {right_size} (the peak of {fmt(peak)} rounded up)")
-        if breaks and not blame_spec:
-            fix.append(_capacity_fix(cfg, wl, f) if not oversized else
-                       f"re-measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them against the SLO")
-        return Finding("batching", "wrong", reason, evidence, "; then ".join(fix) + ".", setting)
+    diagnose = (f"split p99 TTFT at {fmt(peak)} concurrent requests into queue time and prefill time "
+                "(vLLM's vllm:request_queue_time_seconds and vllm:request_prefill_time_seconds) to find the "
+                "driver: long prompts, the chunked-prefill budget (max-num-batched-tokens), KV pressure and "
+                "preemption (vllm:num_preemptions), tokenization, or warm-up in the p99")
 
     if blame_spec:
         reason = (f"max-num-seqs {B} meets the SLO with speculative decoding "
@@ -360,6 +357,18 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         return Finding("batching", "justified", reason, evidence,
                        "keep max-num-seqs; fix speculative decoding.", setting)
 
+    if breaks and B < peak:
+        reason = (f"max-num-seqs {B} is wrong: {fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait "
+                  f"in the queue for a batch slot, and the measured {breaks[0][1]}.")
+        return Finding("batching", "wrong", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
+
+    if breaks:
+        reason = (f"the measured {breaks[0][1]}, but max-num-seqs {B} never binds at a peak of {fmt(peak)} "
+                  f"concurrent requests, so the cap is not the cause: a cap of {right_size} would schedule the "
+                  "same batches" + (f", and nothing about the workload chose {B} either" if oversized else "") + ".")
+        return Finding("batching", "unjustified", reason, evidence,
+                       diagnose + "; lowering max-num-seqs changes nothing at this load.", setting)
+
     if B < peak and not supporting:
         queued = peak - B
         reason = (f"max-num-seqs {B} is below the peak of {fmt(peak)} concurrent requests, so {fmt(queued)} wait "
@@ -367,6 +376,13 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
         return Finding("batching", "unjustified", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
 
     if not supporting:
+        if oversized:
+            reason = (f"max-num-seqs {B} is {B / peak:.0f}x the {load_note}: the cap never binds, so it costs "
+                      "nothing at this load (vLLM pads no batch), but nothing about the workload chose it, and no "
+                      "TTFT or TPOT measured at this load is cited against the SLO.")
+            fix = (f"measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them; size the cap to a "
+                   f"load you expect (about {right_size} for this peak) only if it is meant to bound an overload.")
+            return Finding("batching", "unjustified", reason, evidence, fix, setting)
         reason = (f"max-num-seqs {B} fits the {load_note}, but no TTFT or TPOT measured at this batch "
                   "and load is cited against the SLO.")
         fix = (f"measure p99 TTFT and TPOT at max-num-seqs {B} with {fmt(peak)} concurrent requests "
@@ -731,8 +747,17 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     setting = cfg.knob("speculative-config", f"{{{spec.describe()}}}")
     step_peak = b_peak * (k_peak + 1)
     crossover = int(ridge // (k + 1))
+    # Past the ridge each verified token costs FLOPs, but a sequence still keeps E of its k+1 positions:
+    # speculation makes E x ridge / (k+1) tokens per weight read against B without it, so it stops
+    # paying near batch ridge x E / (k+1), not at the ridge batch (simulate.py adds the overheads).
+    expected = expected_tokens_per_step(ASSUMED_ACCEPTANCE, k)
+    break_even = int(ridge * expected / (k + 1))
+    break_even_peak = ridge * expected_tokens_per_step(ASSUMED_ACCEPTANCE, k_peak) / (k_peak + 1) if k_peak else math.inf
     tokens = (f"at batch {b_peak} each verify step carries {b_peak} x ({k_peak}+1) = {fmt(step_peak)} tokens; "
-              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover}")
+              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover} and, keeping "
+              f"E = {expected:.2f} of {k + 1} tokens per sequence (acceptance {ASSUMED_ACCEPTANCE} assumed; vLLM "
+              f"logs yours as the mean acceptance length), stops paying near batch {break_even} "
+              f"(ridge x E / (k+1))")
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
     # A per-batch k pays only where load varies and the typical batch can still afford a draft token.
@@ -781,14 +806,24 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
     measured_elsewhere = sorted(b for b in pairs if "output_tok_s" in pairs[b])
     elsewhere = (f" (on and off was measured only at batch {', '.join(map(str, measured_elsewhere))})"
                  if measured_elsewhere else "")
-    if step_peak > ridge:
+    if step_peak > ridge and b_peak > NEAR_BREAK_EVEN * break_even_peak:
         reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, {step_peak / ridge:.1f}x the "
-                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, so "
-                  f"the extra tokens cost fleet throughput, and no on/off measurement at this batch says otherwise"
-                  f"{elsewhere}.")
+                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, and "
+                  f"past the break-even near batch {break_even} the rejected tokens cost more than the accepted "
+                  f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
+                  f"batch says otherwise{elsewhere}.")
         fix = (adaptive_fix if adaptive_helps else
                f"turn speculative decoding off at batch {b_peak}, or {measure_fix}{no_adaptive}")
         return Finding("speculative_decoding", "wrong", reason, evidence, fix + ".", setting)
+    if step_peak > ridge:
+        where = (f"below the break-even near batch {break_even} speculation can still pay" if b_peak <= break_even_peak
+                 else f"this close to the break-even near batch {break_even}, overheads and the real acceptance "
+                      "rate decide whether it gains or loses a few percent")
+        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, past the {hw.name}'s ridge "
+                  f"of {fmt(ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
+                  f"at this batch was not measured{elsewhere}.")
+        fix = adaptive_fix if adaptive_helps else measure_fix
+        return Finding("speculative_decoding", "unjustified", reason, evidence, fix + ".", setting)
     if k_peak == 0:
         reason = (f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative machinery "
                   f"still costs throughput there was not measured{elsewhere}.")
