@@ -212,8 +212,8 @@ def _lab_heading(notebook: Path) -> str:
     return next(line for line in first.source.splitlines() if line.startswith("# "))[2:].strip()
 
 
-class MakeLab:
-    """`make lab` in its own process group, its output read line by line as it comes."""
+class LabCommand:
+    """`make lab` or `servelab lab` in its own process group, its output read line by line as it comes."""
 
     def __init__(self, argv: list[str], env: dict[str, str]):
         self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -235,7 +235,7 @@ class MakeLab:
             except queue.Empty:
                 line = ""
             if line is None:
-                raise AssertionError("make lab ended before printing the URL:\n" + "\n".join(self.lines))
+                raise AssertionError("the lab command ended before printing the URL:\n" + "\n".join(self.lines))
             if line:
                 self.lines.append(line)
                 if m := re.search(pattern, line):
@@ -391,7 +391,7 @@ def _run_make_lab(playwright_driver, name: str, user: pwd.struct_passwd | None, 
     if taken:  # something already listens on the port asked for
         blocker.bind(("127.0.0.1", port))
         blocker.listen()
-    lab = MakeLab(argv, env)
+    lab = LabCommand(argv, env)
     try:
         m = lab.wait_for(r"^\s*(http://127\.0\.0\.1:(\d+)/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$",
                          LAB_START_TIMEOUT_S)
@@ -437,3 +437,28 @@ def test_make_lab_as_an_unprivileged_user_opens_the_lab_notebook(playwright_driv
     print("\n".join(out))
     assert not any("root" in line.lower() and "allow-root" in line for line in out)
     assert any("No display" in line for line in out)
+
+
+@pytest.mark.slow
+def test_readme_servelab_lab_opens_the_lab_notebook_in_the_browser_where_there_is_a_display(tmp_path):
+    """With a display, `servelab lab` hands the browser the lab notebook's URL (not a file list).
+
+    Python's webbrowser, which servelab uses, runs the command in $BROWSER first: here one
+    that writes down the URL it was given.
+    """
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser"
+    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    browser.chmod(0o755)
+    env = clean_env(HOME=str(tmp_path), DISPLAY=":0", BROWSER=str(browser))
+    env.pop("SERVELAB_CACHE", None)
+    command = shlex.split(readme_command(".venv/bin/servelab lab")) + ["--port", str(_free_port())]
+    lab = LabCommand(command, env)
+    try:
+        url = lab.wait_for(r"^\s*(http://127\.0\.0\.1:\d+/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$",
+                           LAB_START_TIMEOUT_S).group(1)
+        assert any("Opened the lab in your browser" in line for line in lab.lines)
+        assert opened.read_text().strip() == url
+        assert not lab.ctrl_c()
+    finally:
+        lab.kill()
