@@ -14,6 +14,8 @@ EXTRA   = $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # GPU extra when nvidia-smi sees a GPU, else the CPU build of vLLM.
 ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 PYTEST_ARGS ?=
+# JupyterLab's port for make lab (the next free one when it is taken): make lab LAB_PORT=9000
+LAB_PORT ?= 8888
 
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
@@ -41,7 +43,7 @@ $(MODEL_STAMP): $(SETUP_STAMP) src/servelab/model.py
 	touch $@
 
 lab: model
-	$(VENV)/bin/servelab lab
+	$(VENV)/bin/servelab lab --port $(LAB_PORT)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
 browser-deps:

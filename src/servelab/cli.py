@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 
@@ -81,14 +80,14 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_lab(args) -> int:
-    from .paths import REPO_DIR
+    from . import launch
 
-    target = REPO_DIR / "labs" / "spec_decode_lab.ipynb"
-    if not target.exists():
-        target = REPO_DIR / "lessons"
-    argv = ["jupyter", "lab", str(target)] + (["--no-browser"] if args.no_browser else [])
-    os.execvp(argv[0], argv)
-    return 0  # pragma: no cover
+    extra = args.jupyter_args[1:] if args.jupyter_args[:1] == ["--"] else args.jupyter_args
+    try:
+        return launch.run(port=args.port, browser=not args.no_browser, extra=extra)
+    except launch.LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             p.set_defaults(func=module.run)
 
     p = sub.add_parser("lab", help="open the lab notebook in JupyterLab")
-    p.add_argument("--no-browser", action="store_true")
+    p.add_argument("--port", type=int, default=8888, help="JupyterLab's port; the next free one if it is taken")
+    p.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
+    p.add_argument("jupyter_args", nargs=argparse.REMAINDER,
+                   help="after --, more options for jupyter lab (e.g. -- --ServerApp.ip=0.0.0.0)")
     p.set_defaults(func=cmd_lab)
 
     args = parser.parse_args(argv)
