@@ -343,7 +343,7 @@ def measure_point(runner: StepRunner, repeats: int, use_graph: bool) -> tuple[li
 
 
 # --- the chip's own roofline -----------------------------------------------------------------
-def measure_roofline(device, dtype, seconds: float = 1.0) -> dict:
+def measure_roofline(device, dtype, seconds: float = 0.5) -> dict:
     """Copy bandwidth (read + write, as CUDA's bandwidthTest counts a device-to-device copy) and GEMM peak."""
     import torch
 
