@@ -333,13 +333,23 @@ def measure_point(runner: StepRunner, repeats: int, use_graph: bool) -> tuple[li
     if device.type != "cuda":
         return time_cpu(runner, repeats), False, ""
     if use_graph:
+        stream = torch.cuda.current_stream()
         try:
             return time_cuda_graph(runner, repeats), True, ""
         except Exception as exc:  # capture is the fragile part: time the same step eagerly instead
+            # a failed capture_end leaves torch.cuda.graph's capture stream current: go back to ours
+            torch.cuda.set_stream(stream)
             torch.cuda.synchronize()
-            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-            return time_cuda_eager(runner, repeats), False, reason
+            return time_cuda_eager(runner, repeats), False, _first_line(exc)
     return time_cuda_eager(runner, repeats), False, ""
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error in one line, with the one it interrupted (a failed capture raises again on the way out)."""
+    def line(e):
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    cause = exc.__cause__ or exc.__context__
+    return (line(exc) + (f" (while handling {line(cause)})" if cause else ""))[:500]
 
 
 # --- the chip's own roofline -----------------------------------------------------------------
@@ -510,8 +520,7 @@ def sweep(model, batches, ks, context_len: int, repeats: int, cache: str, use_gr
             if model.device.type == "cuda":
                 torch.cuda.synchronize()
             failures += 1
-            skipped.append({"batch_size": b, "num_speculative_tokens": k,
-                            "why": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
+            skipped.append({"batch_size": b, "num_speculative_tokens": k, "why": _first_line(exc)})
             print(f"B={b} k={k} failed: {skipped[-1]['why']}", file=sys.stderr, flush=True)
             if failures >= 3:
                 skipped.extend({"batch_size": bb, "num_speculative_tokens": kk, "why": "three points failed"}
@@ -556,7 +565,7 @@ def check_attention(model, context_len: int) -> tuple[str, str]:
             return GQA_ATTENTION, f"max |logits - sdpa's| / max |logits| = {diff:.2g}"
         reason = f"its logits differ from sdpa's by {diff:.2g} (relative)"
     except Exception as exc:
-        reason = f"{type(exc).__name__}: {exc}"[:300]
+        reason = _first_line(exc)
     set_attention(model, "sdpa")
     return "sdpa", f"GQA attention not used ({reason}): transformers' sdpa copies K and V per query head"
 
