@@ -637,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", choices=("static", "dynamic"), default="static",
                         help="transformers' StaticCache (default; needed for CUDA graphs) or DynamicCache")
     parser.add_argument("--no-cuda-graphs", action="store_true", help="time eager forward passes on CUDA")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (default: torch's); 1 keeps a shared machine's timings steady")
     parser.add_argument("--acceptance", type=float, default=ACCEPTANCE_RATE, help="a for the speedup and crossovers")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="seconds of sweep before points are skipped")
     parser.add_argument("--output", type=Path, default=None,
@@ -669,6 +671,8 @@ def run(args, argv: list[str]) -> int:
     if 0 in batches or args.context_len < 1:
         raise BenchError("Batch sizes and --context-len must be at least 1.")
     dtype = getattr(torch, dtype_name)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     spec = modelspec.preset(preset) if preset.lower() in (p.lower() for p in modelspec.PRESET_FILES) else None
     config = config_path(preset)
     spec = spec or modelspec.ModelSpec.from_config_json(config)
