@@ -369,6 +369,45 @@ def default_simulator(model: ModelSpec, hw: Hardware, **settings) -> Simulator:
     return cpu_simulator(model, hw, **settings)
 
 
+# --- tensor parallelism: one step split across devices -------------------------------
+# Each of tp devices holds 1/tp of every weight matrix and computes 1/tp of the FLOPs; after the attention
+# and the MLP of every layer the partial results are summed across devices (two all-reduces per layer).
+# GPUs each read their own HBM, so the memory time divides by tp; CPU cores share one memory bus, so it does not.
+ALLREDUCE_S = {"gpu": 10e-6, "cpu": 30e-6}  # latency of one small all-reduce: NVLink; shared memory between processes
+ALLREDUCE_GB_S = {"gpu": 150.0, "cpu": 5.0}  # bytes each all-reduce moves, per second
+
+
+def tensor_parallel_step_s(sim: Simulator, batch_size: float, tp: int, shared_memory: bool) -> float:
+    """One decode step's time split over tp devices (no speculation): roofline / tp, plus 2 all-reduces a layer."""
+    if tp < 1:
+        raise ValueError(f"tensor_parallel_size must be at least 1, not {tp}.")
+    compute_s, memory_s, _, _ = sim.forward(sim.model, batch_size, 1)
+    kind = "cpu" if shared_memory else "gpu"
+    if not shared_memory:  # each GPU computes its 1/tp share from its own memory
+        compute_s, memory_s = compute_s / tp, memory_s / tp
+    # On a CPU each rank does 1/tp of the work on 1/tp of the cores, over the same memory bus: no faster.
+    comm_s = 0.0
+    if tp > 1:
+        bytes_per = batch_size * sim.model.hidden_size * DTYPE_BYTES[sim.dtype]
+        comm_s = 2 * sim.model.num_layers * (ALLREDUCE_S[kind] + bytes_per / (ALLREDUCE_GB_S[kind] * 1e9))
+    overhead_s = sim.step_overhead_s + sim.model.num_layers * sim.layer_overhead_s
+    return max(compute_s, memory_s) + comm_s + overhead_s
+
+
+def tensor_parallel_table(model_name: str, hardware, dtype: str, shared_memory: bool,
+                          batches=(1, 8, 32), tps=(1, 2)) -> list[dict]:
+    """Simulated output tok/s per batch for each tensor-parallel size (hardware: a preset name or a Hardware dict)."""
+    hw = hardware_presets.get(hardware) if isinstance(hardware, str) else hardware_presets.from_dict(hardware)
+    sim = default_simulator(model_for(model_name), hw, dtype=_dtype(dtype, hw))
+    rows = []
+    for b in batches:
+        row = {"batch_size": b}
+        for tp in tps:
+            row[f"tp{tp}_tok_s"] = round(b / tensor_parallel_step_s(sim, b, tp, shared_memory), 1)
+        rows.append(row)
+    return rows
+
+
 # --- reading measured records -------------------------------------------------------
 def alpha_from_vllm_rate(rate: float, k: int) -> float:
     """Leviathan's per-token alpha from vLLM's acceptance rate (accepted / proposed draft tokens).
