@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 
 
 def main() -> int:
@@ -37,6 +38,7 @@ def main() -> int:
         except SystemExit as exc:  # argparse refuses an argument
             answer = {"ok": False, "error": f"vllm bench serve rejected its arguments (exit {exc.code})"}
         except Exception as exc:  # noqa: BLE001 - reported to the caller in words, the helper lives on
+            traceback.print_exc()  # into the helper's log
             answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         reply.write(json.dumps(answer) + "\n")
         reply.flush()

@@ -355,6 +355,10 @@ class BenchRunner:
             with MetricsPoller(url) as poller:
                 result = self.run_args(args, Path(tmp) / "result.json")
             counters = poller.counters()
+            if result.get("completed", 0) < plan.load.num_prompts:
+                raise KnobError(f"Only {result.get('completed', 0)} of {plan.load.num_prompts} requests completed "
+                                f"at {url} ({result.get('failed', 0)} failed): check the server's log; the "
+                                "benchmark's errors are in " + str(self.log_path) + ".")
             return Run(result, counters, dict(poller.peaks), round(time.monotonic() - t0, 3))
 
     def close(self) -> None:
