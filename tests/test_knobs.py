@@ -192,3 +192,15 @@ def test_a_server_vllm_refuses_fails_fast_with_its_reason(tmp_path):
     with pytest.raises(ServerError, match="divisible by tensor parallel size"):
         server.start().wait_ready(timeout_s=300)
     assert not server.is_alive()
+
+
+@pytest.mark.parametrize("view", ["flip", "fix"])
+def test_the_spec_decode_charts_carry_a_legend_naming_each_series_and_how_it_was_got(view, tmp_path):
+    from servelab.lab import SpecDecodeLab
+
+    lab = SpecDecodeLab(view, store=ResultsStore(tmp_path / "results.jsonl"), offline="testing")
+    fig = lab.figure
+    assert fig.layout.showlegend and "measured" in fig.layout.legend.title.text
+    shown = [t.name for t in fig.data if t.showlegend is not False and t.name]
+    assert len(shown) == len(set(shown)) >= 3
+    assert any(n.endswith("measured") for n in shown) and any(n.endswith("simulated") for n in shown)
