@@ -142,8 +142,11 @@ def _batching(k: dict) -> list:
 
 def _prefix(k: dict) -> list:
     off, on = k["settings"]["prefix caching off"], k["settings"]["prefix caching on"]
-    rate = lambda s: 100 * s["prefix_cache_hit_tokens"] / s["prefix_cache_queries_tokens"] \
-        if s.get("prefix_cache_queries_tokens") else 0.0  # noqa: E731
+    def cached(s: dict) -> str:
+        q = s.get("prefix_cache_queries_tokens") or 0
+        if not q:
+            return "none (no lookups: the cache is off)"
+        return f"{s['prefix_cache_hit_tokens']:,} of {q:,} ({100 * s['prefix_cache_hit_tokens'] / q:.0f} %)"
     return [md(f"""
         ### Prefix caching: a long shared system prompt
 
@@ -152,7 +155,7 @@ def _prefix(k: dict) -> list:
         | | off | on |
         |---|---|---|
         | TTFT p50 / p99, ms | {_f(off['ttft_ms_p50'])} / {_f(off['ttft_ms_p99'])} | {_f(on['ttft_ms_p50'])} / {_f(on['ttft_ms_p99'])} |
-        | prompt tokens served from the cache | {off['prefix_cache_hit_tokens']:,} of {off.get('prefix_cache_queries_tokens', 0):,} ({rate(off):.0f} %) | {on['prefix_cache_hit_tokens']:,} of {on['prefix_cache_queries_tokens']:,} ({rate(on):.0f} %) |
+        | prompt tokens served from the cache | {cached(off)} | {cached(on)} |
         | output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |
 
         What this teaches. With the cache on, the shared prefix is computed once and every later request reads
@@ -238,9 +241,9 @@ def _parallelism(k: dict) -> list:
     tp2 = k["settings"].get("tp=2", {})
     tp1 = k["settings"].get("tp=1", {})
     error = tp2.get("error", "")
-    reason = error.split("Value error, ", 1)[-1].split(" [type=")[0] if error else ""
+    reason = error.split("before it answered: ", 1)[-1].split(" (full log")[0] if error else ""
     rows = k.get("simulated", {}).get("rows", {})
-    table = "\n".join(
+    table = "\n        ".join(
         f"| {where} | " + " | ".join(f"{row['tp1_tok_s']:,.0f} / {row['tp2_tok_s']:,.0f}" for row in data) + " |"
         for where, data in rows.items())
     measured = (f"Measured, tp=1: {_f(tp1.get('output_tok_s'))} output tok/s under {k['load']}."
