@@ -48,6 +48,11 @@ def cells() -> list:
 
 def _intro(r: dict) -> list:
     m = r["machine"]
+    fp = r.get("first_point") or {}
+    first = (f"Measured on this machine: a click the moment the lab opens shows the first setting's point after "
+             f"{fp['cold_click_s']:.0f} s (its server has to start first); a click after a minute of reading, "
+             f"after {fp['warm_click_s']:.0f} s, most of it the load itself ({fp['load']})."
+             if "warm_click_s" in fp else "")
     return [
         md(f"""
         # Lab: every knob of the checklist, measured
@@ -65,7 +70,7 @@ def _intro(r: dict) -> list:
         warm servers to load. Running the cells measures nothing by itself; the charts show what was recorded
         on this course's machine ({m['cpu']}, {m['cores']} cores, vLLM {r['versions']['vllm']}) and whatever you
         measure yourself. While nbgrader grades this notebook, and under `make nbval`, no server starts and
-        the lab shows the recorded measurements only.
+        the lab shows the recorded measurements only. {first}
         """, "intro"),
         code("""
         from servelab.lab import offline_reason
