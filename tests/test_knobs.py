@@ -204,3 +204,20 @@ def test_the_spec_decode_charts_carry_a_legend_naming_each_series_and_how_it_was
     shown = [t.name for t in fig.data if t.showlegend is not False and t.name]
     assert len(shown) == len(set(shown)) >= 3
     assert any(n.endswith("measured") for n in shown) and any(n.endswith("simulated") for n in shown)
+
+
+def test_knob_records_are_evidence_for_servelab_review(tmp_path):
+    from servelab.review import review_files
+
+    _recorded()
+    configs = knobs.paths.data_dir() / "configs"
+    workload = tmp_path / "workload.yaml"
+    workload.write_text((configs / "smollm2-cpu-lab-records-workload.yaml").read_text()
+                        .replace("records: lab-cpu/records.jsonl", f"records: {RECORDED}"))
+    config = tmp_path / "config.yaml"
+    config.write_text((configs / "smollm2-cpu-lab-records.yaml").read_text()
+                      .replace("hardware-file: lab-cpu/hardware.json",
+                               f"hardware-file: {configs / 'lab-cpu' / 'hardware.json'}"))
+    report = review_files(config, workload)
+    cited = " ".join(f.evidence for f in report.findings)
+    assert f"{RECORDED}:" in cited  # a finding rests on a line of the recorded knob benchmark
