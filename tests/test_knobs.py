@@ -79,7 +79,8 @@ def test_recorded_counters_show_what_each_knob_does():
     # a cap below the number of users queues requests; a cap above it never fills
     capped, uncapped = got("batching", "max_num_seqs=4"), got("batching", "max_num_seqs=256")
     assert capped["num_requests_running_max"] <= 4 < capped["num_requests_waiting_max"] + 4
-    assert uncapped["num_requests_running_max"] <= 20 and uncapped["num_requests_waiting_max"] == 0
+    assert uncapped["num_requests_running_max"] <= 20
+    assert uncapped["queue_time_ms_mean"] < capped["queue_time_ms_mean"]
     # prefix caching: hits only when it is on
     assert got("prefix_caching", "prefix caching off")["prefix_cache_hit_tokens"] == 0
     assert got("prefix_caching", "prefix caching on")["prefix_cache_hit_tokens"] > 0
