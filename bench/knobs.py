@@ -43,6 +43,10 @@ def main() -> int:
     parser.add_argument("--out", default=str(RESULT))
     parser.add_argument("--records", default=str(RECORDS))
     parser.add_argument("--no-first-point", action="store_true", help="skip the time-to-first-point phase")
+    parser.add_argument("--keep-from", type=Path, default=None,
+                        help="an earlier result JSON: the knobs (and first point) not measured now are kept from it, "
+                             "with their records from --keep-records")
+    parser.add_argument("--keep-records", type=Path, default=None, help="the earlier run's records (JSONL)")
     args = parser.parse_args()
     t_start = time.monotonic()
     load_before = os.getloadavg()
@@ -112,6 +116,25 @@ def main() -> int:
     if "parallelism" in knob_table:
         knob_table["parallelism"]["simulated"] = parallelism_simulated(info)
 
+    kept = {}
+    if args.keep_from:
+        earlier = json.loads(args.keep_from.read_text())
+        for name, table in earlier["knobs"].items():
+            if name not in knob_table:
+                knob_table[name] = table
+                kept.setdefault("knobs", []).append(name)
+        if first_point is None and earlier.get("first_point"):
+            first_point = earlier["first_point"]
+            kept["first_point"] = True
+        if args.keep_records:
+            store.extend(r for r in ResultsStore(args.keep_records).read() if r.get("knob") in kept.get("knobs", []))
+        kept.update(timestamp=earlier.get("timestamp"), wall_time_s=earlier.get("wall_time_s"),
+                    machine=earlier.get("machine"),
+                    note="measured in an earlier run of this benchmark on the same machine, before the load was "
+                         "sent greedy (--temperature 0): its requests were sampled at the server's default "
+                         "temperature, which changes the tokens, not the work per token")
+    knob_table = {name: knob_table[name] for name in knobs.KNOBS if name in knob_table}
+
     wall = round(time.monotonic() - t_start, 1)
     result = {
         "benchmark": "knobs-cpu",
@@ -129,6 +152,7 @@ def main() -> int:
                    "package metadata was found for vllm'",
         "knobs": knob_table,
         "first_point": first_point,
+        "kept_from_earlier_run": kept or None,
         "records": str(Path(args.records).resolve().relative_to(ROOT))
         if Path(args.records).resolve().is_relative_to(ROOT) else Path(args.records).name,
         "targets": TARGETS,
