@@ -211,9 +211,19 @@ def _speculation(k: dict) -> list:
         | output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |
 
         What this teaches. Under an arrival rate the batch is whatever happens to be running, usually small at
-        a low rate: the regime where the spec-decode lab found speculation paying. Raise the request rate and
-        watch the running gauge grow and the gain shrink, as the flip predicts.
+        a low rate: the regime where the spec-decode lab found speculation paying. {_spec_seen(off, on)} Raise
+        the request rate and watch the running gauge grow and the gain shrink, as the flip predicts.
         """, "knob-speculation")]
+
+
+def _spec_seen(off: dict, on: dict) -> str:
+    if not on.get("acceptance_rate"):
+        return ("Here no draft token was accepted, so whatever TPOT difference there is comes from the run, "
+                "not from speculation.")
+    faster = on["tpot_ms_p50"] < off["tpot_ms_p50"]
+    return (f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted and the median TPOT "
+            f"went from {_f(off['tpot_ms_p50'])} to {_f(on['tpot_ms_p50'])} ms"
+            + (": speculation paid at this rate." if faster else ": even so, it did not pay at this rate."))
 
 
 def _kv(k: dict) -> list:
@@ -236,10 +246,23 @@ def _kv(k: dict) -> list:
 
         What this teaches. When the cache is full, the scheduler stops admitting requests (they wait, and their
         TTFT grows) and, when a running request needs a block that is not there, preempts one: its KV cache is
-        dropped and its prefill is computed again later. The preemption counter is the alarm: on a production
-        dashboard, a non-zero rate means the cache (gpu_memory_utilization, max-model-len, max-num-seqs) is
-        sized below the load.
+        dropped and its prefill is computed again later. {_kv_seen(small)} The preemption counter is the alarm:
+        on a production dashboard, a non-zero rate means the cache (gpu_memory_utilization, max-model-len,
+        max-num-seqs) is sized below the load.
         """, "knob-kv")]
+
+
+def _kv_seen(small: dict) -> str:
+    if small.get("num_preemptions"):
+        return (f"Here the small cache preempted {small['num_preemptions']} times and held at most "
+                f"{small['num_requests_running_max']} requests running while {small['num_requests_waiting_max']} "
+                "waited.")
+    if small.get("num_requests_waiting_max"):
+        return (f"Here nothing was preempted, but at most {small['num_requests_running_max']} requests ran while "
+                f"{small['num_requests_waiting_max']} waited for cache blocks.")
+    return (f"Here the small cache peaked at {100 * small.get('kv_cache_usage_max', 0):.0f} % and nothing was "
+            "preempted or kept waiting: these prompts are short. Raise the output length in the lab to see the "
+            "counters move.")
 
 
 def _parallelism(k: dict) -> list:
