@@ -109,12 +109,15 @@ def _lab() -> list:
 
 def _knobs(r: dict) -> list:
     k = r["knobs"]
-    out = [md("""
+    m = r["machine"]
+    out = [md(f"""
         ## 2. What each knob did on this machine
 
         The course's benchmark (`bench/knobs.py`, results in `bench/results/knobs-cpu.json`) measured each
-        knob's two settings under the same load. Select the knob in the lab to see its charts; measure again
-        to see how much the numbers move from run to run on a shared machine.
+        knob's two settings under the same load. Select the knob in the lab to see its charts. The two settings
+        of a knob ran one after the other, minutes apart, on 2 cores that other jobs shared (load average
+        {m['loadavg_before'][0]:.1f} when the run began, {m['loadavg_after'][0]:.1f} when it ended): read
+        differences of less than about 2x as possibly noise, and measure again to see how much they move.
         """, "knobs-intro")]
     out += _batching(k["batching"]) + _prefix(k["prefix_caching"]) + _precision(k["precision"])
     out += _speculation(k["speculation"]) + _kv(k["kv_cache"]) + _parallelism(k["parallelism"])
