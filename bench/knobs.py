@@ -79,7 +79,9 @@ def main() -> int:
             except ServerError as exc:
                 print(f"   refused: {exc}", flush=True)
                 for p in group:
-                    failures[f"{p.knob}: {p.setting}"] = {"error": str(exc), "server_args": list(key)}
+                    where = str(paths.logs_dir()) + "/"  # results name files, not this machine's folders
+                    failures[f"{p.knob}: {p.setting}"] = {"error": str(exc).replace(where, ""),
+                                                          "server_args": list(key)}
                 continue
             starts[label] = server.ready_s
             server_info = dict(info, start_s=server.ready_s)

@@ -118,10 +118,21 @@ def _knobs(r: dict) -> list:
         of a knob ran one after the other, minutes apart, on 2 cores that other jobs shared (load average
         {m['loadavg_before'][0]:.1f} when the run began, {m['loadavg_after'][0]:.1f} when it ended): read
         differences of less than about 2x as possibly noise, and measure again to see how much they move.
+        {_kept(r)}
         """, "knobs-intro")]
     out += _batching(k["batching"]) + _prefix(k["prefix_caching"]) + _precision(k["precision"])
     out += _speculation(k["speculation"]) + _kv(k["kv_cache"]) + _parallelism(k["parallelism"])
     return out
+
+
+def _kept(r: dict) -> str:
+    kept = r.get("kept_from_earlier_run") or {}
+    if not kept.get("knobs"):
+        return ""
+    load = (kept.get("machine") or {}).get("loadavg_after", [0])[0]
+    return (f"{', '.join(n.replace('_', ' ') for n in kept['knobs']).capitalize()} come from an earlier run of "
+            f"the same benchmark on this machine (busier: load average {load:.1f} when it ended), whose requests "
+            "were sampled at the server's default temperature rather than greedy.")
 
 
 def _batching(k: dict) -> list:
