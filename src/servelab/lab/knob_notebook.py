@@ -334,7 +334,10 @@ def _rep2() -> list:
         f"was {va:.0f} ms against {vb:.0f} ms with max_num_seqs=4: a cap below the number of users queues "
         f"requests and their wait lands in TTFT, while a cap far above it changes nothing, since continuous "
         f"batching never runs more than the 20 requests in flight. Keep the cap at or above the peak "
-        f"concurrency; 256 is not wrong, just not a reason in itself.")))
+        f"concurrency; 256 is not wrong, just not a reason in itself."
+        + ("" if min(va, vb) <= k.slo_value else
+           f" Neither setting meets the {k.slo_value:g} ms SLO on this 2-core CPU: that takes faster hardware "
+           "or fewer users per server, not another cap."))))
     return [
         md(f"""
         ## 3. Real-world rep 2 for any knob
