@@ -69,7 +69,8 @@ def test_changing_the_knob_changes_the_chart_data_in_the_page(page):
     assert published(page)["knob"] == "batching"
     assert before["ttft|0"]["name"] == "max_num_seqs=256" and len(before["ttft|0"]["y"]) == 2
     assert before["ttft|slo"]["y"], "the SLO line is drawn on the TTFT panel"
-    legend = page.locator(f"{VIEW} .legend .traces").all_inner_texts()
+    legend = page.evaluate("sel => Array.from(document.querySelectorAll(sel + ' .legendtext'))"
+                           ".map(e => e.textContent || '')", VIEW)
     assert any("max_num_seqs=4" in t for t in legend) and any("SLO" in t for t in legend), legend
 
     # The learner picks another knob in the dropdown: the figure in the page gets that knob's records.
