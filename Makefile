@@ -77,6 +77,7 @@ bench: model
 	$(PY) bench/simulator_accuracy.py
 	$(PY) bench/grading.py
 	$(PY) bench/lab_responsiveness.py
+	$(PY) bench/knobs.py
 
 clean:
 	rm -rf $(VENV) grading/course grading/out test-artifacts

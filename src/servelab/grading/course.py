@@ -48,6 +48,7 @@ class Assignment:
 ASSIGNMENTS = (
     Assignment("lesson25", "lesson25.ipynb", "lessons"),
     Assignment("lab25", "spec_decode_lab.ipynb", "labs"),
+    Assignment("knoblab", "knob_lab.ipynb", "labs"),
 )
 
 

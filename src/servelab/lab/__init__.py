@@ -14,6 +14,8 @@ Modules, one idea each:
 - app: the widgets and the wiring
 - rep2: real-world rep 2, the measured comparison the grader checks
 - notebook: writes the instructor notebook, solutions/lab25/spec_decode_lab.ipynb
+- knoblab, knobcharts, knob_notebook: the knob lab (every checklist knob on a real vLLM server,
+  servelab.knobs), its side-by-side charts, and its notebook, solutions/knoblab/knob_lab.ipynb
 
 Live measurement happens only on a click on Measure, and never where
 offline_reason() says why not (nbgrader's autograde, SERVELAB_OFFLINE=1).

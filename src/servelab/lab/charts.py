@@ -49,9 +49,12 @@ def build(view: str):
         fig.update_xaxes(type="log", tickvals=list(BATCHES), ticktext=[str(b) for b in BATCHES],
                          title_text="batch size" if row == rows else None, row=row, col=col)
     fig.update_yaxes(rangemode="tozero")
-    fig.update_layout(height=620 if rows == 2 else 380, margin=dict(l=50, r=20, t=60, b=40),
-                      template="plotly_white", legend=dict(orientation="h", y=-0.12 if rows == 2 else -0.25),
-                      hovermode="closest")
+    # The legend sits above the panels, where nothing clips it: colour = setting, marker = measured,
+    # dashed line = simulated; each entry stands for that series in every panel.
+    fig.update_layout(height=680 if rows == 2 else 440, margin=dict(l=50, r=20, t=120, b=40),
+                      template="plotly_white", showlegend=True, hovermode="closest",
+                      legend=dict(orientation="h", x=0, y=1.06, yanchor="bottom",
+                                  title_text="markers: measured, dashed: simulated"))
     widget = go.FigureWidget(fig)
     widget._servelab_axes = {p: _axis_names(i) for i, p in enumerate(panels)}
     return widget

