@@ -1,0 +1,129 @@
+"""Lesson 25's answer key: instructor-only, read by the grader's own process (servelab.grading.trusted).
+
+Nothing here enters a notebook a kernel runs, the installed servelab package
+or the grading sandbox: hidden tests only hand answers over (capture.py), and
+the grader compares them with these keys. A class hub's student image must not
+hold this folder (nor solutions/).
+
+TESTS maps each autograded test cell's grade_id to (checker in
+servelab.grading.checkers, key). Numeric keys are computed from servelab's own
+presets (servelab.grading.keys); the judgement keys are written out below.
+"""
+
+from servelab.grading import keys
+
+# The config the knob audit reviews (the lesson's AUDIT_CASE).
+AUDIT_CASE = "70b-one-gpu-no-tp"
+
+# --------------------------------------------------------------------------- the keys that are judgement
+
+PRACTICE1_KEY = {
+    "name": "practice 1", "points": 3,
+    "fields": {
+        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs"],
+                 "feedback": "The measurement indicts the batching knob: batch 256 was set without a measurement on this workload."},
+        "verdict": {"expect": "wrong",
+                    "feedback": "A measurement shows the SLO missed, so the knob is not merely unjustified: it is wrong for this workload."},
+        "slo_met": {"expect": False, "feedback": "p99 TTFT of 1200 ms against a 500 ms target misses the SLO."},
+        "slo_miss_ms": {"expect": 700, "rel_tol": 0.01,
+                        "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms."},
+        "useful_batch_limit": {"expect": 20, "rel_tol": 0.0,
+                               "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
+                                           "a batch of 256 is never filled by this workload."},
+    },
+}
+
+PRACTICE2_SUFFICIENT_KEY = {
+    "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
+    "options": {
+        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps only "
+               "while the step is memory-bandwidth-bound, and the justification does not show that it is.",
+        "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
+    },
+}
+
+PRACTICE2_MISSING_KEY = {
+    "name": "practice 2 (what is missing)", "points": 2,
+    "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
+    "options": {
+        "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
+        "bottleneck": "speculation pays only while the step is memory-bandwidth-bound; compute-bound, it wastes FLOPs.",
+        "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
+        "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
+        "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
+        "gpu_count": "the GPU count is the parallelism knob; it does not decide whether speculation helps at this batch.",
+        "client_language": "the caller's programming language has no bearing on the serving step.",
+    },
+}
+
+PRACTICE3_KEY = {
+    "name": "practice 3", "points": 2,
+    "correct": ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"],
+    "options": {
+        "no_canary": "all at once means the first to see a regression is the whole fleet; a canary on a small slice sees it first.",
+        "output_drift": "int8 can shift the output distribution; an eval gate tuned on float16 outputs may start rejecting valid answers "
+                        "while throughput and p99 look unchanged.",
+        "callers_not_told": "callers with tight assumptions (exact matching, a latency distribution) must hear about it before the rollout.",
+        "no_rollback_trigger": "without a metric and threshold that trigger a rollback, a bad canary has no defined exit.",
+        "int8_slower": "int8 halves the weight bytes a decode step reads; decode usually gets faster, not slower.",
+        "more_memory": "int8 weights take half the memory of float16, not more.",
+    },
+}
+
+PRACTICE4_KEY = {
+    "name": "practice 4", "points": 2,
+    "fields": {
+        "knob": {"expect": "parallelism", "also": ["tensor_parallel_size", "tensor_parallelism"],
+                 "feedback": "The knob at fault is the tensor-parallel degree."},
+        "verdict": {"expect": "wrong", "feedback": "8-way on 4 GPUs cannot be a justified choice: it is wrong, not just unmeasured."},
+        "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
+        "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
+        "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
+                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 here; "
+                                            "past that, add pipeline stages, and only when a measurement says so."},
+    },
+}
+
+PRACTICE5_KEY = {
+    "name": "practice 5", "points": 1, "correct": "b",
+    "options": {
+        "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
+        "b": "Memory-bound, verification rides on weights read anyway; compute-bound, the extra tokens compete for FLOPs "
+             "and fleet throughput can fall even as one request's latency improves.",
+        "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
+        "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
+    },
+}
+
+QUIZ_KEY = {
+    "name": "quiz", "points": 1, "correct": "c",
+    "options": {
+        "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
+        "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
+        "c": "At batch 200 decode is compute-bound: verifying draft tokens, rejected ones included, burns scarce FLOPs. "
+             "Scale speculation back, or off, as the batch grows.",
+        "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
+    },
+}
+
+
+# --------------------------------------------------------------------------- test cell -> (checker, key)
+
+TESTS = {
+    "warmup1-per-token": ("number", keys.kv_bytes_per_token("Llama-3.1-8B", "bfloat16", points=1)),
+    "warmup1-batch": ("number", keys.kv_bytes("Llama-3.1-8B", 8192, 32, "bfloat16", points=1)),
+    "warmup2-ridge": ("number", keys.ridge_flop_per_byte("H200", points=1)),
+    "warmup2-tokens": ("number", keys.ridge_tokens_per_step("H200", "bfloat16", points=1)),
+    "warmup3-tokens": ("number", keys.tokens_per_verify_step(0.7, 4, points=1)),
+    "warmup3-verified": ("number", keys.verified_tokens_per_step(64, 4, points=1)),
+    "warmup3-bound": ("yes_no", keys.is_compute_bound(64, 4, "H200", points=1)),
+    "practice1-test": ("fields", PRACTICE1_KEY),
+    "practice2-sufficient": ("choice", PRACTICE2_SUFFICIENT_KEY),
+    "practice2-missing": ("selection", PRACTICE2_MISSING_KEY),
+    "practice3-test": ("selection", PRACTICE3_KEY),
+    "practice4-test": ("fields", PRACTICE4_KEY),
+    "practice5-test": ("choice", PRACTICE5_KEY),
+    "quiz-test": ("choice", QUIZ_KEY),
+    "rep1-test": ("knob_audit", keys.knob_audit(keys.config_path(AUDIT_CASE), keys.workload_path(AUDIT_CASE), points=4)),
+    "rep3-test": ("rollout_plan", {"name": "rollout plan", "points": 5}),
+}
