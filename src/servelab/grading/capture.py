@@ -7,8 +7,9 @@ A hidden test cell holds no key and awards no points. It calls
 
 and the grader, in its own process outside the sandbox, compares what arrived
 with the key (see trusted.py). The answer travels as one line,
-`<grade_id> TAB <json>`, written to a pipe the grader holds the other end of
-(file descriptor SERVELAB_ANSWER_FD, read once when the sandbox kernel starts).
+`<grade_id> TAB <json>`, written to a pipe the sandbox's runner reads (file
+descriptor SERVELAB_ANSWER_FD, taken once when the kernel starts); the runner
+keeps it only when it arrives while the test cell of that grade_id runs.
 
 Everything the encoder uses is bound when this module is first imported, before
 any submission code runs: a submission that later replaces `json`, `math`,

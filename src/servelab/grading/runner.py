@@ -7,11 +7,14 @@ sandbox.py starts `run` inside bubblewrap; this module never sees a key, the
 gradebook or another submission. It prints, one line each:
 
     {"event": "ready"}                                  the kernel started
-    {"event": "cell", "index": i, "outputs": [...], "execution_count": n, "error": name or null}
+    {"event": "cell", "index": i, "outputs": [...], "execution_count": n, "error": name or null,
+     "answer": JSON text or "!reason" (a test cell that handed its answer over) or absent}
     {"event": "done", "status": "ok" | "kernel died" | ..., "detail": "..."}
 
 A line is written as soon as its cell finishes, so the grader keeps everything
-up to a kernel death, a timeout or a killed sandbox. Outputs are cut at
+up to a kernel death, a timeout or a killed sandbox. The kernel writes answers
+to a pipe this runner reads (capture.py); an answer counts only when it arrives
+while its own test cell runs, so a line forged by an answer cell is dropped. Outputs are cut at
 MAX_CELL_OUTPUT_CHARS per cell here, before they reach the grader.
 
 `kernel` is the IPython kernel the notebook runs in: it takes the answer pipe
@@ -53,6 +56,57 @@ def _output_size(out) -> int:
     return size + sum(len(line) for line in out.get("traceback", []))
 
 
+def _grade_id(cell) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta.get("grade_id") if meta.get("grade") and not meta.get("solution") else None
+
+
+class _AnswerPipe:
+    """The pipe the kernel's capture() writes to, read as it fills so a large answer never blocks the kernel."""
+
+    MAX_BYTES = 4_000_000  # read per cell; a cell that writes more hands over nothing usable
+
+    def __init__(self):
+        import threading
+
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.buffer = bytearray()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            if len(self.buffer) < self.MAX_BYTES:
+                self.buffer += chunk
+
+    def _pump(self) -> None:
+        import select
+
+        while True:
+            select.select([self.read_fd], [], [], 0.2)
+            with self.lock:
+                self._drain()
+
+    def take(self, grade_id: str | None) -> str | None:
+        """Everything written since the last cell ended; the last answer for `grade_id`, if any."""
+        with self.lock:
+            self._drain()
+            data, self.buffer = bytes(self.buffer), bytearray()
+        answer = None
+        for line in data.split(b"\n"):
+            gid, sep, text = line.partition(b"\t")
+            if sep and grade_id is not None and gid.decode("utf-8", "replace") == grade_id:
+                answer = text.decode("utf-8", "replace")
+        return answer
+
+
 def run(timeout: int) -> int:
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -66,8 +120,8 @@ def run(timeout: int) -> int:
         "argv": [sys.executable, "-m", "servelab.grading.runner", "kernel", "-f", "{connection_file}"],
         "display_name": "servelab grading sandbox", "language": "python"}))
     os.environ["JUPYTER_PATH"] = str(runtime / "jupyter")
-    answer_fd = os.environ.get("SERVELAB_ANSWER_FD", "")
-    pass_fds = (int(answer_fd),) if answer_fd.isdigit() else ()
+    answers = _AnswerPipe()
+    os.environ["SERVELAB_ANSWER_FD"] = str(answers.write_fd)
 
     class Client(NotebookClient):
         """nbclient with a per-cell output cap, so a flood never reaches the grader whole."""
@@ -90,9 +144,13 @@ def run(timeout: int) -> int:
 
     def cell_done(cell, cell_index, execute_reply):
         content = (execute_reply or {}).get("content", {})
-        _emit({"event": "cell", "index": cell_index, "outputs": cell.get("outputs", []),
-               "execution_count": cell.get("execution_count"),
-               "error": content.get("ename") if content.get("status") == "error" else None})
+        record = {"event": "cell", "index": cell_index, "outputs": cell.get("outputs", []),
+                  "execution_count": cell.get("execution_count"),
+                  "error": content.get("ename") if content.get("status") == "error" else None}
+        answer = answers.take(_grade_id(cell))
+        if answer is not None:
+            record["answer"] = answer
+        _emit(record)
 
     client = Client(nb, timeout=timeout, interrupt_on_timeout=True, allow_errors=True,
                     error_on_timeout={"ename": "CellTimeoutError",
@@ -102,7 +160,8 @@ def run(timeout: int) -> int:
                     resources={"metadata": {"path": os.getcwd()}})
     status, detail = "ok", ""
     try:
-        with client.setup_kernel(pass_fds=pass_fds, stdout=sys.stderr, stderr=sys.stderr):
+        with client.setup_kernel(pass_fds=(answers.write_fd,), stdout=sys.stderr, stderr=sys.stderr):
+            os.close(answers.write_fd)
             _emit({"event": "ready"})
             for index, cell in enumerate(nb.cells):
                 client.execute_cell(cell, index)
@@ -112,6 +171,28 @@ def run(timeout: int) -> int:
         status, detail = "stopped", f"{type(exc).__name__}: {exc}"
     _emit({"event": "done", "status": status, "detail": detail[:500]})
     return 0
+
+
+# The kernel's message packer, bound before any cell runs: a submission that replaces
+# json.dumps or json.loads changes its own answers' text at most, not the kernel's protocol.
+_dumps, _loads = json.dumps, json.loads
+
+
+def pack(obj) -> bytes:
+    """jupyter_client's json_packer, with json's functions bound at start."""
+    from jupyter_client.jsonutil import json_clean, json_default
+
+    try:
+        text = _dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        text = _dumps(json_clean(obj), default=json_default, ensure_ascii=False, allow_nan=False)
+    return text.encode("utf8", errors="surrogateescape")
+
+
+def unpack(data):
+    if isinstance(data, bytes):
+        data = data.decode("utf8", "replace")
+    return _loads(data)
 
 
 def kernel() -> None:
@@ -130,7 +211,8 @@ def kernel() -> None:
         pass
     from ipykernel.kernelapp import IPKernelApp
 
-    IPKernelApp.launch_instance(argv=sys.argv[2:])
+    IPKernelApp.launch_instance(argv=sys.argv[2:] + ["--Session.packer=servelab.grading.runner.pack",
+                                                     "--Session.unpacker=servelab.grading.runner.unpack"])
 
 
 def main(argv: list[str]) -> int:

@@ -13,9 +13,9 @@ nbclient, the kernel beside it. The sandbox sees:
   (keys), other submissions, home directories, the host's processes or network
   (its loopback is its own; the kernel's sockets live there).
 
-Two things cross back, both read by the grader with size caps: the runner's
-stdout (one JSON line per executed cell, see runner.py) and the answer pipe the
-hidden tests write to (capture.py). Resource limits apply to every process in
+One thing crosses back, read by the grader with a size cap: the runner's stdout,
+one JSON line per executed cell with its outputs and, for a test cell, the answer
+its hidden test handed over (runner.py, capture.py). Resource limits apply to every process in
 the sandbox (LIMITS) and to the kernel (KERNEL_LIMITS); the whole run is killed
 at `run_timeout`, keeping what it reported before.
 
@@ -44,7 +44,6 @@ from servelab.paths import REPO_DIR
 
 SANDBOX_UID = 65534  # nobody
 MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
-MAX_ANSWERS_BYTES = 16_000_000  # everything the hidden tests hand over
 MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
 NPROC_MARGIN = 64  # processes (threads count too) the sandbox may start
 LIMITS = {  # every process in the sandbox
@@ -71,7 +70,7 @@ class Execution:
     """What came back from one run: each executed cell, each captured answer, how the run ended."""
 
     cells: dict = field(default_factory=dict)  # cell index -> {"outputs", "execution_count", "error"}
-    answers: dict = field(default_factory=dict)  # grade_id -> JSON text, or "!reason" when not plain
+    answers: dict = field(default_factory=dict)  # cell index -> JSON text, or "!reason" when not plain
     status: str = "ok"  # ok | kernel died | timed out | stopped | output too large | did not start
     detail: str = ""
     seconds: float = 0.0
@@ -128,7 +127,7 @@ def command(inner: list[str]) -> list[str]:
     return cmd + ["--"] + inner
 
 
-def _environment(cell_timeout: int, answer_fd: int, sandboxed: bool) -> dict:
+def _environment(cell_timeout: int, sandboxed: bool) -> dict:
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": "/tmp", "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/mpl",
@@ -136,7 +135,7 @@ def _environment(cell_timeout: int, answer_fd: int, sandboxed: bool) -> dict:
         "JUPYTER_DATA_DIR": "/tmp/jupyter-data", "JUPYTER_PLATFORM_DIRS": "1",
         "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
         "NBGRADER_EXECUTION": "autograde", "SERVELAB_OFFLINE": "1",
-        "SERVELAB_CELL_TIMEOUT": str(cell_timeout), "SERVELAB_ANSWER_FD": str(answer_fd),
+        "SERVELAB_CELL_TIMEOUT": str(cell_timeout),
         "SERVELAB_KERNEL_LIMITS": json.dumps(KERNEL_LIMITS),
     }
     if sandboxed:
@@ -183,7 +182,7 @@ def check() -> None:
     if not _bwrap():
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
     probe = command([sys.executable, "-c", "import nbclient, ipykernel, servelab.grading.runner; print('ok')"])
-    env = _environment(5, -1, True)
+    env = _environment(5, True)
     try:
         result = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env,
                                 preexec_fn=_limits(_nproc_limit()))
@@ -226,15 +225,6 @@ class _Reader(threading.Thread):
         return b"".join(self.chunks)
 
 
-def _parse_answers(data: bytes) -> dict:
-    answers = {}
-    for line in data.split(b"\n"):
-        grade_id, sep, text = line.partition(b"\t")
-        if sep:
-            answers[grade_id.decode("utf-8", "replace")] = text.decode("utf-8", "replace")  # the last one counts
-    return answers
-
-
 def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool = False) -> Execution:
     """Execute a notebook (hidden tests already restored, capture-only) and return what it reported."""
     import nbformat
@@ -242,8 +232,7 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     sandboxed = not trusted
     if sandboxed:
         check()
-    read_fd, write_fd = os.pipe()
-    env = _environment(cell_timeout, write_fd, sandboxed)
+    env = _environment(cell_timeout, sandboxed)
     inner = [sys.executable, "-m", "servelab.grading.runner", "run"]
     scratch = None
     if sandboxed:
@@ -260,9 +249,8 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     start = time.monotonic()
     result = Execution(sandboxed=sandboxed)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            pass_fds=(write_fd,), env=env, cwd=scratch or "/", start_new_session=True,
+                            env=env, cwd=scratch or "/", start_new_session=True,
                             preexec_fn=_limits(_nproc_limit()))
-    os.close(write_fd)
 
     def kill() -> None:
         try:
@@ -274,9 +262,7 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
         result.status, result.detail = "output too large", "the run reported more than the grader reads; it was stopped"
         kill()
 
-    answers_file = os.fdopen(read_fd, "rb")
-    readers = [_Reader(proc.stdout, MAX_REPORT_BYTES, too_much), _Reader(answers_file, MAX_ANSWERS_BYTES, too_much),
-               _Reader(proc.stderr, MAX_LOG_BYTES, keep_tail=True)]
+    readers = [_Reader(proc.stdout, MAX_REPORT_BYTES, too_much), _Reader(proc.stderr, MAX_LOG_BYTES, keep_tail=True)]
     for r in readers:
         r.start()
     try:
@@ -292,12 +278,10 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
         result.status, result.detail = "timed out", f"the notebook ran longer than {run_timeout} s and was stopped"
     for r in readers:
         r.join(timeout=10)
-    answers_file.close()
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     result.seconds = time.monotonic() - start
-    result.log = readers[2].data().decode("utf-8", "replace")
-    result.answers = _parse_answers(readers[1].data())
+    result.log = readers[1].data().decode("utf-8", "replace")
     ready = done = False
     for line in readers[0].data().split(b"\n"):
         try:
@@ -310,6 +294,8 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
             ready = True
         elif record.get("event") == "cell" and isinstance(record.get("index"), int):
             result.cells[record["index"]] = record
+            if isinstance(record.get("answer"), str):
+                result.answers[record["index"]] = record["answer"]
         elif record.get("event") == "done":
             done = True
             if result.status == "ok":

@@ -269,7 +269,7 @@ class ScoreAnswers(NbGraderPreprocessor):
             points, feedback = self._score(tests[grade_id], run, grade_id, index, cell)
             points = min(max(float(points), 0.0), max_points)
             form = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") != "CellTimeoutError"]
-            if form and grade_id in run["answers"]:
+            if form and index in run["answers"]:
                 feedback += f"\n(The form check in this cell said: {form[0].get('ename')}: {str(form[0].get('evalue'))[:300]})"
             cell.outputs = [new_output("stream", name="stdout", text=feedback + "\n"),
                             new_output("execute_result", data={"text/plain": repr(round(points, 3))},
@@ -285,7 +285,7 @@ class ScoreAnswers(NbGraderPreprocessor):
     def _score(spec, run, grade_id, index, cell) -> tuple[float, str]:
         check_name, key = spec
         name = key.get("name", grade_id)
-        text = run["answers"].get(grade_id)
+        text = run["answers"].get(index)
         if text is None:
             error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
             if error is not None:
