@@ -65,6 +65,7 @@ SUSPICIOUS = {
     "reaches for C-level access": r"ctypes|cffi",
     "starts processes or signals": r"subprocess|multiprocessing|os\.(system|popen|fork|exec|spawn|kill|_exit)|signal\.",
     "opens network connections": r"\bsocket\b|urllib|http\.client|requests\.",
+    "prints or displays a score": r"(?i)\b(score|points|marks)\b[^\n]*\d|raw=True",
 }
 
 

@@ -48,6 +48,16 @@ def _drop_to(uid: int) -> None:
         os.setuid(uid)
 
 
+def _not_dumpable() -> None:
+    """The kernel (same uid) may not open this runner's /proc entries or trace it, so it cannot forge its report."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0)  # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):
+        pass
+
+
 def _output_size(out) -> int:
     if out.get("output_type") == "stream":
         return len(out.get("text", ""))
@@ -221,6 +231,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["run"]:
         _drop_to(int(os.environ.get("SERVELAB_SANDBOX_UID", "0")))
+        _not_dumpable()
         return run(int(os.environ.get("SERVELAB_CELL_TIMEOUT", "30")))
     print(__doc__, file=sys.stderr)
     return 2

@@ -79,6 +79,10 @@ class Execution:
 
 
 def _bwrap() -> str | None:
+    """The bubblewrap binary: SERVELAB_BWRAP when set, else bwrap on PATH or in /usr/bin."""
+    if "SERVELAB_BWRAP" in os.environ:
+        path = os.environ["SERVELAB_BWRAP"]
+        return path if os.access(path, os.X_OK) else None
     return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
 
 
@@ -171,13 +175,12 @@ def _nproc_limit() -> int:
     return count + NPROC_MARGIN
 
 
-_checked: str | None = None
+_checked: set = set()
 
 
 def check() -> None:
     """Raise SandboxUnavailable (with the fix) unless bubblewrap can make the sandbox here."""
-    global _checked
-    if _checked == "ok":
+    if _bwrap() in _checked:
         return
     if not _bwrap():
         raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
@@ -191,7 +194,7 @@ def check() -> None:
     if result.returncode != 0 or result.stdout.strip() != "ok":
         said = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise SandboxUnavailable(f"bubblewrap could not make the sandbox: {said[0]}. {INSTALL_HINT}")
-    _checked = "ok"
+    _checked.add(_bwrap())
 
 
 class _Reader(threading.Thread):
