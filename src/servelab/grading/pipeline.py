@@ -83,6 +83,7 @@ class Graded:
     needs_manual_grade: bool = False
     flags: list = field(default_factory=list)
     run: str = ""  # how the notebook's run in the sandbox ended: ok | kernel died | timed out | ...
+    run_seconds: float = 0.0  # of `seconds`, the notebook's run (sandbox, runner, kernel, cells)
     feedback: dict = field(default_factory=dict)  # grade_id -> the checker's feedback
     log_tail: str = ""
 
@@ -153,6 +154,7 @@ def grade_submission(root: Path, assignment: course.Assignment, student: str, su
     grades = read_grades(root, assignment, student) if status == "graded" else {}
     g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
                run=report.get("execution", {}).get("status", ""),
+               run_seconds=report.get("execution", {}).get("seconds", 0.0),
                feedback={k: v.get("feedback", "") for k, v in report.get("tests", {}).items()},
                log_tail="" if status == "graded" else tail, **grades)
     if status != "graded":

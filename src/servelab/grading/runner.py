@@ -219,10 +219,24 @@ def kernel() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    import builtins
+
     from ipykernel.kernelapp import IPKernelApp
 
-    IPKernelApp.launch_instance(argv=sys.argv[2:] + ["--Session.packer=servelab.grading.runner.pack",
-                                                     "--Session.unpacker=servelab.grading.runner.unpack"])
+    app = IPKernelApp.instance()
+    app.initialize(sys.argv[2:] + ["--Session.packer=servelab.grading.runner.pack",
+                                   "--Session.unpacker=servelab.grading.runner.unpack"])
+    # Builtins come back after every cell: a submission that replaces min or round (which the
+    # kernel's own event loop calls) breaks at most the cell that did it, not the tests after it.
+    original = dict(builtins.__dict__)
+
+    def restore_builtins(*_):
+        for name, value in original.items():
+            if builtins.__dict__.get(name) is not value:
+                builtins.__dict__[name] = value
+
+    app.shell.events.register("post_run_cell", restore_builtins)
+    app.start()
 
 
 def main(argv: list[str]) -> int:
