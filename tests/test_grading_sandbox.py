@@ -156,7 +156,7 @@ except MemoryError:
 import os
 while True:
     os.fork()
-''', ["starts processes or signals", "ended early"], "all"),
+''', ["starts processes or signals", "could not start more processes"], "all"),
     "fill_disk": ("warmup1-answer", '''
 import os
 for folder in ["/opt/servelab", "/usr", os.path.dirname(os.__file__)]:
@@ -175,12 +175,12 @@ print("x" * 200_000_000)
 import time
 time.sleep(10**6)
 ''', ["time limit"], "all"),
-    "sleep_ignoring_interrupts_end": ("end", '''
+    "sleep_ignoring_interrupts": ("before-practice", '''
 import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 while True:
     time.sleep(1)
-''', ["timed out", "starts processes or signals"], "all"),
+''', ["timed out", "time limit", "starts processes or signals"], "warmups"),
 }
 
 
@@ -221,7 +221,7 @@ def _tamper_replace(nb):
 
 TAMPERING = {
     "meta_points_and_lock": (_tamper_points, ["'warmup1-per-token' was changed (locked, points, source)"]),
-    "meta_grade_ids": (_tamper_ids, ["extra graded cell 'free-points'", "second cell claimed to be 'warmup1-batch'",
+    "meta_grade_ids": (_tamper_ids, ["extra graded cell 'free-points'", "'warmup1-batch' was changed (source)",
                                      "'warmup1-per-token' was missing"]),
     "meta_extra_graded_cells": (_tamper_extra, ["extra graded cell 'bonus'", "answer cell 'warmup1-answer' was changed (grade, points)"]),
     "meta_tests_deleted_or_replaced": (_tamper_replace, ["'warmup1-per-token' was missing",

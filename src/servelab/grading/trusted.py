@@ -236,6 +236,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     def _limit_flags(self, cell, index, done) -> list[str]:
         where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
         flags = []
+        if done.get("error") == "CellTimeoutError":
+            flags.append(f"{where} {LIMIT_ERRORS['CellTimeoutError']} ({self.timeout} s) and was interrupted")
         for out in cell.outputs:
             if out.get("output_type") == "error":
                 why = LIMIT_ERRORS.get(out.get("ename"))
