@@ -196,6 +196,7 @@ def _tamper_ids(nb):
     tests[0].metadata.nbgrader["grade_id"] = "free-points"  # an id the assignment does not have
     twin = copy.deepcopy(tests[1])  # a second cell claiming to be the same test, passing
     twin.source = "1.0"
+    twin.id = "twin"
     nb.cells.insert(nb.cells.index(tests[1]) + 1, twin)
 
 
