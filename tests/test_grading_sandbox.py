@@ -66,6 +66,13 @@ found = subprocess.run("find / -maxdepth 6 -not -path '/proc/*' -not -path '/usr
 letters = re.findall(r"'correct': '([a-d])'", found)
 practice5_answer = letters[0] if letters else practice5_answer
 ''', ["starts processes"], "all"),
+    "import_the_lesson_builder": ("practice5-answer", '''
+try:
+    from servelab.grading import lesson25, samples
+    exec(samples.solutions(lesson25.build())["practice5-answer"])
+except ImportError as exc:
+    print("no lesson builder here:", exc)
+''', ["imports the grading package"], "all"),
     "child_writes_gradebook": ("warmup1-answer", r'''
 import subprocess, sys
 subprocess.run([sys.executable, "-c", """

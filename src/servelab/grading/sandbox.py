@@ -6,8 +6,8 @@ mount, PID, IPC, UTS and network namespaces, an unprivileged user
 nbclient, the kernel beside it. The sandbox sees:
 
 - read-only: /usr (and /lib, /bin), the Python environment (this venv and its
-  base Python), the servelab package and the project's data/ folder (the
-  course material a learner has anyway);
+  base Python), the servelab package (of servelab.grading only the capture and
+  the runner) and the project's data/ folder (the course material a learner has anyway);
 - writable: an empty /tmp, in memory, which is also the notebook's working folder;
 - nothing else: not the course directory, the gradebook, solutions/, grading/
   (keys), other submissions, home directories, the host's processes or network
@@ -43,6 +43,7 @@ import servelab
 from servelab.paths import REPO_DIR
 
 SANDBOX_UID = 65534  # nobody
+SANDBOX_GRADING_FILES = ("__init__.py", "capture.py", "runner.py")  # all of servelab.grading a sandbox holds
 MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
 MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
 NPROC_MARGIN = 64  # processes (threads count too) the sandbox may start
@@ -114,6 +115,13 @@ def command(inner: list[str]) -> list[str]:
         cmd += ["--perms", "0755", "--dir", folder]
     for src, dest in binds:
         cmd += ["--ro-bind", src, dest]
+    # Of the grading package the sandbox sees only what runs there: the instructor's lesson
+    # builder holds the model answers, and nothing else in it is for a submission's eyes.
+    package = Path(servelab.__file__).resolve().parent
+    inside = f"/opt/servelab/src/{package.name}/grading"
+    cmd += ["--tmpfs", inside]
+    for name in SANDBOX_GRADING_FILES:
+        cmd += ["--ro-bind", str(package / "grading" / name), f"{inside}/{name}"]
     for name in ("lib", "lib64", "bin", "sbin"):
         if os.path.islink(f"/{name}"):
             cmd += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
