@@ -203,7 +203,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
         if run.status == "did not start":
-            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}\n{run.log[-2000:]}")
+            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}. {sandbox.INSTALL_HINT}\n"
+                                             f"{run.log[-2000:]}")
         flags = []
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
