@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model lab test test-fast nbval release grade bench browser-deps clean
+.PHONY: setup model lab test test-fast nbval release grade bench browser-deps sandbox-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -53,12 +53,20 @@ browser-deps:
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "Install Chromium (Debian: apt-get install chromium) for the browser tests."; exit 1; fi
 
-test: model browser-deps
+# bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox).
+sandbox-deps:
+	@if command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ]; then echo "bubblewrap: $$(bwrap --version 2>/dev/null || /usr/bin/bwrap --version)"; \
+	elif command -v apt-get >/dev/null; then \
+	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else echo "Install bubblewrap (Debian: apt-get install bubblewrap) to grade submissions in the sandbox."; exit 1; fi
+
+test: model browser-deps sandbox-deps
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory nbval
 
 # The quick loop while writing code: no engine, no browser.
-test-fast: setup
+test-fast: setup sandbox-deps
 	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
 
 nbval: setup
@@ -68,10 +76,10 @@ nbval: setup
 release: setup
 	$(PY) -m servelab.grading.release
 
-grade: setup
+grade: setup sandbox-deps
 	$(PY) -m servelab.grading.pipeline
 
-bench: model
+bench: model sandbox-deps
 	$(PY) bench/flip.py
 	$(PY) bench/compiled.py
 	$(PY) bench/simulator_accuracy.py

@@ -22,11 +22,29 @@ c.CourseDirectory.course_id = "servelab"
 if os.environ.get("SERVELAB_GRADEBOOK_URL"):
     c.CourseDirectory.db_url = os.environ["SERVELAB_GRADEBOOK_URL"]
 
-# Autograding: seconds a single cell may run before it is interrupted and marked
-# wrong. The lesson's cells take well under a second; the lab never starts the
-# engine under autograde (it checks NBGRADER_EXECUTION) and grades recorded numbers.
-c.Execute.timeout = 60
-c.Execute.interrupt_on_timeout = True
+# Autograding runs each submission in the bubblewrap sandbox (servelab.grading.sandbox)
+# and compares the captured answers with the keys in grading/keys/ here, in nbgrader's
+# own process (servelab.grading.trusted). Cells are restored from the gradebook first.
+c.Autograde.sanitize_preprocessors = [
+    "nbgrader.preprocessors.ClearOutput",
+    "nbgrader.preprocessors.DeduplicateIds",
+    "nbgrader.preprocessors.OverwriteKernelspec",
+    "servelab.grading.trusted.RestoreCells",
+    "nbgrader.preprocessors.OverwriteCells",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+c.Autograde.autograde_preprocessors = [
+    "servelab.grading.trusted.SandboxedExecute",
+    "servelab.grading.trusted.ScoreAnswers",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+# Seconds a single cell may run before it is interrupted and marked wrong. The
+# lesson's cells take well under a second; the lab never starts the engine under
+# autograde (it checks NBGRADER_EXECUTION) and grades recorded numbers.
+c.SandboxedExecute.timeout = 60
 
 # A deleted test cell is put back from the gradebook and run, so deleting a test
 # never hides a failure.

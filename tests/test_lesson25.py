@@ -114,14 +114,16 @@ def _grade_cells(nb):
 
 
 def test_points():
+    from servelab.grading import trusted
+
+    keyed = trusted.load_tests("lesson25")
     tests = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "code"}
     written = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "markdown"}
     assert sum(c.metadata.nbgrader.points for c in tests.values()) == 28
     assert sum(c.metadata.nbgrader.points for c in written.values()) == 11
+    assert set(keyed) == set(tests), "every autograded test has exactly one checker and key in grading/keys/lesson25.py"
     for grade_id, cell in tests.items():
-        assert "### BEGIN HIDDEN TESTS" in cell.source, f"{grade_id}: the points are in the hidden part"
-        assert f"'points': {cell.metadata.nbgrader.points:g}" in cell.source \
-            or f"points={cell.metadata.nbgrader.points:g}" in cell.source, f"{grade_id}: key points == cell points"
+        assert keyed[grade_id][1]["points"] == cell.metadata.nbgrader.points, f"{grade_id}: key points == cell points"
 
 
 def test_every_test_checks_its_answer_form_visibly():
@@ -130,12 +132,27 @@ def test_every_test_checks_its_answer_form_visibly():
             assert cell.source.strip().startswith("assert"), grade_id
 
 
-def test_hidden_tests_import_the_checkers_afresh():
+def test_hidden_tests_only_hand_the_answer_over():
+    """No key, no checker, no points in any notebook a kernel runs: the grader compares outside it."""
     for grade_id, cell in _grade_cells(SOURCE).items():
         if cell.cell_type == "code":
-            hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1]
-            assert "del _sys.modules[_name]" in hidden
-            assert hidden.index("del _sys.modules") < hidden.index("from servelab.grading import")
+            hidden = cell.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+            lines = hidden.strip().splitlines()
+            assert lines[0] == "from servelab.grading.capture import capture as _capture", grade_id
+            assert lines[1].startswith(f"_capture({grade_id!r}, ") and len(lines) == 2, grade_id
+    text = LESSON.source.read_text()
+    assert "'correct'" not in text and '\\"correct\\"' not in text
+    assert "checkers" not in text and "_keys" not in text
+
+
+def test_no_judgement_key_ships_in_the_package():
+    from servelab.paths import PACKAGE_DIR
+
+    for path in PACKAGE_DIR.rglob("*.py"):
+        if path.name == "samples.py":
+            continue  # its hostile samples search for a key; they hold none
+        text = path.read_text()
+        assert '"correct":' not in text and "'correct':" not in text, f"{path} holds a key"
 
 
 def test_lesson_never_starts_the_engine():

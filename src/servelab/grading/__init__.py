@@ -6,5 +6,9 @@
 - release: nbgrader generate_assignment -> lessons/ and labs/
 - samples: sample submissions (perfect, partial, empty, hostile) made from the source notebook
 - pipeline: zip_collect, autograde, generate_feedback, export on the samples -> grades.csv
-- sandbox, feedback: the autograde kernel and the feedback filter that keep the key hidden
+- sandbox, runner, capture: the bubblewrap sandbox a submission runs in, the nbclient runner and
+  kernel inside it, and the hidden tests' answer hand-over
+- trusted: the nbgrader preprocessors on the grader's side (restore cells, run in the sandbox,
+  compare answers with the keys in grading/keys/)
+- feedback: the feedback filter that keeps hidden tests out of feedback pages
 """

@@ -8,10 +8,9 @@ hidden part that carries the points; `written` is a manually graded answer in
 words. Answer and test cells are tagged `raises-exception`, so nbval passes on
 the student version, where they raise until the learner answers.
 
-`hidden_check` writes the hidden part every autograded test shares: hold the
-answer, drop every servelab module an answer cell may have patched, import the
-checkers and keys afresh, and report (points, feedback); the checker copies
-the answer into plain values (numpy scalars become numbers and bools).
+`capture` writes the hidden part every autograded test shares: it hands the
+answer to the grader as plain JSON and nothing else. The key and the checker
+that compares them live outside every notebook, in grading/keys/<assignment>.py.
 """
 
 from __future__ import annotations
@@ -64,8 +63,8 @@ def answer(grade_id: str, solution: str, preamble: str = ""):
 
 
 def test(grade_id: str, points: float, visible: str, hidden: str):
-    """A locked autograder test: `visible` checks the form, `hidden` awards the points."""
-    source = _clean(visible) + "\n\n" + _clean(hidden)
+    """A locked autograder test: `hidden` (see capture) hands the answer over first, `visible` checks its form."""
+    source = _clean(hidden).replace("GRADE_ID", repr(grade_id)) + "\n" + _clean(visible)
     cell = new_code_cell(source)
     cell.id = grade_id
     cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=True, solution=False, locked=True, points=points)
@@ -81,22 +80,16 @@ def written(grade_id: str, points: float, model_answer: str):
     return cell
 
 
-def hidden_check(answer_expr: str, check: str) -> str:
-    """The hidden part of a test: fresh imports, then `checkers.report(checkers.<check>)`.
+def capture(answer_expr: str) -> str:
+    """The hidden part of a test: hand `answer_expr` to the grader as plain JSON (see capture.py).
 
-    `check` is written against `_answer` (the plain copy of the answer), `_checkers` and `_keys`,
-    for example `number(_answer, _keys.kv_bytes_per_token("Llama-3.1-8B"))`.
+    It holds no key and awards nothing: the grader compares the answer with the key
+    in its own process (trusted.py), from grading/keys/<assignment>.py.
     """
     return "\n".join([
         "### BEGIN HIDDEN TESTS",
-        "# Grade with fresh imports: nothing an answer cell patched survives.",
-        "import sys as _sys",
-        "# The checker copies the answer into plain values itself (numpy scalars included).",
-        f"_answer = {answer_expr}",
-        "for _name in [m for m in list(_sys.modules) if m.split('.')[0] == 'servelab']:",
-        "    del _sys.modules[_name]",
-        "from servelab.grading import checkers as _checkers, keys as _keys",
-        f"_checkers.report(_checkers.{check})",
+        "from servelab.grading.capture import capture as _capture",
+        f"_capture(GRADE_ID, {answer_expr})",
         "### END HIDDEN TESTS",
     ])
 

@@ -8,7 +8,6 @@ solutions/, so nothing nbgrader writes ends up in the repository.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -21,7 +20,6 @@ from servelab.paths import REPO_DIR
 SOLUTIONS = REPO_DIR / "solutions"
 GRADING = REPO_DIR / "grading"
 CONFIG = GRADING / "nbgrader_config.py"
-SANDBOX_KERNEL = "servelab-autograde"
 
 
 @dataclass(frozen=True)
@@ -64,48 +62,28 @@ def get(name: str) -> Assignment:
     raise KeyError(f"Unknown assignment {name!r}; known: {', '.join(a.name for a in ASSIGNMENTS)}.")
 
 
-def make(root: Path, *, sandbox: bool = False, deny: list[Path] | None = None) -> Path:
-    """A fresh course directory at `root`: the course config, and (sandbox=True) the autograde kernel.
-
-    The sandbox kernel is the normal Python kernel with read access to `deny`
-    (the course's own files, solutions/, grading/) refused, so a submission
-    cannot read the answer key from the gradebook or the source notebooks.
-    """
+def make(root: Path) -> Path:
+    """A fresh course directory at `root` holding the course config."""
     root = Path(root)
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)
     shutil.copy(CONFIG, root / "nbgrader_config.py")
-    if sandbox:
-        spec_dir = root / "jupyter" / "kernels" / SANDBOX_KERNEL
-        spec_dir.mkdir(parents=True)
-        deny = [root, SOLUTIONS, GRADING] + list(deny or [])
-        spec = {
-            "argv": [sys.executable, "-m", "servelab.grading.sandbox", "-f", "{connection_file}"],
-            "display_name": "Python 3 (servelab autograde sandbox)",
-            "language": "python",
-            "env": {"SERVELAB_SANDBOX_DENY": os.pathsep.join(str(Path(p).resolve()) for p in deny)},
-        }
-        (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
     return root
 
 
-def nbgrader(root: Path, *args: str, timeout: float | None = None, sandbox: bool = False,
+def nbgrader(root: Path, *args: str, timeout: float | None = None,
              extra_env: dict | None = None) -> subprocess.CompletedProcess:
     """Run one nbgrader command in the course directory at `root`, source_directory = solutions/."""
     root = Path(root)
     cmd = [sys.executable, "-m", "servelab.grading.nbgrader_cli", *args,
            f"--CourseDirectory.root={root}",
            f"--CourseDirectory.source_directory={SOLUTIONS}"]
-    if sandbox:
-        cmd.append(f"--Execute.kernel_name={SANDBOX_KERNEL}")
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     # nbgrader runs `alembic` (installed beside it) to check the gradebook's schema.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("PYTHONHASHSEED", "0")
-    if sandbox:
-        env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root / "jupyter"), env.get("JUPYTER_PATH")]))
     env.update(extra_env or {})
     return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
                           start_new_session=True)

@@ -5,29 +5,24 @@ the instructor version the release reads. Edit the lesson here, rebuild, then
 run `python -m servelab.grading.release` for the student version.
 
 Points: autograded tests carry the points for computed and structured
-answers (their hidden parts award them); `written` cells hold the answers in
-words, graded by a person.
+answers; their hidden parts only hand the answer over, and the grader compares
+it with the key in grading/keys/lesson25.py (instructor-only, never in a
+notebook). `written` cells hold the answers in words, graded by a person.
 """
 
 from __future__ import annotations
 
-import pprint
 import sys
 import textwrap
 from pathlib import Path
 
-from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write_source, written
+from servelab.grading.author import answer, capture, code, md, notebook, test, write_source, written
 from servelab.paths import REPO_DIR
 
 ASSIGNMENT = "lesson25"
 SOURCE = REPO_DIR / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 # The config the knob audit reviews: a case whose knobs get a mix of verdicts.
 AUDIT_CASE = "70b-one-gpu-no-tp"
-
-
-def _key(key: dict) -> str:
-    """A key written into a hidden test, one entry per line."""
-    return pprint.pformat(key, width=110, sort_dicts=False)
 
 
 def _number_form(var: str, what: str) -> str:
@@ -68,117 +63,6 @@ def _claim(title: str, text: str, cell_id: str | None = None):
     body = textwrap.dedent(text).strip("\n").splitlines()
     lines = [f"> **Check the claim: {title}**", ">"] + [f"> {line}".rstrip() for line in body]
     return md("\n".join(lines), cell_id)
-
-
-# --------------------------------------------------------------------------- the keys that are judgement
-# They live only in hidden tests, which the student version never carries.
-
-PRACTICE1_KEY = {
-    "name": "practice 1", "points": 3,
-    "fields": {
-        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs", "max-num-seqs"],
-                 "feedback": "The knob under review is the batching cap, max-num-seqs 256, copied from a benchmark config."},
-        "verdict": {"expect": "unjustified",
-                    "feedback": "Nothing about this workload backs 256, so it is unjustified. It is not wrong: with 20 "
-                                "users the running batch never exceeds 20, so a cap of 256 and a cap of 32 schedule the "
-                                "same batches, and 256 is vLLM's own default on many GPUs. 'Wrong' needs a fact the "
-                                "setting contradicts, and the 1,200 ms is not caused by the cap."},
-        "slo_met": {"expect": False, "feedback": "p99 TTFT of 1200 ms against a 500 ms target misses the SLO."},
-        "slo_miss_ms": {"expect": 700, "rel_tol": 0.01,
-                        "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms."},
-        "useful_batch_limit": {"expect": 20, "rel_tol": 0.0,
-                               "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
-                                           "vLLM forms the batch from the requests that are there and pads nothing."},
-        "cap_explains_miss": {"expect": False,
-                              "feedback": "The cap never binds at 20 users (no request waits for a batch slot), so "
-                                          "lowering it cannot move p99 TTFT. Split TTFT into queue time and prefill "
-                                          "time (vLLM exports both: request_queue_time_seconds, request_prefill_time_seconds) "
-                                          "to find the real driver."},
-    },
-}
-
-PRACTICE2_SUFFICIENT_KEY = {
-    "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
-    "options": {
-        "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps while the "
-               "step is memory-bandwidth-bound, and only up to a break-even batch past the ridge; the justification "
-               "does not show where this deployment sits.",
-        "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
-    },
-}
-
-PRACTICE2_MISSING_KEY = {
-    "name": "practice 2 (what is missing)", "points": 2,
-    "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
-    "options": {
-        "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
-        "bottleneck": "speculation is nearly free while the step is memory-bandwidth-bound, costs FLOPs past the ridge, "
-                      "and loses past its break-even batch (near ridge x E / (k + 1)).",
-        "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
-        "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
-        "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
-        "gpu_count": "the GPU count is the parallelism knob; it does not decide whether speculation helps at this batch.",
-        "client_language": "the caller's programming language has no bearing on the serving step.",
-    },
-}
-
-PRACTICE3_KEY = {
-    "name": "practice 3", "points": 2,
-    "correct": ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"],
-    "options": {
-        "no_canary": "all at once means the first to see a regression is the whole fleet; a canary on a small slice sees it first.",
-        "output_drift": "int8 can shift the output distribution; an eval gate tuned on float16 outputs may start rejecting valid answers "
-                        "while throughput and p99 look unchanged.",
-        "callers_not_told": "callers with tight assumptions (exact matching, a latency distribution) must hear about it before the rollout.",
-        "no_rollback_trigger": "without a metric and threshold that trigger a rollback, a bad canary has no defined exit.",
-        "int8_slower": "int8 halves the weight bytes a decode step reads; decode usually gets faster, not slower.",
-        "more_memory": "int8 weights take half the memory of float16, not more.",
-    },
-}
-
-PRACTICE4_KEY = {
-    "name": "practice 4", "points": 2,
-    "fields": {
-        "knob": {"expect": "parallelism",
-                 "also": ["tensor_parallel_size", "tensor_parallelism", "tensor_parallel", "tp"],
-                 "feedback": "The knob at fault is the tensor-parallel degree."},
-        "verdict": {"expect": "wrong",
-                    "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
-                                "with 8 on a 4-GPU node: it is wrong, not just unmeasured."},
-        "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
-        "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
-        "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
-                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 "
-                                            "here (vLLM does not start with more). If the model does not fit on 4, the "
-                                            "fix is more GPUs or a smaller model, not pipeline stages: each stage needs "
-                                            "GPUs of its own too."},
-    },
-}
-
-PRACTICE5_KEY = {
-    "name": "practice 5", "points": 1, "correct": "b",
-    "options": {
-        "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
-        "b": "It is the best of the four, for its first half: memory-bound, verification rides on weights read "
-             "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
-             "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
-             "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
-             "speculation, 7.1 ms without), so past break-even latency gets worse too.",
-        "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
-        "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
-    },
-}
-
-QUIZ_KEY = {
-    "name": "quiz", "points": 1, "correct": "c",
-    "options": {
-        "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
-        "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
-        "c": "At batch 200 decode is compute-bound: verifying draft tokens, rejected ones included, burns scarce FLOPs. "
-             "Scale speculation back, or off, as the batch grows.",
-        "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
-    },
-}
 
 
 # --------------------------------------------------------------------------- the lesson
@@ -310,11 +194,9 @@ def _warmups() -> list:
         warmup1_kv_bytes_batch = warmup1_kv_bytes_per_token * 8192 * 32
         """),
         test("warmup1-per-token", 1, _number_form("warmup1_kv_bytes_per_token", "bytes"),
-             hidden_check("warmup1_kv_bytes_per_token",
-                          'number(_answer, _keys.kv_bytes_per_token("Llama-3.1-8B", "bfloat16", points=1))')),
+             capture("warmup1_kv_bytes_per_token")),
         test("warmup1-batch", 1, _number_form("warmup1_kv_bytes_batch", "bytes"),
-             hidden_check("warmup1_kv_bytes_batch",
-                          'number(_answer, _keys.kv_bytes("Llama-3.1-8B", 8192, 32, "bfloat16", points=1))')),
+             capture("warmup1_kv_bytes_batch")),
         md("In two or three sentences: what makes the cache grow, and what does batching do to that cost?"),
         written("warmup1-explain", 1, """
         The cache grows with every token of context: each token adds K and V for every layer and KV head
@@ -337,10 +219,9 @@ def _warmups() -> list:
         warmup2_ridge_tokens_per_step = warmup2_ridge_flop_per_byte * 2 / 2  # x bytes per param / 2 FLOP per param
         """),
         test("warmup2-ridge", 1, _number_form("warmup2_ridge_flop_per_byte", "FLOP per byte"),
-             hidden_check("warmup2_ridge_flop_per_byte", 'number(_answer, _keys.ridge_flop_per_byte("H200", points=1))')),
+             capture("warmup2_ridge_flop_per_byte")),
         test("warmup2-tokens", 1, _number_form("warmup2_ridge_tokens_per_step", "tokens"),
-             hidden_check("warmup2_ridge_tokens_per_step",
-                          'number(_answer, _keys.ridge_tokens_per_step("H200", "bfloat16", points=1))')),
+             capture("warmup2_ridge_tokens_per_step")),
         md("In two or three sentences: what governs which direction the trade moves?"),
         written("warmup2-explain", 1, """
         Whether the decode step is memory-bandwidth-bound or compute-bound at that batch. Below the ridge
@@ -384,11 +265,11 @@ def _warmups() -> list:
         warmup3_compute_bound = warmup3_verified_tokens_per_step > h200.ridge_tokens_per_step()
         """),
         test("warmup3-tokens", 1, _number_form("warmup3_tokens_per_verify_step", "tokens"),
-             hidden_check("warmup3_tokens_per_verify_step", "number(_answer, _keys.tokens_per_verify_step(0.7, 4, points=1))")),
+             capture("warmup3_tokens_per_verify_step")),
         test("warmup3-verified", 1, _number_form("warmup3_verified_tokens_per_step", "tokens"),
-             hidden_check("warmup3_verified_tokens_per_step", "number(_answer, _keys.verified_tokens_per_step(64, 4, points=1))")),
+             capture("warmup3_verified_tokens_per_step")),
         test("warmup3-bound", 1, _bool_form("warmup3_compute_bound"),
-             hidden_check("warmup3_compute_bound", "yes_no(_answer, _keys.is_compute_bound(64, 4, 'H200', points=1))")),
+             capture("warmup3_compute_bound")),
         md("In two or three sentences: does the mechanism change at very large batch, and why?"),
         written("warmup3-explain", 1, """
         Yes. At batch 64 with k = 4 a verify step carries 320 tokens, past the H200's ridge of about 206:
@@ -684,7 +565,7 @@ def _practice() -> list:
         test("practice1-test", 3,
              _dict_form("practice1", ["knob", "verdict", "slo_met", "slo_miss_ms", "useful_batch_limit",
                                       "cap_explains_miss"]),
-             hidden_check("practice1", f"fields(_answer, {_key(PRACTICE1_KEY)})")),
+             capture("practice1")),
 
         md("""
         **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
@@ -710,9 +591,9 @@ def _practice() -> list:
         """),
         test("practice2-sufficient", 1,
              _word_form("practice2_sufficient", ("yes", "no")),
-             hidden_check("practice2_sufficient", f"choice(_answer, {_key(PRACTICE2_SUFFICIENT_KEY)})")),
+             capture("practice2_sufficient")),
         test("practice2-missing", 2, _list_form("practice2_missing"),
-             hidden_check("practice2_missing", f"selection(_answer, {_key(PRACTICE2_MISSING_KEY)})")),
+             capture("practice2_missing")),
         md("In two sentences: why is it, or is it not, sufficient?"),
         written("practice2-explain", 1, """
         No. "Latency is important" names neither the batch size nor whether the step is memory- or
@@ -740,7 +621,7 @@ def _practice() -> list:
         practice3_problems = ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"]
         """),
         test("practice3-test", 2, _list_form("practice3_problems"),
-             hidden_check("practice3_problems", f"selection(_answer, {_key(PRACTICE3_KEY)})")),
+             capture("practice3_problems")),
         md("In three or four sentences: what would you do instead, and what would you watch?"),
         written("practice3-explain", 2, """
         Stage it: canary int8 on a small slice of traffic (say 5 % for a day, across a daily peak), watching
@@ -768,7 +649,7 @@ def _practice() -> list:
         """),
         test("practice4-test", 2,
              _dict_form("practice4", ["knob", "verdict", "configured", "gpus_available", "max_tensor_parallel"]),
-             hidden_check("practice4", f"fields(_answer, {_key(PRACTICE4_KEY)})")),
+             capture("practice4")),
 
         md("""
         **5. ▢** Which statement correctly describes when speculative decoding helps versus when it can hurt
@@ -788,7 +669,7 @@ def _practice() -> list:
         """, "practice5-question"),
         answer("practice5-answer", 'practice5_answer = "b"'),
         test("practice5-test", 1, _letter_form("practice5_answer", "abcd"),
-             hidden_check("practice5_answer", f"choice(_answer, {_key(PRACTICE5_KEY)})")),
+             capture("practice5_answer")),
     ]
 
 
@@ -814,7 +695,7 @@ def _quiz_and_extensions() -> list:
         """, "quiz-question"),
         answer("quiz-answer", 'quiz_answer = "C"'),
         test("quiz-test", 1, _letter_form("quiz_answer", "ABCD"),
-             hidden_check("quiz_answer", f"choice(_answer, {_key(QUIZ_KEY)})")),
+             capture("quiz_answer")),
         md("Say why each of the other three options is wrong, one or two sentences each."),
         written("quiz-distractors", 2, """
         Speculative decoding trades extra compute for fewer sequential steps. That is free while decode is
@@ -1006,8 +887,7 @@ def _reps() -> list:
         """),
         answer("rep1-answer", AUDIT_SOLUTION),
         test("rep1-test", 4, "assert isinstance(audit, dict) and audit, \"audit should be a dict with one entry per knob\"",
-             hidden_check("audit", f"knob_audit(_answer, _keys.knob_audit(_keys.config_path({AUDIT_CASE!r}), "
-                                   f"_keys.workload_path({AUDIT_CASE!r}), points=4))")),
+             capture("audit")),
         md("""
         ### Rep 2. Measured comparison (in the lab)
 
@@ -1068,7 +948,7 @@ def _reps() -> list:
         test("rep3-test", 5,
              _dict_form("rollout", ["change", "canary_fraction", "canary_hours", "stages", "metrics",
                                     "rollback_triggers", "notify"]),
-             hidden_check("rollout", "rollout_plan(_answer, {'name': 'rollout plan', 'points': 5})")),
+             capture("rollout")),
         md("In a short paragraph: why these thresholds, this canary size and duration, and these people?"),
         written("rep3-explain", 3, """
         5 % of traffic for 24 hours sees a full daily peak while limiting how many callers a bad change

@@ -9,16 +9,18 @@ ignored by git) whose source_directory is solutions/:
 1. generate_assignment, for every assignment in solutions/ (fills the gradebook);
 2. zip_collect: the submissions, zipped the way an LMS hands them over, are
    extracted into submitted/<student>/<assignment>/;
-3. autograde, one student at a time, each in its own process with a wall-clock
-   limit, in the sandbox kernel (see sandbox.py) with a per-cell timeout: one
-   bad submission never stops the others from being graded;
+3. autograde, one student at a time (`grade_submission`), each in its own nbgrader
+   process: test cells restored from the gradebook, the notebook run in the
+   bubblewrap sandbox (sandbox.py), the captured answers compared with the keys in
+   grading/keys/ in nbgrader's process (trusted.py), grades saved by nbgrader;
 4. generate_feedback (hidden tests removed, see feedback.py);
 5. export -> grading/out/grades.csv, plus grading/out/scores.json with each
    test's points, each submission's status and integrity flags, and the
    feedback HTML under grading/out/feedback/.
 
-Autograde never starts the vLLM engine: nbgrader sets NBGRADER_EXECUTION, which
-the lab checks.
+Autograde never starts the vLLM engine: the sandbox sets NBGRADER_EXECUTION, which
+the lab checks. Where bubblewrap cannot run, grading stops before the first
+submission with the fix, unless --trusted says every submission is trusted.
 """
 
 from __future__ import annotations
@@ -38,24 +40,32 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import course
+from servelab.grading import course, sandbox, trusted
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
 OUT = REPO_DIR / "grading" / "out"
 SUBMISSIONS = REPO_DIR / "grading" / "submissions"
 CELL_TIMEOUT_S = 30  # per cell while grading; an infinite loop costs this much, then the cell is marked wrong
-SUBMISSION_TIMEOUT_S = 300  # per submission, whole autograde; past it the process is killed and the score is 0
+SUBMISSION_TIMEOUT_S = 300  # per submission's run in the sandbox; past it the run stops, answers captured so far count
+GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore, scoring)
 
-# Code in a submission that reaches for the grading machinery, the key or the
-# kernel's internals. Flagged for a person to look at; the score stands.
+# Code in a submission that reaches for the grading machinery, the key, the
+# interpreter's internals or the machine. Flagged for a person to look at; the
+# sandbox and the grader's own scoring are what keep it from mattering.
 SUSPICIOUS = {
     "imports the grading package": r"servelab\.grading|from\s+servelab\s+import\s+grading",
     "opens a database": r"sqlite3|gradebook",
     "reads notebooks or the course's files": r"\.ipynb|solutions|submissions|/proc/",
-    "patches modules or builtins": r"sys\.modules|builtins|__import__|importlib|setattr\s*\(",
-    "changes how cells run": r"input_transformers|register_magic|events\.register|get_ipython\(\)\.(run_cell|ast_)",
+    "patches modules or builtins": r"sys\.modules|builtins|__import__|importlib|setattr\s*\(|"
+                                   r"\b(math|json|os|sys)\.\w+\s*=[^=]",
+    "changes how cells run or display": r"input_transformers|register_magic|events\.register|"
+                                        r"get_ipython\(\)\.(run_cell|ast_|display)|displayhook|display_pub|"
+                                        r"sys\.std(out|err)\s*=",
     "reaches for C-level access": r"ctypes|cffi",
+    "starts processes or signals": r"subprocess|multiprocessing|os\.(system|popen|fork|exec|spawn|kill|_exit)|signal\.",
+    "opens network connections": r"\bsocket\b|urllib|http\.client|requests\.",
+    "prints or displays a score": r"(?i)\b(score|points|marks)\b[^\n]*\d|raw=True",
 }
 
 
@@ -65,43 +75,24 @@ class Graded:
 
     assignment: str
     student: str
-    status: str  # graded | timed out | failed
+    status: str  # graded | failed (the grader itself failed: see log_tail)
     seconds: float
     score: float = 0.0
     max_score: float = 0.0
     tests: dict = field(default_factory=dict)  # grade_id -> auto points
     needs_manual_grade: bool = False
     flags: list = field(default_factory=list)
+    run: str = ""  # how the notebook's run in the sandbox ended: ok | kernel died | timed out | ...
+    run_seconds: float = 0.0  # of `seconds`, the notebook's run (sandbox, runner, kernel, cells)
+    feedback: dict = field(default_factory=dict)  # grade_id -> the checker's feedback
     log_tail: str = ""
 
 
 def integrity_flags(nb) -> list[str]:
-    """What a submission's own cells (not the test cells nbgrader restores) reach for."""
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "code"
-                     and not (c.metadata.get("nbgrader", {}).get("grade")
-                              and not c.metadata.get("nbgrader", {}).get("solution")))
+    """What a submission's code cells reach for (every code cell: metadata can lie about which are tests)."""
+    text = "\n".join(c.get("source", "") for c in nb.cells if c.get("cell_type") == "code"
+                     and isinstance(c.get("source", ""), str))
     return [label for label, pattern in SUSPICIOUS.items() if re.search(pattern, text)]
-
-
-def silent_tests(root: Path, assignment: course.Assignment, student: str) -> list[str]:
-    """Test cells that ran without reporting a grade: no points printed, no error.
-
-    Every hidden test ends by returning its points, so a test cell with neither a
-    result nor an error did not run as written (nbgrader would count it as full marks).
-    """
-    path = root / "autograded" / student / assignment.name / assignment.notebook
-    try:
-        nb = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - no autograded notebook: nothing ran, nothing to flag
-        return []
-    silent = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution") and meta.get("points"):
-            kinds = {o.get("output_type") for o in cell.get("outputs", [])}
-            if not kinds & {"execute_result", "error"}:
-                silent.append(meta["grade_id"])
-    return silent
 
 
 def collect(root: Path, assignment: course.Assignment, folder: Path) -> list[str]:
@@ -120,26 +111,56 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> list[str
 
 
 def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_timeout: int,
-              submission_timeout: int) -> tuple[str, float, str]:
-    """Autograde one submission in its own process group; (status, seconds, log tail)."""
+              submission_timeout: int, trusted_submissions: bool = False) -> tuple[str, float, str]:
+    """nbgrader autograde for one submission, in its own process group; (status, seconds, log tail)."""
     cmd = [sys.executable, "-m", "servelab.grading.nbgrader_cli", "autograde", assignment.name, f"--student={student}", "--force",
            f"--CourseDirectory.root={root}", f"--CourseDirectory.source_directory={course.SOLUTIONS}",
-           f"--Execute.timeout={cell_timeout}", f"--Execute.kernel_name={course.SANDBOX_KERNEL}"]
+           f"--SandboxedExecute.timeout={cell_timeout}", f"--SandboxedExecute.run_timeout={submission_timeout}",
+           f"--SandboxedExecute.trusted={trusted_submissions}"]
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root / "jupyter"), env.get("JUPYTER_PATH")]))
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        log, _ = proc.communicate(timeout=submission_timeout)
+        log, _ = proc.communicate(timeout=submission_timeout + GRADER_MARGIN_S)
         status = "graded" if proc.returncode == 0 else "failed"
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the sandbox kernel dies with its parent
+        os.killpg(proc.pid, signal.SIGKILL)
         log, _ = proc.communicate()
-        status = "timed out"
+        status = "failed"
     return status, time.monotonic() - start, (log or "")[-2000:]
+
+
+def grade_submission(root: Path, assignment: course.Assignment, student: str, submitted: Path | None = None, *,
+                     cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S,
+                     trusted_submissions: bool = False) -> Graded:
+    """Grade one student's collected submission in a course directory; the result, as the gradebook holds it.
+
+    The course at `root` has had generate_assignment and the submission is in
+    submitted/<student>/<assignment>/. `submitted` (the file as handed in) is read
+    for integrity flags only.
+    """
+    status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
+                                      submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
+    submitted = submitted or root / "submitted" / student / assignment.name / assignment.notebook
+    try:
+        flags = integrity_flags(nbformat.read(submitted, as_version=4))
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+        flags = [f"not a readable notebook ({type(exc).__name__})"]
+    report = trusted.read_report(root / trusted.REPORT_DIR / assignment.name / student / f"{assignment.notebook_id}.json")
+    flags = report.get("flags", []) + flags
+    grades = read_grades(root, assignment, student) if status == "graded" else {}
+    g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
+               run=report.get("execution", {}).get("status", ""),
+               run_seconds=report.get("execution", {}).get("seconds", 0.0),
+               feedback={k: v.get("feedback", "") for k, v in report.get("tests", {}).items()},
+               log_tail="" if status == "graded" else tail, **grades)
+    if status != "graded":
+        g.score = 0.0
+        g.flags.append("the grader failed on this submission: see log_tail")
+    return g
 
 
 def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict:
@@ -158,10 +179,17 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
 
 def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *,
         assignments: list[course.Assignment] | None = None, cell_timeout: int = CELL_TIMEOUT_S,
-        submission_timeout: int = SUBMISSION_TIMEOUT_S, log=print) -> list[Graded]:
-    """Grade every submission under `submissions`; write out/grades.csv, out/scores.json, out/feedback/."""
+        submission_timeout: int = SUBMISSION_TIMEOUT_S, trusted_submissions: bool = False,
+        log=print) -> list[Graded]:
+    """Grade every submission under `submissions`; write out/grades.csv, out/scores.json, out/feedback/.
+
+    Raises sandbox.SandboxUnavailable (saying how to fix it) before anything is graded
+    when the sandbox cannot run here, unless `trusted_submissions`.
+    """
     assignments = assignments if assignments is not None else course.available()
-    root = course.make(root, sandbox=True, deny=[submissions])
+    if not trusted_submissions:
+        sandbox.check()
+    root = course.make(root)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -176,23 +204,11 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
         students = collect(root, assignment, folder)
         log(f"{assignment.name}: {len(students)} submissions")
         for student in students:
-            status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
-                                              submission_timeout=submission_timeout)
-            try:
-                flags = integrity_flags(nbformat.read(folder / f"{student}.ipynb", as_version=4))
-            except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
-                flags = [f"not a readable notebook ({type(exc).__name__})"]
-            grades = read_grades(root, assignment, student) if status == "graded" else {}
-            silent = silent_tests(root, assignment, student) if status == "graded" else []
-            if silent:
-                flags.append(f"test cells reported no grade (check them by hand): {', '.join(silent)}")
-            g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
-                       log_tail="" if status == "graded" else tail, **grades)
-            if status != "graded":
-                g.score = 0.0
+            g = grade_submission(root, assignment, student, folder / f"{student}.ipynb", cell_timeout=cell_timeout,
+                                 submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
             results.append(g)
-            log(f"  {student:16s} {status:9s} {g.score:6.2f} / {g.max_score:g}  ({seconds:.1f} s)"
-                + (f"  flagged: {'; '.join(flags)}" if flags else ""))
+            log(f"  {student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
+                + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
         fb = course.nbgrader(root, "generate_feedback", assignment.name, "--force", timeout=600)
         if fb.returncode != 0:
             log(f"generate_feedback {assignment.name} reported errors:\n{fb.stderr[-2000:]}")
@@ -217,12 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT, help="where grades.csv and scores.json go (default: grading/out)")
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds one cell may run")
     parser.add_argument("--submission-timeout", type=int, default=SUBMISSION_TIMEOUT_S,
-                        help="seconds one submission's autograde may take in all")
+                        help="seconds one submission's notebook may run in the sandbox in all")
+    parser.add_argument("--trusted", action="store_true",
+                        help="run submissions without the sandbox: only when every one comes from a trusted source")
     parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one in solutions/)")
     args = parser.parse_args(argv)
     chosen = [course.get(a) for a in args.assignments] if args.assignments else None
-    results = run(args.submissions.resolve(), args.course.resolve(), args.out.resolve(), assignments=chosen,
-                  cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout)
+    try:
+        results = run(args.submissions.resolve(), args.course.resolve(), args.out.resolve(), assignments=chosen,
+                      cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
+                      trusted_submissions=args.trusted)
+    except sandbox.SandboxUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out / 'grades.csv'} ({len(results)} submissions)")
     return 0 if results and all(g.status == "graded" for g in results) else 1
 

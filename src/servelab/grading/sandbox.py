@@ -1,105 +1,322 @@
-"""The autograde kernel: an IPython kernel that cannot read the course's answer key.
+"""Run a submission's notebook in an OS sandbox (bubblewrap); only plain values come back.
 
-During autograding, a submission's code runs in the same kernel as the hidden
-tests, as the same user as nbgrader. Two things keep it from reading the key:
+The grader's own process calls `execute(nb)`. Inside bubblewrap, with its own
+mount, PID, IPC, UTS and network namespaces, an unprivileged user
+(uid 65534) and no new privileges, runner.py executes the notebook with
+nbclient, the kernel beside it. The sandbox sees:
 
-- an audit hook (PEP 578; it cannot be removed once installed) refuses to open,
-  list or connect to anything under the paths in SERVELAB_SANDBOX_DENY (the
-  course directory with its gradebook and source copies, solutions/, grading/),
-  except the submission's own folder, the kernel's working directory; even
-  there it refuses notebooks (the one being graded has its hidden tests back),
-  and it refuses other processes' /proc entries;
-- the kernel exits when nbgrader does (PR_SET_PDEATHSIG), so a killed autograde
-  never leaves a kernel spinning in an infinite loop.
+- read-only: /usr (and /lib, /bin), the Python environment (this venv and its
+  base Python), the servelab package (of servelab.grading only the capture and
+  the runner) and the project's data/ folder (the course material a learner has anyway);
+- writable: an empty /tmp, in memory, which is also the notebook's working folder;
+- nothing else: not the course directory, the gradebook, solutions/, grading/
+  (keys), other submissions, home directories, the host's processes or network
+  (its loopback is its own; the kernel's sockets live there).
 
-This raises the bar, it is not a jail: code that reaches for ctypes can get
-around an audit hook. The pipeline flags submissions that touch the grading
-machinery for a person to look at (see pipeline.integrity_flags).
+One thing crosses back, read by the grader with a size cap: the runner's stdout,
+one JSON line per executed cell with its outputs and, for a test cell, the answer
+its hidden test handed over (runner.py, capture.py). Resource limits apply to every process in
+the sandbox (LIMITS) and to the kernel (KERNEL_LIMITS); the whole run is killed
+at `run_timeout`, keeping what it reported before.
 
-Run as a kernel: python -m servelab.grading.sandbox -f {connection_file}
+Where bubblewrap cannot run (not installed, user namespaces off), `check()`
+raises SandboxUnavailable naming the fix; grading then refuses untrusted
+submissions unless the instructor says they are trusted (`--trusted`), and
+`execute(..., trusted=True)` runs the same runner without the sandbox.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import shutil
 import signal
+import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
-DENY_ENV = "SERVELAB_SANDBOX_DENY"
-PATH_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "glob.glob", "shutil.copyfile",
-               "shutil.copytree", "os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.symlink",
-               "os.link", "os.truncate", "os.utime", "os.chmod", "os.chown", "sqlite3.connect"}
+import servelab
+from servelab.paths import REPO_DIR
+
+SANDBOX_UID = 65534  # nobody
+SANDBOX_GRADING_FILES = ("__init__.py", "capture.py", "runner.py")  # all of servelab.grading a sandbox holds
+MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
+MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
+NPROC_MARGIN = 64  # processes (threads count too) the sandbox may start
+LIMITS = {  # every process in the sandbox
+    "RLIMIT_FSIZE": 64 * 2**20,  # bytes one file may reach
+    "RLIMIT_NOFILE": 512,
+    "RLIMIT_CORE": 0,
+    "RLIMIT_AS": 6 * 2**30,  # the runner holds one cell's outputs while it parses them
+}
+KERNEL_LIMITS = {  # the kernel, on top of LIMITS
+    "RLIMIT_AS": 3 * 2**30,  # address space: a memory blow-up is a MemoryError or the kernel's death
+    "RLIMIT_CPU": 240,  # CPU seconds for the whole notebook
+}
+INSTALL_HINT = ("Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; `make sandbox-deps` does it), "
+                "and allow user namespaces where they are off (sysctl kernel.unprivileged_userns_clone=1). "
+                "If every submission comes from a trusted source, pass --trusted to grade without the sandbox.")
 
 
-def _die_with_parent() -> None:
-    if not sys.platform.startswith("linux"):
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot make the sandbox on this machine."""
+
+
+@dataclass
+class Execution:
+    """What came back from one run: each executed cell, each captured answer, how the run ended."""
+
+    cells: dict = field(default_factory=dict)  # cell index -> {"outputs", "execution_count", "error"}
+    answers: dict = field(default_factory=dict)  # cell index -> JSON text, or "!reason" when not plain
+    status: str = "ok"  # ok | kernel died | timed out | stopped | output too large | did not start
+    detail: str = ""
+    seconds: float = 0.0
+    sandboxed: bool = True
+    log: str = ""
+
+
+def _bwrap() -> str | None:
+    """The bubblewrap binary: SERVELAB_BWRAP when set, else bwrap on PATH or in /usr/bin."""
+    if "SERVELAB_BWRAP" in os.environ:
+        path = os.environ["SERVELAB_BWRAP"]
+        return path if os.access(path, os.X_OK) else None
+    return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
+
+
+def _ro_paths() -> list[tuple[str, str]]:
+    """(source, destination) pairs the sandbox sees read-only."""
+    paths = [("/usr", "/usr")]
+    for prefix in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix)}:
+        if not prefix.startswith("/usr/") and prefix != "/usr":
+            paths.append((prefix, prefix))
+    package = Path(servelab.__file__).resolve().parent
+    paths.append((str(package), f"/opt/servelab/src/{package.name}"))
+    data = REPO_DIR / "data"
+    if data.is_dir():
+        paths.append((str(data), "/opt/servelab/data"))
+    for etc in ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/ssl/certs"):
+        if os.path.exists(etc):
+            paths.append((etc, etc))
+    return paths
+
+
+def command(inner: list[str]) -> list[str]:
+    """The bubblewrap command line that runs `inner` in the sandbox."""
+    cmd = [_bwrap() or "bwrap"]
+    binds = _ro_paths()
+    # Folders above each bound path, made readable: bubblewrap would copy a host folder's
+    # mode (/root is 0700), and the sandbox's user could not reach the Python inside it.
+    above = {str(p) for _, dest in binds for p in Path(dest).parents if str(p) != "/"}
+    for folder in sorted(above, key=lambda p: p.count("/")):
+        cmd += ["--perms", "0755", "--dir", folder]
+    for src, dest in binds:
+        cmd += ["--ro-bind", src, dest]
+    # Of the grading package the sandbox sees only what runs there: the instructor's lesson
+    # builder holds the model answers, and nothing else in it is for a submission's eyes.
+    package = Path(servelab.__file__).resolve().parent
+    inside = f"/opt/servelab/src/{package.name}/grading"
+    cmd += ["--tmpfs", inside]
+    for name in SANDBOX_GRADING_FILES:
+        cmd += ["--ro-bind", str(package / "grading" / name), f"{inside}/{name}"]
+    for name in ("lib", "lib64", "bin", "sbin"):
+        if os.path.islink(f"/{name}"):
+            cmd += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
+        elif os.path.isdir(f"/{name}"):
+            cmd += ["--ro-bind", f"/{name}", f"/{name}"]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
+            "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
+    if os.geteuid() == 0:
+        # As root, the runner itself becomes uid 65534 on the host (not only inside a user
+        # namespace), so the process limit counts the sandbox's processes alone.
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    return cmd + ["--"] + inner
+
+
+def _environment(cell_timeout: int, sandboxed: bool) -> dict:
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": "/tmp", "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/mpl",
+        "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime", "JUPYTER_CONFIG_DIR": "/tmp/jupyter-config",
+        "JUPYTER_DATA_DIR": "/tmp/jupyter-data", "JUPYTER_PLATFORM_DIRS": "1",
+        "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
+        "NBGRADER_EXECUTION": "autograde", "SERVELAB_OFFLINE": "1",
+        "SERVELAB_CELL_TIMEOUT": str(cell_timeout),
+        "SERVELAB_KERNEL_LIMITS": json.dumps(KERNEL_LIMITS),
+    }
+    if sandboxed:
+        env["PYTHONPATH"] = "/opt/servelab/src"
+        env["SERVELAB_SANDBOX_UID"] = str(SANDBOX_UID)
+    else:
+        env["PYTHONPATH"] = str(Path(servelab.__file__).resolve().parent.parent)
+        env["SERVELAB_CACHE"] = env["HOME"] = env["TMPDIR"]  # replaced by a scratch folder in execute()
+    return env
+
+
+def _limits(nproc: int):
+    def apply() -> None:
+        for name, value in LIMITS.items():
+            resource.setrlimit(getattr(resource, name), (value, value))
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return apply
+
+
+def _nproc_limit() -> int:
+    """Root: the sandbox runs as uid 65534, so its own count. Otherwise: this user's processes plus the margin."""
+    if os.geteuid() == 0:
+        return NPROC_MARGIN
+    uid = os.geteuid()
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += len(os.listdir(f"/proc/{entry}/task"))
+            except OSError:
+                pass
+    return count + NPROC_MARGIN
+
+
+_checked: set = set()
+
+
+def check() -> None:
+    """Raise SandboxUnavailable (with the fix) unless bubblewrap can make the sandbox here."""
+    if _bwrap() in _checked:
         return
+    if not _bwrap():
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
+    probe = command([sys.executable, "-c", "import nbclient, ipykernel, servelab.grading.runner; print('ok')"])
+    env = _environment(5, True)
     try:
-        import ctypes
+        result = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env,
+                                preexec_fn=_limits(_nproc_limit()))
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxUnavailable(f"bubblewrap could not start ({exc}). {INSTALL_HINT}") from None
+    if result.returncode != 0 or result.stdout.strip() != "ok":
+        said = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SandboxUnavailable(f"bubblewrap could not make the sandbox: {said[0]}. {INSTALL_HINT}")
+    _checked.add(_bwrap())
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+
+class _Reader(threading.Thread):
+    """Read a pipe to its end, keeping at most `cap` bytes; past the cap, call `overflow` once."""
+
+    def __init__(self, stream, cap: int, overflow=None, keep_tail: bool = False):
+        super().__init__(daemon=True)
+        self.stream, self.cap, self.overflow, self.keep_tail = stream, cap, overflow, keep_tail
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.overflowed = False
+
+    def run(self) -> None:
+        while True:
+            chunk = self.stream.read1(65536) if hasattr(self.stream, "read1") else self.stream.read(65536)
+            if not chunk:
+                return
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            if self.size > self.cap:
+                if self.keep_tail:
+                    data = b"".join(self.chunks)[-self.cap:]
+                    self.chunks, self.size = [data], len(data)
+                elif not self.overflowed:
+                    self.overflowed = True
+                    if self.overflow:
+                        self.overflow()
+                    self.chunks = self.chunks[:-1]
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
 
 
-def make_hook(denied: list[str], allowed: list[str]):
-    """An audit hook that raises PermissionError for paths under `denied` but not under `allowed`."""
-    denied = [os.path.join(d, "") for d in denied]
-    allowed = [os.path.join(a, "") for a in allowed]
-    busy = False
+def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool = False) -> Execution:
+    """Execute a notebook (hidden tests already restored, capture-only) and return what it reported."""
+    import nbformat
 
-    own_proc = {f"/proc/{os.getpid()}/", "/proc/self/", "/proc/thread-self/"}
+    sandboxed = not trusted
+    if sandboxed and not _bwrap():
+        # The full probe (check()) is run once per class by the pipeline; here, a bubblewrap that
+        # cannot make the sandbox shows as a run that never started, which the caller refuses.
+        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
+    env = _environment(cell_timeout, sandboxed)
+    inner = [sys.executable, "-m", "servelab.grading.runner", "run"]
+    scratch = None
+    if sandboxed:
+        cmd = command(inner)
+    else:
+        import tempfile
 
-    def refused(path) -> bool:
-        if isinstance(path, int) or path is None:
-            return False
-        if isinstance(path, bytes):
-            path = os.fsdecode(path)
-        full = os.path.realpath(os.path.abspath(os.fspath(path)))
-        under_denied = any(os.path.join(full, "").startswith(d) for d in denied)
-        if under_denied and full.endswith(".ipynb"):
-            return True  # the notebook being graded carries its hidden tests, even in the own folder
-        if under_denied and not any(os.path.join(full, "").startswith(a) for a in allowed):
-            return True
-        # another process's memory or environment (nbgrader's holds the gradebook)
-        parts = full.split("/")
-        return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() \
-            and not any(os.path.join(full, "").startswith(p) for p in own_proc)
+        scratch = tempfile.mkdtemp(prefix="servelab-trusted-")
+        for name in ("HOME", "TMPDIR", "SERVELAB_CACHE"):
+            env[name] = scratch
+        for name in ("IPYTHONDIR", "MPLCONFIGDIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR"):
+            env[name] = env[name].replace("/tmp", scratch)
+        cmd = inner
+    start = time.monotonic()
+    result = Execution(sandboxed=sandboxed)
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=scratch or "/", start_new_session=True,
+                            preexec_fn=_limits(_nproc_limit()))
 
-    def hook(event: str, args: tuple) -> None:
-        nonlocal busy
-        if event not in PATH_EVENTS or busy or not args:
-            return
-        busy = True  # realpath below must not re-enter the hook
+    def kill() -> None:
         try:
-            paths = [a for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
-            blocked = any(refused(p) for p in paths)
-        except (TypeError, ValueError, OSError):
-            blocked = False
-        finally:
-            busy = False
-        if blocked:
-            raise PermissionError(f"The grader does not let a submission read {paths[0]!s}: "
-                                  "it belongs to the course, not to the notebook.")
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-    return hook
+    def too_much() -> None:
+        result.status, result.detail = "output too large", "the run reported more than the grader reads; it was stopped"
+        kill()
 
-
-def install(denied: list[str], allowed: list[str]) -> None:
-    sys.addaudithook(make_hook(denied, allowed))
-
-
-def main() -> None:
-    _die_with_parent()
-    denied = [p for p in os.environ.get(DENY_ENV, "").split(os.pathsep) if p]
-    allowed = [os.path.realpath(os.getcwd())]
-    # Modules the kernel needs are imported before the hook, so no import path is refused.
-    from ipykernel.kernelapp import IPKernelApp
-
-    install(denied, allowed)
-    IPKernelApp.launch_instance()
-
-
-if __name__ == "__main__":
-    main()
+    readers = [_Reader(proc.stdout, MAX_REPORT_BYTES, too_much), _Reader(proc.stderr, MAX_LOG_BYTES, keep_tail=True)]
+    for r in readers:
+        r.start()
+    try:
+        proc.stdin.write(nbformat.writes(nb).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    try:
+        proc.wait(timeout=run_timeout)
+    except subprocess.TimeoutExpired:
+        kill()
+        proc.wait()
+        result.status, result.detail = "timed out", f"the notebook ran longer than {run_timeout} s and was stopped"
+    for r in readers:
+        r.join(timeout=10)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result.seconds = time.monotonic() - start
+    result.log = readers[1].data().decode("utf-8", "replace")
+    ready = done = False
+    for line in readers[0].data().split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("event") == "ready":
+            ready = True
+        elif record.get("event") == "cell" and isinstance(record.get("index"), int):
+            result.cells[record["index"]] = record
+            if isinstance(record.get("answer"), str):
+                result.answers[record["index"]] = record["answer"]
+        elif record.get("event") == "done":
+            done = True
+            if result.status == "ok":
+                result.status, result.detail = str(record.get("status", "ok")), str(record.get("detail", ""))
+    if not ready and result.status == "ok":
+        result.status = "did not start"
+        result.detail = (result.log.strip().splitlines() or ["no output"])[-1][:300]
+    elif not done and result.status == "ok":
+        result.status = "kernel died" if proc.returncode else "stopped"
+        result.detail = f"the sandbox ended (exit status {proc.returncode}) before the notebook finished"
+    return result

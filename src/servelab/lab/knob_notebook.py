@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import sys
 
-from servelab.grading.author import answer, code, hidden_check, md, notebook, test, write_source
+from servelab.grading.author import answer, capture, code, md, notebook, test, write_source
 from servelab.paths import REPO_DIR
 
 ASSIGNMENT = "knoblab"
@@ -374,9 +374,7 @@ def _rep2() -> list:
         """, "rep2-draft"),
         answer("rep2-answer", solution,
                preamble="# Paste what lab.comparison(...) printed; set \"better\" and write \"conclusion\"."),
-        test("rep2-test", REP2_POINTS, _form(), hidden_check(
-            "comparison", f"measured_comparison(_answer, {{'name': 'rep 2: measured comparison', "
-                          f"'points': {REP2_POINTS}}})")),
+        test("rep2-test", REP2_POINTS, _form(), capture("comparison")),
     ]
 
 

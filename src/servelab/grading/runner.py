@@ -1,0 +1,256 @@
+"""Inside the grading sandbox: run one notebook with nbclient and report each cell as it finishes.
+
+    python -m servelab.grading.runner run      # notebook JSON on stdin, one JSON line per cell on stdout
+    python -m servelab.grading.runner kernel -f CONNECTION_FILE
+
+sandbox.py starts `run` inside bubblewrap; this module never sees a key, the
+gradebook or another submission. It prints, one line each:
+
+    {"event": "ready"}                                  the kernel started
+    {"event": "cell", "index": i, "outputs": [...], "execution_count": n, "error": name or null,
+     "answer": JSON text or "!reason" (a test cell that handed its answer over) or absent}
+    {"event": "done", "status": "ok" | "kernel died" | ..., "detail": "..."}
+
+A line is written as soon as its cell finishes, so the grader keeps everything
+up to a kernel death, a timeout or a killed sandbox. The kernel writes answers
+to a pipe this runner reads (capture.py); an answer counts only when it arrives
+while its own test cell runs, so a line forged by an answer cell is dropped. Outputs are cut at
+MAX_CELL_OUTPUT_CHARS per cell here, before they reach the grader.
+
+`kernel` is the IPython kernel the notebook runs in: it takes the answer pipe
+(capture.py), lowers its own resource limits, and dies with the runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+
+MAX_CELL_OUTPUT_CHARS = 100_000  # text kept per cell; the rest is replaced by one line saying so
+KERNEL_NAME = "servelab-sandbox"
+ENV_LIMITS = "SERVELAB_KERNEL_LIMITS"  # JSON {"RLIMIT_AS": bytes, "RLIMIT_CPU": seconds, ...} for the kernel
+
+
+def _emit(record: dict) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def _drop_to(uid: int) -> None:
+    """When the sandbox starts as root without a user namespace, become `uid` before anything runs."""
+    if os.getuid() == 0 and uid:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+
+
+def _not_dumpable() -> None:
+    """The kernel (same uid) may not open this runner's /proc entries or trace it, so it cannot forge its report."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0)  # PR_SET_DUMPABLE 0
+    except (OSError, AttributeError):
+        pass
+
+
+def _output_size(out) -> int:
+    if out.get("output_type") == "stream":
+        return len(out.get("text", ""))
+    data = out.get("data", {})
+    size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in data.values())
+    return size + sum(len(line) for line in out.get("traceback", []))
+
+
+def _grade_id(cell) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return meta.get("grade_id") if meta.get("grade") and not meta.get("solution") else None
+
+
+class _AnswerPipe:
+    """The pipe the kernel's capture() writes to, read as it fills so a large answer never blocks the kernel."""
+
+    MAX_BYTES = 4_000_000  # read per cell; a cell that writes more hands over nothing usable
+
+    def __init__(self):
+        import threading
+
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.buffer = bytearray()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            if len(self.buffer) < self.MAX_BYTES:
+                self.buffer += chunk
+
+    def _pump(self) -> None:
+        import select
+
+        while True:
+            select.select([self.read_fd], [], [], 0.2)
+            with self.lock:
+                self._drain()
+
+    def take(self, grade_id: str | None) -> str | None:
+        """Everything written since the last cell ended; the last answer for `grade_id`, if any."""
+        with self.lock:
+            self._drain()
+            data, self.buffer = bytes(self.buffer), bytearray()
+        answer = None
+        for line in data.split(b"\n"):
+            gid, sep, text = line.partition(b"\t")
+            if sep and grade_id is not None and gid.decode("utf-8", "replace") == grade_id:
+                answer = text.decode("utf-8", "replace")
+        return answer
+
+
+def run(timeout: int) -> int:
+    sys.modules.setdefault("rfc3987_syntax", None)  # a 2.5-second import nbformat never needs (see nbgrader_cli.py)
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+    import nbformat
+
+    nb = nbformat.reads(sys.stdin.read(), as_version=4)
+    runtime = Path(os.environ.get("TMPDIR", "/tmp"))
+    spec_dir = runtime / "jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "servelab.grading.runner", "kernel", "-f", "{connection_file}"],
+        "display_name": "servelab grading sandbox", "language": "python"}))
+    os.environ["JUPYTER_PATH"] = str(runtime / "jupyter")
+    answers = _AnswerPipe()
+    os.environ["SERVELAB_ANSWER_FD"] = str(answers.write_fd)
+
+    class Client(NotebookClient):
+        """nbclient with a per-cell output cap, so a flood never reaches the grader whole."""
+
+        sizes: dict = {}
+
+        def output(self, outs, msg, display_id, cell_index):
+            used = self.sizes.get(cell_index, 0)
+            if used > MAX_CELL_OUTPUT_CHARS:
+                return None
+            out = super().output(outs, msg, display_id, cell_index)
+            if out is not None:
+                used += _output_size(out)
+                self.sizes[cell_index] = used
+                if used > MAX_CELL_OUTPUT_CHARS:
+                    outs[:] = outs[:-1] + [nbformat.v4.new_output(
+                        "stream", name="stderr",
+                        text=f"[output cut: this cell printed more than {MAX_CELL_OUTPUT_CHARS:,} characters]\n")]
+            return out
+
+    def cell_done(cell, cell_index, execute_reply):
+        content = (execute_reply or {}).get("content", {})
+        record = {"event": "cell", "index": cell_index, "outputs": cell.get("outputs", []),
+                  "execution_count": cell.get("execution_count"),
+                  "error": content.get("ename") if content.get("status") == "error" else None}
+        answer = answers.take(_grade_id(cell))
+        if answer is not None:
+            record["answer"] = answer
+        _emit(record)
+
+    client = Client(nb, timeout=timeout, interrupt_on_timeout=True, allow_errors=True,
+                    error_on_timeout={"ename": "CellTimeoutError",
+                                      "evalue": f"the cell ran longer than {timeout} s and was interrupted",
+                                      "traceback": []},
+                    kernel_name=KERNEL_NAME, on_cell_executed=cell_done, record_timing=False,
+                    resources={"metadata": {"path": os.getcwd()}})
+    status, detail = "ok", ""
+    try:
+        with client.setup_kernel(pass_fds=(answers.write_fd,), stdout=sys.stderr, stderr=sys.stderr):
+            os.close(answers.write_fd)
+            _emit({"event": "ready"})
+            for index, cell in enumerate(nb.cells):
+                client.execute_cell(cell, index)
+    except DeadKernelError as exc:
+        status, detail = "kernel died", str(exc)
+    except Exception as exc:  # noqa: BLE001 - whatever stops the run is reported, the grader keeps what came before
+        status, detail = "stopped", f"{type(exc).__name__}: {exc}"
+    _emit({"event": "done", "status": status, "detail": detail[:500]})
+    return 0
+
+
+# The kernel's message packer, bound before any cell runs: a submission that replaces
+# json.dumps or json.loads changes its own answers' text at most, not the kernel's protocol.
+_dumps, _loads = json.dumps, json.loads
+
+
+def pack(obj) -> bytes:
+    """jupyter_client's json_packer, with json's functions bound at start."""
+    from jupyter_client.jsonutil import json_clean, json_default
+
+    try:
+        text = _dumps(obj, default=json_default, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        text = _dumps(json_clean(obj), default=json_default, ensure_ascii=False, allow_nan=False)
+    return text.encode("utf8", errors="surrogateescape")
+
+
+def unpack(data):
+    if isinstance(data, bytes):
+        data = data.decode("utf8", "replace")
+    return _loads(data)
+
+
+def kernel() -> None:
+    """The sandbox's IPython kernel: answer pipe bound, limits lowered, dies with the runner."""
+    from servelab.grading import capture
+
+    capture.install_from_environment()
+    for name, value in json.loads(os.environ.pop(ENV_LIMITS, "{}")).items():
+        limit = getattr(resource, name)
+        resource.setrlimit(limit, (value, value))
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    import builtins
+
+    from ipykernel.kernelapp import IPKernelApp
+
+    app = IPKernelApp.instance()
+    app.initialize(sys.argv[2:] + ["--Session.packer=servelab.grading.runner.pack",
+                                   "--Session.unpacker=servelab.grading.runner.unpack"])
+    # Builtins come back after every cell: a submission that replaces min or round (which the
+    # kernel's own event loop calls) breaks at most the cell that did it, not the tests after it.
+    original = dict(builtins.__dict__)
+
+    def restore_builtins(*_):
+        for name, value in original.items():
+            if builtins.__dict__.get(name) is not value:
+                builtins.__dict__[name] = value
+
+    app.shell.events.register("post_run_cell", restore_builtins)
+    app.start()
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["kernel"]:
+        kernel()
+        return 0
+    if argv[:1] == ["run"]:
+        _drop_to(int(os.environ.get("SERVELAB_SANDBOX_UID", "0")))
+        _not_dumpable()
+        return run(int(os.environ.get("SERVELAB_CELL_TIMEOUT", "30")))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,312 @@
+"""The grader's side of the boundary: nbgrader preprocessors that run in nbgrader's own process.
+
+`nbgrader autograde` (configured in grading/nbgrader_config.py) runs them around
+the execution, which happens in the sandbox (sandbox.py), never here:
+
+- `RestoreCells` (sanitizing): every nbgrader cell is put back as the gradebook
+  holds it: test and other locked cells whole, answer cells' metadata; deleted
+  ones are added back, unknown or duplicated graded cells lose their nbgrader
+  metadata and run as plain cells. Each change is a flag for a person.
+- `SandboxedExecute` (replaces nbgrader's Execute): runs the notebook in the
+  sandbox and copies back each executed cell's outputs and the captured answers.
+- `ScoreAnswers`: for each test cell, the checker named in the assignment's key
+  file (grading/keys/<assignment>.py, instructor-only, never in a notebook a
+  kernel runs) compares the captured answer with the key. The test cell's
+  outputs become the checker's feedback and its points, which nbgrader's
+  SaveAutoGrades then writes to the gradebook. Nothing the kernel printed counts.
+
+Each notebook's flags, status and per-test feedback go to a report file,
+<report_dir>/<assignment>/<student>/<notebook>.json, which the pipeline reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import runpy
+from pathlib import Path
+
+from nbformat.v4 import new_output
+from traitlets import Bool, Integer, Unicode
+
+from nbgrader import utils
+from nbgrader.api import Gradebook
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from servelab.grading import checkers, sandbox
+from servelab.paths import REPO_DIR
+
+KEYS_DIR = REPO_DIR / "grading" / "keys"
+REPORT_DIR = "servelab-reports"  # relative to the course directory
+# Errors in a cell that mean the submission ran into one of the sandbox's limits.
+LIMIT_ERRORS = {
+    "CellTimeoutError": "ran past the time limit for one cell",
+    "MemoryError": "ran out of memory",
+    "BlockingIOError": "could not start more processes",
+    "RecursionError": "recursed too deeply",
+}
+LIMIT_MESSAGES = {
+    "File too large": "wrote a file past the size limit",
+    "Too many open files": "opened too many files",
+    "No space left": "filled the sandbox's disk",
+    "Resource temporarily unavailable": "could not start more processes",
+    "Cannot allocate memory": "ran out of memory",
+}
+
+
+def report_path(report_dir: str, resources: dict) -> Path:
+    info = resources["nbgrader"]
+    return Path(report_dir) / info["assignment"] / info["student"] / f"{info['notebook']}.json"
+
+
+def read_report(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"flags": []}
+
+
+def write_report(path: Path, report: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def load_tests(assignment: str, keys_dir: str | Path = KEYS_DIR) -> dict:
+    """grade_id -> (checker name, key) for one assignment, from its instructor-only key file."""
+    path = Path(keys_dir) / f"{assignment}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"No answer key for {assignment}: {path} is missing (the key files live in grading/keys/).")
+    return runpy.run_path(str(path))["TESTS"]
+
+
+def _nbgrader_meta(cell) -> dict | None:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta if isinstance(meta, dict) else None
+
+
+class RestoreCells(NbGraderPreprocessor):
+    """Put every nbgrader cell back as the gradebook holds it, and flag what had changed."""
+
+    report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            source_nb = gb.find_notebook(info["notebook"], info["assignment"])
+            order = [c.name for c in source_nb.source_cells]
+            source = {c.name: {"cell_type": c.cell_type, "source": c.source, "locked": bool(c.locked)}
+                      for c in source_nb.source_cells}
+            points = {c.name: float(c.max_score) for c in source_nb.grade_cells}
+            answers = {c.name for c in source_nb.solution_cells}
+            tasks = {c.name for c in source_nb.task_cells}
+        flags: list[str] = []
+        nb.metadata.pop("servelab", None)
+        seen: dict[str, int] = {}
+        cells = []
+        for cell in nb.cells:
+            if "nbgrader" in cell.get("metadata", {}) and _nbgrader_meta(cell) is None:
+                cell.metadata.pop("nbgrader")
+                flags.append("a cell's nbgrader metadata was not a dict (removed; the cell ran as a plain cell)")
+            meta = _nbgrader_meta(cell)
+            if meta is None:
+                cells.append(cell)
+                continue
+            grade_id = meta.get("grade_id")
+            if grade_id not in source or grade_id in seen:
+                cell.metadata.pop("nbgrader")
+                if grade_id in seen:
+                    flags.append(f"a second cell claimed to be {grade_id!r} (it ran as a plain cell, ungraded)")
+                elif meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
+                    flags.append(f"an extra graded cell {str(grade_id)[:40]!r} that the assignment does not have "
+                                 "(it ran as a plain cell, ungraded)")
+                cells.append(cell)
+                continue
+            seen[grade_id] = len(cells)
+            want = self._meta(grade_id, source, points, answers, tasks)
+            had = {k: meta.get(k) for k in ("grade", "solution", "locked", "points", "task")}
+            had["points"] = float(had["points"]) if isinstance(had["points"], (int, float)) else had["points"]
+            changed = [k for k in ("grade", "solution", "locked", "points", "task")
+                       if bool(had[k]) != bool(want.get(k)) or (k == "points" and had[k] != want.get(k))]
+            restored = self._cell(grade_id, source[grade_id], want, keep=cell if grade_id in answers else None)
+            if cell.cell_type != restored.cell_type:
+                changed.append("cell type")
+            if grade_id not in answers and source[grade_id]["locked"] and self._edited(cell, source[grade_id]):
+                changed.append("source")
+            if changed:
+                what = "answer cell" if grade_id in answers else "test cell" if want.get("grade") else "locked cell"
+                flags.append(f"{what} {grade_id!r} was changed ({', '.join(changed)}); restored from the gradebook")
+            cells.append(restored)
+        for position, grade_id in enumerate(order):
+            if grade_id in seen or grade_id in tasks:
+                continue
+            want = self._meta(grade_id, source, points, answers, tasks)
+            if not (want.get("grade") or source[grade_id]["locked"]):
+                continue  # an answer cell without points: nothing to grade there
+            before = [seen[g] for g in order[:position] if g in seen]
+            at = max(before) + 1 if before else 0
+            cells.insert(at, self._cell(grade_id, source[grade_id], want))
+            seen = {g: (i + 1 if i >= at else i) for g, i in seen.items()}
+            seen[grade_id] = at
+            what = "test cell" if want.get("grade") and grade_id not in answers else "cell"
+            flags.append(f"{what} {grade_id!r} was missing; restored from the gradebook")
+        nb.cells = cells
+        path = report_path(self.report_dir, resources)
+        write_report(path, {"flags": flags})
+        return nb, resources
+
+    @staticmethod
+    def _edited(cell, source) -> bool:
+        """Whether a locked cell's source differs from the released one (the gradebook's, hidden tests removed)."""
+        from nbgrader.preprocessors import ClearHiddenTests
+
+        released = copy.deepcopy(cell)
+        released.source = source["source"]
+        ClearHiddenTests()._remove_hidden_test_region(released)
+        return str(cell.get("source", "")).strip() != released.source.strip()
+
+    @staticmethod
+    def _meta(grade_id, source, points, answers, tasks) -> dict:
+        meta = {"grade": grade_id in points, "grade_id": grade_id, "locked": source[grade_id]["locked"],
+                "schema_version": 3, "solution": grade_id in answers}
+        if grade_id in points:
+            meta["points"] = points[grade_id]
+        if grade_id in tasks:
+            meta["task"] = True
+        return meta
+
+    @staticmethod
+    def _cell(grade_id, source, meta, keep=None):
+        from nbformat.v4 import new_code_cell, new_markdown_cell
+
+        text = keep.source if keep is not None else source["source"]
+        cell = new_code_cell(text) if source["cell_type"] == "code" else new_markdown_cell(text)
+        cell.id = keep.get("id", grade_id) if keep is not None else grade_id
+        old = dict(keep.metadata) if keep is not None else {}
+        old.pop("nbgrader", None)
+        cell.metadata = {"tags": [t for t in old.get("tags", []) if isinstance(t, str)][:20] if keep is not None else [],
+                         "nbgrader": meta}
+        if not keep:
+            cell.metadata["editable"] = False
+            cell.metadata["deletable"] = False
+        return cell
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    """Execute the notebook in the sandbox; copy back each cell's outputs and the captured answers."""
+
+    timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
+    run_timeout = Integer(300, help="Seconds the whole notebook may run in the sandbox; past it the run is "
+                                    "stopped and the answers captured before are graded.").tag(config=True)
+    trusted = Bool(False, help="Run without the sandbox (only for submissions from a trusted source).").tag(config=True)
+    report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
+        if run.status == "did not start":
+            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}. {sandbox.INSTALL_HINT}\n"
+                                             f"{run.log[-2000:]}")
+        flags = []
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            done = run.cells.get(index)
+            cell.outputs = []
+            cell.execution_count = None
+            if not done:
+                continue
+            for out in done.get("outputs", []) if isinstance(done.get("outputs"), list) else []:
+                try:
+                    cell.outputs.append(new_output(**{k: v for k, v in out.items() if k != "transient"}))
+                except Exception:  # noqa: BLE001 - an output that is not an output is dropped
+                    continue
+            cell.execution_count = done.get("execution_count") if isinstance(done.get("execution_count"), int) else None
+            flags += self._limit_flags(cell, index, done)
+        if run.status != "ok":
+            flags.append(f"the run ended early ({run.status}: {run.detail}); answers captured before it are "
+                         "graded, tests after it score 0")
+        resources["servelab"] = {"answers": run.answers, "status": run.status, "detail": run.detail,
+                                 "errors": {i: c.get("error") for i, c in run.cells.items()}}
+        path = report_path(self.report_dir, resources)
+        report = read_report(path)
+        report["flags"] = report.get("flags", []) + flags
+        report["execution"] = {"status": run.status, "detail": run.detail, "seconds": round(run.seconds, 2),
+                               "sandboxed": run.sandboxed, "cells_run": len(run.cells)}
+        write_report(path, report)
+        return nb, resources
+
+    def _limit_flags(self, cell, index, done) -> list[str]:
+        where = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index}"
+        flags = []
+        if done.get("error") == "CellTimeoutError":
+            flags.append(f"{where} {LIMIT_ERRORS['CellTimeoutError']} ({self.timeout} s) and was interrupted")
+        for out in cell.outputs:
+            if out.get("output_type") == "error":
+                why = LIMIT_ERRORS.get(out.get("ename"))
+                why = why or next((w for m, w in LIMIT_MESSAGES.items() if m in str(out.get("evalue", ""))), None)
+                if why:
+                    flags.append(f"{where} {why} ({out.get('ename')}: {str(out.get('evalue', ''))[:120]})")
+            elif out.get("output_type") == "stream" and "[output cut:" in out.get("text", ""):
+                flags.append(f"{where} printed more than the grader keeps (output cut)")
+        return flags
+
+
+class ScoreAnswers(NbGraderPreprocessor):
+    """Compare each captured answer with its key, here in the grader's process; write feedback and points."""
+
+    keys_dir = Unicode(str(KEYS_DIR), help="Folder of the instructor-only key files, <assignment>.py.").tag(config=True)
+    report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        tests = load_tests(info["assignment"], self.keys_dir)
+        run = resources.get("servelab", {"answers": {}, "status": "not run", "detail": "", "errors": {}})
+        results = {}
+        for index, cell in enumerate(nb.cells):
+            if not (cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell)):
+                continue
+            grade_id = cell.metadata.nbgrader["grade_id"]
+            max_points = float(cell.metadata.nbgrader.get("points", 0))
+            if grade_id not in tests:
+                raise KeyError(f"{grade_id!r} has no entry in {Path(self.keys_dir) / (info['assignment'] + '.py')}: "
+                               "every autograded test needs a checker and a key there.")
+            points, feedback = self._score(tests[grade_id], run, grade_id, index, cell)
+            points = min(max(float(points), 0.0), max_points)
+            form = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") != "CellTimeoutError"]
+            if form and index in run["answers"]:
+                feedback += f"\n(The form check in this cell said: {form[0].get('ename')}: {str(form[0].get('evalue'))[:300]})"
+            cell.outputs = [new_output("stream", name="stdout", text=feedback + "\n"),
+                            new_output("execute_result", data={"text/plain": repr(round(points, 3))},
+                                       execution_count=cell.get("execution_count"))]
+            results[grade_id] = {"points": round(points, 3), "max_points": max_points, "feedback": feedback}
+        path = report_path(self.report_dir, resources)
+        report = read_report(path)
+        report["tests"] = results
+        write_report(path, report)
+        return nb, resources
+
+    @staticmethod
+    def _score(spec, run, grade_id, index, cell) -> tuple[float, str]:
+        check_name, key = spec
+        name = key.get("name", grade_id)
+        text = run["answers"].get(index)
+        if text is None:
+            error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
+            if error is not None:
+                why = f"the test cell stopped before it could hand the answer over ({error.get('ename')}: " \
+                      f"{str(error.get('evalue', ''))[:200]})"
+            elif run["errors"].get(index) is None and index not in run["errors"]:
+                why = f"the notebook stopped before this test ran ({run['status']})"
+            else:
+                why = "the test cell handed no answer over"
+            return 0.0, f"{name}: no answer reached the grader: {why}."
+        if text.startswith("!"):
+            return 0.0, f"{name}: the answer must be built from plain numbers, strings, lists and dicts ({text[1:200]})."
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            return 0.0, f"{name}: the answer could not be read as plain values."
+        check = getattr(checkers, check_name)
+        try:
+            return check(answer, key)
+        except Exception as exc:  # noqa: BLE001 - a checker bug must not cost the submission its other grades
+            return 0.0, f"{name}: the checker failed ({type(exc).__name__}: {exc}); a person will look at it."
