@@ -38,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import course
+from servelab.grading import course, sandbox
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
@@ -130,8 +130,9 @@ def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_t
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(root / "jupyter"), env.get("JUPYTER_PATH")]))
     start = time.monotonic()
+    # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=sandbox.die_with_parent)
     try:
         log, _ = proc.communicate(timeout=submission_timeout)
         status = "graded" if proc.returncode == 0 else "failed"
@@ -142,11 +143,16 @@ def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_t
     return status, time.monotonic() - start, (log or "")[-2000:]
 
 
+def gradebook_url(root: Path) -> str:
+    """The gradebook nbgrader writes: SERVELAB_GRADEBOOK_URL (PostgreSQL for a class), else SQLite in the course."""
+    return os.environ.get("SERVELAB_GRADEBOOK_URL") or f"sqlite:///{root / 'gradebook.db'}"
+
+
 def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict:
     """Score, max score and per-test auto points of one submission, from the gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook_url(root)) as gb:
         try:
             nb = gb.find_submission_notebook(assignment.notebook_id, assignment.name, student)
         except MissingEntry:
@@ -154,6 +160,35 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
         tests = {g.name: g.auto_score for g in nb.grades if g.cell_type == "code"}
         return {"score": nb.score, "max_score": nb.max_score, "tests": tests,
                 "needs_manual_grade": nb.needs_manual_grade}
+
+
+def grade_submission(root: Path, assignment: course.Assignment, student: str, notebook: Path, *,
+                     cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S) -> Graded:
+    """Grade one student's collected submission (submitted/<student>/<assignment>/) into the gradebook.
+
+    `notebook` is the file as the student handed it in, read for integrity flags only.
+    This is the unit the parallel graders (parallel.py) claim and run.
+    """
+    status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
+                                      submission_timeout=submission_timeout)
+    try:
+        flags = integrity_flags(nbformat.read(notebook, as_version=4))
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+        flags = [f"not a readable notebook ({type(exc).__name__})"]
+    grades = read_grades(root, assignment, student) if status == "graded" else {}
+    silent = silent_tests(root, assignment, student) if status == "graded" else []
+    if silent:
+        flags.append(f"test cells reported no grade (check them by hand): {', '.join(silent)}")
+    g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
+               log_tail="" if status == "graded" else tail, **grades)
+    if status != "graded":
+        g.score = 0.0
+    return g
+
+
+def describe(g: Graded) -> str:
+    return (f"  {g.student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
+            + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
 
 
 def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *,
@@ -176,23 +211,10 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
         students = collect(root, assignment, folder)
         log(f"{assignment.name}: {len(students)} submissions")
         for student in students:
-            status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
-                                              submission_timeout=submission_timeout)
-            try:
-                flags = integrity_flags(nbformat.read(folder / f"{student}.ipynb", as_version=4))
-            except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
-                flags = [f"not a readable notebook ({type(exc).__name__})"]
-            grades = read_grades(root, assignment, student) if status == "graded" else {}
-            silent = silent_tests(root, assignment, student) if status == "graded" else []
-            if silent:
-                flags.append(f"test cells reported no grade (check them by hand): {', '.join(silent)}")
-            g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
-                       log_tail="" if status == "graded" else tail, **grades)
-            if status != "graded":
-                g.score = 0.0
+            g = grade_submission(root, assignment, student, folder / f"{student}.ipynb",
+                                 cell_timeout=cell_timeout, submission_timeout=submission_timeout)
             results.append(g)
-            log(f"  {student:16s} {status:9s} {g.score:6.2f} / {g.max_score:g}  ({seconds:.1f} s)"
-                + (f"  flagged: {'; '.join(flags)}" if flags else ""))
+            log(describe(g))
         fb = course.nbgrader(root, "generate_feedback", assignment.name, "--force", timeout=600)
         if fb.returncode != 0:
             log(f"generate_feedback {assignment.name} reported errors:\n{fb.stderr[-2000:]}")
