@@ -11,6 +11,7 @@ node and configurable-http-proxy, free ports, the users), then lays out:
     <state>/hub/                      JupyterHub's own database, cookie secret and log
     <state>/class.json                the settings class/jupyterhub_config.py reads
 
+makes every class user's home folder private (mode 700; Debian's default is 755),
 and starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in
 with their system password (JupyterHub's PAM authenticator) and each gets a
 single-user JupyterLab from this environment, run as that user.
@@ -165,10 +166,26 @@ class ClassHub:
             except KeyError:
                 raise ClassError(f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
                                  "or remove it from the roster.") from None
+        self._check_python_for(s.students[0] if s.students else s.instructors[0])
         chp = chp_command()
         for port, what in ((s.port, "hub"), (s.port + 1, "hub's proxy API"), (s.port + 2, "hub's internal API")):
             require_port(port, what, "--port")
         return chp
+
+    @staticmethod
+    def _check_python_for(user: str) -> None:
+        """Every user's server runs this environment's Python: the user must be able to run it."""
+        python = Path(sys.executable)
+        probe = subprocess.run(["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
+                               capture_output=True, text=True, cwd="/")
+        if probe.returncode == 0:
+            return
+        real = python.resolve()
+        closed = [str(p) for p in real.parents if not os.stat(p).st_mode & 0o001]
+        raise ClassError(f"User {user!r} cannot run this environment's Python ({python} -> {real}): "
+                         + (f"{', '.join(closed)} is closed to other users; `make class-deps` opens it for "
+                            "traversal (chmod o+x), or build the venv from a Python every user can run."
+                            if closed else probe.stderr.strip()[-500:]))
 
     # --- layout -------------------------------------------------------------------------------------
     def lay_out(self) -> None:
@@ -185,6 +202,11 @@ class ClassHub:
                 {"ServerApp": {"jpserver_extensions": server_extensions(role)}}, indent=1))
             (folder / "labconfig" / "page_config.json").write_text(json.dumps(
                 {"disabledExtensions": {p: True for p in disabled_lab_plugins(role)}}, indent=1))
+        for name in s.instructors + s.students:
+            # Debian makes homes readable by everyone (UMASK 022); in a class, a student's work is their own.
+            home = Path(pwd.getpwnam(name).pw_dir)
+            if home.is_dir():
+                home.chmod(home.stat().st_mode & 0o700)
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
             course.make(s.course_dir, sandbox=True)
