@@ -197,8 +197,11 @@ def test_a_week_of_class(klass):
         page = login(browser_context, klass, INSTRUCTOR)
         page.goto(f"{klass['hub'].url}/user/{INSTRUCTOR}/formgrader/gradebook/lesson25/lesson25",
                   wait_until="domcontentloaded")
-        page.get_by_text("sl-ana").first.wait_for(timeout=60_000)
-        screenshot(page, "class-4-instructor-formgrader")
+        try:
+            page.get_by_text("sl-ana").first.wait_for(timeout=60_000)
+        finally:
+            screenshot(page, "class-4-instructor-formgrader")
+        assert all(page.get_by_text(student).first.is_visible() for student in ANSWERS), page.inner_text("body")[:2000]
         page.close()
         browser_context.clear_cookies()
 
