@@ -107,3 +107,41 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
         assert assigned((folder / "nbgrader_config.py").read_text()) == nbgrader_settings(local, role)
     assert oct(local.exchange.stat().st_mode & 0o777) == "0o777"
     assert oct(local.course_dir.stat().st_mode & 0o777) == "0o700"
+
+
+# --- what `servelab class up` says when a piece is missing ------------------------------------------
+def test_a_missing_proxy_or_node_says_what_to_install(monkeypatch, tmp_path):
+    from servelab.classroom import ClassError, hub
+
+    monkeypatch.setattr(hub.sys, "prefix", str(tmp_path))  # no proxy beside this venv
+    monkeypatch.setattr(hub.shutil, "which", lambda name: "/usr/bin/node" if name == "node" else None)
+    with pytest.raises(ClassError, match=r"configurable-http-proxy.*make class-deps"):
+        hub.chp_command()
+    monkeypatch.setattr(hub.shutil, "which", lambda name: None)
+    with pytest.raises(ClassError, match=r"Node\.js.*make class-deps"):
+        hub.chp_command()
+
+
+def test_missing_postgres_says_what_to_install(monkeypatch):
+    from servelab.classroom import ClassError, postgres
+
+    monkeypatch.setattr(postgres.Path, "glob", lambda self, pattern: iter(()))
+    monkeypatch.setattr(postgres.shutil, "which", lambda name: None)
+    with pytest.raises(ClassError, match=r"PostgreSQL is not installed.*make class-deps"):
+        postgres.bin_dir()
+
+
+def test_the_roster_is_checked_before_anything_starts(local):
+    import os
+
+    from servelab.classroom import ClassError, hub
+
+    if os.geteuid() != 0:
+        with pytest.raises(ClassError, match="needs root"):
+            hub.ClassHub(local).check()
+        return
+    with pytest.raises(ClassError, match="at least one instructor"):
+        hub.ClassHub(ClassSettings(state=local.state)).check()
+    local.instructors, local.students = ["root"], ["no-such-student-here"]
+    with pytest.raises(ClassError, match=r"no system user 'no-such-student-here'.*useradd"):
+        hub.ClassHub(local).check()

@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--course", type=Path, required=True, help="the course directory (shared by every grader)")
     parser.add_argument("--submissions", type=Path, help="zip_collect DIR/<assignment>/<student>.ipynb first")
     parser.add_argument("--workers", type=int, default=default_workers(), help="graders at once (default: cores)")
+    parser.add_argument("--queue-only", action="store_true", help="collect and queue, grade nothing yet")
     parser.add_argument("--requeue-failed", action="store_true", help="grade failed and timed-out submissions again")
     parser.add_argument("--cell-timeout", type=int, default=pipeline.CELL_TIMEOUT_S)
     parser.add_argument("--submission-timeout", type=int, default=pipeline.SUBMISSION_TIMEOUT_S)
@@ -236,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             conn.close()
         print(f"{added} submissions newly queued", flush=True)
+        if args.queue_only:
+            return 0
         start = time.monotonic()
         final = grade_all(root, args.workers, cell_timeout=args.cell_timeout,
                           submission_timeout=args.submission_timeout, log=lambda text: print(text, flush=True))
