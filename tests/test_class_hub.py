@@ -199,9 +199,12 @@ def test_a_week_of_class(klass):
                   wait_until="domcontentloaded")
         try:
             page.get_by_text("sl-ana").first.wait_for(timeout=60_000)
+        except Exception:
+            raise AssertionError(page.inner_text("body")[:1000] + klass["hub"].log_tail(6000))
         finally:
             screenshot(page, "class-4-instructor-formgrader")
-        assert all(page.get_by_text(student).first.is_visible() for student in ANSWERS), page.inner_text("body")[:2000]
+        assert all(page.get_by_text(student).first.is_visible() for student in ANSWERS), \
+            page.inner_text("body")[:1000] + klass["hub"].log_tail(4000)
         page.close()
         browser_context.clear_cookies()
 

@@ -63,6 +63,9 @@ def test_same_course_and_an_exchange_every_pod_mounts(role, local):
     volume = next(v for v in VALUES["singleuser"]["storage"]["extraVolumes"] if v["name"] == mounts[pod["Exchange"]["root"]]["name"])
     assert "persistentVolumeClaim" in volume
     assert ("root" in pod["CourseDirectory"]) == ("root" in here["CourseDirectory"]) == (role == "instructor")
+    # instructors' servers (the formgrader) read the course's own config: gradebook URL, autograde limits
+    pod_loads = re.findall(r"load_subconfig\('([^']+)'\)", extra_file(role, "nbgrader")["stringData"])
+    assert pod_loads == ([f"{pod['CourseDirectory']['root']}/nbgrader_config.py"] if role == "instructor" else [])
 
 
 def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_gradebook(local):
@@ -104,7 +107,9 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
         folder = local.jupyter_dir(role)
         assert json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] \
             == server_extensions(role)
-        assert assigned((folder / "nbgrader_config.py").read_text()) == nbgrader_settings(local, role)
+        written = (folder / "nbgrader_config.py").read_text()
+        assert assigned(written) == nbgrader_settings(local, role)
+        assert ("load_subconfig(" in written) == (role == "instructor")
     assert oct(local.exchange.stat().st_mode & 0o777) == "0o777"
     assert oct(local.course_dir.stat().st_mode & 0o777) == "0o700"
 

@@ -109,9 +109,13 @@ def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
     return config
 
 
-def python_config(config: dict[str, dict]) -> str:
+def python_config(config: dict[str, dict], course_config: Path | None = None) -> str:
     lines = ["# Written by `servelab class up`; the class's settings are in ../../class.json.",
              "c = get_config()  # noqa: F821"]
+    if course_config is not None:
+        # The course's own settings (gradebook URL, autograde limits, feedback) for the formgrader too,
+        # which reads its config from here and the server's folder, not from the course directory.
+        lines.append(f"load_subconfig({str(course_config)!r})  # noqa: F821")
     lines += [f"c.{section}.{name} = {value!r}" for section, values in config.items() for name, value in values.items()]
     return "\n".join(lines) + "\n"
 
@@ -197,7 +201,8 @@ class ClassHub:
         for role in ("student", "instructor"):
             folder = s.jupyter_dir(role)
             (folder / "labconfig").mkdir(parents=True, exist_ok=True)
-            (folder / "nbgrader_config.py").write_text(python_config(nbgrader_settings(s, role)))
+            course_config = s.course_dir / "nbgrader_config.py" if role == "instructor" else None
+            (folder / "nbgrader_config.py").write_text(python_config(nbgrader_settings(s, role), course_config))
             (folder / "jupyter_server_config.json").write_text(json.dumps(
                 {"ServerApp": {"jpserver_extensions": server_extensions(role)}}, indent=1))
             (folder / "labconfig" / "page_config.json").write_text(json.dumps(
