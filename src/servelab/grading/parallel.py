@@ -155,7 +155,7 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
                f"grader-{os.uname().nodename}-{os.getpid()}-{i}", f"--cell-timeout={cell_timeout}",
                f"--submission-timeout={submission_timeout}", "--one-worker"]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      preexec_fn=_die_with_parent))
+                                      preexec_fn=pipeline.die_with_parent))
     try:
         import selectors
 
@@ -184,12 +184,6 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
         return counts(conn)
     finally:
         conn.close()
-
-
-def _die_with_parent() -> None:
-    from servelab.grading.sandbox import die_with_parent
-
-    die_with_parent()
 
 
 def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None, log=print) -> Path:

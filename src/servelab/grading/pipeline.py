@@ -38,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import course, sandbox
+from servelab.grading import course
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
@@ -119,6 +119,14 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> list[str
     return students
 
 
+def die_with_parent() -> None:
+    """In a child before exec: Linux SIGKILLs it when its parent dies (PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+
+
 def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_timeout: int,
               submission_timeout: int) -> tuple[str, float, str]:
     """Autograde one submission in its own process group; (status, seconds, log tail)."""
@@ -132,7 +140,7 @@ def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_t
     start = time.monotonic()
     # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True, preexec_fn=sandbox.die_with_parent)
+                            text=True, start_new_session=True, preexec_fn=die_with_parent)
     try:
         log, _ = proc.communicate(timeout=submission_timeout)
         status = "graded" if proc.returncode == 0 else "failed"

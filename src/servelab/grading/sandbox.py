@@ -31,8 +31,7 @@ PATH_EVENTS = {"open", "os.listdir", "os.scandir", "os.chdir", "glob.glob", "shu
                "os.link", "os.truncate", "os.utime", "os.chmod", "os.chown", "sqlite3.connect"}
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
+def _die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -92,7 +91,7 @@ def install(denied: list[str], allowed: list[str]) -> None:
 
 
 def main() -> None:
-    die_with_parent()
+    _die_with_parent()
     denied = [p for p in os.environ.get(DENY_ENV, "").split(os.pathsep) if p]
     allowed = [os.path.realpath(os.getcwd())]
     # Modules the kernel needs are imported before the hook, so no import path is refused.
