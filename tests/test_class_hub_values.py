@@ -32,7 +32,7 @@ def assigned(python_config: str) -> dict[str, dict]:
 
 @pytest.fixture
 def local(tmp_path):
-    return ClassSettings(state=tmp_path, instructors=["instructor"], students=["ada"],
+    return ClassSettings(state=tmp_path, instructors=["root"], students=["ada"],
                          remote_off_url="http://127.0.0.1:8100", remote_on_url="http://127.0.0.1:8101",
                          gradebook_url="postgresql+psycopg2://servelab:pw@127.0.0.1:5433/servelab_gradebook")
 

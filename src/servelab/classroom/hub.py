@@ -4,7 +4,7 @@
 node and configurable-http-proxy, free ports, the users), then lays out:
 
     <state>/exchange/                 nbgrader's filesystem exchange (rwx for all, as nbgrader documents)
-    <state>/course/                   the instructor's course directory (nbgrader's CourseDirectory.root), mode 700
+    ~<first instructor>/servelab/     the course directory (nbgrader's CourseDirectory.root), mode 700
     <state>/jupyter/<role>/           each role's Jupyter config: nbgrader's course and exchange, which of
                                       nbgrader's extensions the role gets (students: assignment list;
                                       instructors: also formgrader, course list, create assignment)
@@ -69,7 +69,10 @@ class ClassSettings:
 
     @property
     def course_dir(self) -> Path:
-        return self.state / "course"
+        """nbgrader's course directory, in the first instructor's home: the formgrader only works on a
+        course inside its server's root ("The course directory root is not a subdirectory of the notebook
+        server root")."""
+        return Path(pwd.getpwnam(self.instructors[0]).pw_dir) / self.course_id
 
     def jupyter_dir(self, role: str) -> Path:
         return self.state / "jupyter" / role
