@@ -176,8 +176,15 @@ class VllmServer:
 
 
 def _root_cause(log: str) -> str:
-    """vLLM's last error line ('ValueError: ...'), which says more than the traceback around it."""
+    """vLLM's reason for refusing to start, which says more than the traceback around it.
+
+    A refused config is a pydantic ValidationError whose reason sits on the line after it
+    ("Value error, Total number of attention heads (9) must be divisible by ..."); else the last error line.
+    """
     lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "Value error, " in line:
+            return line.split("Value error, ", 1)[1].split(" [type=")[0][:400]
     for line in reversed(lines):
         if "Error:" in line or "error:" in line:
             return line[-400:]
