@@ -233,8 +233,10 @@ def test_a_week_of_class(klass):
         page.goto(f"{klass['hub'].url}/user/{INSTRUCTOR}/formgrader/gradebook/lesson25/lesson25",
                   wait_until="domcontentloaded")
         try:
+            page.get_by_text(f"Submission #{len(ANSWERS)}").wait_for(timeout=60_000)
+            page.get_by_role("button", name="Show All Names").click()  # the formgrader hides names by default
             for student in ANSWERS:
-                page.get_by_text(student).first.wait_for(timeout=60_000)
+                page.get_by_text(student, exact=True).first.wait_for(timeout=30_000)
         finally:
             screenshot(page, "class-6-instructor-formgrader")
         page.close()
