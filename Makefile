@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model lab test test-fast nbval release grade bench browser-deps sandbox-deps clean
+.PHONY: setup model lab test test-fast nbval release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -61,7 +61,30 @@ sandbox-deps:
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	else echo "Install bubblewrap (Debian: apt-get install bubblewrap) to grade submissions in the sandbox."; exit 1; fi
 
-test: model browser-deps sandbox-deps
+# A class on a hub: Debian's PostgreSQL (the gradebook), Node.js and JupyterHub's proxy
+# (configurable-http-proxy from npm, beside the venv; 4.x runs on Node 18 and 20).
+CHP_VERSION := 4.6.3
+CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+class-deps: setup $(CHP)
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && command -v node >/dev/null || { \
+	  command -v apt-get >/dev/null || { echo "Install PostgreSQL and Node.js 18+ for the class."; exit 1; }; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm >/dev/null; }
+	@# Every class user's server runs this venv's Python: folders above it must let them through
+	@# (pyenv under /root is mode 700). Only the traversal bit is added, nothing becomes listable.
+	@if [ "$$(id -u)" = 0 ]; then d=$$(dirname $$(readlink -f $(PY))); while [ "$$d" != / ]; do \
+	  if [ $$(( 0$$(stat -c %a "$$d") & 1 )) = 0 ]; then echo "chmod o+x $$d (class users run $(PY))"; chmod o+x "$$d"; fi; \
+	  d=$$(dirname "$$d"); done; fi
+	@echo "postgresql: $$(ls -d /usr/lib/postgresql/*/bin | tail -1); node $$(node --version); proxy $(CHP_VERSION)"
+
+$(CHP):
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq nodejs npm >/dev/null; }
+	npm install --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
+
+test: model browser-deps sandbox-deps class-deps
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory nbval
 

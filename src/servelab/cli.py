@@ -1,4 +1,4 @@
-"""servelab's command line: prepare-model | sweep | simulate | review | lab."""
+"""servelab's command line: prepare-model | sweep | simulate | review | lab | class."""
 
 from __future__ import annotations
 
@@ -121,6 +121,12 @@ def main(argv: list[str] | None = None) -> int:
             p = sub.add_parser(name, help=help_text)
             module.add_arguments(p)
             p.set_defaults(func=module.run)
+
+    from .classroom import cli as class_cli
+
+    p = sub.add_parser("class", help="a class on a hub: gradebook, exchange, JupyterHub, shared vLLM servers")
+    class_cli.add_arguments(p)
+    p.set_defaults(func=class_cli.run)
 
     p = sub.add_parser("lab", help="open the lab notebook in JupyterLab")
     p.add_argument("--port", type=int, default=8888, help="JupyterLab's port; the next free one if it is taken")

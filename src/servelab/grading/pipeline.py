@@ -110,6 +110,14 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> list[str
     return students
 
 
+def die_with_parent() -> None:
+    """In a child before exec: Linux SIGKILLs it when its parent dies (PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+
+
 def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_timeout: int,
               submission_timeout: int, trusted_submissions: bool = False) -> tuple[str, float, str]:
     """nbgrader autograde for one submission, in its own process group; (status, seconds, log tail)."""
@@ -121,8 +129,9 @@ def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_t
     env.pop("NBGRADER_EXECUTION", None)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     start = time.monotonic()
+    # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=die_with_parent)
     try:
         log, _ = proc.communicate(timeout=submission_timeout + GRADER_MARGIN_S)
         status = "graded" if proc.returncode == 0 else "failed"
@@ -131,6 +140,11 @@ def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_t
         log, _ = proc.communicate()
         status = "failed"
     return status, time.monotonic() - start, (log or "")[-2000:]
+
+
+def gradebook_url(root: Path) -> str:
+    """The gradebook nbgrader writes: SERVELAB_GRADEBOOK_URL (PostgreSQL for a class), else SQLite in the course."""
+    return os.environ.get("SERVELAB_GRADEBOOK_URL") or f"sqlite:///{root / 'gradebook.db'}"
 
 
 def grade_submission(root: Path, assignment: course.Assignment, student: str, submitted: Path | None = None, *,
@@ -167,7 +181,7 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
     """Score, max score and per-test auto points of one submission, from the gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook_url(root)) as gb:
         try:
             nb = gb.find_submission_notebook(assignment.notebook_id, assignment.name, student)
         except MissingEntry:
@@ -175,6 +189,35 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
         tests = {g.name: g.auto_score for g in nb.grades if g.cell_type == "code"}
         return {"score": nb.score, "max_score": nb.max_score, "tests": tests,
                 "needs_manual_grade": nb.needs_manual_grade}
+
+
+def grade_submission(root: Path, assignment: course.Assignment, student: str, notebook: Path, *,
+                     cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S) -> Graded:
+    """Grade one student's collected submission (submitted/<student>/<assignment>/) into the gradebook.
+
+    `notebook` is the file as the student handed it in, read for integrity flags only.
+    This is the unit the parallel graders (parallel.py) claim and run.
+    """
+    status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
+                                      submission_timeout=submission_timeout)
+    try:
+        flags = integrity_flags(nbformat.read(notebook, as_version=4))
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+        flags = [f"not a readable notebook ({type(exc).__name__})"]
+    grades = read_grades(root, assignment, student) if status == "graded" else {}
+    silent = silent_tests(root, assignment, student) if status == "graded" else []
+    if silent:
+        flags.append(f"test cells reported no grade (check them by hand): {', '.join(silent)}")
+    g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
+               log_tail="" if status == "graded" else tail, **grades)
+    if status != "graded":
+        g.score = 0.0
+    return g
+
+
+def describe(g: Graded) -> str:
+    return (f"  {g.student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
+            + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
 
 
 def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *,
@@ -207,8 +250,7 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
             g = grade_submission(root, assignment, student, folder / f"{student}.ipynb", cell_timeout=cell_timeout,
                                  submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
             results.append(g)
-            log(f"  {student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
-                + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
+            log(describe(g))
         fb = course.nbgrader(root, "generate_feedback", assignment.name, "--force", timeout=600)
         if fb.returncode != 0:
             log(f"generate_feedback {assignment.name} reported errors:\n{fb.stderr[-2000:]}")

@@ -21,7 +21,7 @@ from ..engine import EngineConfigError, EngineError
 from ..results import ResultsStore
 from . import charts, drawing, rep2
 from .data import (BATCHES, GPU_BACKENDS, METHODS, OUTPUT_LENS, WORKLOADS, PointBook, Settings, Simulators,
-                   acceptance_for, clean, offline_reason, series_label)
+                   acceptance_for, class_defaults, clean, offline_reason, series_label)
 from .engines import EnginePool, Point, check_point, measure_local, measure_remote
 from .worker import LatestRequestWorker
 
@@ -79,7 +79,7 @@ class SpecDecodeLab:
         self.last_drawing: drawing.Drawing | None = None
         self.redraws = 0
         self.measured: list = []  # records measured by this lab, in order
-        s = settings or Settings(method="ngram" if view == "flip" else "routed")
+        s = settings or Settings(method="ngram" if view == "flip" else "routed", **class_defaults())
         self._build_widgets(s)
         self.figure = charts.build(view)
         self._figure_box.children = (self.figure,)

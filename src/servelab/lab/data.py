@@ -86,6 +86,18 @@ class Settings:
         return ["none"] if self.method == "none" else ["none", self.method]
 
 
+def class_defaults(environ=None) -> dict:
+    """Settings a class's hub hands every student: its two shared servers, and the remote backend chosen.
+
+    The hub sets SERVELAB_REMOTE_OFF_URL and SERVELAB_REMOTE_ON_URL (see class/jupyterhub_config.py).
+    """
+    env = os.environ if environ is None else environ
+    off, on = env.get("SERVELAB_REMOTE_OFF_URL", "").strip(), env.get("SERVELAB_REMOTE_ON_URL", "").strip()
+    if not off:
+        return {}
+    return {"backend": "remote", "remote_off_url": off, "remote_on_url": on}
+
+
 def series_label(method: str, k: int) -> str:
     if method == "none":
         return "no speculation"

@@ -1,0 +1,154 @@
+"""A class's numbers: parallel autograding into PostgreSQL (1 grader against 2), and the hub's start.
+
+    python bench/class.py [--n 100] [--no-hub]   ->   bench/results/class.json
+
+Grading: n lesson25 submissions (perfect, partial, empty in turn) are collected
+into a fresh course, then graded by `python -m servelab.grading.parallel` with
+1 grader and, in a second database, with 2. Target: 2 graders at least 1.7x
+faster on a 2-core machine, and a class of 300 under 10 minutes (extrapolated
+from the 2-grader rate). Every score is checked against the samples' expected
+points.
+
+Hub (root only): time from ClassHub.start() to the hub answering on its port,
+with one instructor (a system user made for the run and removed after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from servelab import hardware
+from servelab.classroom.errors import port_free
+from servelab.classroom.postgres import Postgres
+from servelab.grading import parallel, samples
+
+MIX = ["perfect", "partial", "empty"]
+RESULT = Path(__file__).resolve().parent / "results" / "class.json"
+TARGET_SPEEDUP = 1.7
+TARGET_CLASS, TARGET_CLASS_S = 300, 600
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def free_port(run: int = 1) -> int:
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if all(port_free(p + i) for i in range(run)):
+            return p
+    raise RuntimeError("no free port")
+
+
+def grade(db: Postgres, tmp: Path, subs: Path, workers: int) -> dict:
+    name = f"bench_{workers}_graders"
+    db.create_database(name)
+    env = dict(os.environ, SERVELAB_GRADEBOOK_URL=db.url(name))
+    course = tmp / f"course-{workers}"
+    prepare = [sys.executable, "-m", "servelab.grading.parallel", "--course", str(course), "--submissions",
+               str(subs), "--queue-only", "lesson25"]
+    queued = subprocess.run(prepare, env=env, capture_output=True, text=True)
+    if queued.returncode != 0:
+        raise SystemExit(f"collecting failed:\n{queued.stdout[-2000:]}\n{queued.stderr[-2000:]}")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "servelab.grading.parallel", "--course", str(course),
+                           f"--workers={workers}", "lesson25"], env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"grading with {workers} failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+    conn = parallel.connect(db.url(name))
+    try:
+        results = parallel.results(conn)
+    finally:
+        conn.close()
+    expected = json.loads(samples.EXPECTED.read_text())["lesson25"]
+    wrong = [g.student for g in results if abs(g.score - expected[g.student.split("_", 1)[1]]) > 1e-6]
+    return {"workers": workers, "submissions": len(results), "seconds": round(seconds, 1),
+            "seconds_per_submission": round(seconds / len(results), 2), "all_scores_as_expected": not wrong,
+            "graded_once_each": len({g.student for g in results}) == len(results)}
+
+
+def hub_start(tmp: Path) -> dict:
+    from servelab.classroom.hub import ClassHub, ClassSettings
+
+    user = "sl-bench"
+    subprocess.run(["useradd", "--create-home", user], capture_output=True)
+    subprocess.run(["chpasswd"], input=f"{user}:{secrets.token_urlsafe(12)}\n", text=True, check=True)
+    try:
+        hub = ClassHub(ClassSettings(state=tmp / "class", instructors=[user], port=free_port(3)))
+        try:
+            seconds = hub.start()
+        finally:
+            hub.stop()
+    finally:
+        subprocess.run(["userdel", "--remove", user], capture_output=True)
+    return {"seconds_to_answer": round(seconds, 1), "users": 1,
+            "what": "ClassHub.start() (checks, layout, jupyterhub + proxy) until GET /hub/api answers"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100, help="submissions to grade")
+    parser.add_argument("--no-hub", action="store_true", help="skip the hub's start (needs root)")
+    parser.add_argument("--out", type=Path, default=RESULT)
+    args = parser.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="servelab-bench-class-"))
+    tmp.chmod(0o755)
+    db = Postgres(tmp / "db", port=free_port())
+    try:
+        db.start()
+        subs = tmp / "submissions" / "lesson25"
+        subs.mkdir(parents=True)
+        for i in range(args.n):
+            kind = MIX[i % len(MIX)]
+            shutil.copy(samples.SUBMISSIONS / "lesson25" / f"{kind}.ipynb", subs / f"s{i:03d}_{kind}.ipynb")
+        one = grade(db, tmp, subs.parent, 1)
+        two = grade(db, tmp, subs.parent, 2)
+        hub = None if args.no_hub or os.geteuid() != 0 else hub_start(tmp)
+    finally:
+        db.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    speedup = one["seconds"] / two["seconds"]
+    class_s = two["seconds_per_submission"] * TARGET_CLASS
+    report = {
+        "benchmark": "a class: parallel autograde into PostgreSQL, hub start",
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "grading": {"one_grader": one, "two_graders": two, "speedup": round(speedup, 2),
+                    "target_speedup": TARGET_SPEEDUP, "meets_speedup_target": speedup >= TARGET_SPEEDUP,
+                    f"class_of_{TARGET_CLASS}_seconds_extrapolated": round(class_s),
+                    "meets_class_target": class_s < TARGET_CLASS_S, "mix": MIX},
+        "hub": hub,
+        "machine": {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "platform": platform.platform(),
+                    "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "versions": {"python": platform.python_version(),
+                     **{p: _version(p) for p in ("servelab", "nbgrader", "jupyterhub", "psycopg2-binary")},
+                     "postgresql": db.bin.parent.name},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(report["grading"] | {"hub": hub}))
+    return 0 if one["all_scores_as_expected"] and two["all_scores_as_expected"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""JupyterHub configuration for a servelab class on one machine.
+
+`servelab class up` writes the class's settings to <state>/class.json and starts
+`jupyterhub -f class/jupyterhub_config.py` with SERVELAB_CLASS_STATE pointing at
+the state folder (see src/servelab/classroom/hub.py for the layout). Every
+setting below comes from there; the Zero to JupyterHub values in
+class/z2jh-values.yaml carry the same ones for a cluster.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from servelab.classroom.hub import ClassSettings, lab_environment
+
+c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
+
+settings = ClassSettings.load(Path(os.environ["SERVELAB_CLASS_STATE"]) / "class.json")
+hub_dir = settings.state / "hub"
+
+# Loopback only: the public port (the proxy), the proxy's API and the hub on the next two ports.
+c.JupyterHub.bind_url = f"http://127.0.0.1:{settings.port}"
+c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{settings.port + 1}"
+c.JupyterHub.hub_bind_url = f"http://127.0.0.1:{settings.port + 2}"
+c.ConfigurableHTTPProxy.command = [os.environ.get("SERVELAB_CLASS_PROXY", "configurable-http-proxy")]
+c.JupyterHub.db_url = f"sqlite:///{hub_dir / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = str(hub_dir / "jupyterhub_cookie_secret")
+c.JupyterHub.pid_file = str(hub_dir / "jupyterhub.pid")
+
+# Users are the machine's accounts, logging in with their own password.
+c.JupyterHub.authenticator_class = "pam"
+c.PAMAuthenticator.open_sessions = False  # no login session per spawn: containers and CI have no logind
+c.Authenticator.allowed_users = set(settings.instructors + settings.students)
+c.JupyterHub.load_groups = {"instructors": {"users": settings.instructors},
+                            "students": {"users": settings.students}}
+
+# Each user's server: this environment's JupyterLab, run as that user in their home folder.
+c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
+c.Spawner.default_url = "/lab"
+c.Spawner.notebook_dir = "~"
+c.Spawner.start_timeout = 180  # JupyterLab with nbgrader's extensions on 2 busy cores
+c.Spawner.http_timeout = 180
+c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL", "SERVELAB_CACHE"]
+
+
+def role_of(name: str) -> str:
+    return "instructor" if name in settings.instructors else "student"
+
+
+def pre_spawn_hook(spawner):
+    """The role's nbgrader extensions and config, and the lab's shared servers (the gradebook for instructors)."""
+    spawner.environment = {**spawner.environment, **lab_environment(settings, role_of(spawner.user.name))}
+
+
+c.Spawner.pre_spawn_hook = pre_spawn_hook

@@ -1,0 +1,109 @@
+"""`servelab class up | servers`: each runs in the foreground until Ctrl-C, then stops what it started."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..paths import REPO_DIR
+from .errors import ClassError
+
+
+def _names(text: str) -> list[str]:
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="class_command", required=True)
+    up = sub.add_parser("up", help="the gradebook's PostgreSQL, nbgrader's exchange and the hub, on 127.0.0.1")
+    up.add_argument("--state", type=Path, default=REPO_DIR / ".class", help="where the class keeps everything")
+    up.add_argument("--instructors", type=_names, required=True, help="system users, comma-separated")
+    up.add_argument("--students", type=_names, default=[], help="system users, comma-separated")
+    up.add_argument("--port", type=int, default=8000, help="the hub's port (the next two are taken too)")
+    up.add_argument("--db-port", type=int, default=5433, help="the gradebook's PostgreSQL port")
+    up.add_argument("--sqlite", action="store_true", help="keep the gradebook in SQLite (one instructor)")
+    up.add_argument("--servers", default="", help="OFF_URL,ON_URL of the lab's shared servers "
+                    "(default: the ones `servelab class servers` started)")
+    up.set_defaults(class_func=cmd_up)
+
+    servers = sub.add_parser("servers", help="the two shared vLLM servers the lab's remote backend uses")
+    servers.add_argument("--state", type=Path, default=REPO_DIR / ".class")
+    servers.add_argument("--model", default="", help="folder or hub id (default: the bundled model, on CPU)")
+    servers.add_argument("--off-port", type=int, default=8100)
+    servers.add_argument("--on-port", type=int, default=8101)
+    servers.add_argument("--k", type=int, default=4, help="num_speculative_tokens of the n-gram server")
+    servers.set_defaults(class_func=cmd_servers)
+
+
+def run(args) -> int:
+    try:
+        return args.class_func(args)
+    except ClassError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _wait_for_stop() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+
+
+def cmd_servers(args) -> int:
+    from .servers import ClassServers
+
+    args.state.mkdir(parents=True, exist_ok=True)
+    servers = ClassServers(model=args.model, off_port=args.off_port, on_port=args.on_port, k=args.k,
+                           log_dir=args.state / "logs")
+    print(f"Starting two vLLM servers ({args.model or 'the bundled model, CPU'}): this takes a minute or more ...",
+          flush=True)
+    took = servers.start()
+    (args.state / "servers.json").write_text(json.dumps(servers.urls, indent=1) + "\n")
+    print(f"speculation off: {servers.urls['off']}   (ready after {took['off']:.0f} s)")
+    print(f"n-gram k={args.k}:   {servers.urls['on']}   (ready after {took['on']:.0f} s)")
+    print("`servelab class up` hands these to every student's lab. Ctrl-C stops both.", flush=True)
+    try:
+        _wait_for_stop()
+    finally:
+        servers.stop()
+    return 0
+
+
+def cmd_up(args) -> int:
+    from .hub import ClassHub, ClassSettings
+    from .postgres import Postgres
+
+    off, on = (_names(args.servers) + ["", ""])[:2] if args.servers else ("", "")
+    saved = args.state / "servers.json"
+    if not off and saved.exists():
+        urls = json.loads(saved.read_text())
+        off, on = urls["off"], urls["on"]
+    settings = ClassSettings(state=args.state.resolve(), instructors=args.instructors, students=args.students,
+                             port=args.port, remote_off_url=off, remote_on_url=on)
+    started = time.monotonic()
+    hub = ClassHub(settings)
+    hub.check()  # every missing piece is named before anything starts
+    db = None
+    if not args.sqlite:
+        db = Postgres(settings.state / "db", port=args.db_port)
+        settings.gradebook_url = db.start()
+    try:
+        hub.start()
+        took = time.monotonic() - started
+        print(f"hub:        {hub.url}  (up {took:.0f} s after start; log {hub.log_path})")
+        print(f"users:      instructors {', '.join(settings.instructors)}; students {', '.join(settings.students) or '-'}")
+        print(f"gradebook:  {'PostgreSQL on 127.0.0.1:' + str(args.db_port) if db else 'SQLite in the course'}")
+        print(f"exchange:   {settings.exchange}   course: {settings.course_dir}")
+        print(f"lab:        {off or 'no shared servers (run `servelab class servers` first)'} {on}")
+        print("Ctrl-C stops the hub, every user's server and the gradebook.", flush=True)
+        _wait_for_stop()
+    finally:
+        hub.stop()
+        if db is not None:
+            db.stop()
+    return 0

@@ -1,0 +1,275 @@
+"""The class's JupyterHub on one machine, and what each role's single-user server is configured with.
+
+`ClassHub(settings).start()` checks every piece first (root for system users,
+node and configurable-http-proxy, free ports, the users), then lays out:
+
+    <state>/exchange/                 nbgrader's filesystem exchange (rwx for all, as nbgrader documents)
+    ~<first instructor>/servelab/     the course directory (nbgrader's CourseDirectory.root), mode 700
+    <state>/jupyter/<role>/           each role's Jupyter config: nbgrader's course and exchange, which of
+                                      nbgrader's extensions the role gets (students: assignment list;
+                                      instructors: also formgrader, course list, create assignment)
+    <state>/hub/                      JupyterHub's own database, cookie secret and log
+    <state>/class.json                the settings class/jupyterhub_config.py reads
+
+makes every class user's home folder private (mode 700; Debian's default is 755),
+and starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in
+with their system password (JupyterHub's PAM authenticator) and each gets a
+single-user JupyterLab from this environment, run as that user.
+
+The same settings are what class/z2jh-values.yaml carries for Zero to JupyterHub
+(tests/test_class_hub.py checks both).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..grading import course
+from ..paths import REPO_DIR
+from .errors import ClassError, require_port
+
+CONFIG = REPO_DIR / "class" / "jupyterhub_config.py"
+CHP_VERSION = "4.6.3"  # configurable-http-proxy; 5.x needs node 22
+HUB_PORT = 8000
+START_TIMEOUT_S = 180  # until the hub answers; a cold hub on 2 busy cores takes 5 to 20 s
+STUDENT_EXTENSIONS = ("assignment_list", "validate_assignment")
+INSTRUCTOR_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
+ALL_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
+LAB_PLUGINS = {  # nbgrader's JupyterLab plugins by server extension (create-assignment is the instructor's)
+    "assignment_list": "assignment-list", "validate_assignment": "validate-assignment",
+    "formgrader": "formgrader", "course_list": "course-list",
+}
+
+
+@dataclass
+class ClassSettings:
+    """One class: who is in it, where it lives, which servers the lab uses."""
+
+    state: Path = REPO_DIR / ".class"
+    course_id: str = "servelab"
+    instructors: list[str] = field(default_factory=list)
+    students: list[str] = field(default_factory=list)
+    port: int = HUB_PORT  # the hub's public port on 127.0.0.1; the proxy's API and the hub itself take the next two
+    remote_off_url: str = ""  # the lab's shared server without speculation (servelab class servers prints it)
+    remote_on_url: str = ""  # ... and with n-gram speculation
+    gradebook_url: str = ""  # SERVELAB_GRADEBOOK_URL, handed to instructors only
+
+    @property
+    def exchange(self) -> Path:
+        return self.state / "exchange"
+
+    @property
+    def course_dir(self) -> Path:
+        """nbgrader's course directory, in the first instructor's home: the formgrader only works on a
+        course inside its server's root ("The course directory root is not a subdirectory of the notebook
+        server root")."""
+        return Path(pwd.getpwnam(self.instructors[0]).pw_dir) / self.course_id
+
+    def jupyter_dir(self, role: str) -> Path:
+        return self.state / "jupyter" / role
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["state"] = str(self.state)
+        return json.dumps(d, indent=1)
+
+    @classmethod
+    def load(cls, path: Path) -> "ClassSettings":
+        d = json.loads(Path(path).read_text())
+        d["state"] = Path(d["state"])
+        return cls(**d)
+
+
+def server_extensions(role: str) -> dict[str, bool]:
+    """ServerApp.jpserver_extensions for a role: every nbgrader extension on or off."""
+    wanted = INSTRUCTOR_EXTENSIONS if role == "instructor" else STUDENT_EXTENSIONS
+    return {f"nbgrader.server_extensions.{e}": e in wanted for e in ALL_EXTENSIONS}
+
+
+def disabled_lab_plugins(role: str) -> list[str]:
+    """JupyterLab plugins a role does not see (page_config.json's disabledExtensions)."""
+    if role == "instructor":
+        return []
+    return [f"@jupyter/nbgrader:{LAB_PLUGINS[e]}" for e in ALL_EXTENSIONS if e not in STUDENT_EXTENSIONS] \
+        + ["@jupyter/nbgrader:create-assignment"]
+
+
+def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
+    """The nbgrader config a role's server reads, as {section: {trait: value}}."""
+    config = {"CourseDirectory": {"course_id": settings.course_id},
+              "Exchange": {"root": str(settings.exchange)}}
+    if role == "instructor":
+        config["CourseDirectory"].update(root=str(settings.course_dir), source_directory=str(course.SOLUTIONS))
+    return config
+
+
+def python_config(config: dict[str, dict], course_config: Path | None = None) -> str:
+    lines = ["# Written by `servelab class up`; the class's settings are in ../../class.json.",
+             "c = get_config()  # noqa: F821"]
+    if course_config is not None:
+        # The course's own settings (gradebook URL, autograde limits, feedback) for the formgrader too,
+        # which reads its config from here and the server's folder, not from the course directory.
+        lines.append(f"load_subconfig({str(course_config)!r})  # noqa: F821")
+    lines += [f"c.{section}.{name} = {value!r}" for section, values in config.items() for name, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
+    """What every single-user server of a role runs with: its Jupyter config and the lab's shared servers."""
+    env = {"JUPYTER_CONFIG_PATH": str(settings.jupyter_dir(role)),
+           "SERVELAB_REMOTE_OFF_URL": settings.remote_off_url, "SERVELAB_REMOTE_ON_URL": settings.remote_on_url}
+    if role == "instructor" and settings.gradebook_url:
+        env["SERVELAB_GRADEBOOK_URL"] = settings.gradebook_url
+    return {k: v for k, v in env.items() if v}
+
+
+def chp_command() -> str:
+    """configurable-http-proxy: the one `make class-deps` installs beside the venv, else the one on PATH."""
+    local = Path(sys.prefix) / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if local.exists():
+        return str(local)
+    found = shutil.which("configurable-http-proxy")
+    if found:
+        return found
+    if not shutil.which("node"):
+        raise ClassError("JupyterHub's proxy needs Node.js, which is not installed: run `make class-deps` "
+                         "(Debian: apt-get install nodejs npm), then start the class again.")
+    raise ClassError(f"configurable-http-proxy (JupyterHub's proxy, from npm) is not installed: run `make class-deps` "
+                     f"(npm install --prefix {Path(sys.prefix) / 'node'} configurable-http-proxy@{CHP_VERSION}).")
+
+
+class ClassHub:
+    """The hub, started and stopped; usable as a context manager."""
+
+    def __init__(self, settings: ClassSettings):
+        self.settings = settings
+        self.proc: subprocess.Popen | None = None
+        self.log_path = settings.state / "hub" / "jupyterhub.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port}"
+
+    # --- checks, each with what to do ---------------------------------------------------------------
+    def check(self) -> str:
+        s = self.settings
+        if os.geteuid() != 0:
+            raise ClassError("The class's hub runs each user's server as that system user, which needs root: "
+                             "start it with sudo (sudo .venv/bin/servelab class up ...).")
+        if not s.instructors:
+            raise ClassError("A class needs at least one instructor: --instructors NAME (a system user).")
+        for name in s.instructors + s.students:
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                raise ClassError(f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
+                                 "or remove it from the roster.") from None
+        self._check_python_for(s.students[0] if s.students else s.instructors[0])
+        chp = chp_command()
+        for port, what in ((s.port, "hub"), (s.port + 1, "hub's proxy API"), (s.port + 2, "hub's internal API")):
+            require_port(port, what, "--port")
+        return chp
+
+    @staticmethod
+    def _check_python_for(user: str) -> None:
+        """Every user's server runs this environment's Python: the user must be able to run it."""
+        python = Path(sys.executable)
+        probe = subprocess.run(["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
+                               capture_output=True, text=True, cwd="/")
+        if probe.returncode == 0:
+            return
+        real = python.resolve()
+        closed = [str(p) for p in real.parents if not os.stat(p).st_mode & 0o001]
+        raise ClassError(f"User {user!r} cannot run this environment's Python ({python} -> {real}): "
+                         + (f"{', '.join(closed)} is closed to other users; `make class-deps` opens it for "
+                            "traversal (chmod o+x), or build the venv from a Python every user can run."
+                            if closed else probe.stderr.strip()[-500:]))
+
+    # --- layout -------------------------------------------------------------------------------------
+    def lay_out(self) -> None:
+        s = self.settings
+        s.state.mkdir(parents=True, exist_ok=True)
+        s.state.chmod(0o755)  # students reach the exchange through it
+        s.exchange.mkdir(exist_ok=True)
+        s.exchange.chmod(0o777)  # nbgrader's exchange: every user writes its course's inbound
+        for role in ("student", "instructor"):
+            folder = s.jupyter_dir(role)
+            (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+            course_config = s.course_dir / "nbgrader_config.py" if role == "instructor" else None
+            (folder / "nbgrader_config.py").write_text(python_config(nbgrader_settings(s, role), course_config))
+            (folder / "jupyter_server_config.json").write_text(json.dumps(
+                {"ServerApp": {"jpserver_extensions": server_extensions(role)}}, indent=1))
+            (folder / "labconfig" / "page_config.json").write_text(json.dumps(
+                {"disabledExtensions": {p: True for p in disabled_lab_plugins(role)}}, indent=1))
+        for name in s.instructors + s.students:
+            # Debian makes homes readable by everyone (UMASK 022); in a class, a student's work is their own.
+            home = Path(pwd.getpwnam(name).pw_dir)
+            if home.is_dir():
+                home.chmod(home.stat().st_mode & 0o700)
+        owner = s.instructors[0]
+        if not (s.course_dir / "nbgrader_config.py").exists():
+            course.make(s.course_dir, sandbox=True)
+        subprocess.run(["chown", "-R", f"{owner}:", str(s.course_dir)], check=True)
+        s.course_dir.chmod(0o700)  # the gradebook's copies and the submissions are the instructor's alone
+        hub = s.state / "hub"
+        hub.mkdir(exist_ok=True)
+        hub.chmod(0o700)
+        (s.state / "class.json").write_text(s.to_json())
+        (s.state / "class.json").chmod(0o600)  # it holds the gradebook's password
+
+    # --- running ------------------------------------------------------------------------------------
+    def start(self, timeout: float = START_TIMEOUT_S) -> float:
+        """Check, lay out, start; seconds until the hub answered."""
+        chp = self.check()
+        self.lay_out()
+        env = dict(os.environ, SERVELAB_CLASS_STATE=str(self.settings.state), SERVELAB_CLASS_PROXY=chp)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
+                                         cwd=self.settings.state / "hub", env=env, stdout=log, stderr=log,
+                                         start_new_session=True)
+        deadline = started + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ClassError(f"JupyterHub exited with {self.proc.returncode} while starting:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/hub/api", timeout=5) as r:
+                    if r.status == 200:
+                        return time.monotonic() - started
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise ClassError(f"JupyterHub did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

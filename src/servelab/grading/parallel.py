@@ -1,0 +1,251 @@
+"""Grade a class in parallel: N graders, each submission graded once, nothing lost when a grader dies.
+
+    export SERVELAB_GRADEBOOK_URL=postgresql+psycopg2://servelab:...@127.0.0.1:5433/servelab_gradebook
+    python -m servelab.grading.parallel --course DIR --workers 2           # everything collected in DIR
+    python -m servelab.grading.parallel --course DIR --submissions SUBS   # zip_collect SUBS first
+
+The queue is a table in the gradebook's own PostgreSQL database, one row per
+collected submission (submitted/<student>/<assignment>/ in the course):
+
+    servelab_autograde(assignment, student, status, worker, seconds, score, max_score, result)
+
+A grader claims a pending row with SELECT ... FOR UPDATE SKIP LOCKED and keeps
+that transaction open while nbgrader grades the submission (pipeline.grade_submission,
+the same isolated autograde a single grader runs), then writes the outcome and
+commits. Other graders skip the locked row, so no submission is graded twice. A
+grader that dies (killed, its machine gone) drops its connection; PostgreSQL rolls
+its transaction back and the row is pending again, so the next claim, by another
+grader or by a rerun, grades it. Graders may be processes here or machines that
+share the database and the course directory. SQLite has no row locks: parallel
+grading needs PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from servelab.grading import course, pipeline, sandbox
+
+QUEUE = "servelab_autograde"
+STATUSES = ("pending", "graded", "timed out", "failed")
+
+
+class ParallelGradingError(RuntimeError):
+    """Parallel grading cannot run as asked; the message says what to do."""
+
+
+def gradebook_url() -> str:
+    url = os.environ.get("SERVELAB_GRADEBOOK_URL", "")
+    if not url.startswith("postgresql"):
+        raise ParallelGradingError(
+            "Parallel grading keeps its queue in a PostgreSQL gradebook: set SERVELAB_GRADEBOOK_URL to a "
+            "postgresql+psycopg2:// URL (`servelab class up` prints one), or grade one at a time with "
+            "python -m servelab.grading.pipeline.")
+    return url
+
+
+def connect(url: str | None = None):
+    """A psycopg2 connection to the gradebook database; TCP keepalives notice a grader's machine gone."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url or gradebook_url())
+    return psycopg2.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                            dbname=u.database, connect_timeout=30, keepalives=1, keepalives_idle=30,
+                            keepalives_interval=10, keepalives_count=3)
+
+
+def create_queue(conn) -> None:
+    with conn, conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (QUEUE,))  # several graders may start at once
+        cur.execute(f"""CREATE TABLE IF NOT EXISTS {QUEUE} (
+            assignment text NOT NULL,
+            student text NOT NULL,
+            status text NOT NULL DEFAULT 'pending',
+            worker text,
+            seconds double precision,
+            score double precision,
+            max_score double precision,
+            result jsonb,
+            graded_at timestamptz,
+            PRIMARY KEY (assignment, student))""")
+
+
+def enqueue(root: Path, assignments: list[course.Assignment], conn) -> int:
+    """A pending row for every collected submission not in the queue yet; how many were added."""
+    create_queue(conn)
+    added = 0
+    with conn, conn.cursor() as cur:
+        for assignment in assignments:
+            for folder in sorted((root / "submitted").glob(f"*/{assignment.name}")):
+                cur.execute(f"INSERT INTO {QUEUE} (assignment, student) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                            (assignment.name, folder.parent.name))
+                added += cur.rowcount
+    return added
+
+
+def requeue(conn, statuses: tuple[str, ...] = ("failed", "timed out")) -> int:
+    """Put submissions that did not grade back in the queue (after fixing what made them fail)."""
+    with conn, conn.cursor() as cur:
+        cur.execute(f"UPDATE {QUEUE} SET status = 'pending' WHERE status = ANY(%s)", (list(statuses),))
+        return cur.rowcount
+
+
+def work(root: Path, name: str, *, cell_timeout: int = pipeline.CELL_TIMEOUT_S,
+         submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S, log=print) -> int:
+    """One grader: claim, grade, record, until no pending submission is left; how many it graded."""
+    conn = connect()
+    graded = 0
+    try:
+        while True:
+            with conn, conn.cursor() as cur:  # one transaction per submission: the claim lives as long as the grading
+                cur.execute(f"SELECT assignment, student FROM {QUEUE} WHERE status = 'pending' "
+                            "ORDER BY assignment, student LIMIT 1 FOR UPDATE SKIP LOCKED")
+                row = cur.fetchone()
+                if row is None:
+                    return graded
+                assignment, student = course.get(row[0]), row[1]
+                log(f"{name} grading {assignment.name}/{student}")
+                notebook = root / "submitted" / student / assignment.name / assignment.notebook
+                g = pipeline.grade_submission(root, assignment, student, notebook, cell_timeout=cell_timeout,
+                                              submission_timeout=submission_timeout)
+                cur.execute(f"UPDATE {QUEUE} SET status = %s, worker = %s, seconds = %s, score = %s, "
+                            "max_score = %s, result = %s, graded_at = now() WHERE assignment = %s AND student = %s",
+                            (g.status, name, g.seconds, g.score, g.max_score, json.dumps(asdict(g)),
+                             assignment.name, student))
+                log(f"{name} {pipeline.describe(g).strip()}")
+                graded += 1
+    finally:
+        conn.close()
+
+
+def results(conn) -> list[pipeline.Graded]:
+    """Every graded submission in the queue, as the single grader reports them."""
+    with conn, conn.cursor() as cur:
+        cur.execute(f"SELECT result FROM {QUEUE} WHERE status <> 'pending' ORDER BY assignment, student")
+        return [pipeline.Graded(**r[0]) for r in cur.fetchall()]
+
+
+def counts(conn) -> dict[str, int]:
+    with conn, conn.cursor() as cur:
+        cur.execute(f"SELECT status, count(*) FROM {QUEUE} GROUP BY status")
+        return dict(cur.fetchall())
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIMEOUT_S,
+              submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S, log=print) -> dict[str, int]:
+    """Run `workers` grader processes on the course at `root` until the queue is empty; the queue's counts."""
+    if workers < 1:
+        raise ParallelGradingError(f"--workers must be at least 1, not {workers}.")
+    try:  # fail closed, once for the class, before any grader claims a submission
+        sandbox.check()
+    except sandbox.SandboxUnavailable as exc:
+        raise ParallelGradingError(str(exc)) from None
+    procs = []
+    for i in range(workers):
+        cmd = [sys.executable, "-m", "servelab.grading.parallel", "--course", str(root), "--worker-name",
+               f"grader-{os.uname().nodename}-{os.getpid()}-{i}", f"--cell-timeout={cell_timeout}",
+               f"--submission-timeout={submission_timeout}", "--one-worker"]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      preexec_fn=pipeline.die_with_parent))
+    try:
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        for p in procs:
+            sel.register(p.stdout, selectors.EVENT_READ)
+        open_streams = len(procs)
+        while open_streams:
+            for key, _ in sel.select():
+                line = key.fileobj.readline()
+                if line:
+                    log(line.rstrip())
+                else:
+                    sel.unregister(key.fileobj)
+                    open_streams -= 1
+        codes = [p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+    if any(codes):
+        raise ParallelGradingError(f"A grader exited with {max(codes)}; its claimed submission is pending again: "
+                                   "rerun the same command to grade what is missing.")
+    conn = connect()
+    try:
+        return counts(conn)
+    finally:
+        conn.close()
+
+
+def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None, log=print) -> Path:
+    """A course at `root` with every assignment generated and (if given) `submissions` zip-collected into it."""
+    if not (root / "nbgrader_config.py").exists():  # an existing course keeps what it has collected and graded
+        root = course.make(root, sandbox=True, deny=[submissions] if submissions else [])
+    for assignment in assignments:
+        result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
+        if result.returncode != 0:
+            raise ParallelGradingError(f"generate_assignment {assignment.name} failed:\n{result.stderr[-3000:]}")
+        if submissions is not None and (submissions / assignment.name).is_dir():
+            students = pipeline.collect(root, assignment, submissions / assignment.name)
+            log(f"{assignment.name}: {len(students)} submissions collected")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.grading.parallel", description=__doc__.split("\n")[0])
+    parser.add_argument("--course", type=Path, required=True, help="the course directory (shared by every grader)")
+    parser.add_argument("--submissions", type=Path, help="zip_collect DIR/<assignment>/<student>.ipynb first")
+    parser.add_argument("--workers", type=int, default=default_workers(), help="graders at once (default: cores)")
+    parser.add_argument("--queue-only", action="store_true", help="collect and queue, grade nothing yet")
+    parser.add_argument("--requeue-failed", action="store_true", help="grade failed and timed-out submissions again")
+    parser.add_argument("--cell-timeout", type=int, default=pipeline.CELL_TIMEOUT_S)
+    parser.add_argument("--submission-timeout", type=int, default=pipeline.SUBMISSION_TIMEOUT_S)
+    parser.add_argument("--worker-name", default=f"grader-{os.uname().nodename}-{os.getpid()}")
+    parser.add_argument("--one-worker", action="store_true", help=argparse.SUPPRESS)  # grade_all's child processes
+    parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one in solutions/)")
+    args = parser.parse_args(argv)
+    root = args.course.resolve()
+    try:
+        gradebook_url()
+        if args.one_worker:
+            work(root, args.worker_name, cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
+                 log=lambda text: print(text, flush=True))
+            return 0
+        chosen = [course.get(a) for a in args.assignments] if args.assignments else course.available()
+        if args.submissions is not None or not (root / "nbgrader_config.py").exists():
+            prepare(root, chosen, args.submissions.resolve() if args.submissions else None)
+        conn = connect()
+        try:
+            added = enqueue(root, chosen, conn)
+            if args.requeue_failed:
+                added += requeue(conn)
+        finally:
+            conn.close()
+        print(f"{added} submissions newly queued", flush=True)
+        if args.queue_only:
+            return 0
+        start = time.monotonic()
+        final = grade_all(root, args.workers, cell_timeout=args.cell_timeout,
+                          submission_timeout=args.submission_timeout, log=lambda text: print(text, flush=True))
+    except ParallelGradingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"queue: {final} ({time.monotonic() - start:.1f} s with {args.workers} graders)")
+    return 0 if set(final) <= {"graded"} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
