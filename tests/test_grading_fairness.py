@@ -11,11 +11,15 @@ import numpy as np
 import nbformat
 import pytest
 
-from servelab.grading import checkers, course, keys, lesson25
+from servelab.grading import capture, checkers, course, keys, lesson25, trusted
+from servelab.grading import trusted as _trusted
+
+KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
 
 LESSON = course.get("lesson25")
 SOURCE = nbformat.read(LESSON.source, as_version=4)
 STUDENT = nbformat.read(LESSON.student, as_version=4)
+TESTS = trusted.load_tests("lesson25")
 
 
 def _cell(nb, grade_id: str) -> str:
@@ -28,12 +32,27 @@ def visible(grade_id: str, **answer) -> None:
 
 
 def hidden_points(grade_id: str, **answer) -> float:
-    """Run an instructor test cell, hidden part included, and return the points it reports."""
+    """Run an instructor test cell, hidden part included, and score what it hands over the way the grader does.
+
+    The hidden part only captures the answer as JSON text (capture.encode); the
+    grader's ScoreAnswers then reads it and runs the checker with the key from
+    grading/keys/lesson25.py.
+    """
     source = _cell(SOURCE, grade_id)
-    source = source.replace("_checkers.report(", "_points = _checkers.report(")
+    handed = {}
     scope = dict(answer)
-    exec(source, scope)
-    return scope["_points"]
+    scope["__builtins__"] = __builtins__
+    prelude = "from servelab.grading.capture import capture as _capture"
+    assert prelude in source, grade_id
+    source = source.replace(prelude, "")
+    scope["_capture"] = lambda gid, value: handed.setdefault(gid, capture.encode(value))
+    try:
+        exec(source, scope)
+    except AssertionError:
+        pass  # the visible form check runs after the hand-over, as in the notebook
+    run = {"answers": {0: handed[grade_id]}, "status": "completed", "detail": "", "errors": {}}
+    points, _ = trusted.ScoreAnswers._score(TESTS[grade_id], run, grade_id, 0, nbformat.v4.new_code_cell())
+    return points
 
 
 # --------------------------------------------------------------------------- numpy values
@@ -125,7 +144,7 @@ def test_warmup3_vllm_acceptance_rate_reading_gets_its_own_feedback():
 def test_practice4_accepts_the_ways_learners_name_tp(knob, configured):
     practice4 = {"knob": knob, "verdict": "wrong", "configured": configured, "gpus_available": 4,
                  "max_tensor_parallel": 4}
-    assert checkers.fields(practice4, lesson25.PRACTICE4_KEY).points == 2
+    assert checkers.fields(practice4, KEYS.PRACTICE4_KEY).points == 2
 
 
 @pytest.mark.parametrize("change", [{"knob": "batching"}, {"configured": "4-way"}, {"configured": "8 or 4"},
@@ -133,11 +152,11 @@ def test_practice4_accepts_the_ways_learners_name_tp(knob, configured):
 def test_practice4_still_fails_wrong_parts(change):
     practice4 = {"knob": "tp", "verdict": "wrong", "configured": "8-way", "gpus_available": 4,
                  "max_tensor_parallel": 4, **change}
-    assert checkers.fields(practice4, lesson25.PRACTICE4_KEY).points < 2
+    assert checkers.fields(practice4, KEYS.PRACTICE4_KEY).points < 2
 
 
 def test_practice4_feedback_no_longer_sends_learners_to_pipeline_stages():
-    feedback = " ".join(f["feedback"] for f in lesson25.PRACTICE4_KEY["fields"].values())
+    feedback = " ".join(f["feedback"] for f in KEYS.PRACTICE4_KEY["fields"].values())
     assert "add pipeline stages" not in feedback and "does not start" in feedback
 
 

@@ -20,6 +20,9 @@ import yaml
 
 from servelab import hardware, modelspec, simulate
 from servelab.grading import course, lesson25
+from servelab.grading import trusted as _trusted
+
+KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "data" / "configs"
@@ -49,7 +52,7 @@ def finding(report: dict, knob: str) -> dict:
 
 def test_practice_1_key_is_the_reviewers_verdict():
     batching = finding(example("practice-1-batch-256"), "batching")
-    key = lesson25.PRACTICE1_KEY["fields"]
+    key = KEYS.PRACTICE1_KEY["fields"]
     assert key["verdict"]["expect"] == batching["verdict"] == "unjustified"
     # The key says the cap does not explain the miss; so does the reviewer, and neither prescribes 32.
     assert key["cap_explains_miss"]["expect"] is False and "not the cause" in batching["reason"]
@@ -60,7 +63,7 @@ def test_practice_1_key_is_the_reviewers_verdict():
 def test_practice_4_key_is_the_reviewers_verdict():
     report = example("practice-4-tp8-on-4-gpus")
     parallelism = finding(report, "parallelism")
-    key = lesson25.PRACTICE4_KEY["fields"]
+    key = KEYS.PRACTICE4_KEY["fields"]
     assert key["verdict"]["expect"] == parallelism["verdict"] == "wrong"
     assert "will not start" in parallelism["reason"] and "does not start" in key["verdict"]["feedback"]
     assert key["max_tensor_parallel"]["expect"] == report["facts"]["gpus_available"] == 4
@@ -110,7 +113,7 @@ def test_tpot_moves_with_throughput_as_the_lesson_says():
     on, off = SIM.step(256, 4, "ngram"), SIM.step(256)
     assert f"{on.tpot_ms:.1f} ms" == "11.3 ms" and f"{off.tpot_ms:.1f} ms" == "7.1 ms"
     assert "11.3 ms per token with speculation, 7.1 ms without" in TEXT
-    assert "11.3 ms per token with speculation, 7.1 ms without" in lesson25.PRACTICE5_KEY["options"]["b"]
+    assert "11.3 ms per token with speculation, 7.1 ms without" in KEYS.PRACTICE5_KEY["options"]["b"]
     assert on.output_tok_s < off.output_tok_s  # both worse: throughput and TPOT move together
 
 

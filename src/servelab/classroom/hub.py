@@ -217,7 +217,7 @@ class ClassHub:
                 home.chmod(home.stat().st_mode & 0o700)
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
-            course.make(s.course_dir, sandbox=True)
+            course.make(s.course_dir)
         subprocess.run(["chown", "-R", f"{owner}:", str(s.course_dir)], check=True)
         s.course_dir.chmod(0o700)  # the gradebook's copies and the submissions are the instructor's alone
         hub = s.state / "hub"

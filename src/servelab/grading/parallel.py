@@ -193,7 +193,7 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
 def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None, log=print) -> Path:
     """A course at `root` with every assignment generated and (if given) `submissions` zip-collected into it."""
     if not (root / "nbgrader_config.py").exists():  # an existing course keeps what it has collected and graded
-        root = course.make(root, sandbox=True, deny=[submissions] if submissions else [])
+        root = course.make(root)
     for assignment in assignments:
         result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
         if result.returncode != 0:

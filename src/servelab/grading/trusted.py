@@ -25,6 +25,7 @@ import copy
 import json
 import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 from nbformat.v4 import new_output
 from traitlets import Bool, Integer, Unicode
@@ -71,12 +72,17 @@ def write_report(path: Path, report: dict) -> None:
     path.write_text(json.dumps(report, indent=1) + "\n")
 
 
-def load_tests(assignment: str, keys_dir: str | Path = KEYS_DIR) -> dict:
-    """grade_id -> (checker name, key) for one assignment, from its instructor-only key file."""
+def load_key_module(assignment: str, keys_dir: str | Path = KEYS_DIR) -> SimpleNamespace:
+    """Everything an assignment's instructor-only key file defines (TESTS and the keys it is built from)."""
     path = Path(keys_dir) / f"{assignment}.py"
     if not path.exists():
         raise FileNotFoundError(f"No answer key for {assignment}: {path} is missing (the key files live in grading/keys/).")
-    return runpy.run_path(str(path))["TESTS"]
+    return SimpleNamespace(**runpy.run_path(str(path)))
+
+
+def load_tests(assignment: str, keys_dir: str | Path = KEYS_DIR) -> dict:
+    """grade_id -> (checker name, key) for one assignment, from its instructor-only key file."""
+    return load_key_module(assignment, keys_dir).TESTS
 
 
 def _nbgrader_meta(cell) -> dict | None:
