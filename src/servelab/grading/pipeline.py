@@ -191,31 +191,8 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
                 "needs_manual_grade": nb.needs_manual_grade}
 
 
-def grade_submission(root: Path, assignment: course.Assignment, student: str, notebook: Path, *,
-                     cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S) -> Graded:
-    """Grade one student's collected submission (submitted/<student>/<assignment>/) into the gradebook.
-
-    `notebook` is the file as the student handed it in, read for integrity flags only.
-    This is the unit the parallel graders (parallel.py) claim and run.
-    """
-    status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
-                                      submission_timeout=submission_timeout)
-    try:
-        flags = integrity_flags(nbformat.read(notebook, as_version=4))
-    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
-        flags = [f"not a readable notebook ({type(exc).__name__})"]
-    grades = read_grades(root, assignment, student) if status == "graded" else {}
-    silent = silent_tests(root, assignment, student) if status == "graded" else []
-    if silent:
-        flags.append(f"test cells reported no grade (check them by hand): {', '.join(silent)}")
-    g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
-               log_tail="" if status == "graded" else tail, **grades)
-    if status != "graded":
-        g.score = 0.0
-    return g
-
-
 def describe(g: Graded) -> str:
+    """One submission's line in the grader's log."""
     return (f"  {g.student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
             + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
 

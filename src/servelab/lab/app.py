@@ -11,7 +11,6 @@ store the moment it is measured, and the charts redraw.
 
 from __future__ import annotations
 
-import html
 import json
 import threading
 import time
@@ -270,10 +269,7 @@ class SpecDecodeLab:
     # --- status ----------------------------------------------------------------------------------------
     def _set_status(self, state: str, text: str, detail: str = "") -> None:
         self.state, self.status_text = state, text
-        more = (f"<details><summary>engine log</summary><pre style='font-size:11px'>{html.escape(detail)}</pre>"
-                f"</details>") if detail else ""
-        self.status.value = (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
-                             f"<b>{state}</b>: {html.escape(text)}{more}</div>")
+        self.status.value = drawing.status_line_html(state, text, detail, "engine log")
 
     def _idle_status(self) -> None:
         s = self.settings()

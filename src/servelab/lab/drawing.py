@@ -232,3 +232,12 @@ def regime_html(settings: Settings, sim, sim_about: str, book: PointBook, measur
     if sim is not None:
         lines.append(f"<small>Dashed lines: {html.escape(sim_about)}.</small>")
     return "<br>".join(lines)
+
+
+def status_line_html(state: str, text: str, detail: str = "", log_name: str = "log") -> str:
+    """The status line both labs show: the state (a CSS class the browser tests read), the text, and a
+    folded log where there is one."""
+    more = (f"<details><summary>{log_name}</summary><pre style='font-size:11px'>{html.escape(detail)}</pre>"
+            f"</details>") if detail else ""
+    return (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
+            f"<b>{state}</b>: {html.escape(text)}{more}</div>")

@@ -23,6 +23,7 @@ from .. import knobs
 from ..results import ResultsStore
 from . import knobcharts, rep2
 from .data import clean, offline_reason
+from .drawing import status_line_html
 from .worker import LatestRequestWorker
 
 LOADS = {"users": "fixed number of users (max concurrency)", "rate": "Poisson arrivals (request rate)"}
@@ -312,10 +313,7 @@ class KnobLab:
     # --- status -----------------------------------------------------------------------------------------
     def _set_status(self, state: str, text: str, detail: str = "") -> None:
         self.state, self.status_text = state, text
-        more = (f"<details><summary>server log</summary><pre style='font-size:11px'>{html.escape(detail)}</pre>"
-                f"</details>") if detail else ""
-        self.status.value = (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
-                             f"<b>{state}</b>: {html.escape(text)}{more}</div>")
+        self.status.value = status_line_html(state, text, detail, "server log")
 
     def _idle_status(self) -> None:
         if self.offline:

@@ -27,7 +27,7 @@ import yaml
 
 from .. import hardware
 from . import vllm_flags
-from .inputs import Doc, ReviewInputError, load_yaml
+from .inputs import Doc, ReviewInputError, load_yaml, read_text
 
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
@@ -46,16 +46,7 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
     path = Path(path)
     name = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReviewInputError(f"{name}: no such file (the serving config)") from None
-    except IsADirectoryError:
-        raise ReviewInputError(f"{name}: is a folder, not a serving config file") from None
-    except UnicodeDecodeError:
-        raise ReviewInputError(f"{name}: not a text file (the serving config must be UTF-8)") from None
-    except OSError as exc:
-        raise ReviewInputError(f"{name}: cannot read the serving config: {exc.strerror}") from None
+    text = read_text(path, "serving config", "UTF-8")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):

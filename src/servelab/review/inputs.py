@@ -139,20 +139,26 @@ class Doc:
         return path
 
 
-def load_yaml(path: str | Path, role: str) -> Doc:
-    """Read one YAML file, keeping the line of every key and list item."""
-    path = Path(path)
+def read_text(path: Path, role: str, form: str = "UTF-8 YAML") -> str:
+    """A file's text, or a ReviewInputError naming the file and what it should have been."""
     name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReviewInputError(f"{name}: no such file (the {role})") from None
     except IsADirectoryError:
         raise ReviewInputError(f"{name}: is a folder, not a {role} file") from None
     except UnicodeDecodeError:
-        raise ReviewInputError(f"{name}: not a text file (the {role} must be UTF-8 YAML)") from None
+        raise ReviewInputError(f"{name}: not a text file (the {role} must be {form})") from None
     except OSError as exc:
         raise ReviewInputError(f"{name}: cannot read the {role}: {exc.strerror}") from None
+
+
+def load_yaml(path: str | Path, role: str) -> Doc:
+    """Read one YAML file, keeping the line of every key and list item."""
+    path = Path(path)
+    name = str(path)
+    text = read_text(path, role)
 
     loader = yaml.SafeLoader(text)
     try:
