@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from pathlib import Path
 
 from servelab.grading.author import answer, capture, code, md, notebook, test, write_source, written
 from servelab.paths import REPO_DIR
@@ -27,7 +26,8 @@ AUDIT_CASE = "70b-one-gpu-no-tp"
 
 def _number_form(var: str, what: str) -> str:
     # numbers.Real takes numpy numbers too (np.int64 is registered, np.float64 is a float); bools are not numbers here.
-    return (f"assert isinstance({var}, __import__('numbers').Real) and type({var}).__name__ not in ('bool', 'bool_'), \\\n"
+    return ("import numbers\n"
+            f"assert isinstance({var}, numbers.Real) and type({var}).__name__ not in ('bool', 'bool_'), \\\n"
             f"    \"{var} should be a number ({what}), not \" + type({var}).__name__")
 
 
