@@ -51,6 +51,7 @@ NOT_RUN = {
     "make test": "the test suite itself",
     "make test-fast": "a part of the test suite itself",
     "make bench": "40 minutes on 2 cores; run by hand",
+    "make class-deps": "a prerequisite of make test, so every test run runs it",
     "make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu": "installs from PyTorch's index: needs the network",
 }
 
