@@ -129,7 +129,9 @@ def test_knob_lab_offline_shows_recorded_settings_and_follows_the_knob(tmp_path)
 
 
 # --- a real server, one for the module ------------------------------------------------------------------
-TINY = knobs.Load(num_prompts=4, output_len=4, max_concurrency=2)
+# Long enough (two rounds of 32 decode steps) that the gauges, sampled every POLL_S, see the requests in flight;
+# a run of a few tokens can finish between two samples.
+TINY = knobs.Load(num_prompts=4, output_len=32, max_concurrency=2)
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +158,7 @@ def test_vllm_bench_serve_measures_a_real_server_with_its_counters(served):
     server, runner, plan = served
     run = runner.run(plan, server.url, server.model)
     record = knobs.to_measurement(plan, run, knobs.machine_info(server.model, roofline=False))
-    assert record.num_requests == 4 and record.output_tokens == 16 and record.max_concurrency == 2
+    assert record.num_requests == 4 and record.output_tokens == 4 * 32 and record.max_concurrency == 2
     assert record.output_tok_s == pytest.approx(record.output_tokens / record.elapsed_s, rel=0.02)
     assert 0 < record.ttft_ms_p50 <= record.ttft_ms_p99 and record.tpot_ms_p50 > 0
     assert 1 <= record.num_requests_running_max <= 2  # the gauge saw the users, never more

@@ -235,7 +235,7 @@ COUNTERS = {  # Prometheus counter -> short name; differences over the run
 }
 GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
           "vllm:kv_cache_usage_perc": "kv_usage"}
-POLL_S = 0.25
+POLL_S = 0.1
 
 
 def read_metrics(url: str) -> dict[str, float]:
@@ -264,11 +264,12 @@ class MetricsPoller:
         return self
 
     def _poll(self) -> None:
-        while not self._stop.wait(POLL_S):
+        while not self._stop.is_set():
             try:
                 self._note(read_metrics(self.url))
             except OSError:
                 pass
+            self._stop.wait(POLL_S)
 
     def _note(self, metrics: dict[str, float]) -> None:
         for name, short in GAUGES.items():
