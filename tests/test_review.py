@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from review_helpers import assert_mentions
 from servelab import review
 from servelab.review import Finding, Report, ReviewInputError
 
@@ -70,11 +71,7 @@ def test_example_findings(case):
     report = review.review_files(config_path(case), workload_path(case))
     assert report.verdicts() == expected["verdicts"]
     assert report.exit_code == expected["exit"]
-    for knob, phrases in (expected.get("mentions") or {}).items():
-        finding = report.finding(knob)
-        text = " ".join([finding.reason, finding.evidence, finding.fix, finding.setting])
-        for phrase in phrases:
-            assert phrase in text, f"{case}/{knob}: {phrase!r} not in {text!r}"
+    assert_mentions(report, expected, case)
     for finding in report.findings:
         assert finding.reason.endswith("."), f"{case}/{finding.knob}: the reason is one sentence"
         assert finding.evidence and finding.fix

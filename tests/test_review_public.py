@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from review_helpers import assert_mentions
 from servelab import review
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,11 +60,7 @@ def test_public_config_findings(case):
     report = _review(case)
     assert report.verdicts() == expected["verdicts"]
     assert report.exit_code == expected["exit"]
-    for knob, phrases in (expected.get("mentions") or {}).items():
-        finding = report.finding(knob)
-        text = " ".join([finding.reason, finding.evidence, finding.fix, finding.setting])
-        for phrase in phrases:
-            assert phrase in text, f"{case}/{knob}: {phrase!r} not in {text!r}"
+    assert_mentions(report, expected, case)
 
 
 def test_readme_table_lists_the_same_verdicts():
