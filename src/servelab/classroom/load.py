@@ -1,11 +1,10 @@
 """A class's load: simulated students moving the lab's sliders against the shared servers at once.
 
-Each student is a bounded loop over the lab's points, the same ones a student
-measures with the remote backend: for each batch size in `batch_sizes`, one
-point on the server without speculation and one on the server with it
-(RemoteServer.measure, `batch_size` streamed requests in flight). Students start
-at different places in that loop, so both servers are busy at once, as in a
-class where everybody opened the lab at the same time.
+Each student is a bounded loop over the lab's points, as a student measures them
+with the remote backend: for each batch size in `batch_sizes`, one point on
+each server it is given (`batch_size` streamed requests in flight, as
+RemoteServer.measure keeps them). Students start at different places in that
+loop, as in a class where everybody opened the lab at the same time.
 
 What each student sees is their own requests' timings (vLLM's definitions, see
 servelab.remote); what the server sees is its batch, sampled from /metrics
@@ -24,7 +23,7 @@ from ..knobs import MetricsPoller
 from ..measurement import percentile
 from ..remote import RemoteServer, RequestTiming
 
-BATCH_SIZES = (1, 2)  # the batch slider's positions each student visits
+BATCH_SIZES = (1, 2, 4)  # the batch slider's positions each student visits
 OUTPUT_LEN = 24  # tokens per request: short, so a class of twenty fits in a minute on a CPU
 WORKLOAD = "copy"  # the workload where n-gram speculation drafts well (the lab's default)
 
