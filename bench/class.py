@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     report.update(sections)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in sections.items()}, indent=1)[:4000])
+    print(json.dumps(sections, indent=1))
     return 0 if ok else 1
 
 
