@@ -1,13 +1,17 @@
 """A class, end to end: JupyterHub on loopback, nbgrader's exchange, the gradebook in PostgreSQL, Chromium.
 
 The test makes one instructor and three students as system users (root only),
-starts the class as `servelab class up` does, and walks a week of it: the
-instructor releases lesson25 and lab25; each student logs in through the hub,
-fetches both from the Assignments list, answers lesson25 (perfect, partial,
-empty) and submits; the instructor collects, autogrades with two graders into
-PostgreSQL, generates and releases feedback; each student fetches feedback and
-sees their own score. A student reaching for another student's server or folder,
-the exchange's inbound folder, or the instructor's course is refused.
+starts the class as `servelab class up` does, with the class's shared vLLM
+server without speculation (one server keeps the test lean; the pair is tested
+in test_class_servers.py), and walks a week of it: the instructor releases
+lesson25 and lab25; each student logs in through the hub, fetches both from the
+Assignments list, answers (perfect, partial, and one who types a single answer
+into the lesson in the browser), opens the lab, measures one live point on the
+shared server with the Measure button, saves, and submits both; the instructor
+collects, autogrades both with two graders into PostgreSQL, generates and
+releases feedback; each student fetches feedback and sees their own score. A
+student reaching for another student's server or folder, the exchange's inbound
+folder, or the instructor's course is refused.
 
 Screenshots go to test-artifacts/screenshots/class-*.png.
 """
@@ -27,16 +31,38 @@ from pathlib import Path
 
 import pytest
 
-from browser_helpers import chromium, free_port, menu, require_chromium, screenshot
+import nbformat
+from browser_helpers import (CELLS, chromium, free_port, menu, require_chromium, run_all_cells, save, screenshot,
+                             type_into_cell, wait_cells_done, wait_kernel_idle)
 from servelab.classroom.hub import ClassHub, ClassSettings
 from servelab.classroom.postgres import Postgres
+from servelab.classroom.servers import ClassServers
 from servelab.grading import samples
+from servelab.knobs import read_metrics
+from servelab.paths import REPO_DIR
+from test_browser import FLIP, slider_handle, status, wait_for_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 INSTRUCTOR = "sl-teach"
-ANSWERS = {"sl-ana": "perfect", "sl-ben": "partial", "sl-cat": "empty"}  # student -> the sample they hand in
-EXPECTED = json.loads(samples.EXPECTED.read_text())["lesson25"]
+# student -> the samples they hand in, lesson25 and lab25; "typed" starts from the released lesson and types one answer
+ANSWERS = {"sl-ana": ("perfect", "perfect"), "sl-ben": ("partial", "conclusion_contradicts"), "sl-cat": ("typed", "empty")}
+TYPED = ("practice5-answer", 'practice5_answer = "b"', "practice5-test")  # the cell, what is typed, the test it passes
+LAB_FILE = {"lesson25": "lesson25/lesson25.ipynb", "lab25": "lab25/spec_decode_lab.ipynb"}
+
+
+def points(assignment: str, grade_id: str) -> float:
+    path = REPO_DIR / "solutions" / LAB_FILE[assignment]
+    cell = next(c for c in nbformat.read(path, as_version=4).cells
+                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    return float(cell.metadata["nbgrader"]["points"])
+
+
+def expected(assignment: str, sample: str) -> float:
+    if sample == "typed":
+        return points(assignment, TYPED[2])
+    return json.loads(samples.EXPECTED.read_text())[assignment][sample]
+
 REPO_ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LOGIN_TIMEOUT_MS = 300_000  # login, spawn and JupyterLab's first load on 2 busy cores
 
@@ -63,10 +89,14 @@ def as_user(name: str, *cmd: str, env: dict | None = None, cwd: Path | None = No
 
 
 @pytest.fixture(scope="module")
-def klass():
+def klass(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("the class test makes system users and runs the hub as root (CI runs as root)")
     require_chromium()
+    from servelab import model
+
+    if not (model.model_dir() / "config.json").is_file():
+        pytest.skip("the bundled model is not prepared: run `servelab prepare-model`")
     from servelab.classroom.hub import chp_command
 
     chp_command()  # a missing proxy fails here with what to install
@@ -77,14 +107,21 @@ def klass():
     state = Path(tempfile.mkdtemp(prefix="servelab-class-"))
     state.chmod(0o755)
     db = Postgres(state / "db", port=free_port())
+    gradebook_url = db.start()
+    # the class's shared server without speculation, as `servelab class servers` starts it (the pair is
+    # tested in test_class_servers.py); it loads its model while the hub starts
+    shared = ClassServers(off_port=free_port(), on_port=free_port(), log_dir=tmp_path_factory.mktemp("vllm")).off
     settings = ClassSettings(state=state / "class", instructors=[INSTRUCTOR], students=list(ANSWERS),
-                             port=free_port_run(3), gradebook_url=db.start())
+                             port=free_port_run(3), gradebook_url=gradebook_url, remote_off_url=shared.url)
     hub = ClassHub(settings)
     try:
+        shared.start()
         hub.start()
-        yield {"hub": hub, "settings": settings, "passwords": passwords, "db": db}
+        shared.wait_ready(600)
+        yield {"hub": hub, "settings": settings, "passwords": passwords, "db": db, "shared": shared}
     finally:
         hub.stop()
+        shared.stop()
         db.stop()
         (REPO_ARTIFACTS / "class-hub.log").parent.mkdir(parents=True, exist_ok=True)
         (REPO_ARTIFACTS / "class-hub.log").write_text(hub.log_tail(2_000_000))
@@ -149,6 +186,62 @@ def save_as_student(page, path: str, notebook: dict) -> None:
     assert status in (200, 201), status
 
 
+def open_in_lab(page, klass, student: str, path: str) -> None:
+    """Open a notebook in the student's JupyterLab through the hub and wait for its kernel."""
+    page.goto(f"{klass['hub'].url}/user/{student}/lab/tree/{path}?reset", wait_until="domcontentloaded")
+    page.locator(CELLS).first.wait_for(state="visible", timeout=LOGIN_TIMEOUT_MS)
+    wait_kernel_idle(page, 180)
+
+
+def type_the_answer(page, klass, student: str) -> None:
+    """Open the fetched lesson, type one answer into its cell, run it, save: as a student does."""
+    open_in_lab(page, klass, student, LAB_FILE["lesson25"])
+    home = Path(pwd.getpwnam(student).pw_dir)
+    released = nbformat.read(home / LAB_FILE["lesson25"], as_version=4)
+    at = next(i for i, c in enumerate(released.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == TYPED[0])
+    page.wait_for_function("([sel, n]) => document.querySelectorAll(sel).length >= n", arg=[CELLS, len(released.cells)])
+    type_into_cell(page, at, TYPED[1])
+    page.keyboard.press("Escape")
+    page.keyboard.press("Shift+Enter")
+    wait_cells_done(page, 60)
+    save(page)
+    assert TYPED[1] in nbformat.read(home / LAB_FILE["lesson25"], as_version=4).cells[at].source
+    screenshot(page, f"class-2-{student}-typed-an-answer")
+
+
+def requests_served(klass) -> float:
+    return read_metrics(klass["shared"].url).get("vllm:request_success", 0.0)
+
+
+def measure_a_live_point(page, klass, student: str) -> None:
+    """Open the lab, run it, and measure batch 1 without speculation on the class's shared server (Measure)."""
+    open_in_lab(page, klass, student, LAB_FILE["lab25"])
+    run_all_cells(page, 300)
+    page.locator(FLIP).first.scroll_into_view_if_needed()
+    wait_for_lab(page, "s.settings.backend === 'remote'", 60)  # the hub pointed the lab at the class's server
+    page.locator(".servelab-method.servelab-view-flip select").first.select_option(label="off")
+    wait_for_lab(page, "s.settings.method === 'none'")
+    slider_handle(page, "servelab-output-len").focus()
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.output_len === 16")
+    slider_handle(page, "servelab-batch-slider").focus()
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.batch_size === 1")
+    before = requests_served(klass)
+    page.locator(".servelab-measure.servelab-view-flip").first.click()
+    page.wait_for_function("() => { const l = document.querySelector('.servelab-status.servelab-view-flip "
+                           ".servelab-status-line'); return l && (l.dataset.state === 'failed' "
+                           "|| /measured 1 of 1/.test(l.textContent)); }", timeout=300_000)
+    state, text = status(page)
+    assert state == "idle" and "measured 1 of 1" in text, text
+    assert requests_served(klass) > before  # the point's requests went to the shared server
+    page.locator(FLIP).first.scroll_into_view_if_needed()
+    screenshot(page, f"class-2-{student}-measured-on-the-shared-server")
+    menu(page, "File", "docmanager:save")  # the focus is on the lab's button: save through the menu
+    page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')"
+                           "?.classList.contains('jp-mod-dirty')", timeout=30_000)
+
+
 def test_a_week_of_class(klass):
     from playwright.sync_api import sync_playwright
 
@@ -169,10 +262,22 @@ def test_a_week_of_class(klass):
                 row(page, "released_assignments_list", assignment).get_by_role("button", name="Fetch", exact=True).click()
                 row(page, "fetched_assignments_list", assignment).wait_for(timeout=60_000)
             screenshot(page, f"class-1-{student}-fetched")
-            answer = json.loads((samples.SUBMISSIONS / "lesson25" / f"{sample}.ipynb").read_text())
-            save_as_student(page, "lesson25/lesson25.ipynb", answer)
-            row(page, "fetched_assignments_list", "lesson25").locator("button", has_text="Submit").click()
-            row(page, "submitted_assignments_list", "lesson25").wait_for(timeout=60_000)
+            lesson, lab = sample
+            if lesson == "typed":
+                type_the_answer(page, klass, student)
+            else:
+                answer = json.loads((samples.SUBMISSIONS / "lesson25" / f"{lesson}.ipynb").read_text())
+                save_as_student(page, LAB_FILE["lesson25"], answer)
+            if lab != "empty":
+                answer = json.loads((samples.SUBMISSIONS / "lab25" / f"{lab}.ipynb").read_text())
+                save_as_student(page, LAB_FILE["lab25"], answer)
+            measure_a_live_point(page, klass, student)
+            page.goto(f"{klass['hub'].url}/user/{student}/lab?reset", wait_until="domcontentloaded")
+            page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=LOGIN_TIMEOUT_MS)
+            open_assignments(page)
+            for assignment in ("lesson25", "lab25"):
+                row(page, "fetched_assignments_list", assignment).locator("button", has_text="Submit").click()
+                row(page, "submitted_assignments_list", assignment).wait_for(timeout=60_000)
             screenshot(page, f"class-2-{student}-submitted")
             # Another student's server is not theirs to open.
             other = next(n for n in ANSWERS if n != student)
@@ -184,16 +289,19 @@ def test_a_week_of_class(klass):
             page.close()
 
         # The instructor collects, autogrades with two graders into PostgreSQL, and returns feedback.
-        instructor_nbgrader(klass, "collect", "lesson25")
+        for assignment in ("lesson25", "lab25"):
+            instructor_nbgrader(klass, "collect", assignment)
         env = {"SERVELAB_GRADEBOOK_URL": s.gradebook_url, "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor"))}
         graded = as_user(INSTRUCTOR, sys.executable, "-m", "servelab.grading.parallel", "--course", str(s.course_dir),
-                         "--workers=2", "--cell-timeout=30", "lesson25", env=env, cwd=s.course_dir, timeout=900)
+                         "--workers=2", "--cell-timeout=30", "lesson25", "lab25", env=env, cwd=s.course_dir, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-2000:]
         from nbgrader.api import Gradebook
 
         with Gradebook(s.gradebook_url) as gb:
             for student, sample in ANSWERS.items():
-                assert gb.find_submission("lesson25", student).score == pytest.approx(EXPECTED[sample]), student
+                for assignment, handed_in in zip(("lesson25", "lab25"), sample):
+                    score = gb.find_submission(assignment, student).score
+                    assert score == pytest.approx(expected(assignment, handed_in)), (student, assignment)
 
         # Outside the browser: a student's account cannot read another's work, the exchange's inbound, or the course.
         exchange = s.exchange / s.course_id
@@ -205,8 +313,9 @@ def test_a_week_of_class(klass):
                        f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')")
         assert peek.returncode != 0 and "password" in peek.stderr, peek.stderr  # the gradebook is the instructor's
 
-        instructor_nbgrader(klass, "generate_feedback", "lesson25", "--force")
-        instructor_nbgrader(klass, "release_feedback", "lesson25")
+        for assignment in ("lesson25", "lab25"):
+            instructor_nbgrader(klass, "generate_feedback", assignment, "--force")
+            instructor_nbgrader(klass, "release_feedback", assignment)
         browser_context.clear_cookies()
 
         # Each student fetches feedback and sees their own score, and nobody else's.
@@ -223,7 +332,7 @@ def test_a_week_of_class(klass):
                       wait_until="domcontentloaded")
             text = page.inner_text("body")
             score = float(re.search(r"Score:\s*([\d.]+)", text).group(1))
-            assert score == pytest.approx(EXPECTED[sample], abs=0.01), (student, text[:300])
+            assert score == pytest.approx(expected("lesson25", sample[0]), abs=0.01), (student, text[:300])
             screenshot(page, f"class-5-{student}-feedback")
             page.close()
             browser_context.clear_cookies()

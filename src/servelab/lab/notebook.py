@@ -37,6 +37,20 @@ def flip_result() -> dict:
     return json.loads(FLIP_RESULT.read_text())
 
 
+# The class's load (bench/class.py --students 20 -> the "load" section of bench/results/class.json).
+CLASS_RESULT = REPO_DIR / "bench" / "results" / "class.json"
+
+
+def class_load_result() -> dict:
+    import json
+
+    load = json.loads(CLASS_RESULT.read_text()).get("load") if CLASS_RESULT.is_file() else None
+    if not load:
+        raise SystemExit(f"{CLASS_RESULT} has no load section: run `python bench/class.py --students 20` first; "
+                         "the lab's text quotes it.")
+    return load
+
+
 def cells() -> list:
     return _intro() + _flip() + _fix() + _rep2() + _gpu() + _going_further()
 
@@ -281,7 +295,54 @@ def _gpu() -> list:
         with vLLM's default cache a later point would skip prefills an earlier one paid for (on this CPU that
         made a second pass 22-46 % faster), and the lab's own engines measure with it off as well.
         """, "gpu"),
+        md(_class_load_text(), "class-load"),
     ]
+
+
+def _class_load_text() -> str:
+    """What a class at once did to the class's two servers, in numbers measured on this machine."""
+    load = class_load_result()
+    off, on = load["off"], load["on"]
+    n = off["together"]["students"]
+    tok_s = load["student_output_tok_s"]
+    machine = f"{load['machine']['cpu']}, {load['machine']['cores']} cores, vLLM {load['versions']['vllm']}"
+    pays = load["speculation_pays"]
+    if pays["alone"] and not pays["together"]:
+        verdict = ("Speculation paid for one student alone and cost every student once the class was on: the flip "
+                   "you found by moving the batch slider happened with nobody touching it, as the class's load grew.")
+    elif pays["alone"] and pays["together"]:
+        verdict = ("Speculation still paid with the whole class on here: the class's batch stayed below the "
+                   "crossover. A bigger class, or longer answers, pushes it past.")
+    elif not pays["alone"] and not pays["together"]:
+        verdict = ("Speculation did not pay even for one student alone here: the batch a single student's loop "
+                   "puts on the server is already past this pair's crossover.")
+    else:
+        verdict = "Speculation lost for one student alone and paid with the class on: look at the batches above."
+    return f"""
+        **On a shared server the batch is the class's.** `servelab class servers` starts such a pair for a
+        class, and the hub hands every student its URLs. Your batch slider then sets only how many of *your*
+        requests are in flight; the server batches everybody's. Measured on this machine ({machine};
+        `bench/results/class.json`, `python bench/class.py --students {n}`): simulated students each moved the
+        batch slider to {", ".join(map(str, load["batch_sizes"]))} and measured a point at each, one student alone
+        and then {n} at once, on the server without speculation and then on the one with it.
+
+        | | server's batch (peak) | TTFT p99 | tok/s per student |
+        |---|---|---|---|
+        {_load_row("one student, no speculation", off["alone"])}
+        {_load_row(f"{n} students, no speculation", off["together"])}
+        {_load_row("one student, n-gram k = 4", on["alone"])}
+        {_load_row(f"{n} students, n-gram k = 4", on["together"])}
+
+        (For the class: the median student's TTFT p99 and tok/s.) Per student, speculation made
+        {tok_s["alone"]["on"]:.1f} tok/s against {tok_s["alone"]["off"]:.1f} without it for one student alone, and
+        {tok_s["together"]["on"]:.1f} against {tok_s["together"]["off"]:.1f} with the class on. {verdict}
+        """
+
+
+def _load_row(label: str, run: dict) -> str:
+    view = run.get("per_student") or {m: {"median": v} for m, v in run["student"].items()}
+    return (f"| {label} | {run['server']['num_requests_running_peak']} | "
+            f"{view['ttft_ms_p99']['median'] / 1000:.1f} s | {view['output_tok_s']['median']:.1f} |")
 
 
 def _going_further() -> list:
