@@ -318,22 +318,27 @@ def test_a_week_of_class(klass):
             instructor_nbgrader(klass, "release_feedback", assignment)
         browser_context.clear_cookies()
 
-        # Each student fetches feedback and sees their own score, and nobody else's.
+        # Each student fetches feedback for both assignments and sees their own score, and nobody else's.
+        notebooks = {"lesson25": "lesson25.html", "lab25": "spec_decode_lab.html"}
         for student, sample in ANSWERS.items():
             page = login(browser_context, klass, student)
-            open_assignments(page)
-            submitted = row(page, "submitted_assignments_list", "lesson25")
-            submitted.locator("button", has_text="Fetch Feedback").click()
-            submitted.locator("a", has_text="view feedback").first.wait_for(timeout=60_000)
             home = Path(pwd.getpwnam(student).pw_dir)
-            pages = sorted(home.glob("lesson25/feedback/*/lesson25.html"))
-            assert len(pages) == 1, pages  # their own submission's feedback only
-            page.goto(f"{klass['hub'].url}/user/{student}/files/{pages[0].relative_to(home)}",
-                      wait_until="domcontentloaded")
-            text = page.inner_text("body")
-            score = float(re.search(r"Score:\s*([\d.]+)", text).group(1))
-            assert score == pytest.approx(expected("lesson25", sample[0]), abs=0.01), (student, text[:300])
-            screenshot(page, f"class-5-{student}-feedback")
+            for assignment, handed_in in zip(("lesson25", "lab25"), sample):
+                open_assignments(page)
+                submitted = row(page, "submitted_assignments_list", assignment)
+                submitted.locator("button", has_text="Fetch Feedback").click()
+                submitted.locator("a", has_text="view feedback").first.wait_for(timeout=60_000)
+                pages = sorted(home.glob(f"{assignment}/feedback/*/{notebooks[assignment]}"))
+                assert len(pages) == 1, pages  # their own submission's feedback only
+                feedback = browser_context.new_page()  # beside the lab, which keeps the assignment list
+                feedback.goto(f"{klass['hub'].url}/user/{student}/files/{pages[0].relative_to(home)}",
+                              wait_until="domcontentloaded")
+                text = feedback.inner_text("body")
+                score = float(re.search(r"Score:\s*([\d.]+)", text).group(1))
+                assert score == pytest.approx(expected(assignment, handed_in), abs=0.01), (student, text[:300])
+                screenshot(feedback, f"class-5-{student}-feedback" if assignment == "lesson25"
+                           else f"class-5-{student}-{assignment}-feedback")
+                feedback.close()
             page.close()
             browser_context.clear_cookies()
 
