@@ -45,6 +45,23 @@ def test_a_knob_setting_or_load_that_cannot_run_says_what_can():
         knobs.resolve("batching", "max_num_seqs=4", workload="rag")
 
 
+def test_the_step_token_budget_is_a_batching_setting_resolved_into_the_server_arguments():
+    listed = knobs.resolve("batching", "max_num_batched_tokens=256")
+    assert listed.setting_value("--max-num-batched-tokens") == "256"
+    any_n = knobs.resolve("batching", "max_num_batched_tokens=1024")
+    assert any_n.setting_value("--max-num-batched-tokens") == "1024"
+    assert any_n.setting_value("--max-num-seqs") == "256"  # only the budget changes
+    assert "--max-num-batched-tokens" not in knobs.resolve("batching", "max_num_seqs=256").server_args
+    with pytest.raises(knobs.KnobError, match="max_num_seqs=256"):  # vLLM refuses a budget below max_num_seqs
+        knobs.resolve("batching", "max_num_batched_tokens=64")
+    with pytest.raises(knobs.KnobError, match="whole number"):
+        knobs.resolve("batching", "max_num_batched_tokens=lots")
+    with pytest.raises(knobs.KnobError, match="max_num_batched_tokens=N"):
+        knobs.resolve("batching", "max_num_batched=512")
+    with pytest.raises(knobs.KnobError, match="no setting"):  # a numbered setting belongs to its knob only
+        knobs.resolve("precision", "max_num_batched_tokens=512")
+
+
 def test_the_load_becomes_vllm_bench_serve_arguments(tmp_path):
     users = knobs.resolve("batching", "max_num_seqs=4")
     args = knobs.bench_args(users, "http://127.0.0.1:1", "m", tmp_path, "r.json")

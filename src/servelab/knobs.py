@@ -119,7 +119,9 @@ SMALL_KV_BYTES = 16 << 20
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("batching", "Batching: max-num-seqs against 20 concurrent users",
-         {"max_num_seqs=256": {"--max-num-seqs": "256"}, "max_num_seqs=4": {"--max-num-seqs": "4"}},
+         {"max_num_seqs=256": {"--max-num-seqs": "256"}, "max_num_seqs=4": {"--max-num-seqs": "4"},
+          # the step's token budget: a prefill longer than this is chunked over several steps
+          "max_num_batched_tokens=256": {"--max-num-batched-tokens": "256"}},
          "chat", Load(num_prompts=20, output_len=16, max_concurrency=20), "ttft_ms_p99", 500.0,
          "Practice 1: p99 TTFT under 500 ms at 20 concurrent users."),
     Knob("prefix_caching", "Prefix caching: a long shared system prompt",
@@ -146,6 +148,27 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 
 class KnobError(ValueError):
     """A knob, setting, workload or load that servelab cannot measure; the message says what is allowed."""
+
+
+# Settings written "name=N" with any whole N, besides the listed ones: knob -> {name: server flag}.
+NUMBERED = {"batching": {"max_num_batched_tokens": "--max-num-batched-tokens"}}
+
+
+def _numbered(knob: str, setting: str) -> dict[str, str] | None:
+    """The server-argument change of a "name=N" setting, or None when the setting is not written that way."""
+    name, _, value = setting.partition("=")
+    flag = NUMBERED.get(knob, {}).get(name.strip())
+    if flag is None:
+        return None
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise KnobError(f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}.")
+    seqs = int(BASE_ARGS["--max-num-seqs"])
+    if n < seqs:  # vLLM's own check (SchedulerConfig): every running sequence needs a token in each step
+        raise KnobError(f"{name.strip()}={n} is below max_num_seqs={seqs}, which vLLM refuses (each of up to {seqs} "
+                        f"running requests needs a token of the step's budget): use {seqs} or more.")
+    return {flag: str(n)}
 
 
 # --- step 1: settings -> plan, resolved once ----------------------------------------------------------
@@ -188,8 +211,13 @@ def resolve(knob: str, setting: str, workload: str | None = None, load: Load | N
     if knob not in KNOBS:
         raise KnobError(f"No knob named {knob!r}: choose one of {', '.join(KNOBS)}.")
     k = KNOBS[knob]
-    if setting not in k.settings:
-        raise KnobError(f"The {knob} knob has no setting {setting!r}: choose one of {', '.join(k.settings)}.")
+    changes = k.settings.get(setting)
+    if changes is None:
+        changes = _numbered(knob, setting)
+    if changes is None:
+        numbered = [f"{name}=N" for name in NUMBERED.get(knob, {})]
+        raise KnobError(f"The {knob} knob has no setting {setting!r}: choose one of "
+                        f"{', '.join([*k.settings, *numbered])}.")
     wls = workloads()
     name = workload or k.workload
     if name not in wls:
@@ -202,7 +230,7 @@ def resolve(knob: str, setting: str, workload: str | None = None, load: Load | N
                         "leave it empty to send every request at once.")
     if load.max_concurrency is not None and load.max_concurrency < 1:
         raise KnobError(f"max_concurrency (users) must be at least 1, not {load.max_concurrency}.")
-    return Plan(knob, setting, server_args(k.settings[setting]), wls[name], load)
+    return Plan(knob, setting, server_args(changes), wls[name], load)
 
 
 def bench_args(plan: Plan, url: str, model: str, result_dir: Path, result_file: str) -> list[str]:
