@@ -76,7 +76,7 @@ def main() -> int:
             print(f"== server for {label}", flush=True)
             try:
                 server = pool.get(group[0])
-            except ServerError as exc:
+            except (ServerError, knobs.KnobError) as exc:
                 print(f"   refused: {exc}", flush=True)
                 for p in group:
                     where = str(paths.logs_dir()) + "/"  # results name files, not this machine's folders
@@ -132,9 +132,8 @@ def main() -> int:
             store.extend(r for r in ResultsStore(args.keep_records).read() if r.get("knob") in kept.get("knobs", []))
         kept.update(timestamp=earlier.get("timestamp"), wall_time_s=earlier.get("wall_time_s"),
                     machine=earlier.get("machine"),
-                    note="measured in an earlier run of this benchmark on the same machine, before the load was "
-                         "sent greedy (--temperature 0): its requests were sampled at the server's default "
-                         "temperature, which changes the tokens, not the work per token")
+                    note="measured in an earlier run of this benchmark on the same machine, under the same load "
+                         "(greedy requests, --temperature 0)")
     knob_table = {name: knob_table[name] for name in knobs.KNOBS if name in knob_table}
 
     wall = round(time.monotonic() - t_start, 1)

@@ -1,6 +1,7 @@
 """A helper process that runs vLLM's serving benchmark (vllm/benchmarks/serve.py) on request.
 
     python -m servelab.benchrun        # reads one JSON list of `vllm bench serve` arguments per line
+    python -m servelab.benchrun ARGS   # runs `vllm bench serve ARGS` once, like the command would
 
 It imports vLLM once and says {"ready": true}, then answers each line with one JSON line on stdout,
 {"ok": true} or {"ok": false, "error": "..."}; the benchmark's own report goes
@@ -18,7 +19,21 @@ import sys
 import traceback
 
 
+def once(args: list[str]) -> int:
+    """`vllm bench serve ARGS`, once: what `vllm bench sweep serve` runs as its --bench-cmd."""
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.benchmarks.serve import main as bench_main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    bench_main(parser.parse_args(args))
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1:
+        return once(sys.argv[1:])
     reply = sys.stdout
     sys.stdout = sys.stderr  # the benchmark prints its report; the protocol keeps stdout to itself
     from vllm.benchmarks.serve import add_cli_args

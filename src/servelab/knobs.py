@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, paths
+from .model import model_dir, quantized_dir
 
 GIB = 1 << 30
 
@@ -96,7 +97,7 @@ class Knob:
 
     name: str
     title: str
-    settings: dict[str, dict[str, str | None | bool]]  # setting -> {flag: value, None = bare flag, False = drop}
+    settings: dict[str, dict]  # setting -> {flag: value, None = bare flag, False = drop, a callable = a path}
     workload: str
     load: Load
     slo_metric: str  # the Measurement field the lab draws the SLO on
@@ -129,8 +130,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
                                                           "--enable-prefix-caching": None}},
          "shared-prefix", Load(num_prompts=24, output_len=16, request_rate=2.0, max_concurrency=None),
          "ttft_ms_p50", 500.0),
-    Knob("precision", "Precision: bfloat16 against float32 weights and activations",
-         {"bfloat16": {"--dtype": "bfloat16"}, "float32": {"--dtype": "float32"}},
+    Knob("precision", "Precision: bfloat16 against float32 weights and activations, and 4-bit weights",
+         {"bfloat16": {"--dtype": "bfloat16"}, "float32": {"--dtype": "float32"},
+          # the same model with 4-bit weights (bench/quantize.py), served under the bundled model's name
+          "W4A16 weights": {"--dtype": "bfloat16", "--model": lambda: str(quantized_dir()),
+                            "--served-model-name": lambda: str(model_dir())}},
          "chat", Load(num_prompts=32, output_len=16, max_concurrency=8), "output_tok_s", 0.0),
     Knob("speculation", "Speculative decoding: n-gram k=4 under Poisson arrivals",
          {"no speculation": {}, "n-gram k=4": {"--speculative-config": SPEC_NGRAM_K4}},
@@ -192,14 +196,14 @@ class Plan:
         return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
-def server_args(changes: dict[str, str | None | bool]) -> tuple[str, ...]:
-    """BASE_ARGS with a setting's changes applied, as a vLLM command line."""
+def server_args(changes: dict) -> tuple[str, ...]:
+    """BASE_ARGS with a setting's changes applied, as a vLLM command line (a callable value is asked now)."""
     merged = dict(BASE_ARGS)
     for flag, value in changes.items():
         if value is False:
             merged.pop(flag, None)
         else:
-            merged[flag] = value
+            merged[flag] = value() if callable(value) else value
     out: list[str] = []
     for flag, value in merged.items():
         out += [flag] if value is None else [flag, value]
@@ -452,7 +456,7 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = ""):
         num_requests_running_max=int(p.get("running", 0)), num_requests_waiting_max=int(p.get("waiting", 0)),
         kv_cache_usage_max=round(p.get("kv_usage", 0.0), 4), num_preemptions=int(c.get("num_preemptions", 0)),
         prefix_cache_queries_tokens=queries, server_start_s=server_info.get("start_s"),
-        backend="served", model=Path(server_info.get("model", "")).name,
+        backend="served", model=Path(plan.setting_value("--model") or server_info.get("model", "")).name,
         dtype=plan.setting_value("--dtype") or "", enforce_eager="--enforce-eager" in plan.server_args,
         prompt_lookup_min=spec_cfg.get("prompt_lookup_min"), prompt_lookup_max=spec_cfg.get("prompt_lookup_max"),
         hardware=server_info.get("hardware", ""), cores=server_info.get("cores", 0),
@@ -551,6 +555,10 @@ class ServerPool:
         """A ready server for the plan's arguments: a warm one, or one started now."""
         from .server import VllmServer
 
+        model = plan.setting_value("--model")
+        if model and not (Path(model) / "config.json").is_file():  # say so now, not after a failed start
+            raise KnobError(f"{plan.knob}: {plan.setting} serves {model}, which is not there yet: run "
+                            "`make quantized-model` (bench/quantize.py, about a minute), then Measure again.")
         with self._lock:
             server = self._servers.pop(plan.server_key, None)
             if server is None:
