@@ -35,6 +35,7 @@ RECORDS = paths.data_dir() / knobs.RECORDED
 TARGETS = {"wall_time_max_s": 1200, "first_point_warm_max_s": 10}
 FIRST_POINT_KNOB = "batching"  # the lab opens on it
 READ_S = 60.0  # "opens the lab, reads for a minute, clicks Measure"
+SWEPT = ("batching",)  # serve-parameter sweeps: measured with vLLM's own sweep (knobs.sweep), a server per setting
 
 
 def main() -> int:
@@ -47,6 +48,8 @@ def main() -> int:
                         help="an earlier result JSON: the knobs (and first point) not measured now are kept from it, "
                              "with their records from --keep-records")
     parser.add_argument("--keep-records", type=Path, default=None, help="the earlier run's records (JSONL)")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help=f"measure {', '.join(SWEPT)} on warm servers like the other knobs, not with vLLM's sweep")
     args = parser.parse_args()
     t_start = time.monotonic()
     load_before = os.getloadavg()
@@ -63,12 +66,29 @@ def main() -> int:
         phases["first_point"] = round(time.monotonic() - t, 1)
 
     plans = [knobs.resolve(k, s) for k in chosen for s in knobs.KNOBS[k].settings]
+    swept = [] if args.no_sweep else [p for p in plans if p.knob in SWEPT]
+    plans = [p for p in plans if p not in swept]
     by_server: dict[tuple, list] = {}
     for plan in plans:
         by_server.setdefault(plan.server_key, []).append(plan)
     runner = knobs.BenchRunner().start()
     pool = knobs.ServerPool(size=1, model=model)
     rows, failures, accuracy, starts = [], {}, {}, {}
+    for knob in dict.fromkeys(p.knob for p in swept):
+        import tempfile
+
+        t = time.monotonic()
+        print(f"== vLLM's serve-parameter sweep for {knob}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="servelab-sweep-") as tmp:
+            records, failed = knobs.sweep([p for p in swept if p.knob == knob], model, Path(tmp), info)
+        for record in records:
+            store.append(record)
+            rows.append(record.to_dict())
+            _report(record)
+        for setting, error in failed.items():
+            print(f"   {knob}: {setting}: {error}", flush=True)
+            failures[f"{knob}: {setting}"] = {"error": error}
+        phases[f"sweep: {knob}"] = round(time.monotonic() - t, 1)
     try:
         for key, group in by_server.items():
             label = ", ".join(f"{p.knob}: {p.setting}" for p in group)
@@ -95,10 +115,7 @@ def main() -> int:
                     record = _with(record, answer_match_rate=acc["answer_match_rate"])
                 store.append(record)
                 rows.append(record.to_dict())
-                print(f"   {plan.knob}: {plan.setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
-                      f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
-                      f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
-                      f"waiting max {record.num_requests_waiting_max} ({run.wall_s:.1f} s)", flush=True)
+                _report(record)
             phases[label] = round(time.monotonic() - t, 1)
     finally:
         pool.close()
@@ -167,6 +184,13 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out} ({wall:.0f} s)")
     return 0
+
+
+def _report(record) -> None:
+    print(f"   {record.knob}: {record.knob_setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
+          f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
+          f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
+          f"waiting max {record.num_requests_waiting_max}", flush=True)
 
 
 def _with(record, **changes):

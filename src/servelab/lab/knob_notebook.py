@@ -322,7 +322,7 @@ def _rep2() -> list:
 
     records = ResultsStore(knobs.recorded_path()).read()
     k = knobs.KNOBS[REP2_KNOB]
-    a_name, b_name = k.setting_names
+    a_name, b_name = k.setting_names[:2]  # the knob's first two settings: the ones the lab opens on
     a, b = knobs.latest(records, REP2_KNOB, a_name), knobs.latest(records, REP2_KNOB, b_name)
     if a is None or b is None:
         raise SystemExit(f"{knobs.recorded_path()} has no {REP2_KNOB} records: run `python bench/knobs.py` first.")
