@@ -2,9 +2,11 @@
 
 One run, real `vllm serve` (the api_server module) on the bundled SmolLM2-135M-Instruct, loaded by
 vLLM's serving benchmark (vllm/benchmarks/serve.py) with the server's /metrics counters:
-  1. each knob of servelab.knobs.KNOBS, both settings under the knob's load; settings that start the
-     same server share it, so the baseline server starts once;
-  2. precision: the bundled short-answer task (data/tasks/short-answers.jsonl) asked of both dtypes;
+  1. each knob of servelab.knobs.KNOBS, its settings under the knob's load; settings that start the
+     same server share it, so the baseline server starts once. Batching, a serve-parameter sweep, runs
+     through vLLM's own sweep (vllm/benchmarks/sweep/serve.py, servelab.knobs.sweep), a server per setting;
+  2. precision: the bundled short-answer task (data/tasks/short-answers.jsonl) asked of each setting: bfloat16,
+     float32 and the 4-bit weight copy of the model (`make quantized-model`, bench/quantize.py);
   3. parallelism: tensor-parallel-size 2 is tried; if vLLM refuses it, its error is recorded and the
      simulator's answer is given instead, labelled as simulated;
   4. time to the first live point, the lab's way (servers started in the background on open, the
@@ -130,6 +132,8 @@ def main() -> int:
             settings[setting] = _summary(r) if r else failures.get(f"{name}: {setting}", {"error": "not measured"})
         knob_table[name] = {"title": knob.title, "workload": knob.workload, "load": knob.load.describe(),
                             "slo_metric": knob.slo_metric, "slo_value": knob.slo_value, "settings": settings}
+        if any(p.knob == name for p in swept):
+            knob_table[name]["harness"] = "vllm.benchmarks.sweep.serve run_main (vllm bench sweep serve)"
     if "precision" in knob_table:
         knob_table["precision"]["accuracy"] = accuracy
     if "parallelism" in knob_table:

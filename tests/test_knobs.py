@@ -62,6 +62,28 @@ def test_the_step_token_budget_is_a_batching_setting_resolved_into_the_server_ar
         knobs.resolve("precision", "max_num_batched_tokens=512")
 
 
+def test_a_sweep_hands_vllms_sweep_each_settings_flags_and_leaves_naming_the_result_files_to_it(tmp_path):
+    plans = [knobs.resolve("batching", s) for s in knobs.KNOBS["batching"].settings]
+    assert [knobs._sweep_overrides(p) for p in plans] == [
+        {"max_num_seqs": "256"}, {"max_num_seqs": "4"}, {"max_num_batched_tokens": "256"}]
+    assert knobs._sweep_overrides(knobs.resolve("batching", "max_num_batched_tokens=512")) == {
+        "max_num_batched_tokens": "512"}
+    args = knobs._without_result_args(knobs.bench_args(plans[0], "http://127.0.0.1:1", "m", tmp_path, "r.json"))
+    assert not {"--save-result", "--result-dir", "--result-filename", "r.json", str(tmp_path)} & set(args)
+    assert args[args.index("--max-concurrency") + 1] == "20"
+    with pytest.raises(knobs.KnobError, match="one knob"):
+        knobs.sweep([plans[0], knobs.resolve("precision", "float32")], "m", tmp_path, {})
+
+
+def test_the_quantized_model_setting_serves_another_folder_under_the_bundled_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(knobs, "quantized_dir", lambda: tmp_path / "W4A16")
+    plan = knobs.resolve("precision", "W4A16 weights")
+    assert plan.setting_value("--model") == str(tmp_path / "W4A16")
+    assert plan.setting_value("--served-model-name") == str(knobs.model_dir())  # the benchmark asks for this name
+    with pytest.raises(knobs.KnobError, match="make quantized-model"):  # refused before any server starts
+        knobs.ServerPool(size=1).get(plan)
+
+
 def test_the_load_becomes_vllm_bench_serve_arguments(tmp_path):
     users = knobs.resolve("batching", "max_num_seqs=4")
     args = knobs.bench_args(users, "http://127.0.0.1:1", "m", tmp_path, "r.json")

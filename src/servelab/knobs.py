@@ -636,6 +636,8 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
     `python -m servelab.benchrun --servelab-metrics URL ...`, which adds the server's counters to each run.
     Returns (records, failures): one Measurement per setting that ran, {setting: error} for the others.
     """
+    if len({(p.knob, p.workload, p.load) for p in plans}) != 1:
+        raise KnobError("A sweep compares settings of one knob under one workload and load.")
     import os
     import sys
 
@@ -645,8 +647,6 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
     from .benchrun import METRICS_FLAG
     from .server import VllmServer, server_env
 
-    if len({(p.knob, p.workload, p.load) for p in plans}) != 1:
-        raise KnobError("A sweep compares settings of one knob under one workload and load.")
     server = VllmServer(server_args({}), model=model)  # the baseline command; the sweep overrides its flags
     items = ParameterSweep.from_records([{"_benchmark_name": p.setting, **_sweep_overrides(p)} for p in plans])
     bench = _without_result_args(bench_args(plans[0], server.url, model, out_dir, "unused.json"))
