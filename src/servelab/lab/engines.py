@@ -8,6 +8,13 @@ anything. The pool holds two engines, enough for the baseline plus one
 speculating config, which is also exactly what routing needs. The least
 recently used engine is stopped to make room, and every engine is stopped when
 the kernel exits.
+
+One point flows one way, like a knob lab point (servelab.knobs):
+
+    resolve(point) -> PointPlan          engine config (routed: the side that serves it) and workload, once
+    plan.check()                         refused before any start: missing model, batch the KV cache cannot hold
+    measure_local / measure_remote       a warm engine (or server) runs the plan's prompts -> Measurement
+    the lab stores the record            and the charts redraw from the store
 """
 
 from __future__ import annotations
