@@ -144,7 +144,7 @@ def main() -> int:
         earlier = json.loads(args.keep_from.read_text())
         for name, table in earlier["knobs"].items():
             if name not in knob_table:
-                knob_table[name] = table
+                knob_table[name] = dict(table, measured_in=table.get("measured_in") or _run_of(earlier, name))
                 kept.setdefault("knobs", []).append(name)
         if first_point is None and earlier.get("first_point"):
             first_point = earlier["first_point"]
@@ -155,6 +155,10 @@ def main() -> int:
                     machine=earlier.get("machine"),
                     note="measured in an earlier run of this benchmark on the same machine, under the same load "
                          "(greedy requests, --temperature 0)")
+    now = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    for name in chosen:
+        knob_table[name]["measured_in"] = now
     knob_table = {name: knob_table[name] for name in knobs.KNOBS if name in knob_table}
 
     wall = round(time.monotonic() - t_start, 1)
@@ -188,6 +192,15 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out} ({wall:.0f} s)")
     return 0
+
+
+def _run_of(earlier: dict, knob: str) -> dict:
+    """When and under what load an earlier result's knob was measured (itself kept from a run before it, maybe)."""
+    kept = earlier.get("kept_from_earlier_run") or {}
+    run = kept if knob in kept.get("knobs", []) else earlier
+    machine = run.get("machine") or {}
+    return {"timestamp": run.get("timestamp"), "loadavg_before": machine.get("loadavg_before"),
+            "loadavg_after": machine.get("loadavg_after")}
 
 
 def _report(record) -> None:

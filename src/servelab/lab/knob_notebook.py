@@ -130,9 +130,12 @@ def _kept(r: dict) -> str:
     kept = r.get("kept_from_earlier_run") or {}
     if not kept.get("knobs"):
         return ""
-    load = (kept.get("machine") or {}).get("loadavg_after", [0])[0]
-    return (f"{', '.join(n.replace('_', ' ') for n in kept['knobs']).capitalize()} come from an earlier run of "
-            f"the same benchmark on this machine, under the same load (load average {load:.1f} when it ended).")
+    def when(name: str) -> str:
+        run = r["knobs"][name].get("measured_in") or {}
+        after = (run.get("loadavg_after") or (kept.get("machine") or {}).get("loadavg_after") or [0])[0]
+        return f"{name.replace('_', ' ')} (load average {after:.1f} when its run ended)"
+    return (f"Some knobs come from earlier runs of the same benchmark on this machine, under the same load: "
+            f"{', '.join(when(n) for n in kept['knobs'])}.")
 
 
 def _batching(k: dict, swept: bool = False) -> list:
@@ -177,12 +180,18 @@ def _swept(swept: bool) -> str:
 def _budget_seen(big: dict, budget: dict) -> str:
     if "ttft_ms_p50" not in budget:
         return ""
+    waited = budget.get("num_requests_waiting_max") or 0
     return ("max-num-batched-tokens is the other batching cap: the tokens one step may process, prompts and "
-            "decodes together. At 256, a step holds about five of these prompts' prefills, so the 20 users' "
-            "prefills are chunked over several steps, and decodes share each step with them: TTFT p99 went "
+            "decodes together. At 256, the 20 users' prefills no longer fit in one step: they are spread over "
+            "several steps (chunked prefill), "
+            + (f"up to {waited} requests waited for room in a step, " if waited else "")
+            + "and the running requests' decodes share each step with them: TTFT p99 went "
             f"from {_f(big['ttft_ms_p99'])} to {_f(budget['ttft_ms_p99'])} ms, TPOT p50 from "
-            f"{_f(big['tpot_ms_p50'])} to {_f(budget['tpot_ms_p50'])} ms. The budget trades the first token "
-            "against the steady ones; vLLM refuses a budget below max_num_seqs.")
+            f"{_f(big['tpot_ms_p50'])} to {_f(budget['tpot_ms_p50'])} ms. A small budget keeps each step short; "
+            + ("here it cost both the first token and the ones after it. "
+               if budget["ttft_ms_p99"] > big["ttft_ms_p99"] and budget["tpot_ms_p50"] > big["tpot_ms_p50"]
+               else "what it buys and costs shows in the two rows. ")
+            + "vLLM refuses a budget below max_num_seqs.")
 
 
 def _prefix(k: dict) -> list:
