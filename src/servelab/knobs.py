@@ -638,6 +638,7 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
     """
     if len({(p.knob, p.workload, p.load) for p in plans}) != 1:
         raise KnobError("A sweep compares settings of one knob under one workload and load.")
+    import dataclasses
     import os
     import sys
 
@@ -679,8 +680,10 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
         result = json.loads(path.read_text())
         extra = result.pop("servelab", {})
         run = Run(result, extra.get("counters", {}), extra.get("peaks", {}), extra.get("wall_s", 0.0))
-        records.append(to_measurement(plan, run, info, note=f"{plan.knob}: {plan.setting}; {plan.load.describe()}; "
-                                                              "vLLM's serve-parameter sweep (vllm bench sweep serve)"))
+        record = to_measurement(plan, run, info, note=f"{plan.knob}: {plan.setting}; {plan.load.describe()}; "
+                                                       "vLLM's serve-parameter sweep (vllm bench sweep serve)")
+        records.append(dataclasses.replace(record, engine_config={
+            **record.engine_config, "sweep": "vllm.benchmarks.sweep.serve (vllm bench sweep serve)"}))
     return records, failures
 
 

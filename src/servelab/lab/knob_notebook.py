@@ -114,13 +114,13 @@ def _knobs(r: dict) -> list:
         ## 2. What each knob did on this machine
 
         The course's benchmark (`bench/knobs.py`, results in `bench/results/knobs-cpu.json`) measured each
-        knob's two settings under the same load. Select the knob in the lab to see its charts. The two settings
+        knob's settings under the same load. Select the knob in the lab to see its charts. The settings
         of a knob ran one after the other, minutes apart, on 2 cores that other jobs shared (load average
         {m['loadavg_before'][0]:.1f} when the run began, {m['loadavg_after'][0]:.1f} when it ended): read
         differences of less than about 2x as possibly noise, and measure again to see how much they move.
         {_kept(r)}
         """, "knobs-intro")]
-    out += _batching(k["batching"], "sweep: batching" in r.get("phases_s", {}))
+    out += _batching(k["batching"], k["batching"].get("harness", "").startswith("vllm.benchmarks.sweep"))
     out += _prefix(k["prefix_caching"]) + _precision(k["precision"])
     out += _speculation(k["speculation"]) + _kv(k["kv_cache"]) + _parallelism(k["parallelism"])
     return out
