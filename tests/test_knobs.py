@@ -263,3 +263,22 @@ def test_knob_records_are_evidence_for_servelab_review(tmp_path):
     report = review_files(config, workload)
     cited = " ".join(f.evidence for f in report.findings)
     assert f"{RECORDED}:" in cited  # a finding rests on a line of the recorded knob benchmark
+
+
+@pytest.mark.slow
+def test_vllms_sweep_measures_each_setting_on_its_own_server_with_its_counters(tmp_path):
+    """vLLM's serve-parameter sweep starts a server per setting; servelab.benchrun adds each server's counters."""
+    from servelab.model import model_dir
+
+    if not (model_dir() / "config.json").is_file():
+        pytest.skip("the bundled model is not prepared: run `servelab prepare-model`")
+    plans = [knobs.resolve("batching", s, load=TINY) for s in ("max_num_seqs=4", "max_num_batched_tokens=256")]
+    records, failures = knobs.sweep(plans, str(model_dir()), tmp_path, knobs.machine_info(str(model_dir()),
+                                                                                          roofline=False))
+    assert failures == {}
+    assert [r.knob_setting for r in records] == [p.setting for p in plans]
+    for record, plan in zip(records, plans):
+        assert record.num_requests == 4 and record.output_tokens == 4 * 32 and record.max_concurrency == 2
+        assert record.engine_config["server_args"] == list(plan.server_args)
+        assert 1 <= record.num_requests_running_max <= 2  # the server's gauge, read during the sweep's run
+        assert record.queue_time_ms_mean is not None and record.num_preemptions == 0
