@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model lab test test-fast nbval release grade bench browser-deps sandbox-deps class-deps clean
+.PHONY: setup model quantized-model lab test test-fast nbval release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -40,6 +40,23 @@ model: $(MODEL_STAMP)
 
 $(MODEL_STAMP): $(SETUP_STAMP) src/servelab/model.py
 	$(VENV)/bin/servelab prepare-model
+	touch $@
+
+# A 4-bit weight copy of the bundled model for the precision knob (bench/quantize.py), made by
+# llm-compressor. It pins other transformers/compressed-tensors versions than vLLM, so it gets its own
+# venv that sees the project's torch and transformers through a .pth file and adds only its own pins.
+QVENV ?= $(VENV)-quantize
+QUANT_STAMP := $(VENV)/.servelab-model-w4a16
+
+quantized-model: $(QUANT_STAMP)
+
+$(QUANT_STAMP): $(MODEL_STAMP) bench/quantize.py
+	test -x $(QVENV)/bin/python || $(PY) -m venv $(QVENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	  $$($(QVENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz-servelab.pth
+	$(QVENV)/bin/python -m pip install --quiet --no-deps "llmcompressor==0.14.0.1"
+	$(QVENV)/bin/python -m pip install --quiet "compressed-tensors==0.19.0" datasets nvidia-ml-py
+	$(QVENV)/bin/python bench/quantize.py
 	touch $@
 
 lab: model
@@ -102,7 +119,7 @@ release: setup
 grade: setup sandbox-deps
 	$(PY) -m servelab.grading.pipeline
 
-bench: model sandbox-deps
+bench: model quantized-model sandbox-deps
 	$(PY) bench/flip.py
 	$(PY) bench/compiled.py
 	$(PY) bench/simulator_accuracy.py
@@ -111,4 +128,4 @@ bench: model sandbox-deps
 	$(PY) bench/knobs.py
 
 clean:
-	rm -rf $(VENV) grading/course grading/out test-artifacts
+	rm -rf $(VENV) $(QVENV) grading/course grading/out test-artifacts

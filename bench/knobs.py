@@ -2,9 +2,11 @@
 
 One run, real `vllm serve` (the api_server module) on the bundled SmolLM2-135M-Instruct, loaded by
 vLLM's serving benchmark (vllm/benchmarks/serve.py) with the server's /metrics counters:
-  1. each knob of servelab.knobs.KNOBS, both settings under the knob's load; settings that start the
-     same server share it, so the baseline server starts once;
-  2. precision: the bundled short-answer task (data/tasks/short-answers.jsonl) asked of both dtypes;
+  1. each knob of servelab.knobs.KNOBS, its settings under the knob's load; settings that start the
+     same server share it, so the baseline server starts once. Batching, a serve-parameter sweep, runs
+     through vLLM's own sweep (vllm/benchmarks/sweep/serve.py, servelab.knobs.sweep), a server per setting;
+  2. precision: the bundled short-answer task (data/tasks/short-answers.jsonl) asked of each setting: bfloat16,
+     float32 and the 4-bit weight copy of the model (`make quantized-model`, bench/quantize.py);
   3. parallelism: tensor-parallel-size 2 is tried; if vLLM refuses it, its error is recorded and the
      simulator's answer is given instead, labelled as simulated;
   4. time to the first live point, the lab's way (servers started in the background on open, the
@@ -35,6 +37,7 @@ RECORDS = paths.data_dir() / knobs.RECORDED
 TARGETS = {"wall_time_max_s": 1200, "first_point_warm_max_s": 10}
 FIRST_POINT_KNOB = "batching"  # the lab opens on it
 READ_S = 60.0  # "opens the lab, reads for a minute, clicks Measure"
+SWEPT = ("batching",)  # serve-parameter sweeps: measured with vLLM's own sweep (knobs.sweep), a server per setting
 
 
 def main() -> int:
@@ -47,6 +50,8 @@ def main() -> int:
                         help="an earlier result JSON: the knobs (and first point) not measured now are kept from it, "
                              "with their records from --keep-records")
     parser.add_argument("--keep-records", type=Path, default=None, help="the earlier run's records (JSONL)")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help=f"measure {', '.join(SWEPT)} on warm servers like the other knobs, not with vLLM's sweep")
     args = parser.parse_args()
     t_start = time.monotonic()
     load_before = os.getloadavg()
@@ -63,12 +68,29 @@ def main() -> int:
         phases["first_point"] = round(time.monotonic() - t, 1)
 
     plans = [knobs.resolve(k, s) for k in chosen for s in knobs.KNOBS[k].settings]
+    swept = [] if args.no_sweep else [p for p in plans if p.knob in SWEPT]
+    plans = [p for p in plans if p not in swept]
     by_server: dict[tuple, list] = {}
     for plan in plans:
         by_server.setdefault(plan.server_key, []).append(plan)
     runner = knobs.BenchRunner().start()
     pool = knobs.ServerPool(size=1, model=model)
     rows, failures, accuracy, starts = [], {}, {}, {}
+    for knob in dict.fromkeys(p.knob for p in swept):
+        import tempfile
+
+        t = time.monotonic()
+        print(f"== vLLM's serve-parameter sweep for {knob}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="servelab-sweep-") as tmp:
+            records, failed = knobs.sweep([p for p in swept if p.knob == knob], model, Path(tmp), info)
+        for record in records:
+            store.append(record)
+            rows.append(record.to_dict())
+            _report(record)
+        for setting, error in failed.items():
+            print(f"   {knob}: {setting}: {error}", flush=True)
+            failures[f"{knob}: {setting}"] = {"error": error}
+        phases[f"sweep: {knob}"] = round(time.monotonic() - t, 1)
     try:
         for key, group in by_server.items():
             label = ", ".join(f"{p.knob}: {p.setting}" for p in group)
@@ -76,7 +98,7 @@ def main() -> int:
             print(f"== server for {label}", flush=True)
             try:
                 server = pool.get(group[0])
-            except ServerError as exc:
+            except (ServerError, knobs.KnobError) as exc:
                 print(f"   refused: {exc}", flush=True)
                 for p in group:
                     where = str(paths.logs_dir()) + "/"  # results name files, not this machine's folders
@@ -95,10 +117,7 @@ def main() -> int:
                     record = _with(record, answer_match_rate=acc["answer_match_rate"])
                 store.append(record)
                 rows.append(record.to_dict())
-                print(f"   {plan.knob}: {plan.setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
-                      f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
-                      f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
-                      f"waiting max {record.num_requests_waiting_max} ({run.wall_s:.1f} s)", flush=True)
+                _report(record)
             phases[label] = round(time.monotonic() - t, 1)
     finally:
         pool.close()
@@ -113,6 +132,8 @@ def main() -> int:
             settings[setting] = _summary(r) if r else failures.get(f"{name}: {setting}", {"error": "not measured"})
         knob_table[name] = {"title": knob.title, "workload": knob.workload, "load": knob.load.describe(),
                             "slo_metric": knob.slo_metric, "slo_value": knob.slo_value, "settings": settings}
+        if any(p.knob == name for p in swept):
+            knob_table[name]["harness"] = "vllm.benchmarks.sweep.serve run_main (vllm bench sweep serve)"
     if "precision" in knob_table:
         knob_table["precision"]["accuracy"] = accuracy
     if "parallelism" in knob_table:
@@ -123,7 +144,7 @@ def main() -> int:
         earlier = json.loads(args.keep_from.read_text())
         for name, table in earlier["knobs"].items():
             if name not in knob_table:
-                knob_table[name] = table
+                knob_table[name] = dict(table, measured_in=table.get("measured_in") or _run_of(earlier, name))
                 kept.setdefault("knobs", []).append(name)
         if first_point is None and earlier.get("first_point"):
             first_point = earlier["first_point"]
@@ -132,9 +153,12 @@ def main() -> int:
             store.extend(r for r in ResultsStore(args.keep_records).read() if r.get("knob") in kept.get("knobs", []))
         kept.update(timestamp=earlier.get("timestamp"), wall_time_s=earlier.get("wall_time_s"),
                     machine=earlier.get("machine"),
-                    note="measured in an earlier run of this benchmark on the same machine, before the load was "
-                         "sent greedy (--temperature 0): its requests were sampled at the server's default "
-                         "temperature, which changes the tokens, not the work per token")
+                    note="measured in an earlier run of this benchmark on the same machine, under the same load "
+                         "(greedy requests, --temperature 0)")
+    now = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    for name in chosen:
+        knob_table[name]["measured_in"] = now
     knob_table = {name: knob_table[name] for name in knobs.KNOBS if name in knob_table}
 
     wall = round(time.monotonic() - t_start, 1)
@@ -168,6 +192,22 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.out} ({wall:.0f} s)")
     return 0
+
+
+def _run_of(earlier: dict, knob: str) -> dict:
+    """When and under what load an earlier result's knob was measured (itself kept from a run before it, maybe)."""
+    kept = earlier.get("kept_from_earlier_run") or {}
+    run = kept if knob in kept.get("knobs", []) else earlier
+    machine = run.get("machine") or {}
+    return {"timestamp": run.get("timestamp"), "loadavg_before": machine.get("loadavg_before"),
+            "loadavg_after": machine.get("loadavg_after")}
+
+
+def _report(record) -> None:
+    print(f"   {record.knob}: {record.knob_setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
+          f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
+          f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
+          f"waiting max {record.num_requests_waiting_max}", flush=True)
 
 
 def _with(record, **changes):

@@ -45,6 +45,45 @@ def test_a_knob_setting_or_load_that_cannot_run_says_what_can():
         knobs.resolve("batching", "max_num_seqs=4", workload="rag")
 
 
+def test_the_step_token_budget_is_a_batching_setting_resolved_into_the_server_arguments():
+    listed = knobs.resolve("batching", "max_num_batched_tokens=256")
+    assert listed.setting_value("--max-num-batched-tokens") == "256"
+    any_n = knobs.resolve("batching", "max_num_batched_tokens=1024")
+    assert any_n.setting_value("--max-num-batched-tokens") == "1024"
+    assert any_n.setting_value("--max-num-seqs") == "256"  # only the budget changes
+    assert "--max-num-batched-tokens" not in knobs.resolve("batching", "max_num_seqs=256").server_args
+    with pytest.raises(knobs.KnobError, match="max_num_seqs=256"):  # vLLM refuses a budget below max_num_seqs
+        knobs.resolve("batching", "max_num_batched_tokens=64")
+    with pytest.raises(knobs.KnobError, match="whole number"):
+        knobs.resolve("batching", "max_num_batched_tokens=lots")
+    with pytest.raises(knobs.KnobError, match="max_num_batched_tokens=N"):
+        knobs.resolve("batching", "max_num_batched=512")
+    with pytest.raises(knobs.KnobError, match="no setting"):  # a numbered setting belongs to its knob only
+        knobs.resolve("precision", "max_num_batched_tokens=512")
+
+
+def test_a_sweep_hands_vllms_sweep_each_settings_flags_and_leaves_naming_the_result_files_to_it(tmp_path):
+    plans = [knobs.resolve("batching", s) for s in knobs.KNOBS["batching"].settings]
+    assert [knobs._sweep_overrides(p) for p in plans] == [
+        {"max_num_seqs": "256"}, {"max_num_seqs": "4"}, {"max_num_batched_tokens": "256"}]
+    assert knobs._sweep_overrides(knobs.resolve("batching", "max_num_batched_tokens=512")) == {
+        "max_num_batched_tokens": "512"}
+    args = knobs._without_result_args(knobs.bench_args(plans[0], "http://127.0.0.1:1", "m", tmp_path, "r.json"))
+    assert not {"--save-result", "--result-dir", "--result-filename", "r.json", str(tmp_path)} & set(args)
+    assert args[args.index("--max-concurrency") + 1] == "20"
+    with pytest.raises(knobs.KnobError, match="one knob"):
+        knobs.sweep([plans[0], knobs.resolve("precision", "float32")], "m", tmp_path, {})
+
+
+def test_the_quantized_model_setting_serves_another_folder_under_the_bundled_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(knobs, "quantized_dir", lambda: tmp_path / "W4A16")
+    plan = knobs.resolve("precision", "W4A16 weights")
+    assert plan.setting_value("--model") == str(tmp_path / "W4A16")
+    assert plan.setting_value("--served-model-name") == str(knobs.model_dir())  # the benchmark asks for this name
+    with pytest.raises(knobs.KnobError, match="make quantized-model"):  # refused before any server starts
+        knobs.ServerPool(size=1).get(plan)
+
+
 def test_the_load_becomes_vllm_bench_serve_arguments(tmp_path):
     users = knobs.resolve("batching", "max_num_seqs=4")
     args = knobs.bench_args(users, "http://127.0.0.1:1", "m", tmp_path, "r.json")
@@ -224,3 +263,22 @@ def test_knob_records_are_evidence_for_servelab_review(tmp_path):
     report = review_files(config, workload)
     cited = " ".join(f.evidence for f in report.findings)
     assert f"{RECORDED}:" in cited  # a finding rests on a line of the recorded knob benchmark
+
+
+@pytest.mark.slow
+def test_vllms_sweep_measures_each_setting_on_its_own_server_with_its_counters(tmp_path):
+    """vLLM's serve-parameter sweep starts a server per setting; servelab.benchrun adds each server's counters."""
+    from servelab.model import model_dir
+
+    if not (model_dir() / "config.json").is_file():
+        pytest.skip("the bundled model is not prepared: run `servelab prepare-model`")
+    plans = [knobs.resolve("batching", s, load=TINY) for s in ("max_num_seqs=4", "max_num_batched_tokens=256")]
+    records, failures = knobs.sweep(plans, str(model_dir()), tmp_path, knobs.machine_info(str(model_dir()),
+                                                                                          roofline=False))
+    assert failures == {}
+    assert [r.knob_setting for r in records] == [p.setting for p in plans]
+    for record, plan in zip(records, plans):
+        assert record.num_requests == 4 and record.output_tokens == 4 * 32 and record.max_concurrency == 2
+        assert record.engine_config["server_args"] == list(plan.server_args)
+        assert 1 <= record.num_requests_running_max <= 2  # the server's gauge, read during the sweep's run
+        assert record.queue_time_ms_mean is not None and record.num_preemptions == 0

@@ -63,12 +63,12 @@ def recorded(tmp_path):
 def make_lab(recorded, tmp_path):
     labs = []
 
-    def make(view="flip", settings=None, measure_point=None, offline="", store=None):
+    def make(view="flip", settings=None, measure_point=None, offline="", store=None, pool=None):
         store = store or ResultsStore(tmp_path / "results.jsonl")
         worker = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale),
                                      lambda req, exc: req[0]._crashed(exc))
         lab = SpecDecodeLab(view, settings or Settings(), store=store, recorded=recorded,
-                            measure_point=measure_point, offline=offline, worker=worker)
+                            measure_point=measure_point, offline=offline, worker=worker, pool=pool)
         labs.append(lab)
         return lab
 
@@ -214,6 +214,80 @@ def test_measure_runs_only_the_missing_points_and_stores_each_one(make_lab, tmp_
     # a new lab on the same store draws them at once
     again = make_lab(store=ResultsStore(tmp_path / "results.jsonl"))
     assert again.chart_data()["tok_s|1|measured"]["x"] == [1, 2, 4, 8, 64]
+
+
+class ClockEngine:
+    """An engine for the pool that answers each prompt with max_tokens tokens at a fixed pace (a clock, not vLLM).
+
+    It keeps the prompts it was handed, so a test sees what the measuring step was given."""
+
+    TOKEN_S = 0.01
+
+    def __init__(self, config):
+        self.config, self.info, self.alive, self.batches = config, {"model": "clock", "cores": 0}, False, []
+
+    def is_alive(self):
+        return self.alive
+
+    def start(self):
+        self.alive = True
+
+    def stop(self):
+        self.alive = False
+
+    def generate(self, prompts, max_tokens=64):
+        from servelab.engine import BatchResult
+
+        self.batches.append(list(prompts))
+        n = len(prompts)
+        # a batch of n takes n times longer per step than one request: throughput is flat, easy to check
+        return BatchResult(texts=["x"] * n, prompt_tokens=[20] * n, output_tokens=[max_tokens] * n,
+                           ttft_s=[self.TOKEN_S * n] * n, tpot_s=[self.TOKEN_S * n] * n,
+                           elapsed_s=self.TOKEN_S * n * max_tokens, spec_counters={})
+
+
+def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_chart_plots(make_lab, tmp_path):
+    """settings -> resolved engine config and workload (once per point) -> measure -> record -> store -> chart."""
+    from importlib import resources
+
+    from servelab import workload
+    from servelab.lab.engines import EnginePool
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text((resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json")
+                                       .read_text())
+    engines: list[ClockEngine] = []
+
+    def factory(config):
+        engines.append(ClockEngine(config))
+        return engines[-1]
+
+    lab = make_lab(settings=Settings(method="routed", batch_size=4, model=str(model)),
+                   pool=EnginePool(engine_factory=factory))
+    workload.load.cache_clear()
+    planned = lab.measure()
+    assert lab.worker.wait_idle(30), lab.status_text
+    assert lab.state == "idle", lab.status_text
+    calls = workload.load.cache_info()
+    assert calls.hits + calls.misses == len(planned) == 5  # none at 2 and 4, routed at 1, 2 and 4
+    copy = set(workload.load("copy").prompts)
+    sent = [p for e in engines for batch in e.batches[1:] for p in batch]  # batches[0] is the warm-up
+    assert sent and set(sent) <= copy
+    stored = lab.store.read()
+    assert [(r["method"], r["batch_size"]) for r in stored] == [(p.method, p.batch_size) for p in planned]
+    routed = {r["batch_size"]: r for r in stored if r["method"] == "routed"}
+    threshold = lab.threshold(lab.settings())[0]
+    for b, r in routed.items():  # the router's decision travels in the record, and the side it names served it
+        side = "speculating" if b <= threshold else "plain"
+        assert r["engine_config"]["routing"]["served_by"] == side
+        assert r["engine_config"]["spec_method"] == ("ngram" if side == "speculating" else "none")
+    chart = lab.chart_data()
+    for uid, method in (("tok_s|0|measured", "none"), ("tok_s|1|measured", "routed")):
+        plotted = dict(zip(chart[uid]["x"], chart[uid]["y"]))
+        for r in stored:
+            if r["method"] == method:
+                assert plotted[r["batch_size"]] == pytest.approx(r["output_tok_s"])
 
 
 def test_the_latest_request_wins_and_nothing_piles_up(make_lab):

@@ -52,6 +52,7 @@ NOT_RUN = {
     "make test-fast": "a part of the test suite itself",
     "make bench": "40 minutes on 2 cores; run by hand",
     "make class-deps": "a prerequisite of make test, so every test run runs it",
+    "make quantized-model": "installs llm-compressor into a venv of its own for make bench's precision knob; by hand",
     "make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu": "installs from PyTorch's index: needs the network",
 }
 

@@ -1,6 +1,7 @@
 """A helper process that runs vLLM's serving benchmark (vllm/benchmarks/serve.py) on request.
 
     python -m servelab.benchrun        # reads one JSON list of `vllm bench serve` arguments per line
+    python -m servelab.benchrun ARGS   # runs `vllm bench serve ARGS` once, like the command would
 
 It imports vLLM once and says {"ready": true}, then answers each line with one JSON line on stdout,
 {"ok": true} or {"ok": false, "error": "..."}; the benchmark's own report goes
@@ -18,7 +19,48 @@ import sys
 import traceback
 
 
+METRICS_FLAG = "--servelab-metrics"  # first argument, then the server's URL: its /metrics join the result file
+
+
+def once(args: list[str]) -> int:
+    """`vllm bench serve ARGS`, once: what `vllm bench sweep serve` runs as its --bench-cmd.
+
+    With `--servelab-metrics URL` first, the server's counters over the run and its gauges' peaks
+    (servelab.knobs.MetricsPoller) are added to the JSON the benchmark saves, under "servelab".
+    """
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.benchmarks.serve import main as bench_main
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    url = None
+    if args[:1] == [METRICS_FLAG]:
+        url, args = args[1], args[2:]
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    parsed = parser.parse_args(args)
+    if url is None:
+        bench_main(parsed)
+        return 0
+    import time
+    from pathlib import Path
+
+    from .knobs import MetricsPoller
+
+    t0 = time.monotonic()
+    with MetricsPoller(url) as poller:
+        bench_main(parsed)
+    counters = poller.counters()
+    path = Path(parsed.result_dir or ".") / parsed.result_filename
+    result = json.loads(path.read_text())
+    result["servelab"] = {"counters": counters, "peaks": dict(poller.peaks),
+                          "wall_s": round(time.monotonic() - t0, 3)}
+    path.write_text(json.dumps(result))
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) > 1:
+        return once(sys.argv[1:])
     reply = sys.stdout
     sys.stdout = sys.stderr  # the benchmark prints its report; the protocol keeps stdout to itself
     from vllm.benchmarks.serve import add_cli_args

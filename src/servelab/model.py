@@ -60,6 +60,11 @@ def model_dir() -> Path:
     return paths.models_dir() / MODEL_NAME
 
 
+def quantized_dir() -> Path:
+    """The bundled model with 4-bit weights, made by `make quantized-model` (bench/quantize.py, llm-compressor)."""
+    return paths.models_dir() / f"{MODEL_NAME}-W4A16"
+
+
 def draft_dir(layers: int) -> Path:
     return paths.models_dir() / f"{MODEL_NAME}-draft-{layers}L"
 

