@@ -40,7 +40,7 @@ c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.start_timeout = 180  # JupyterLab with nbgrader's extensions on 2 busy cores
 c.Spawner.http_timeout = 180
-c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL", "SERVELAB_CACHE"]
+c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL"]  # each user's own cache: see lab_environment
 
 
 def role_of(name: str) -> str:

@@ -115,6 +115,18 @@ def slider_handle(page, css: str, view: str = "flip"):
     return page.locator(f".{css}.servelab-view-{view} .noUi-handle").first
 
 
+def choose_the_first_point(page) -> None:
+    """In the flip view, with the keyboard: speculation off, 16 output tokens, batch 1 (the cheapest point)."""
+    page.locator(".servelab-method.servelab-view-flip select").first.select_option(label="off")
+    wait_for_lab(page, "s.settings.method === 'none'")
+    slider_handle(page, "servelab-output-len").focus()
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.output_len === 16")
+    slider_handle(page, "servelab-batch-slider").focus()
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.batch_size === 1")
+
+
 def _traces_by_name(fig: dict) -> dict[str, dict]:
     """The throughput panel's traces by name (the other panels reuse the names)."""
     return {t["name"]: t for t in fig["traces"] if (t["uid"] or "tok_s|").startswith("tok_s|")}
@@ -278,14 +290,7 @@ def test_live_measure_from_the_browser(page, live_server):
     lab.scroll_into_view_if_needed()
     assert status(page)[0] == "idle"
 
-    page.locator(f".servelab-method.servelab-view-flip select").first.select_option(label="off")
-    wait_for_lab(page, "s.settings.method === 'none'")
-    slider_handle(page, "servelab-output-len").focus()
-    page.keyboard.press("Home")
-    wait_for_lab(page, "s.settings.output_len === 16")
-    slider_handle(page, "servelab-batch-slider").focus()
-    page.keyboard.press("Home")
-    wait_for_lab(page, "s.settings.batch_size === 1")
+    choose_the_first_point(page)
     before = _traces_by_name(figure(page)).get("no speculation, measured", {"x": []})
     assert 1 not in before["x"]
 

@@ -40,7 +40,7 @@ from servelab.classroom.servers import ClassServers
 from servelab.grading import samples
 from servelab.knobs import read_metrics
 from servelab.paths import REPO_DIR
-from test_browser import FLIP, slider_handle, status, wait_for_lab
+from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -219,14 +219,7 @@ def measure_a_live_point(page, klass, student: str) -> None:
     run_all_cells(page, 300)
     page.locator(FLIP).first.scroll_into_view_if_needed()
     wait_for_lab(page, "s.settings.backend === 'remote'", 60)  # the hub pointed the lab at the class's server
-    page.locator(".servelab-method.servelab-view-flip select").first.select_option(label="off")
-    wait_for_lab(page, "s.settings.method === 'none'")
-    slider_handle(page, "servelab-output-len").focus()
-    page.keyboard.press("Home")
-    wait_for_lab(page, "s.settings.output_len === 16")
-    slider_handle(page, "servelab-batch-slider").focus()
-    page.keyboard.press("Home")
-    wait_for_lab(page, "s.settings.batch_size === 1")
+    choose_the_first_point(page)
     before = requests_served(klass)
     page.locator(".servelab-measure.servelab-view-flip").first.click()
     page.wait_for_function("() => { const l = document.querySelector('.servelab-status.servelab-view-flip "

@@ -150,3 +150,29 @@ def test_the_roster_is_checked_before_anything_starts(local):
     local.instructors, local.students = ["root"], ["no-such-student-here"]
     with pytest.raises(ClassError, match=r"no system user 'no-such-student-here'.*useradd"):
         hub.ClassHub(local).check()
+
+
+def test_a_shared_model_cache_is_read_by_students_who_keep_their_own_results(local, monkeypatch, tmp_path):
+    """With the hub's models in a shared place, each user reads them there and writes results in their own home."""
+    from servelab import paths
+
+    shared = tmp_path / "course-cache"
+    monkeypatch.setenv("SERVELAB_CACHE", str(shared))
+    monkeypatch.delenv("SERVELAB_MODELS", raising=False)
+    env = lab_environment(local, "student")
+    assert env["SERVELAB_MODELS"] == str(shared / "models")
+    assert not {"SERVELAB_CACHE", "SERVELAB_RESULTS"} & set(env)  # results and logs stay the student's own
+    assert "SERVELAB_CACHE" not in (REPO / "class" / "jupyterhub_config.py").read_text()
+
+    student_home = tmp_path / "home" / "student"
+    monkeypatch.setenv("HOME", str(student_home))
+    monkeypatch.delenv("SERVELAB_CACHE")
+    monkeypatch.delenv("SERVELAB_RESULTS", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert paths.models_dir() == shared / "models" and not (shared / "models").exists()  # read, never made
+    assert paths.results_path() == student_home / ".cache" / "servelab" / "results.jsonl"
+    assert paths.logs_dir().is_relative_to(student_home)
+
+    monkeypatch.delenv("SERVELAB_MODELS")
+    assert "SERVELAB_MODELS" not in lab_environment(local, "student")  # nothing shared: each user's own cache

@@ -1,7 +1,9 @@
 """Where servelab keeps what it makes: the converted model, results, logs.
 
 SERVELAB_CACHE moves all of it (default ~/.cache/servelab). SERVELAB_RESULTS
-points the results store at one file.
+points the results store at one file. SERVELAB_MODELS points at the models alone,
+so that a class's users can share one prepared model while each keeps their own
+results and logs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ def cache_dir() -> Path:
 
 
 def models_dir() -> Path:
+    shared = os.environ.get("SERVELAB_MODELS")
+    if shared:  # another user's prepared models: read them, never create them
+        return Path(shared)
     path = cache_dir() / "models"
     path.mkdir(parents=True, exist_ok=True)
     return path

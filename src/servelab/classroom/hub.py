@@ -123,10 +123,20 @@ def python_config(config: dict[str, dict], course_config: Path | None = None) ->
     return "\n".join(lines) + "\n"
 
 
+def shared_models_dir() -> str:
+    """The models the class shares, if the hub's environment names a place for them; "" otherwise."""
+    if os.environ.get("SERVELAB_MODELS"):
+        return os.environ["SERVELAB_MODELS"]
+    return str(Path(os.environ["SERVELAB_CACHE"]) / "models") if os.environ.get("SERVELAB_CACHE") else ""
+
+
 def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
     """What every single-user server of a role runs with: its Jupyter config and the lab's shared servers."""
     env = {"JUPYTER_CONFIG_PATH": str(settings.jupyter_dir(role)),
-           "SERVELAB_REMOTE_OFF_URL": settings.remote_off_url, "SERVELAB_REMOTE_ON_URL": settings.remote_on_url}
+           "SERVELAB_REMOTE_OFF_URL": settings.remote_off_url, "SERVELAB_REMOTE_ON_URL": settings.remote_on_url,
+           # Where the hub's models are, when they were put somewhere shared (SERVELAB_CACHE or SERVELAB_MODELS):
+           # each user reads those, and keeps results and logs in their own ~/.cache/servelab.
+           "SERVELAB_MODELS": shared_models_dir()}
     if role == "instructor" and settings.gradebook_url:
         env["SERVELAB_GRADEBOOK_URL"] = settings.gradebook_url
     return {k: v for k, v in env.items() if v}
