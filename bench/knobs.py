@@ -103,7 +103,7 @@ def main() -> int:
                 for p in group:
                     where = str(paths.logs_dir()) + "/"  # results name files, not this machine's folders
                     failures[f"{p.knob}: {p.setting}"] = {"error": str(exc).replace(where, ""),
-                                                          "server_args": list(key)}
+                                                          "server_args": knobs.recorded_args(key)}
                 continue
             starts[label] = server.ready_s
             server_info = dict(info, start_s=server.ready_s)

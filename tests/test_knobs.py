@@ -84,6 +84,16 @@ def test_the_quantized_model_setting_serves_another_folder_under_the_bundled_nam
         knobs.ServerPool(size=1).get(plan)
 
 
+def test_a_record_names_the_models_it_served_by_folder_not_by_this_machines_path():
+    plan = knobs.resolve("precision", "W4A16 weights")  # the real models folder: --model and --served-model-name
+    recorded = knobs.recorded_args(plan.server_args)
+    assert recorded[recorded.index("--model") + 1] == knobs.quantized_dir().name
+    assert recorded[recorded.index("--served-model-name") + 1] == knobs.model_dir().name
+    assert not [a for a in recorded if a.startswith("/")]
+    plain = knobs.resolve("batching", "max_num_seqs=4")
+    assert knobs.recorded_args(plain.server_args) == list(plain.server_args)  # nothing else changes
+
+
 def test_the_load_becomes_vllm_bench_serve_arguments(tmp_path):
     users = knobs.resolve("batching", "max_num_seqs=4")
     args = knobs.bench_args(users, "http://127.0.0.1:1", "m", tmp_path, "r.json")

@@ -462,12 +462,20 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = ""):
         hardware=server_info.get("hardware", ""), cores=server_info.get("cores", 0),
         vllm_version=server_info.get("vllm_version", ""), torch_version=server_info.get("torch_version", ""),
         servelab_version=__version__, timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        engine_config={"server": "python -m vllm.entrypoints.openai.api_server", "server_args": list(plan.server_args),
+        engine_config={"server": "python -m vllm.entrypoints.openai.api_server",
+                       "server_args": recorded_args(plan.server_args),
                        "load": load.describe(), "workload": plan.workload.description,
                        "harness": "vllm.benchmarks.serve (vllm bench serve)"},
         roofline=server_info.get("roofline", {}),
         note=note or f"{plan.knob}: {plan.setting}; {load.describe()}; vLLM's serving benchmark, {run.wall_s:.1f} s",
     )
+
+
+def recorded_args(args) -> list[str]:
+    """A server's command line as a record keeps it: a model in servelab's models folder by its folder name
+    (as the record's `model` field names it), never by this machine's path to it."""
+    models = str(paths.models_dir()) + "/"
+    return [a[len(models):] if a.startswith(models) else a for a in args]
 
 
 def _ms(result: dict, key: str) -> float:
