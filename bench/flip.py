@@ -124,7 +124,7 @@ def main() -> int:
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
         "versions": {"vllm": info["vllm_version"], "torch": info["torch_version"], "servelab": __version__,
-                     "transformers": _version("transformers")},
+                     "transformers": hardware.package_version("transformers")},
         "engine": {"dtype": info["dtype"], "enforce_eager": True, "threads": info["cores"],
                    "prompt_lookup_min": spec.config.prompt_lookup_min,
                    "prompt_lookup_max": spec.config.prompt_lookup_max},
@@ -283,14 +283,6 @@ def transformers_peer(dtype: str) -> dict:
     run(1, 1)  # warm-up
     return {"dtype": dtype, "batch_1": run(1, 4), "batch_1_prompt_lookup": run(1, 4, prompt_lookup_num_tokens=K),
             "batch_64": run(64, 1)}
-
-
-def _version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return ""
 
 
 if __name__ == "__main__":

@@ -22,34 +22,18 @@ import json
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from servelab import hardware
-from servelab.grading import course, pipeline, samples
+from servelab.grading import course, pipeline, samples, sandbox
 
 TARGET_S_PER_SUBMISSION = 5.0
 MIX = ["perfect", "partial", "empty", "edited_test", "deleted_cells", "output_flood", "read_key", "patch_checker"]
 RESULT = Path(__file__).resolve().parent / "results" / "grading.json"
-
-
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def sandbox_version() -> str:
-    try:
-        return subprocess.run(["bwrap", "--version"], capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return "bwrap not found"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         },
         "versions": {
             "python": platform.python_version(),
-            **{p: _version(p) for p in ("servelab", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client")},
+            **{p: hardware.package_version(p, missing="not installed") for p in ("servelab", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client")},
         },
         "settings": {"cell_timeout_s": pipeline.CELL_TIMEOUT_S, "submission_timeout_s": pipeline.SUBMISSION_TIMEOUT_S,
-                     "sandbox": sandbox_version(), "one_process_per_submission": True},
+                     "sandbox": sandbox.bwrap_version(missing="bwrap not found"), "one_process_per_submission": True},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

@@ -81,6 +81,18 @@ def get(name: str) -> Hardware:
     )
 
 
+def package_version(*dists: str, missing: str = "") -> str:
+    """The installed version of the first of these distributions found (results record what they ran on)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for d in dists:
+        try:
+            return version(d)
+        except PackageNotFoundError:
+            continue
+    return missing
+
+
 def cpu_name() -> str:
     """The CPU model string, as /proc/cpuinfo reports it."""
     try:

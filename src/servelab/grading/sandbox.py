@@ -87,6 +87,14 @@ def _bwrap() -> str | None:
     return shutil.which("bwrap") or (os.path.exists("/usr/bin/bwrap") and "/usr/bin/bwrap") or None
 
 
+def bwrap_version(missing: str = "not installed") -> str:
+    """What `bwrap --version` prints (results record the sandbox they graded in)."""
+    try:
+        return subprocess.run([_bwrap() or "bwrap", "--version"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return missing
+
+
 def _ro_paths() -> list[tuple[str, str]]:
     """(source, destination) pairs the sandbox sees read-only."""
     paths = [("/usr", "/usr")]
