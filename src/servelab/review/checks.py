@@ -446,29 +446,7 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                   "no unquantized original whose accuracy it trades away.")
         return Finding("quantization", "justified", reason, memory, "none.", setting)
     task = wl.task or "this workload's task"
-    batches = {cfg.max_num_seqs, f.running_batch_peak}
-
-    quantized, baseline, set_aside = [], [], []
-    for ev in wl.evidence:
-        if ev.metric not in ("accuracy", "accuracy_drop"):
-            continue
-        why = conflicts(ev, cfg, wl, ignore={"quantization", "max-num-seqs"} | SPEC_KEYS)
-        load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
-        if load is not None and load not in batches:
-            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
-        theirs = _canon(ev.setting.get("quantization", q))
-        if theirs not in (_canon(q), "none"):
-            why.append(f"measured with {ev.setting['quantization']}, not {q}")
-        if why:
-            set_aside.append((ev, why))
-        elif theirs == "none" and ev.metric == "accuracy":
-            baseline.append(ev)
-        elif theirs != "none":
-            quantized.append(ev)
-    drops = [ev.value for ev in quantized if ev.metric == "accuracy_drop"]
-    q_acc = [ev for ev in quantized if ev.metric == "accuracy"]
-    if not drops and q_acc and baseline:
-        drops = [baseline[0].value - q_acc[0].value]
+    quantized, baseline, set_aside, drops, q_acc = _accuracy_evidence(cfg, wl, f, "quantization", q, {"none"}, "")
     cited = quantized + baseline
     evidence = _join(memory, _cite(cited) or f"no accuracy measured on {task} with {q}", _set_aside(set_aside))
     tolerance, floor = wl.slo.max_accuracy_drop, wl.slo.min_accuracy
@@ -501,6 +479,35 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
+def _accuracy_evidence(cfg: ServingConfig, wl: Workload, f: Facts, key: str, served: str, baselines: set[str],
+                       label: str) -> tuple[list, list, list, list[float], list]:
+    """The workload's accuracy evidence for one accuracy-trading setting (`key`, served as `served`): measured
+    with it, baseline (measured with one of `baselines`), set aside (measured elsewhere, with why); then the
+    drops it shows (cited, or baseline minus served) and the accuracies measured with it."""
+    quantized, baseline, set_aside = [], [], []
+    for ev in wl.evidence:
+        if ev.metric not in ("accuracy", "accuracy_drop"):
+            continue
+        why = conflicts(ev, cfg, wl, ignore={key, "max-num-seqs"} | SPEC_KEYS)
+        load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
+        if load is not None and load not in {cfg.max_num_seqs, f.running_batch_peak}:
+            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
+        theirs = _canon(ev.setting.get(key, served))
+        if theirs != _canon(served) and theirs not in baselines:
+            why.append(f"measured with {label}{ev.setting[key]}, not {served}")
+        if why:
+            set_aside.append((ev, why))
+        elif theirs in baselines and ev.metric == "accuracy":
+            baseline.append(ev)
+        elif theirs == _canon(served):
+            quantized.append(ev)
+    drops = [ev.value for ev in quantized if ev.metric == "accuracy_drop"]
+    q_acc = [ev for ev in quantized if ev.metric == "accuracy"]
+    if not drops and q_acc and baseline:
+        drops = [baseline[0].value - q_acc[0].value]
+    return quantized, baseline, set_aside, drops, q_acc
+
+
 def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     """kv-cache-dtype below the model's dtype: an accuracy trade like quantized weights."""
     kv = cfg.kv_cache_dtype
@@ -509,27 +516,8 @@ def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Findin
     memory = (f"a {kv} KV cache holds {fmt(f.kv_bytes_per_token)} B per token: {gb(f.kv_gb_peak)} at the peak "
               f"instead of {gb(full)} in {cfg.dtype}")
     task = wl.task or "this workload's task"
-    quantized, baseline, set_aside = [], [], []
-    for ev in wl.evidence:
-        if ev.metric not in ("accuracy", "accuracy_drop"):
-            continue
-        why = conflicts(ev, cfg, wl, ignore={"kv-cache-dtype", "max-num-seqs"} | SPEC_KEYS)
-        load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
-        if load is not None and load not in {cfg.max_num_seqs, f.running_batch_peak}:
-            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
-        theirs = _canon(ev.setting.get("kv-cache-dtype", kv))
-        if theirs not in (_canon(kv), "auto", _canon(cfg.dtype)):
-            why.append(f"measured with kv-cache-dtype {ev.setting['kv-cache-dtype']}, not {kv}")
-        if why:
-            set_aside.append((ev, why))
-        elif theirs in ("auto", _canon(cfg.dtype)) and ev.metric == "accuracy":
-            baseline.append(ev)
-        elif theirs == _canon(kv):
-            quantized.append(ev)
-    drops = [ev.value for ev in quantized if ev.metric == "accuracy_drop"]
-    q_acc = [ev for ev in quantized if ev.metric == "accuracy"]
-    if not drops and q_acc and baseline:
-        drops = [baseline[0].value - q_acc[0].value]
+    quantized, baseline, set_aside, drops, _ = _accuracy_evidence(cfg, wl, f, "kv-cache-dtype", kv,
+                                                                  {"auto", _canon(cfg.dtype)}, "kv-cache-dtype ")
     evidence = _join(memory, _cite(quantized + baseline) or f"no accuracy measured on {task} with a {kv} KV cache",
                      _set_aside(set_aside))
     tolerance = wl.slo.max_accuracy_drop
