@@ -171,12 +171,12 @@ class PointPlan:
 
     def check(self) -> None:
         """Raise EngineConfigError if this point cannot run on this machine's engine (before a 40-second start)."""
-        from ..measure import check_point as check_batch
+        from ..measure import check_point
 
         if self.config is None:
             return
         self.config.check_files()
-        check_batch(self.config, self.workload, self.point.batch_size, self.point.settings.output_len)
+        check_point(self.config, self.workload, self.point.batch_size, self.point.settings.output_len)
 
 
 def resolve(point: Point) -> PointPlan:
@@ -212,11 +212,6 @@ def measure_local(plan: PointPlan, pool: EnginePool, on_start: Callable[[str], N
     s, batch_size = plan.point.settings, plan.point.batch_size
     record, _ = measure_batch(engine, plan.workload, batch_size, s.output_len, note="lab")
     return plan.router.relabel(record, batch_size) if plan.router else record
-
-
-def check_point(point: Point) -> None:
-    """Raise EngineConfigError now if this point cannot run on this machine's engine (before any start)."""
-    resolve(point).check()
 
 
 class _Side:
