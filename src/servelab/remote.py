@@ -182,21 +182,8 @@ class RemoteServer:
         async with self._client(batch_size) as client:
             info = await self.ainfo(client)
             before = await self.ametrics(client)
-            gate = asyncio.Semaphore(batch_size)
-
-            async def one(prompt: str) -> RequestTiming:
-                async with gate:
-                    return await self._stream(client, info["model"], prompt, output_len)
-
             t0 = time.perf_counter()
-            tasks = [asyncio.ensure_future(one(p)) for p in prompts]
-            try:
-                timings = await asyncio.gather(*tasks)
-            except BaseException:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
+            timings = await self._stream_all(client, info["model"], prompts, batch_size, output_len)
             elapsed = time.perf_counter() - t0
             after = await self.ametrics(client)
         counters = None
@@ -204,6 +191,30 @@ class RemoteServer:
             b, a = spec_counters(before), spec_counters(after)
             counters = {k: a[k] - b[k] for k in a}
         return self._record(timings, elapsed, counters, info, wl.name, batch_size, output_len, note)
+
+    async def astream(self, prompts: list[str], output_len: int = 64) -> list[RequestTiming]:
+        """All the prompts in flight at once, each streamed; every request's timings (nothing recorded)."""
+        async with self._client(len(prompts)) as client:
+            info = await self.ainfo(client)
+            return await self._stream_all(client, info["model"], prompts, len(prompts), output_len)
+
+    async def _stream_all(self, client, model: str, prompts: list[str], concurrency: int,
+                          output_len: int) -> list[RequestTiming]:
+        """Stream every prompt, at most `concurrency` in flight; on any failure the rest are cancelled."""
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(prompt: str) -> RequestTiming:
+            async with gate:
+                return await self._stream(client, model, prompt, output_len)
+
+        tasks = [asyncio.ensure_future(one(p)) for p in prompts]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     # --- one streamed request -----------------------------------------------------------
     async def _stream(self, client, model: str, prompt: str, output_len: int) -> RequestTiming:

@@ -81,12 +81,7 @@ async def student_loop(student: int, servers: dict[str, RemoteServer], batch_siz
     record = StudentRecord(student, {key: [] for key in servers})
     start = time.perf_counter()
     for key, batch_size in plan(student, batch_sizes, tuple(servers)):
-        server = servers[key]
-        async with server._client(batch_size) as client:
-            info = await server.ainfo(client)
-            prompts = _prompts(workload, batch_size, student)
-            record.timings[key] += await asyncio.gather(
-                *(server._stream(client, info["model"], p, output_len) for p in prompts))
+        record.timings[key] += await servers[key].astream(_prompts(workload, batch_size, student), output_len)
     record.seconds = time.perf_counter() - start
     return record
 
