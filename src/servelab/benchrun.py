@@ -22,22 +22,28 @@ import traceback
 METRICS_FLAG = "--servelab-metrics"  # first argument, then the server's URL: its /metrics join the result file
 
 
+def _parse(args: list[str]):
+    """ARGS as `vllm bench serve` parses them (argparse exits on one it refuses)."""
+    from vllm.benchmarks.serve import add_cli_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    return parser.parse_args(args)
+
+
 def once(args: list[str]) -> int:
     """`vllm bench serve ARGS`, once: what `vllm bench sweep serve` runs as its --bench-cmd.
 
     With `--servelab-metrics URL` first, the server's counters over the run and its gauges' peaks
     (servelab.knobs.MetricsPoller) are added to the JSON the benchmark saves, under "servelab".
     """
-    from vllm.benchmarks.serve import add_cli_args
     from vllm.benchmarks.serve import main as bench_main
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     url = None
     if args[:1] == [METRICS_FLAG]:
         url, args = args[1], args[2:]
-    parser = FlexibleArgumentParser(prog="vllm bench serve")
-    add_cli_args(parser)
-    parsed = parser.parse_args(args)
+    parsed = _parse(args)
     if url is None:
         bench_main(parsed)
         return 0
@@ -63,9 +69,7 @@ def main() -> int:
         return once(sys.argv[1:])
     reply = sys.stdout
     sys.stdout = sys.stderr  # the benchmark prints its report; the protocol keeps stdout to itself
-    from vllm.benchmarks.serve import add_cli_args
-    from vllm.benchmarks.serve import main as bench_main
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    from vllm.benchmarks.serve import main as bench_main  # vLLM imported once, before "ready"
 
     reply.write(json.dumps({"ready": True}) + "\n")
     reply.flush()
@@ -73,9 +77,7 @@ def main() -> int:
         if not line.strip():
             continue
         try:
-            parser = FlexibleArgumentParser(prog="vllm bench serve")
-            add_cli_args(parser)
-            bench_main(parser.parse_args(json.loads(line)))
+            bench_main(_parse(json.loads(line)))
             answer = {"ok": True}
         except SystemExit as exc:  # argparse refuses an argument
             answer = {"ok": False, "error": f"vllm bench serve rejected its arguments (exit {exc.code})"}
