@@ -62,6 +62,18 @@ c.GenerateFeedback.preprocessors = [
     "servelab.grading.feedback.HideHiddenTests",
 ]
 
+# The feedback and formgrader's view of a submission (in the instructor's Jupyter server,
+# alone or on the class hub, which loads this file too) are both nbconvert's HTMLExporter:
+# these settings draw a submission's markdown and outputs there as inert HTML, cleaned by
+# nh3 (servelab.grading.safe_html). No script, handler, style, frame or outside load that a
+# student hands in reaches a page a person opens.
+c.HTMLExporter.preprocessors = ["servelab.grading.safe_html.InertOutputs"]
+c.HTMLExporter.sanitize_html = True  # nbconvert's own switch: no JavaScript or widget outputs, HTML cleaned
+c.HTMLExporter.filters = {
+    "markdown2html": "servelab.grading.safe_html.markdown2html",  # nbgrader's templates draw markdown uncleaned
+    "clean_html": "servelab.grading.safe_html.clean_html",
+}
+
 # Student notebooks carry no outputs and keep their cell tags (raises-exception for nbval).
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

