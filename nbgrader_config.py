@@ -4,7 +4,8 @@ nbgrader reads nbgrader_config.py from the directory the server starts in. The c
 settings are grading/nbgrader_config.py's; this file points the Nbgrader menu at this
 checkout's course: grading/course/ (the gradebook; `make grade` fills it with the
 graded samples), the instructor notebooks in solutions/ as its source, and a local
-exchange in grading/exchange/ for the Assignment List.
+exchange in grading/exchange/ for the Assignment List. formgrader's view of a submission
+draws it with the course's HTMLExporter settings, as inert HTML (servelab.grading.safe_html).
 """
 
 import os

@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 from servelab.classroom.hub import ClassSettings, lab_environment
+from servelab.paths import REPO_DIR
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
 
 settings = ClassSettings.load(Path(os.environ["SERVELAB_CLASS_STATE"]) / "class.json")
 hub_dir = settings.state / "hub"
+PAGE_POLICY_CONFIG = REPO_DIR / "grading" / "jupyter"  # jupyter_server_config.d/ enabling servelab.grading.page_policy
 
 # Loopback only: the public port (the proxy), the proxy's API and the hub on the next two ports.
 c.JupyterHub.bind_url = f"http://127.0.0.1:{settings.port}"
@@ -49,7 +51,14 @@ def role_of(name: str) -> str:
 
 def pre_spawn_hook(spawner):
     """The role's nbgrader extensions and config, and the lab's shared servers (the gradebook for instructors)."""
-    spawner.environment = {**spawner.environment, **lab_environment(settings, role_of(spawner.user.name))}
+    role = role_of(spawner.user.name)
+    env = lab_environment(settings, role)
+    if role == "instructor":
+        # formgrader draws submissions through the course's nbgrader_config.py (sanitized, see
+        # servelab.grading.safe_html); this adds a Content-Security-Policy on its pages of a
+        # submission and sandboxes the files handed in beside the notebook (servelab.grading.page_policy).
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([env["JUPYTER_CONFIG_PATH"], str(PAGE_POLICY_CONFIG)])
+    spawner.environment = {**spawner.environment, **env}
 
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook

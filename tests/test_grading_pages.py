@@ -28,11 +28,15 @@ import pytest
 from browser_helpers import REPO, JupyterLab, chromium, require_chromium
 from servelab.grading import course, pipeline, safe_html
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
-
 LESSON = course.get("lesson25")
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 LEARNER_WORDS = ["My working, in my own words", "tokens in flight", "a &lt; b"]  # markdown the learner wrote
+
+
+def in_chromium(test):
+    """A browser test: slow and browser (CI runs these too), bounded. They share one grading run,
+    one Jupyter server and one Chromium (module fixtures); the unit tests at the end need none."""
+    return pytest.mark.slow(pytest.mark.browser(pytest.mark.timeout(600)(test)))
 
 
 # --- the canary: a loopback server that records every request a payload gets out ------------------
@@ -175,7 +179,7 @@ def graded(tmp_path_factory, canary):
                            cell_timeout=30, submission_timeout=240, log=lambda *a: None)
     by_student = {g.student: g for g in results}
     assert all(g.status == "graded" for g in results), [g.log_tail for g in results]
-    return {"results": by_student, "instructor": instructor, "out": tmp / "out", "tmp": tmp}
+    return {"results": by_student, "instructor": instructor, "out": tmp / "out"}
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +201,9 @@ def open_and_record(context, url: str, *allowed: str):
     page = context.new_page()
     page.on("request", lambda r: requested.append(r.url))
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(allowed) else route.abort())
-    page.goto(url, wait_until="load", timeout=60_000)
+    response = page.goto(url, wait_until="load", timeout=60_000)
     page.wait_for_load_state("networkidle", timeout=60_000)
+    page.response = response
     return page, requested
 
 
@@ -227,6 +232,7 @@ def same_origin_paths(requested: list[str], origin: str, submission_id: str | No
 
 
 # --- the student's feedback page ----------------------------------------------------------------------
+@in_chromium
 def test_the_feedback_page_runs_and_loads_nothing_the_student_wrote(graded, browser, canary):
     out = graded["out"] / "feedback" / LESSON.name
     clean, clean_requests = open_and_record(browser, (out / "perfect.html").as_uri(), "file://", canary.url)
@@ -237,9 +243,8 @@ def test_the_feedback_page_runs_and_loads_nothing_the_student_wrote(graded, brow
     assert canary.hits == hits_before == [], canary.hits
     assert state["title"] == clean_state["title"] == LESSON.notebook_id and state["pwned"] is None
     assert state["handlers"] == 0 and state["dangerous"] == 0 and state["urls"] == [], state
-    # Requests the page makes itself (the template's MathJax and the like) and nothing more.
-    assert {u for u in requested if not u.startswith("file://")} <= {u for u in clean_requests
-                                                                      if not u.startswith("file://")}
+    # Requests the page makes itself (the template's MathJax) and nothing more: no file beside it either.
+    assert set(requested) - {page.response.url} <= set(clean_requests) - {clean.response.url}, requested
     # Still readable: the learner's markdown and the checkers' words for a right answer.
     html = (out / "hostile.html").read_text()
     for words in LEARNER_WORDS:
@@ -258,7 +263,9 @@ def test_the_feedback_page_runs_and_loads_nothing_the_student_wrote(graded, brow
 @pytest.fixture(scope="module")
 def formgrader(graded, browser):
     """A Jupyter server started in the instructor's folder (its nbgrader_config.py); the browser logged in to it."""
-    with JupyterLab(graded["instructor"], copy=()) as server:
+    # As the class hub gives each instructor: formgrader plus servelab's policy on its pages (page_policy.py).
+    policy = {"JUPYTER_CONFIG_PATH": str(REPO / "grading" / "jupyter")}
+    with JupyterLab(graded["instructor"], env=policy, copy=()) as server:
         page = browser.new_page()
         page.goto(f"{server.base_url}/login", timeout=60_000)
         page.fill("input[name=password]", server.token)  # the login form takes the server's token
@@ -276,6 +283,7 @@ def submission_id(graded, student: str) -> str:
         return gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, student).id
 
 
+@in_chromium
 def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded, formgrader, browser, canary):
     origin = formgrader.base_url
     ids = {s: submission_id(graded, s) for s in ("perfect", "hostile")}
@@ -299,11 +307,31 @@ def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded,
     assert scores == clean.evaluate(auto_scores) and len(scores) > 0
     assert any(float(v or 0) > 0 for v in scores), scores
     assert "My working, in my own words" in state["text"]
+    assert "base-uri 'none'" in page.response.headers["content-security-policy"]
     for page_, _, _ in views.values():
         page_.close()
 
 
+@in_chromium
+def test_a_file_handed_in_beside_the_notebook_runs_nothing_in_formgrader(graded, formgrader, browser, canary):
+    """formgrader serves the submission's folder (all that `nbgrader collect` took in) at <id>/<path>."""
+    folder = graded["instructor"] / "grading" / "course" / "autograded" / "hostile" / LESSON.name
+    (folder / "report.html").write_text("<html><head><title>report</title></head><body>"
+                                        + hostile_html(canary.url, "file") + "</body></html>")
+    (folder / "figure.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg" onload="'
+                                       f'{payload_js(canary.url, "file-svg")}"><circle r="4"/></svg>')
+    origin = formgrader.base_url
+    for name in ("report.html", "figure.svg"):
+        page, requested = open_and_record(browser, f"{origin}/formgrader/submissions/{submission_id(graded, 'hostile')}/"
+                                          f"{name}", origin, canary.url)
+        assert page.response.ok and page.response.headers["content-security-policy"].startswith("sandbox"), name
+        assert page.evaluate("() => window.__pwned === undefined") and page.title() != "pwned", name
+        page.close()
+    assert canary.hits == [], canary.hits
+
+
 # --- the control: without the course's settings the same payloads fire ---------------------------------
+@in_chromium
 def test_the_payloads_fire_where_nothing_cleans_them(graded, browser, canary, tmp_path):
     """nbgrader's feedback and formgrade templates with nbconvert's defaults: the canary is reached."""
     try:
@@ -350,3 +378,40 @@ def test_the_sanitizer_keeps_what_a_learner_writes():
     for bad in ('<img src="http://127.0.0.1:9/x.png">', '<a href="evil.html">x</a>', '<a href="javascript:x()">x</a>',
                 '<p style="color:red">x</p>', '<base href="http://x/">', '<img src="data:text/html,x">'):
         assert not re.search(r'(src|href|style)=', safe_html.sanitize(bad)), bad
+
+
+def test_the_policy_covers_formgraders_submission_pages_only():
+    """Unit: which responses get which policy (page_policy.policy_for)."""
+    from servelab.grading import page_policy
+
+    prefix = "/user/ada/formgrader/submissions/"
+    assert page_policy.policy_for(prefix + "abc123/", prefix) == page_policy.VIEW_POLICY
+    assert page_policy.policy_for(prefix + "abc123/next", prefix) == page_policy.VIEW_POLICY
+    assert page_policy.policy_for(prefix + "abc123/report.html", prefix) == page_policy.FILE_POLICY
+    assert page_policy.policy_for(prefix + "abc123/sub/figure.svg", prefix) == page_policy.FILE_POLICY
+    assert page_policy.policy_for("/user/ada/lab/tree/x.ipynb", prefix) is None  # JupyterLab keeps Jupyter's own
+    assert page_policy.FILE_POLICY.startswith("sandbox;") and "script-src" not in page_policy.FILE_POLICY
+
+
+def test_the_class_hub_gives_instructors_the_page_policy(tmp_path, monkeypatch):
+    """class/jupyterhub_config.py's spawn hook adds grading/jupyter (which enables page_policy) for instructors."""
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    from servelab.classroom.hub import ClassSettings
+
+    (tmp_path / "class.json").write_text(ClassSettings(state=tmp_path, instructors=["grace"], students=["ada"]).to_json())
+    monkeypatch.setenv("SERVELAB_CLASS_STATE", str(tmp_path))
+    c = Config()
+    exec(compile((REPO / "class" / "jupyterhub_config.py").read_text(), "jupyterhub_config.py", "exec"),
+         {"get_config": lambda: c, "__file__": str(REPO / "class" / "jupyterhub_config.py")})
+    paths = {}
+    for name in ("grace", "ada"):
+        spawner = SimpleNamespace(user=SimpleNamespace(name=name), environment={})
+        c.Spawner.pre_spawn_hook(spawner)
+        paths[name] = spawner.environment["JUPYTER_CONFIG_PATH"].split(":")
+    policy_dir = REPO / "grading" / "jupyter"
+    assert str(policy_dir) in paths["grace"] and str(policy_dir) not in paths["ada"]
+    enabled = json.loads((policy_dir / "jupyter_server_config.d" / "servelab-page-policy.json").read_text())
+    assert enabled["ServerApp"]["jpserver_extensions"] == {"servelab.grading.page_policy": True}
