@@ -15,6 +15,7 @@ and nbconvert's defaults: there the payloads fire, so the canary is live.
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import re
@@ -141,13 +142,20 @@ def hostile_outputs_cell(canary: str) -> str:
 
 
 def hostile_submission(canary: str) -> nbformat.NotebookNode:
-    """The perfect sample with payloads in its written answer, a markdown cell and a cell's outputs."""
+    """The perfect sample with payloads in its written answer, a markdown cell (and its attachments), a raw
+    HTML cell and a cell's outputs."""
     nb = nbformat.read(REPO / "grading" / "submissions" / "lesson25" / "perfect.ipynb", as_version=4)
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "warmup1-explain":
             cell.source += "\n\n" + hostile_markdown(canary, "answer")
-    nb.cells[2:2] = [nbformat.v4.new_markdown_cell(hostile_markdown(canary, "markdown")),
-                     nbformat.v4.new_code_cell(hostile_outputs_cell(canary))]
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "attachment-svg")}"><circle r="4"/></svg>'
+    attached = nbformat.v4.new_markdown_cell(
+        "![an attached svg](attachment:figure.svg) ![an attached page](attachment:page.html)\n\n"
+        + hostile_markdown(canary, "markdown"),
+        attachments={"figure.svg": {"image/svg+xml": base64.b64encode(svg.encode()).decode()},
+                     "page.html": {"text/html": base64.b64encode(hostile_html(canary, "attachment").encode()).decode()}})
+    raw = nbformat.v4.new_raw_cell(hostile_html(canary, "raw"), metadata={"raw_mimetype": "text/html"})
+    nb.cells[2:2] = [attached, raw, nbformat.v4.new_code_cell(hostile_outputs_cell(canary))]
     return nb
 
 
@@ -249,6 +257,8 @@ def test_the_feedback_page_runs_and_loads_nothing_the_student_wrote(graded, brow
     html = (out / "hostile.html").read_text()
     for words in LEARNER_WORDS:
         assert words in html, words
+    assert re.search(r'<img alt="an attached svg" src="data:image/svg\+xml;base64,', html)  # inert in an <img>
+    assert re.search(r'<img alt="an attached page"/>', html)  # data:text/html is no picture
     assert "My working, in my own words" in state["text"] and "tokens in flight" in state["text"]
     perfect = graded["results"]["perfect"]
     hostile = graded["results"]["hostile"]
