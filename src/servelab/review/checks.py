@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import hardware
+from . import defaults
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
@@ -37,17 +38,9 @@ ASSUMED_ACCEPTANCE = ACCEPTANCE_RATE  # per-token draft acceptance when none is 
 # only a measurement settles it. Past it, speculation loses.
 NEAR_BREAK_EVEN = 1.25
 
-# vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset, by GPU memory
-# (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args): 16,384 from 160 GB,
-# 8,192 from 70 GB except the A100, 2,048 below.
-
-
-def default_batched_tokens(hw) -> int:
-    if hw.memory_gb >= 160:
-        return 16384
-    if hw.memory_gb >= 70 and "a100" not in hw.name.lower():
-        return 8192
-    return 2048
+def default_batched_tokens(hw, world_size: int = 1) -> int:
+    """vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset (review/defaults.py)."""
+    return defaults.batch_defaults(hw, world_size).max_num_batched_tokens
 
 
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}

@@ -19,15 +19,14 @@ from typing import Any
 import yaml
 
 from .. import hardware, modelspec
-from . import vllm_flags
+from . import defaults, vllm_flags
 from ..hardware import Hardware
 from ..measurement import Measurement
 from ..modelspec import ModelSpec
 
 # vLLM's defaults for the knobs under review, used when a config leaves one out.
-DEFAULT_MAX_NUM_SEQS = 256  # vLLM's long-standing default (newer versions pick 256 to 1024 by GPU)
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
-DEFAULT_PREFIX_CACHING = True  # vLLM's V1 engine caches prefixes unless told not to
+DEFAULT_GPU_MEMORY_UTILIZATION = defaults.GPU_MEMORY_UTILIZATION
+DEFAULT_PREFIX_CACHING = defaults.PREFIX_CACHING
 DEFAULT_INTERNODE_GB_S = 50.0  # per-GPU network between nodes: one 400 Gb/s InfiniBand link
 
 # The keys of `vllm serve --config` that this reviewer reads. Every other flag the
@@ -499,7 +498,9 @@ def read_config(doc: Doc) -> ServingConfig:
     tp = _int(doc, *_swap(get("tensor-parallel-size", 1)), minimum=1)
     pp = _int(doc, *_swap(get("pipeline-parallel-size", 1)), minimum=1)
     dp = _int(doc, *_swap(get("data-parallel-size", 1)), minimum=1)
-    max_num_seqs = _int(doc, *_swap(get("max-num-seqs", DEFAULT_MAX_NUM_SEQS)), minimum=1)
+    # Left out, vLLM picks both by platform, GPU memory and world size (review/defaults.py).
+    batch_defaults = defaults.batch_defaults(hw, tp * pp)
+    max_num_seqs = _int(doc, *_swap(get("max-num-seqs", batch_defaults.max_num_seqs)), minimum=1)
     value, path = get("max-num-batched-tokens")
     max_batched = None if value is None else _int(doc, path, value, minimum=1)
     prefix = _bool(doc, *_swap(get("enable-prefix-caching", DEFAULT_PREFIX_CACHING)))
