@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import hardware
-from . import defaults
+from . import defaults, vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
@@ -163,6 +163,8 @@ def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
         findings.append(check_enforce_eager(cfg, wl, facts))
     if cfg.set_keys & {"enable-chunked-prefill", "max-num-batched-tokens"}:
         findings.append(check_chunked_prefill(cfg, wl, facts))
+    if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
+        findings.append(check_removed_flags(cfg))
     return findings, facts
 
 
@@ -1051,3 +1053,20 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
               "the stated SLOs.")
     return Finding("chunked_prefill", "justified", reason, evidence,
                    "none; confirm with p99 TTFT and TPOT measured at peak.", setting)
+
+
+# --- flags vLLM has removed ---------------------------------------------------------
+
+def check_removed_flags(cfg: ServingConfig) -> Finding:
+    """A flag vLLM no longer has stops the server at start: wrong, whatever else the config gets right."""
+    written, whens, fixes = [], [], []
+    for name, value, line in cfg.removed_flags:
+        shown = f"--{name}" + ("" if value is True else f" {value}") + (f" (line {line})" if line else "")
+        when, instead = vllm_flags.removal(name)
+        written.append(shown)
+        whens.append(f"--{name} {when}")
+        fixes.append(f"--{name}: {instead}")
+    reason = (f"vLLM {vllm_flags.version()} will not start with {', '.join(written)}: its argument parser "
+              "rejects a flag it no longer has.")
+    evidence = "; ".join(whens) + f" (the flags of vLLM {vllm_flags.version()}: review/vllm_flags.json)"
+    return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", ", ".join(written))

@@ -124,6 +124,7 @@ class _Builder:
         self.data: dict[str, Any] = {}
         self.lines: dict[tuple, int] = {}
         self.deployment: dict[str, Any] = {}
+        self.removed: list[tuple[str, Any, int | None]] = []
         self.form = ""
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
@@ -131,6 +132,9 @@ class _Builder:
         return ReviewInputError(f"{where}: {message}")
 
     def set(self, key: str, value: Any, line: int | None) -> None:
+        if vllm_flags.removed(key):
+            self.removed.append((vllm_flags.removed(key), value, line))
+            return
         flag, negated = vllm_flags.lookup(key)
         if flag is None:
             raise self.error(line, vllm_flags.unknown_message(key) + f" (in the {self.form})")
@@ -154,6 +158,14 @@ class _Builder:
                 raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
                                        "that contain spaces")
             name, _, inline = token.lstrip("-").partition("=")
+            gone = vllm_flags.removed(name)
+            if gone:  # a finding of its own; its value, if it took one, is skipped
+                takes = vllm_flags.removed_takes_value(gone) and not inline and i + 1 < len(tokens) \
+                    and not tokens[i + 1][0].startswith("-") and tokens[i + 1][0] not in _SEPARATORS
+                value = _scalar(inline) if inline else (_scalar(tokens[i + 1][0]) if takes else True)
+                self.removed.append((gone, value, line))
+                i += 2 if takes else 1
+                continue
             flag, negated = vllm_flags.lookup(name)
             if flag is None and name.replace("_", "-") in _KSERVE_FLAGS:
                 flag, negated = vllm_flags.lookup(_KSERVE_FLAGS[name.replace("_", "-")])
@@ -213,6 +225,7 @@ class _Builder:
         data["deployment"] = dict(self.deployment)
         doc = Doc(name=self.name, data=data, role="serving config", base_dir=self.base_dir)
         doc.lines.update(self.lines)
+        doc.removed_flags.extend(self.removed)
         for key in self.deployment:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:

@@ -115,6 +115,8 @@ class Doc:
     role: str  # "serving config" or "workload"
     base_dir: Path | None = None
     lines: dict[tuple, int] = field(default_factory=dict)
+    # Flags vLLM has removed, as written, with their line: reviewed as a finding, not refused.
+    removed_flags: list[tuple[str, Any, int | None]] = field(default_factory=list)
 
     def line(self, path: tuple) -> int | None:
         path = tuple(path)
@@ -375,6 +377,7 @@ class ServingConfig:
     pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
     quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
+    removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
 
     @property
     def speculative(self) -> bool:
@@ -427,6 +430,9 @@ def read_config(doc: Doc) -> ServingConfig:
         raise doc.error((), "this looks like a workload file, not a serving config; "
                             "pass the config first and the workload with --workload")
     if isinstance(data, dict):
+        for raw in [k for k in data if isinstance(k, str) and vllm_flags.removed(k)]:
+            doc.removed_flags.append((vllm_flags.removed(raw), data[raw], doc.lines.get((raw,))))
+        data = {k: v for k, v in data.items() if not (isinstance(k, str) and vllm_flags.removed(k))}
         for raw in data:
             if isinstance(raw, str) and raw.strip().replace("_", "-") != "deployment" \
                     and vllm_flags.lookup(raw)[0] is None:
@@ -532,6 +538,7 @@ def read_config(doc: Doc) -> ServingConfig:
         set_keys=frozenset(k for k in fields if fields[k][0] is not None), doc=doc,
         enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
         quantization_source=quantization_source, not_reviewed=not_reviewed,
+        removed_flags=tuple(doc.removed_flags),
     )
 
 
