@@ -78,17 +78,45 @@ class Facts:
     active_params_b: float = 0.0  # parameters one token runs through (mixture of experts: the routed experts)
     kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
     weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
+    rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
+    expert_parallel_size: int = 0  # GPUs the experts are sharded across (0: no expert parallelism)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def _linear_bytes(cfg: ServingConfig) -> float | None:
+    """Bytes per quantized weight the config asks for; None: the checkpoint's own (or none)."""
+    if cfg.quantization and cfg.quantization_source != "checkpoint":
+        return DTYPE_BYTES[cfg.weight_dtype]
+    return None
+
+
 def weight_gb(cfg: ServingConfig) -> float:
     """Weight memory: a checkpoint's own quantization, or the config's, applies to the linear
     layers; embeddings, norms and routers stay in the model's dtype."""
-    if cfg.quantization and cfg.quantization_source != "checkpoint":
-        return cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.weight_dtype]) / 1e9
-    return cfg.model.weight_bytes(cfg.dtype) / 1e9
+    return cfg.model.weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+
+
+def expert_gb(cfg: ServingConfig) -> float:
+    """The routed experts' part of weight_gb."""
+    return cfg.model.expert_weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+
+
+def expert_parallel_group(cfg: ServingConfig) -> int:
+    """GPUs the experts are sharded across. vLLM's expert parallelism spans TP x DP; without it
+    each data-parallel rank holds every expert, split only by its own tensor parallelism."""
+    if cfg.expert_parallel and cfg.model.is_moe:
+        return cfg.tensor_parallel_size * cfg.data_parallel_size
+    return cfg.tensor_parallel_size
+
+
+def rank_weight_gb(cfg: ServingConfig) -> float:
+    """Weights one data-parallel rank's GPUs (TP x PP of them) hold: attention, embeddings and dense
+    layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
+    experts = expert_gb(cfg)
+    share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
+    return weight_gb(cfg) - experts + experts * share
 
 
 def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
@@ -103,7 +131,7 @@ def derive(cfg: ServingConfig, wl: Workload) -> Facts:
     typical = math.ceil(wl.concurrency.typical / replicas)
     running_peak = min(cfg.max_num_seqs, peak)
     running_typical = min(cfg.max_num_seqs, typical)
-    weights = weight_gb(cfg)
+    weights = rank_weight_gb(cfg)
     mean_tokens = round(wl.mean_request_tokens)
     kv_seq = kv_seq_bytes(cfg, mean_tokens)
     kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
@@ -119,7 +147,9 @@ def derive(cfg: ServingConfig, wl: Workload) -> Facts:
         model=cfg.model.name,
         num_params_b=round(cfg.model.num_params / 1e9, 2),
         weight_dtype=cfg.weight_dtype,
-        weight_gb=round(weights, 2),
+        weight_gb=round(weight_gb(cfg), 2),
+        rank_weight_gb=round(weights, 2),
+        expert_parallel_size=expert_parallel_group(cfg) if cfg.expert_parallel and cfg.model.is_moe else 0,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kv_bytes_per_token=round(kv_token, 1),
         hardware=cfg.hardware.name,
@@ -542,14 +572,16 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
     gpn, hw = cfg.gpus_per_node, cfg.hardware
     setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (f" x data-parallel-size {dp}" if dp > 1 else "")
-    need = f.weight_gb + f.kv_gb_peak
+    if cfg.expert_parallel and cfg.model.is_moe:
+        setting += " with enable-expert-parallel"
+    need = f.rank_weight_gb + f.kv_gb_peak
     fits_one = need <= f.capacity_gb_per_gpu
     layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
-    memory = (f"weights {gb(f.weight_gb)} ({f.weight_dtype}) + KV cache {gb(f.kv_gb_peak)} "
+    memory = (f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
               f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
               f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica; one {hw.name} holds "
               f"{gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
-    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg)
 
     if f.gpus_used > f.gpus_available:
         reason = (f"{setting} needs {f.gpus_used} GPUs but the deployment has {f.gpus_available} ({layout}): "
@@ -568,20 +600,25 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                   f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
                   f"NVLink ({slower:.0f}x slower).")
         fix = ("keep tensor parallelism inside a node: "
-               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model))
+               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg))
         return Finding("parallelism", "wrong", reason, _join(layout, memory), fix, setting)
     if not f.weights_fit:
-        reason = (f"the model does not fit: its weights alone ({gb(f.weight_gb)}) exceed the "
+        reason = (f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
                   f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if need > f.capacity_gb_per_gpu * f.shards:
         # The weights fit; what does not is the peak's KV cache. That is a batching and memory
         # finding (gpu_memory_utilization), not a reason to call the split wrong.
-        reason = (f"{setting} holds the {gb(f.weight_gb)} of weights; the KV cache that is short of the "
+        reason = (f"{setting} holds the {gb(f.rank_weight_gb)} of weights per replica; the KV cache that is short of the "
                   f"peak is reviewed under gpu_memory_utilization.")
         return Finding("parallelism", "justified", reason, memory,
                        "none here; see gpu_memory_utilization for the KV cache.", setting)
 
+    if f.expert_parallel_size > f.shards:
+        reason = (f"expert parallelism shards the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
+                  f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
+                  f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}.")
+        return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
@@ -626,7 +663,35 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
-def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) -> str:
+def weights_line(cfg: ServingConfig, f: Facts) -> str:
+    """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
+    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: EP shards as TP would
+        return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype})"
+    experts = expert_gb(cfg)
+    tp = cfg.tensor_parallel_size
+    return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
+            f"expert-parallel group of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+            f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
+            f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size} = {gb(f.rank_weight_gb)} per rank")
+
+
+def memory_savers(cfg: ServingConfig) -> list[str]:
+    """What would make the model or its KV cache smaller, leaving out what is already done:
+    weights already quantized (by the config or the checkpoint) are never asked to be quantized."""
+    out = []
+    if DTYPE_BYTES[cfg.weight_dtype] >= 2:
+        out.append("quantize the weights")
+    if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2:
+        out.append("use kv-cache-dtype fp8")
+    return out
+
+
+def _or(options: list[str]) -> str:
+    return options[0] if len(options) == 1 else ", ".join(options[:-1]) + ", or " + options[-1]
+
+
+def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
+                     cfg: ServingConfig | None = None) -> str:
     """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
     total = gpn * nodes
 
@@ -638,8 +703,9 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
     layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
     layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
     if not layouts:
-        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: quantize the "
-                "weights or the KV cache (kv-cache-dtype fp8), lower max-num-seqs, or add GPUs.")
+        savers = memory_savers(cfg) if cfg is not None else ["quantize the weights", "use kv-cache-dtype fp8"]
+        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
+                f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
     gpus, _, tp, pp = min(layouts)
     if pp == 1:
         replicas = total // tp
@@ -901,18 +967,19 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> 
     setting = cfg.knob("gpu-memory-utilization", u)
     total = cfg.hardware.memory_gb * f.memory_gpus
     arithmetic = (f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
-                  f"minus weights {gb(f.weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
+                  f"minus weights {gb(f.rank_weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
                   f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
                   f"in {f.kv_cache_dtype})")
     if f.kv_budget_gb <= 0:
-        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.weight_gb)}) exceed what vLLM may use "
+        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
                   f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
-                       "split the model over more GPUs (see parallelism) or quantize it.", setting)
+                       _or(["split the model over more GPUs (see parallelism)"] + memory_savers(cfg)[:1]) + ".", setting)
     if f.kv_gb_peak > f.kv_budget_gb:
-        needed = (f.weight_gb + f.kv_gb_peak) / total
+        needed = (f.rank_weight_gb + f.kv_gb_peak) / total
         fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
-               "use kv-cache-dtype fp8, more GPUs per replica, or more replicas")
+               _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
+               if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2 else _or(["more GPUs per replica", "more replicas"]))
         reason = (f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
                   "so vLLM preempts or queues requests at peak.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, fix + ".", setting)
@@ -971,7 +1038,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
                + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
     # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
     shards = f.shards
-    read_ms = f.weight_gb / shards / hw.bandwidth_gb_s * 1e3
+    read_ms = f.rank_weight_gb / shards / hw.bandwidth_gb_s * 1e3
     active = cfg.model.active_params / shards
 
     def step_ms(tokens: float) -> float:
@@ -1009,7 +1076,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
     full = step_ms(budget)
     steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
     arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
-                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.weight_gb / shards)} "
+                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.rank_weight_gb / shards)} "
                   f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
                   f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
     tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms

@@ -36,7 +36,7 @@ REVIEWED_KEYS = (
     "model", "dtype", "tensor-parallel-size", "pipeline-parallel-size", "data-parallel-size",
     "max-num-seqs", "max-num-batched-tokens", "quantization", "kv-cache-dtype",
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
-    "enforce-eager", "enable-chunked-prefill",
+    "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -76,7 +76,7 @@ SETTING_TYPES = {
     "gpu-memory-utilization": "number", "speculative": "bool", "enable-prefix-caching": "bool",
     "quantization": "str", "method": "str", "kv-cache-dtype": "str", "dtype": "str",
     "model": "str", "gpu": "str", "task": "str", "enforce-eager": "bool", "enable-chunked-prefill": "bool",
-    "max-num-batched-tokens": "int",
+    "max-num-batched-tokens": "int", "enable-expert-parallel": "bool",
 }
 
 # `quantization:` values and the bytes per weight they leave.
@@ -377,6 +377,7 @@ class ServingConfig:
     pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
     quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
+    expert_parallel: bool = False  # experts sharded across TP x DP GPUs instead of tensor-parallel in each rank
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
 
     @property
@@ -420,6 +421,7 @@ class ServingConfig:
             "enforce-eager": self.enforce_eager,
             "enable-chunked-prefill": self.chunked_prefill,
             "max-num-batched-tokens": self.max_num_batched_tokens,
+            "enable-expert-parallel": self.expert_parallel,
         }
 
 
@@ -523,6 +525,7 @@ def read_config(doc: Doc) -> ServingConfig:
 
     spec = _read_spec(doc, *_swap(get("speculative-config")))
     eager = _bool(doc, *_swap(get("enforce-eager", False)))
+    expert_parallel = _bool(doc, *_swap(get("enable-expert-parallel", False)))
     chunked = _bool(doc, *_swap(get("enable-chunked-prefill", True)))
     not_reviewed = tuple(sorted(k for k in fields if k not in REVIEWED_KEYS and k != "deployment"
                                 and k not in UNWEIGHED_FLAGS))
@@ -538,7 +541,7 @@ def read_config(doc: Doc) -> ServingConfig:
         set_keys=frozenset(k for k in fields if fields[k][0] is not None), doc=doc,
         enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
         quantization_source=quantization_source, not_reviewed=not_reviewed,
-        removed_flags=tuple(doc.removed_flags),
+        removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
     )
 
 
