@@ -338,8 +338,10 @@ def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
     attention = 5120 * 40 * 128 * 2 + 5120 * 8 * 128 * 2
     expert = 3 * 5120 * 8192
     per_layer = attention + (16 + 1) * expert + 5120 * 16 + 2 * 5120
-    assert m.num_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
-    assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 215.5  # plus about 2 GB of vision encoder: ~218
+    assert m.decoder_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
+    # the vision encoder: 34 blocks of 4 x 1408^2 attention and a 2 x 1408 x 5632 GELU MLP
+    assert m.tower_params == 34 * (4 * 1408 ** 2 + 2 * 1408 * 5632)
+    assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 217.2  # 215.5 of language model + 1.6 of vision: ~218
     assert round(m.active_params / 1e9, 1) == 17.2  # one routed and the shared expert per token
 
 

@@ -81,6 +81,10 @@ class ModelSpec:
     quant_ignore: tuple[str, ...] = ()  # module names or patterns the checkpoint keeps unquantized
     tower_params: int = 0  # vision / audio encoder parameters (estimated from their config blocks)
     tower_note: str = ""
+    # draft heads: an EAGLE-3 head shares the target's embeddings and predicts over its own draft vocabulary
+    eagle3: bool = False
+    draft_vocab_size: int = 0
+    mtp_layers: int = 0  # DeepSeek's multi-token-prediction layers (num_nextn_predict_layers), loaded for method mtp
     torch_dtype: str = "bfloat16"
     source: str = ""
     native_quantization: str = ""  # why the checkpoint's quantization is the model itself, not a trade made later
@@ -144,6 +148,9 @@ class ModelSpec:
             quant_ignore=ignore,
             tower_params=tower,
             tower_note=tower_note,
+            eagle3=any("eagle3" in str(a).lower() for a in outer.get("architectures") or ()),
+            draft_vocab_size=config.get("draft_vocab_size") or 0,
+            mtp_layers=config.get("num_nextn_predict_layers") or 0,
             torch_dtype=str(config.get("torch_dtype") or outer.get("torch_dtype") or "bfloat16"),
             source=str(outer.get("_source", "")),
             native_quantization=str(outer.get("_native_quantization", "")),
@@ -232,8 +239,30 @@ class ModelSpec:
     @property
     def decoder_params(self) -> int:
         """The language model's parameters (every expert); a tied LM head shares the embedding table."""
+        if self.eagle3:
+            return self._eagle3_params
         head = 0 if self.tie_word_embeddings else self.embedding_params
         return self._layer_params_total + self.embedding_params + head + self.hidden_size
+
+    @property
+    def _eagle3_params(self) -> int:
+        """An EAGLE-3 head: its layers' q, k and v read the token embedding and the fused target
+        features side by side (2 x hidden in); a fusion layer maps three target layers' features
+        (3 x hidden) to one; its LM head covers the draft vocabulary; embeddings are the target's."""
+        h, hd = self.hidden_size, self.head_dim
+        attention = 2 * h * (self.num_heads + 2 * self.num_kv_heads) * hd + self.num_heads * hd * h
+        layer = attention + self.dense_mlp_params + 3 * h  # three norms (input, hidden, post-attention)
+        return self.num_layers * layer + 3 * h * h + (self.draft_vocab_size or self.vocab_size) * h + h
+
+    @property
+    def mtp_params(self) -> int:
+        """DeepSeek's multi-token-prediction layers: an average decoder layer each, plus the
+        projection of [embedding; hidden] (2 x hidden -> hidden) and its two norms."""
+        h = self.hidden_size
+        if not self.mtp_layers:
+            return 0
+        layer = self.attention_params + (self.moe_mlp_params(self.num_experts) if self.is_moe else self.dense_mlp_params) + 2 * h
+        return self.mtp_layers * (layer + 2 * h * h + 2 * h)
 
     @property
     def num_params(self) -> int:
@@ -354,7 +383,8 @@ class ModelSpec:
 # list names modules in these forms ("lm_head", "model.layers.0.mlp", "re:.*self_attn.*").
 _MODULE_FORMS = {
     "self_attn": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "self_attn"),
-    "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp", "feed_forward"),
+    "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp", "feed_forward.gate_proj",
+            "feed_forward.up_proj", "feed_forward.down_proj", "feed_forward"),
     "experts": ("mlp.experts", "feed_forward.experts", "block_sparse_moe.experts"),
     "shared_expert": ("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert"),
 }

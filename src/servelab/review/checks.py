@@ -20,9 +20,10 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import hardware
+from .. import hardware, modelspec
 from . import defaults, vllm_flags
 from ..hardware import DTYPE_BYTES
+from ..modelspec import ModelSpec
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
 from .report import Finding
@@ -116,12 +117,42 @@ def rank_weight_gb(cfg: ServingConfig) -> float:
     layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
     experts = expert_gb(cfg)
     share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
-    return weight_gb(cfg) - experts + experts * share
+    return weight_gb(cfg) - experts + experts * share + draft_gb(cfg)
+
+
+MTP_METHODS = ("mtp", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp", "glm4_moe_mtp")
+
+
+def draft_spec(cfg: ServingConfig) -> ModelSpec | None:
+    """The speculative draft the server loads beside the target, where its shape is known:
+    a catalogued draft model or EAGLE head, or the target's own MTP layers."""
+    if cfg.spec is None:
+        return None
+    if cfg.spec.draft_model and modelspec.catalogue_key(cfg.spec.draft_model):
+        return modelspec.from_catalogue(cfg.spec.draft_model)
+    return None
+
+
+def draft_gb(cfg: ServingConfig) -> float:
+    """The draft's weights, held by every replica (vLLM shards the draft with the target's TP)."""
+    draft = draft_spec(cfg)
+    if draft is not None:
+        return draft.weight_bytes(draft.torch_dtype if draft.torch_dtype in DTYPE_BYTES else cfg.dtype) / 1e9
+    if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
+        return cfg.model.mtp_params * DTYPE_BYTES[cfg.weight_dtype] / 1e9
+    return 0.0
 
 
 def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
-    """One sequence's KV cache across a replica's tensor-parallel GPUs."""
-    return cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included."""
+    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    draft = draft_spec(cfg)
+    if draft is not None:
+        return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
+        per_layer = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size) / cfg.model.num_layers
+        return target + per_layer * cfg.model.mtp_layers
+    return target
 
 
 def derive(cfg: ServingConfig, wl: Workload) -> Facts:
@@ -665,14 +696,17 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 def weights_line(cfg: ServingConfig, f: Facts) -> str:
     """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
+    draft = draft_gb(cfg)
+    with_draft = f" with the draft's {gb(draft)}" if draft else ""
     if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: EP shards as TP would
-        return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype})"
+        return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype}{with_draft})"
     experts = expert_gb(cfg)
     tp = cfg.tensor_parallel_size
     return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
             f"expert-parallel group of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
             f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
-            f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size} = {gb(f.rank_weight_gb)} per rank")
+            f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
+            + (f" + draft {gb(draft)}" if draft else "") + f" = {gb(f.rank_weight_gb)} per rank")
 
 
 def memory_savers(cfg: ServingConfig) -> list[str]:
