@@ -14,7 +14,7 @@ back to the workload?", with a verdict, a one-sentence reason, the evidence, and
 
 From a shell (exit status 0 clean, 1 findings, 2 bad input):
 
-    servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--json]
+    servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--var NAME=VALUE] [--json]
 
 CONFIG is vLLM's YAML, a `vllm serve ...` command line, a Kubernetes manifest, or
 production-stack Helm values.
@@ -39,14 +39,15 @@ __all__ = [
 
 
 def review_files(config_path: str | Path, workload_path: str | Path, *, select: str | None = None,
-                 deployment: dict | None = None) -> Report:
+                 deployment: dict | None = None, variables: dict[str, str] | None = None) -> Report:
     """Review the serving config in config_path against the workload in workload_path.
 
     The config may be vLLM's YAML, a `vllm serve` command line, a Kubernetes manifest or
     production-stack Helm values (see forms). select names the model or workload to review
-    where the file holds several; deployment ({gpu, gpus-per-node, nodes}) fills in what it does not say.
+    where the file holds several; deployment ({gpu, gpus-per-node, nodes}) fills in what it does not say;
+    variables ({"TP_SIZE": "8"}) are the environment a shell script's $VARIABLES resolve from.
     """
-    config_doc = forms.load(config_path, select=select, deployment=deployment)
+    config_doc = forms.load(config_path, select=select, deployment=deployment, variables=variables)
     workload_doc = load_yaml(workload_path, "workload")
     return _review(config_doc, workload_doc)
 
@@ -90,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes one server spans, where the config does not say")
     parser.add_argument("--select", metavar="NAME",
                         help="the model (Helm modelSpec name) or workload (manifest name) to review, where the file holds several")
+    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="a shell variable the config's script uses but does not assign ($TP_SIZE); repeatable")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -98,8 +101,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         given = {"gpu": getattr(args, "gpu", None), "gpus-per-node": getattr(args, "gpus_per_node", None),
                  "nodes": getattr(args, "nodes", None)}
+        variables = {}
+        for item in getattr(args, "var", None) or []:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ReviewInputError(f"--var {item!r}: write it as NAME=VALUE (--var TP_SIZE=8)")
+            variables[name.strip()] = value
         report = review_files(args.config, args.workload, select=getattr(args, "select", None),
-                              deployment={k: v for k, v in given.items() if v is not None})
+                              deployment={k: v for k, v in given.items() if v is not None}, variables=variables)
     except ReviewInputError as exc:
         print(f"servelab review: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

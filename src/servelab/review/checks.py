@@ -112,12 +112,26 @@ def expert_parallel_group(cfg: ServingConfig) -> int:
     return cfg.tensor_parallel_size
 
 
+def lora_gb(cfg: ServingConfig) -> float:
+    """GPU memory vLLM preallocates for LoRA: max-loras slots, each holding A (in x rank) and
+    B (rank x out) for every attention projection and dense MLP projection of every layer."""
+    if not cfg.lora:
+        return 0.0
+    m = cfg.model
+    h, hd = m.hidden_size, m.head_dim
+    q, kv = m.num_heads * hd, m.num_kv_heads * hd
+    attention = (h + q) + 2 * (h + kv) + (q + h)
+    mlp = 3 * (h + (m.dense_intermediate_size or m.intermediate_size))
+    per_rank_unit = sum(attention + (0 if m.is_moe_layer(i) else mlp) for i in range(m.num_layers))
+    return cfg.max_loras * cfg.max_lora_rank * per_rank_unit * DTYPE_BYTES[cfg.dtype] / 1e9
+
+
 def rank_weight_gb(cfg: ServingConfig) -> float:
     """Weights one data-parallel rank's GPUs (TP x PP of them) hold: attention, embeddings and dense
     layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
     experts = expert_gb(cfg)
     share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
-    return weight_gb(cfg) - experts + experts * share + draft_gb(cfg)
+    return weight_gb(cfg) - experts + experts * share + draft_gb(cfg) + lora_gb(cfg)
 
 
 MTP_METHODS = ("mtp", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp", "glm4_moe_mtp")
@@ -224,6 +238,10 @@ def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
         findings.append(check_enforce_eager(cfg, wl, facts))
     if cfg.set_keys & {"enable-chunked-prefill", "max-num-batched-tokens"}:
         findings.append(check_chunked_prefill(cfg, wl, facts))
+    if cfg.lora:
+        findings.append(check_lora(cfg, wl, facts))
+    if cfg.load_format == "dummy" or cfg.benchmark_flags:
+        findings.append(check_benchmark_settings(cfg))
     if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
         findings.append(check_removed_flags(cfg))
     return findings, facts
@@ -1171,3 +1189,72 @@ def check_removed_flags(cfg: ServingConfig) -> Finding:
               "rejects a flag it no longer has.")
     evidence = "; ".join(whens) + f" (the flags of vLLM {vllm_flags.version()}: review/vllm_flags.json)"
     return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", ", ".join(written))
+
+
+# --- LoRA adapters -------------------------------------------------------------------
+
+def same_model(a: str, b: str) -> bool:
+    """Two model ids name the same weights: equal ignoring the owner and case, or one catalogue entry."""
+    ka, kb = modelspec.catalogue_key(a), modelspec.catalogue_key(b)
+    if ka and kb:
+        return ka == kb
+    return a.strip().rstrip("/").split("/")[-1].lower() == b.strip().rstrip("/").split("/")[-1].lower()
+
+
+def lora_memory(cfg: ServingConfig) -> str:
+    return (f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
+            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every attention and dense MLP "
+            f"projection in {cfg.dtype}), taken from the KV cache")
+
+
+def check_lora(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+    """Every adapter named was trained on the model served, at a rank the slots hold."""
+    setting = cfg.knob("enable-lora", True)
+    memory = lora_memory(cfg)
+    named = ", ".join(f"{a.name} ({a.path})" for a in cfg.adapters)
+    evidence = _join(memory, f"adapters: {named}" if named else "no adapters named (--lora-modules)")
+    wrong_base = [a for a in cfg.adapters if a.base and not same_model(a.base, cfg.model_name)]
+    if wrong_base:
+        a = wrong_base[0]
+        reason = (f"adapter {a.name} was trained on {a.base} ({a.source}) but the server runs {cfg.model_name}: "
+                  "its matrices are shaped for another model's layers, so vLLM cannot apply it.")
+        return Finding("lora", "wrong", reason, evidence,
+                       f"serve {a.name} on {a.base}, or train an adapter on {cfg.model_name}.", setting)
+    too_wide = [a for a in cfg.adapters if a.rank > cfg.max_lora_rank]
+    if too_wide:
+        a = too_wide[0]
+        reason = (f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.max_lora_rank}: "
+                  "vLLM refuses to load an adapter wider than its slots.")
+        return Finding("lora", "wrong", reason, evidence, f"set max-lora-rank to at least {a.rank}.", setting)
+    unknown = [a for a in cfg.adapters if not a.base]
+    if not cfg.adapters or unknown:
+        which = ", ".join(a.name for a in unknown)
+        reason = ("LoRA is on but no adapter is named, so nothing shows which base the adapters it will load were "
+                  "trained on." if not cfg.adapters else
+                  f"the base model of {which} is not on record: no adapter_config.json or base_model_name beside it.")
+        fix = ("name the adapters (--lora-modules '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}') so "
+               "their base and rank can be checked.")
+        return Finding("lora", "unjustified", reason, evidence, fix, setting)
+    reason = (f"every adapter named was trained on {cfg.model_name}"
+              + (f" at a rank within max-lora-rank {cfg.max_lora_rank}" if all(a.rank for a in cfg.adapters) else "")
+              + f"; the {cfg.max_loras} slots take {gb(lora_gb(cfg))}.")
+    return Finding("lora", "justified", reason, evidence, "none.", setting)
+
+
+# --- benchmark-only settings -------------------------------------------------------------
+
+def check_benchmark_settings(cfg: ServingConfig) -> Finding:
+    """Settings that only make sense while benchmarking: a config carrying them is not serving production."""
+    found, why = [], []
+    if cfg.load_format == "dummy":
+        found.append(cfg.knob("load-format", "dummy"))
+        why.append("load-format dummy fills the model with random weights, so every answer is noise")
+    for name, line in cfg.benchmark_flags:
+        found.append(f"--{name}" + (f" (line {line})" if line else ""))
+        if name == "ignore-eos":
+            why.append("--ignore-eos makes every request generate to its token limit, so the lengths measured "
+                       "are not the workload's")
+    reason = "benchmark-only settings: " + "; ".join(why) + "."
+    return Finding("benchmark_settings", "wrong", reason, ", ".join(found),
+                   "for production, remove them (load the real weights: load-format auto) and measure with the "
+                   "workload's own request lengths.", ", ".join(found))

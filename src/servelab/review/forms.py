@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from .. import hardware
-from . import vllm_flags
-from .inputs import Doc, ReviewInputError, load_yaml, read_text
+from . import shell, vllm_flags
+from .inputs import REVIEWED_KEYS, Doc, ReviewInputError, load_yaml, read_text
 
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
@@ -40,9 +40,12 @@ _KSERVE_FLAGS = {"model_id": "model", "model-id": "model", "model_name": "served
 _KSERVE_ONLY = {"backend", "model_dir", "model-dir", "return_probabilities", "disable_lower_case",
                 "disable_special_tokens", "max_length", "tensor_input_names", "return_token_type_ids"}
 _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
+# Flags of vLLM's benchmark client that make its requests unlike production's.
+_BENCHMARK_ONLY = {"--ignore-eos", "--ignore_eos"}
 
 
-def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None) -> Doc:
+def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None,
+         variables: dict[str, str] | None = None) -> Doc:
     """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
     path = Path(path)
     name = str(path)
@@ -51,7 +54,8 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
-    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment)
+    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment,
+                 variables=variables)
 
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
@@ -60,13 +64,13 @@ def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
 
 
 def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
-          deployment: dict | None = None) -> Doc:
+          deployment: dict | None = None, variables: dict[str, str] | None = None) -> Doc:
     """The reviewed config in `text` when it is a command line, a manifest or Helm values."""
     if not text.strip():
         raise ReviewInputError(f"{name}: the serving config file is empty")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
-    builder = _Builder(name, base_dir)
+    builder = _Builder(name, base_dir, variables)
     if roots and any(_has_key(n, "apiVersion") and _has_key(n, "kind") for n in roots):
         _from_manifest(builder, roots, select)
     elif roots and any(_has_key(n, "servingEngineSpec") for n in roots):
@@ -119,12 +123,14 @@ def _deployment_comment(name: str, number: int, text: str) -> dict:
 class _Builder:
     """Collects flags (with the line each was written on) and the deployment facts."""
 
-    def __init__(self, name: str, base_dir: Path | None):
+    def __init__(self, name: str, base_dir: Path | None, variables: dict[str, str] | None = None):
         self.name, self.base_dir = name, base_dir
+        self.variables = dict(variables or {})  # the environment a script's $VARS resolve from
         self.data: dict[str, Any] = {}
         self.lines: dict[tuple, int] = {}
         self.deployment: dict[str, Any] = {}
         self.removed: list[tuple[str, Any, int | None]] = []
+        self.benchmark: list[tuple[str, int | None]] = []
         self.form = ""
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
@@ -148,7 +154,8 @@ class _Builder:
         """vLLM's arguments: an optional positional model, then flags."""
         i = 0
         if model_positional and tokens and not tokens[0][0].startswith("-"):
-            self.set("model", tokens[0][0], tokens[0][1])
+            self._resolved("model", tokens[0][0], tokens[0][1])
+            self.set("model", shell.literal(tokens[0][0]), tokens[0][1])
             i = 1
         while i < len(tokens):
             token, line = tokens[i]
@@ -195,8 +202,16 @@ class _Builder:
                 if i + 1 >= len(tokens) or tokens[i + 1][0] in _SEPARATORS:
                     raise self.error(line, f"--{flag.name} needs a value")
                 value, i = _scalar(tokens[i + 1][0]), i + 2
-            self.data[flag.name] = value
+            for word in value if isinstance(value, list) else [value]:
+                self._resolved(flag.name, word, line)
+            self.data[flag.name] = _literal(value)
             self.lines[(flag.name,)] = line
+
+    def _resolved(self, flag: str, word: Any, line: int | None) -> None:
+        """A value the review weighs must not still carry a $VARIABLE the script never assigned."""
+        missing = shell.unresolved(word) if isinstance(word, str) else []
+        if missing and flag in REVIEWED_KEYS:
+            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing))
 
     def comment_deployment(self, text: str) -> None:
         for number, line in enumerate(text.splitlines(), 1):
@@ -226,6 +241,7 @@ class _Builder:
         doc = Doc(name=self.name, data=data, role="serving config", base_dir=self.base_dir)
         doc.lines.update(self.lines)
         doc.removed_flags.extend(self.removed)
+        doc.benchmark_flags.extend(self.benchmark)
         for key in self.deployment:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:
@@ -236,6 +252,12 @@ class _Builder:
                 "`# deployment: {gpu: H100, gpus-per-node: 8, nodes: 1}` to the file, or pass "
                 "--gpu and --gpus-per-node to servelab review")
         return doc
+
+
+def _literal(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return shell.literal(value) if isinstance(value, str) else value
 
 
 def _scalar(text: str) -> Any:
@@ -281,9 +303,12 @@ def _split(text: str) -> list[str]:
     return list(lexer)
 
 
-def _from_command_text(builder: _Builder, text: str, first_line: int) -> None:
+def _from_command_text(builder: _Builder, text: str, first_line: int, env: dict[str, str] | None = None) -> None:
     builder.form = builder.form or "vllm serve command line"
-    tokens = _tokens(text, first_line)
+    tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+    for word, line in tokens:  # a benchmark run beside the server: its settings are not production's
+        if word.split("=")[0] in _BENCHMARK_ONLY:
+            builder.benchmark.append((word.split("=")[0].lstrip("-").replace("_", "-"), line))
     _from_command_tokens(builder, tokens)
 
 
@@ -414,7 +439,7 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
     if shell:
         script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
         text, line = words[script_index]
-        _from_command_text(builder, text, line)
+        _from_command_text(builder, text, line, env)
     elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
         builder.argv(words, model_positional=False)
     else:

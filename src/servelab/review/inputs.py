@@ -37,14 +37,18 @@ REVIEWED_KEYS = (
     "max-num-seqs", "max-num-batched-tokens", "quantization", "kv-cache-dtype",
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
+    "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
     "host", "port", "served-model-name", "uvicorn-log-level", "disable-log-stats", "enable-log-requests",
     "api-key", "root-path", "allowed-origins", "disable-uvicorn-access-log", "trust-remote-code",
     "download-dir", "revision", "tokenizer", "tokenizer-mode", "chat-template", "response-role",
-    "tool-call-parser", "enable-auto-tool-choice", "reasoning-parser", "seed", "load-format",
+    "tool-call-parser", "enable-auto-tool-choice", "reasoning-parser", "seed",
 ))
+# vLLM 0.32.0's LoRA defaults (vllm/config/lora.py): one adapter slot of rank 16.
+DEFAULT_MAX_LORAS = 1
+DEFAULT_MAX_LORA_RANK = 16
 DEPLOYMENT_KEYS = ("gpu", "hardware-file", "gpus-per-node", "nodes", "model-config", "internode-gb-s", "replicas")
 # vLLM's speculative_config is JSON with underscore keys.
 SPECULATIVE_KEYS = (
@@ -117,6 +121,8 @@ class Doc:
     lines: dict[tuple, int] = field(default_factory=dict)
     # Flags vLLM has removed, as written, with their line: reviewed as a finding, not refused.
     removed_flags: list[tuple[str, Any, int | None]] = field(default_factory=list)
+    # Benchmark-only settings written beside the server (a `vllm bench serve --ignore-eos` in the script).
+    benchmark_flags: list[tuple[str, int | None]] = field(default_factory=list)
 
     def line(self, path: tuple) -> int | None:
         path = tuple(path)
@@ -347,6 +353,18 @@ class SpecConfig:
 
 
 @dataclass(frozen=True)
+class Adapter:
+    """A LoRA adapter the config names, and what its adapter_config.json says where it can be read."""
+
+    name: str
+    path: str
+    base: str = ""  # the model it was trained on (base_model_name_or_path, or lora-modules' base_model_name)
+    rank: int = 0  # r, 0 where unknown
+    source: str = ""  # where base and rank were read
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class ServingConfig:
     name: str
     model_name: str  # as written in the config
@@ -378,6 +396,12 @@ class ServingConfig:
     quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
     expert_parallel: bool = False  # experts sharded across TP x DP GPUs instead of tensor-parallel in each rank
+    lora: bool = False  # --enable-lora
+    max_loras: int = DEFAULT_MAX_LORAS  # adapter slots vLLM preallocates on the GPU
+    max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+    adapters: tuple[Adapter, ...] = ()
+    load_format: str = "auto"
+    benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
 
     @property
@@ -526,6 +550,12 @@ def read_config(doc: Doc) -> ServingConfig:
     spec = _read_spec(doc, *_swap(get("speculative-config")))
     eager = _bool(doc, *_swap(get("enforce-eager", False)))
     expert_parallel = _bool(doc, *_swap(get("enable-expert-parallel", False)))
+    lora = _bool(doc, *_swap(get("enable-lora", False)))
+    max_loras = _int(doc, *_swap(get("max-loras", DEFAULT_MAX_LORAS)), minimum=1)
+    max_lora_rank = _int(doc, *_swap(get("max-lora-rank", DEFAULT_MAX_LORA_RANK)), minimum=1)
+    adapters = _read_adapters(doc, *_swap(get("lora-modules")))
+    value, path = get("load-format", "auto")
+    load_format = _str(doc, path, value).lower() if value is not None else "auto"
     chunked = _bool(doc, *_swap(get("enable-chunked-prefill", True)))
     not_reviewed = tuple(sorted(k for k in fields if k not in REVIEWED_KEYS and k != "deployment"
                                 and k not in UNWEIGHED_FLAGS))
@@ -542,6 +572,8 @@ def read_config(doc: Doc) -> ServingConfig:
         enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
         quantization_source=quantization_source, not_reviewed=not_reviewed,
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
+        lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
+        load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
 
@@ -680,6 +712,42 @@ def _read_model(doc: Doc, model_name: str, deployment: dict) -> tuple[ModelSpec,
                                     "add deployment.model-config: path/to/config.json (the model's own)")
     spec = modelspec.from_catalogue(entry)
     return spec, f"catalogue {entry} ({spec.source})", DTYPE_NAMES.get(spec.torch_dtype, "bfloat16")
+
+
+def _read_adapters(doc: Doc, path: tuple, value: Any) -> tuple[Adapter, ...]:
+    """--lora-modules: 'name=path' words or vLLM's JSON form ({"name", "path", "base_model_name"}).
+    A local adapter folder's adapter_config.json says its base model and rank."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    out = []
+    for item in items:
+        base = ""
+        if isinstance(item, dict) or (isinstance(item, str) and item.strip().startswith("{")):
+            try:
+                spec = item if isinstance(item, dict) else json.loads(item)
+            except json.JSONDecodeError as exc:
+                raise doc.error(path, f"lora-modules: {item!r} is not valid JSON ({exc.msg})") from None
+            name, where, base = str(spec.get("name", "")), str(spec.get("path", "")), str(spec.get("base_model_name") or "")
+        elif isinstance(item, str) and "=" in item:
+            name, _, where = item.partition("=")
+        else:
+            raise doc.error(path, f"lora-modules: {item!r} must be NAME=PATH or "
+                                  '{"name": ..., "path": ..., "base_model_name": ...}')
+        rank, source = 0, "lora-modules" if base else ""
+        folder = doc.resolve(where) if where else None
+        config = folder / "adapter_config.json" if folder is not None else None
+        if config is not None and config.is_file():
+            try:
+                data = json.loads(config.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise doc.error(path, f"lora-modules: cannot read {config}: {exc}") from None
+            base = base or str(data.get("base_model_name_or_path") or "")
+            rank = data.get("r") if isinstance(data.get("r"), int) else 0
+            source = str(config)
+        out.append(Adapter(name=name.strip(), path=where.strip(), base=base, rank=rank, source=source,
+                           line=doc.line(path)))
+    return tuple(out)
 
 
 def _read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:
