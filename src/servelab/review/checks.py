@@ -81,6 +81,7 @@ class Facts:
     weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
     rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
     expert_parallel_size: int = 0  # GPUs the experts are sharded across (0: no expert parallelism)
+    decoder_params_b: float = 0.0  # the language model's parameters, without vision / audio towers
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,10 +188,11 @@ def derive(cfg: ServingConfig, wl: Workload) -> Facts:
     # A mixture of experts reads every expert's weights per step once the batch is large, but
     # computes only the routed ones per token: its ridge sits total/active times further out.
     ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype])
-    ridge *= cfg.model.num_params / cfg.model.active_params
+    ridge *= cfg.model.decoder_params / cfg.model.active_params
     return Facts(
         model=cfg.model.name,
         num_params_b=round(cfg.model.num_params / 1e9, 2),
+        decoder_params_b=round(cfg.model.decoder_params / 1e9, 2),
         weight_dtype=cfg.weight_dtype,
         weight_gb=round(weight_gb(cfg), 2),
         rank_weight_gb=round(weights, 2),
@@ -772,9 +774,10 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
 
 def _moe_ridge_note(f: Facts) -> str:
     """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
-    if f.active_params_b >= f.num_params_b or not f.active_params_b:
+    total = f.decoder_params_b or f.num_params_b
+    if f.active_params_b >= total or not f.active_params_b:
         return ""
-    return f" x {f.num_params_b / f.active_params_b:.1f}, total over active parameters"
+    return f" x {total / f.active_params_b:.1f}, total over active parameters"
 
 
 def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:

@@ -32,6 +32,9 @@ from .inputs import REVIEWED_KEYS, Doc, ReviewInputError, load_yaml, read_text
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
 _API_SERVER = "vllm.entrypoints.openai.api_server"
+_DYNAMO = "dynamo.vllm"  # NVIDIA Dynamo's vLLM worker: vLLM's engine flags plus its own
+_DYNAMO_ONLY = {"is-prefill-worker", "is-decode-worker", "connector", "migration-limit", "endpoint",
+                "store-kv", "request-plane", "event-plane", "use-vllm-tokenizer", "is-encode-worker"}
 # Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
 _CHART_ONLY_KEYS = {"v1", "extraArgs"}
 # KServe's Hugging Face server flags that map to vLLM's.
@@ -60,7 +63,11 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
     return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
-               or _has_key(n, "modelArtifacts") for n in roots)
+               or _has_key(n, "modelArtifacts") or _is_skypilot(n) for n in roots)
+
+
+def _is_skypilot(node: yaml.Node) -> bool:
+    return _has_key(node, "run") and (_has_key(node, "resources") or _has_key(node, "envs"))
 
 
 def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
@@ -77,6 +84,8 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
         _from_helm(builder, roots[0], select)
     elif roots and _has_key(roots[0], "modelArtifacts"):
         _from_llm_d(builder, roots[0], select)
+    elif roots and _is_skypilot(roots[0]):
+        _from_skypilot(builder, roots[0])
     elif _looks_like_command(text):
         _from_command_text(builder, text, 1)
     else:
@@ -174,6 +183,10 @@ class _Builder:
                 i += 2 if takes else 1
                 continue
             flag, negated = vllm_flags.lookup(name)
+            if flag is None and self.form.startswith("Dynamo") and (
+                    name.startswith("dyn-") or name.replace("_", "-") in _DYNAMO_ONLY):
+                i += 1 if inline or i + 1 >= len(tokens) or tokens[i + 1][0].startswith("-") else 2
+                continue
             if flag is None and name.replace("_", "-") in _KSERVE_FLAGS:
                 flag, negated = vllm_flags.lookup(_KSERVE_FLAGS[name.replace("_", "-")])
             if flag is None and name in _KSERVE_ONLY and self.form == "Kubernetes manifest":
@@ -276,7 +289,8 @@ def _scalar(text: str) -> Any:
 # --- command lines --------------------------------------------------------------------
 
 def _looks_like_command(text: str) -> bool:
-    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b", text))
+    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b",
+                          text))
 
 
 def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
@@ -319,6 +333,10 @@ def _from_command_tokens(builder: _Builder, tokens: list[tuple[str, int]]) -> No
             builder.argv(_until_separator(tokens[i + 2:]))
             return
         if word == "-m" and i + 1 < len(words) and words[i + 1] == _API_SERVER:
+            builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
+            return
+        if word == "-m" and i + 1 < len(words) and words[i + 1] == _DYNAMO:
+            builder.form = "Dynamo vLLM worker command line"
             builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
             return
         if re.match(r"^(docker\.io/)?vllm/vllm-openai(:\S+)?$", word):  # docker run IMAGE ARGS
@@ -424,6 +442,8 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
                                   f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME")
     name, pod, container, replicas, nodes = candidates[0]
     env = {}
+    if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
+        env.update({"LWS_GROUP_SIZE": str(_count(nodes)), "LWS_WORKER_INDEX": "0"})
     for item in _seq(_get(container, "env")):
         key, value = _value(_get(item, "name")), _value(_get(item, "value"))
         if key is not None and value is not None:
@@ -602,3 +622,46 @@ def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -
     if containers:
         args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
         builder.argv(args, model_positional=False)
+
+
+# --- SkyPilot task YAML ---------------------------------------------------------------------
+
+def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
+    """A SkyPilot task: `envs` and the accelerators SkyPilot exports ($SKYPILOT_NUM_GPUS_PER_NODE)
+    resolve the `run` script's variables; `resources.accelerators` names the GPU (the first choice
+    where it lists several); `num_nodes` and `service.replicas` size the deployment."""
+    builder.form = "SkyPilot task"
+    env = {str(_value(k)): str(_value(v)) for k, v in (_get(root, "envs").value if _get(root, "envs") else [])
+           if _value(v) is not None}
+    accelerators = _get(root, "resources", "accelerators")
+    choice = None
+    if isinstance(accelerators, yaml.MappingNode) and accelerators.value:
+        key, count = accelerators.value[0]
+        name, _, inline = str(_value(key)).partition(":")  # `{ H100:8 }` is one key "H100:8" in YAML
+        choice = (name, _value(count) if _value(count) is not None else (inline or 1), _line(key))
+    elif isinstance(accelerators, yaml.SequenceNode) and accelerators.value:
+        accelerators = accelerators.value[0]
+    if choice is None and isinstance(accelerators, yaml.ScalarNode):
+        text = str(_value(accelerators))
+        gpu, _, count = text.partition(":")
+        choice = (gpu, count or 1, _line(accelerators))
+    if choice is not None:
+        gpu, count, line = choice
+        try:
+            builder.deployment["gpu"] = hardware.get(gpu).name
+            builder.lines[("deployment", "gpu")] = line
+        except hardware.UnknownHardware:
+            pass
+        builder.deployment["gpus-per-node"] = _count(count)
+        builder.lines[("deployment", "gpus-per-node")] = line
+        env.setdefault("SKYPILOT_NUM_GPUS_PER_NODE", str(_count(count)))
+    nodes = _value(_get(root, "num_nodes"))
+    if nodes not in (None, 1):
+        builder.deployment["nodes"] = _count(nodes)
+        env.setdefault("SKYPILOT_NUM_NODES", str(_count(nodes)))
+    replicas = _value(_get(root, "service", "replicas"))
+    if replicas not in (None, 1):
+        builder.deployment["replicas"] = _count(replicas)
+    run = _get(root, "run")
+    first = _line(run) + (1 if isinstance(run, yaml.ScalarNode) and run.style == "|" else 0)
+    _from_command_text(builder, str(_value(run)), first, env)
