@@ -504,7 +504,7 @@ def test_model_config_json_for_an_unknown_model(tmp_path):
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
 ])
 def test_model_ids_map_to_presets(model_id, preset):
-    from servelab.review.inputs import preset_key
+    from servelab.review.serving import preset_key
 
     assert preset_key(model_id) == preset
 

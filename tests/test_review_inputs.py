@@ -13,7 +13,7 @@ import pytest
 
 from servelab import modelspec, review
 from servelab.review import forms, vllm_flags
-from servelab.review.inputs import read_config
+from servelab.review.serving import read_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -149,7 +149,7 @@ def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
 
 
 def test_removed_flag_in_yaml_and_its_value_are_set_aside():
-    doc = review.inputs.Doc("c.yaml", {"model": "meta-llama/Llama-3.1-8B-Instruct", "swap_space": 16,
+    doc = review.schema.Doc("c.yaml", {"model": "meta-llama/Llama-3.1-8B-Instruct", "swap_space": 16,
                                        "max-num-seqs": 8, "deployment": {"gpu": "L4", "gpus-per-node": 1}},
                             "serving config")
     cfg = read_config(doc)

@@ -8,7 +8,7 @@ import pytest
 
 from servelab import modelspec, review
 from servelab.review import checks, forms
-from servelab.review.inputs import read_config
+from servelab.review.serving import read_config
 
 WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
             "prompt-tokens": {"mean": 800, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 900}}
@@ -169,4 +169,4 @@ def test_a_catalogued_draft_adds_its_weights_and_kv():
 
 
 def _workload():
-    return review.inputs.read_workload(review.inputs.Doc("w", WORKLOAD, "workload"))
+    return review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload"))

@@ -8,7 +8,7 @@ import pytest
 
 from servelab import review
 from servelab.review import checks, forms, shell
-from servelab.review.inputs import read_config
+from servelab.review.serving import read_config
 
 WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
             "prompt-tokens": {"mean": 800, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 900}}
@@ -134,5 +134,5 @@ def test_dummy_weights_and_ignore_eos_are_not_production():
     finding = checks.check_benchmark_settings(cfg)
     assert finding.verdict == "wrong" and "random weights" in finding.reason and "--ignore-eos (line 2)" in finding.evidence
     plain = cfg_of("vllm serve Qwen/Qwen3-8B", gpu="H100")
-    findings, _ = checks.run_checks(plain, review.inputs.read_workload(review.inputs.Doc("w", WORKLOAD, "workload")))
+    findings, _ = checks.run_checks(plain, review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload")))
     assert "benchmark_settings" not in {f.knob for f in findings}

@@ -28,13 +28,15 @@ from pathlib import Path
 
 from . import forms
 from .checks import Facts, adaptive_schedule, run_checks
-from .inputs import Doc, ReviewInputError, ServingConfig, Workload, load_yaml, read_config, read_workload
+from .schema import Doc, ReviewInputError, load_yaml
+from .serving import ServingConfig, read_config
+from .workload_spec import WorkloadSpec, read_workload
 from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
 
 __all__ = [
     "review", "review_files", "Report", "Finding", "ReviewInputError", "KNOBS", "VERDICTS",
     "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_BAD_INPUT", "add_arguments", "run", "adaptive_schedule",
-    "ServingConfig", "Workload", "Facts",
+    "ServingConfig", "WorkloadSpec", "Facts",
 ]
 
 

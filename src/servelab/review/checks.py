@@ -25,7 +25,9 @@ from . import defaults, vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..modelspec import ModelSpec
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
+from .serving import ServingConfig, preset_key
+from .wording import describe_value, fmt, gb
+from .workload_spec import Evidence, WorkloadSpec
 from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
@@ -170,7 +172,7 @@ def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
     return target
 
 
-def derive(cfg: ServingConfig, wl: Workload) -> Facts:
+def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
     shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
     replicas = cfg.data_parallel_size * cfg.pod_replicas
     peak = math.ceil(wl.concurrency.peak / replicas)
@@ -222,7 +224,7 @@ def derive(cfg: ServingConfig, wl: Workload) -> Facts:
     )
 
 
-def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
+def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Facts]:
     """Every check that the workload gives enough to decide, in checklist order."""
     facts = derive(cfg, wl)
     no_slo = not wl.slo.latency_or_throughput
@@ -255,7 +257,7 @@ NO_SLO = ("the workload states no latency or throughput SLO (slo: ttft-p99-ms, t
           "throughput-tok-s), so no measurement can show this choice meets one")
 
 
-def no_slo_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def no_slo_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Without an SLO, a batch size has nothing to be held to; the load arithmetic still shows."""
     B, peak = cfg.max_num_seqs, f.peak_per_replica
     load = f"max-num-seqs {B} against a peak of {fmt(peak)} concurrent requests per replica"
@@ -269,7 +271,7 @@ def no_slo_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                    f"max-num-seqs {B} with {fmt(peak)} concurrent requests.", cfg.knob("max-num-seqs", B))
 
 
-def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Finding) -> Finding:
+def no_slo_speculation(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, finding: Finding) -> Finding:
     """Speculation trades throughput for latency: without a latency SLO the trade answers to nothing,
     unless the arithmetic already shows it wrong or a measured throughput gain carries it."""
     if cfg.spec is None or wl.slo.latency_or_throughput or finding.verdict == "wrong" \
@@ -282,7 +284,7 @@ def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Find
 
 # --- matching evidence to the config --------------------------------------------
 
-def conflicts(ev: Evidence, cfg: ServingConfig, wl: Workload, ignore: set[str] = frozenset()) -> list[str]:
+def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: set[str] = frozenset()) -> list[str]:
     """Where a measurement's setting differs from the config under review (empty: it applies)."""
     mine = cfg.setting()
     mine["task"] = wl.task
@@ -341,7 +343,7 @@ def at_batch(ev: Evidence, batch: int) -> bool:
     return ev.batch == batch
 
 
-def slo_break(ev: Evidence, wl: Workload) -> str | None:
+def slo_break(ev: Evidence, wl: WorkloadSpec) -> str | None:
     """How this number misses the workload's SLO, or None."""
     slo = wl.slo
     if ev.metric == "ttft_ms_p99" and slo.ttft_p99_ms is not None and ev.value > slo.ttft_p99_ms:
@@ -353,7 +355,7 @@ def slo_break(ev: Evidence, wl: Workload) -> str | None:
     return None
 
 
-def has_slo(ev: Evidence, wl: Workload) -> bool:
+def has_slo(ev: Evidence, wl: WorkloadSpec) -> bool:
     slo = wl.slo
     return {"ttft_ms_p99": slo.ttft_p99_ms, "tpot_ms_p99": slo.tpot_p99_ms,
             "output_tok_s": slo.throughput_tok_s}.get(ev.metric) is not None
@@ -390,7 +392,7 @@ def _cite(evs: list[Evidence]) -> str:
 
 # --- 1. batching ----------------------------------------------------------------
 
-def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-num-seqs against concurrency and the SLO, with the latency measured at that batch."""
     B, peak = cfg.max_num_seqs, f.peak_per_replica
     setting = cfg.knob("max-num-seqs", B)
@@ -472,7 +474,7 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                    "none; re-measure when the peak concurrency changes.", setting)
 
 
-def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
+def _capacity_fix(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> str:
     """Raise the batch if the KV cache holds the peak; otherwise add replicas."""
     per_seq_gb = f.kv_bytes_per_token * f.mean_request_tokens / 1e9
     fits = int(f.kv_budget_gb / per_seq_gb) if per_seq_gb > 0 and f.kv_budget_gb > 0 else 0
@@ -492,7 +494,7 @@ def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
 
 # --- 2. quantization --------------------------------------------------------------
 
-def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
     bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
     kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
@@ -555,7 +557,7 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
-def _accuracy_evidence(cfg: ServingConfig, wl: Workload, f: Facts, key: str, served: str, baselines: set[str],
+def _accuracy_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, key: str, served: str, baselines: set[str],
                        label: str) -> tuple[list, list, list, list[float], list]:
     """The workload's accuracy evidence for one accuracy-trading setting (`key`, served as `served`): measured
     with it, baseline (measured with one of `baselines`), set aside (measured elsewhere, with why); then the
@@ -584,7 +586,7 @@ def _accuracy_evidence(cfg: ServingConfig, wl: Workload, f: Facts, key: str, ser
     return quantized, baseline, set_aside, drops, q_acc
 
 
-def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """kv-cache-dtype below the model's dtype: an accuracy trade like quantized weights."""
     kv = cfg.kv_cache_dtype
     setting = cfg.knob("kv-cache-dtype", kv)
@@ -618,7 +620,7 @@ def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Findin
 
 # --- 3. parallelism ---------------------------------------------------------------
 
-def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary."""
     tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
     gpn, hw = cfg.gpus_per_node, cfg.hardware
@@ -794,7 +796,7 @@ def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
     return rows
 
 
-def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Tokens per verify step against the ridge point, and throughput measured on and off at this batch."""
     hw, ridge = cfg.hardware, f.ridge_tokens_per_step
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
@@ -940,7 +942,7 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
 
 # --- 5. prefix caching -------------------------------------------------------------
 
-def check_prefix_caching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Prefix caching against the shared prefix the workload states."""
     sp = wl.shared_prefix
     prompt = wl.prompt.typical
@@ -978,7 +980,7 @@ def check_prefix_caching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 6. max-model-len ---------------------------------------------------------------
 
-def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-model-len against the workload's longest request and the KV cache it must fit in."""
     m, longest = cfg.max_model_len, f.longest_request_tokens
     setting = cfg.knob("max-model-len", m)
@@ -1016,7 +1018,7 @@ def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
 
-def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Whether the memory vLLM may take leaves the KV cache the peak load needs."""
     u = cfg.gpu_memory_utilization
     setting = cfg.knob("gpu-memory-utilization", u)
@@ -1045,7 +1047,7 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> 
 
 # --- 8. enforce-eager ------------------------------------------------------------------
 
-def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
     setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
     if not cfg.enforce_eager:
@@ -1085,7 +1087,7 @@ def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 9. chunked prefill --------------------------------------------------------------------
 
-def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
     hw, budget = cfg.hardware, cfg.max_num_batched_tokens
     prompt_longest, basis = wl.prompt.longest
@@ -1210,7 +1212,7 @@ def lora_memory(cfg: ServingConfig) -> str:
             f"projection in {cfg.dtype}), taken from the KV cache")
 
 
-def check_lora(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Every adapter named was trained on the model served, at a rank the slots hold."""
     setting = cfg.knob("enable-lora", True)
     memory = lora_memory(cfg)

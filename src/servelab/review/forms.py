@@ -27,7 +27,8 @@ import yaml
 
 from .. import hardware
 from . import shell, vllm_flags
-from .inputs import REVIEWED_KEYS, Doc, ReviewInputError, load_yaml, read_text
+from .schema import Doc, ReviewInputError, load_yaml, read_text
+from .serving import REVIEWED_KEYS
 
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
