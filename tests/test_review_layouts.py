@@ -170,3 +170,57 @@ def test_a_catalogued_draft_adds_its_weights_and_kv():
 
 def _workload():
     return review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload"))
+
+
+# --- speculation: evidence, arithmetic and each verdict on its own --------------------------------
+
+def _spec_case(batch: int, k: int = 4):
+    text = (f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs {batch} --speculative-config "
+            f"'{{\"method\": \"ngram\", \"num_speculative_tokens\": {k}, \"prompt_lookup_max\": 4}}'")
+    cfg = cfg_of(text, gpu="H100")
+    wl = review.workload_spec.read_workload(review.schema.Doc("w", {**WORKLOAD, "concurrency": batch,
+                                                                    "slo": {"tpot-p99-ms": 50}}, "workload"))
+    f = checks.derive(cfg, wl)
+    return cfg, wl, f
+
+
+def test_spec_arithmetic_worked_by_hand():
+    """H100, bf16: ridge 989 / 3,350 x 2 / 2 = 295.2 tokens; k = 4: compute-bound above batch 59;
+    E = (1 - 0.7^5) / 0.3 = 2.77 tokens kept of 5; break-even near 295.2 x 2.77 / 5 = 163."""
+    cfg, wl, f = _spec_case(64)
+    m = checks.spec_arithmetic(cfg, wl, f)
+    assert m.ridge == pytest.approx(295.2, abs=0.05) and m.step_peak == 64 * 5 and m.crossover == 59
+    assert m.expected == pytest.approx((1 - 0.7 ** 5) / 0.3)
+    assert m.break_even == int(m.ridge * m.expected / 5) == 163
+
+
+def test_spec_unmeasured_verdict_each_branch():
+    cfg, wl, f = _spec_case(256)  # 1,280 tokens per step, far past break-even
+    ev = checks.spec_evidence(cfg, wl, f)
+    assert not ev.measured_pair
+    assert checks.spec_unmeasured_verdict(cfg, f, ev, checks.spec_arithmetic(cfg, wl, f))["verdict"] == "wrong"
+    cfg, wl, f = _spec_case(100)  # past the ridge, under the break-even: the arithmetic cannot decide
+    verdict = checks.spec_unmeasured_verdict(cfg, f, ev, checks.spec_arithmetic(cfg, wl, f))
+    assert verdict["verdict"] == "unjustified" and "can still pay" in verdict["reason"]
+    cfg, wl, f = _spec_case(8)  # memory-bound: may help, not measured
+    verdict = checks.spec_unmeasured_verdict(cfg, f, ev, checks.spec_arithmetic(cfg, wl, f))
+    assert verdict["verdict"] == "unjustified" and "memory-bound" in verdict["reason"]
+
+
+def test_spec_measured_verdict_follows_the_measurement():
+    cfg, wl, f = _spec_case(8)
+    m = checks.spec_arithmetic(cfg, wl, f)
+
+    def measured(on: float, off: float):
+        cite = [{"setting": {"batch": 8, "speculative": s}, "metric": "output_tok_s", "value": v, "source": "bench"}
+                for s, v in ((True, on), (False, off))]
+        data = {**WORKLOAD, "concurrency": 8, "slo": {"tpot-p99-ms": 50}, "measurements": cite}
+        w = review.workload_spec.read_workload(review.schema.Doc("w", data, "workload"))
+        return checks.spec_evidence(cfg, w, f), w
+
+    ev, w = measured(900, 600)
+    assert ev.measured_pair and checks.spec_measured_verdict(w, f, ev, m)["verdict"] == "justified"
+    ev, w = measured(500, 600)
+    assert checks.spec_measured_verdict(w, f, ev, m)["verdict"] == "wrong"
+    ev, w = measured(900, 600)
+    assert checks.spec_off_verdict(w, f, ev, m)["verdict"] == "unjustified"  # off although it measured faster

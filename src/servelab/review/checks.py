@@ -796,16 +796,37 @@ def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
     return rows
 
 
-def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """Tokens per verify step against the ridge point, and throughput measured on and off at this batch."""
-    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
-    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
-    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
-                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
-                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
-                  f"{_moe_ridge_note(f)})")
+@dataclass(frozen=True)
+class SpecEvidence:
+    """Throughput and p99 TPOT cited with speculation on and off, by batch, and what was set aside."""
 
-    # Throughput with speculation on and off, at the batch this deployment runs at peak.
+    pairs: dict  # batch -> metric -> "on" | "off" -> Evidence
+    set_aside: list
+    at_peak: dict  # pairs at the batch this deployment runs at peak (or at max-num-seqs)
+
+    @property
+    def tput(self) -> dict:
+        return self.at_peak.get("output_tok_s", {})
+
+    @property
+    def tpot(self) -> dict:
+        return self.at_peak.get("tpot_ms_p99", {})
+
+    @property
+    def cited(self) -> list:
+        return [ev for by_metric in self.pairs.values() for by_state in by_metric.values() for ev in by_state.values()]
+
+    @property
+    def measured_pair(self) -> bool:
+        return "on" in self.tput and "off" in self.tput
+
+    def elsewhere(self) -> str:
+        batches = sorted(b for b in self.pairs if "output_tok_s" in self.pairs[b])
+        return f" (on and off was measured only at batch {', '.join(map(str, batches))})" if batches else ""
+
+
+def spec_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecEvidence:
+    """The evidence: measurements of this deployment with speculation on or off, sorted by batch."""
     pairs, set_aside = {}, []
     for ev in wl.evidence:
         if ev.metric not in ("output_tok_s", "tpot_ms_p99"):
@@ -820,37 +841,45 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
             continue
         state = "on" if spec_state(ev, cfg) else "off"
         pairs.setdefault(batch, {}).setdefault(ev.metric, {}).setdefault(state, ev)
-    at_peak = next((pairs[b] for b in (b_peak, cfg.max_num_seqs) if b in pairs), {})
-    tput = at_peak.get("output_tok_s", {})
-    tpot = at_peak.get("tpot_ms_p99", {})
-    cited = [ev for by_metric in pairs.values() for by_state in by_metric.values() for ev in by_state.values()]
-    measured_pair = "on" in tput and "off" in tput
+    at_peak = next((pairs[b] for b in (f.running_batch_peak, cfg.max_num_seqs) if b in pairs), {})
+    return SpecEvidence(pairs, set_aside, at_peak)
 
-    if cfg.spec is None:
-        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
-        tokens = f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}"
-        evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
-        if measured_pair:
-            on, off = tput["on"].value, tput["off"].value
-            if on > off * (1 + THROUGHPUT_NOISE):
-                reason = (f"speculative decoding is off although it measured faster at batch {b_peak} "
-                          f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.")
-                return Finding("speculative_decoding", "unjustified", reason, evidence,
-                               "turn it on at this batch, or cite the measurement that kept it off.", setting)
-            reason = (f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
-                      f"{fmt(off)} tok/s off.")
-            return Finding("speculative_decoding", "justified", reason, evidence, "none.", setting)
-        reason = "off: no verification work is added to any decode step, so there is nothing to justify."
-        fix = "none."
-        if b_typ < ridge and wl.slo.tpot_p99_ms is not None:
-            fix = (f"none needed; at batch {b_typ} decode is memory-bound, so if TPOT is ever short of the SLO, "
-                   "measure n-gram or draft speculation on and off at that batch.")
-        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
 
+@dataclass(frozen=True)
+class SpecArithmetic:
+    """Tokens per verify step against the ridge, and where speculation stops paying."""
+
+    ridge: float
+    ridge_text: str
+    k: int
+    k_peak: int
+    k_typ: int
+    step_peak: int  # tokens one verify step carries at the peak batch
+    crossover: int  # batch above which verification is compute-bound
+    expected: float  # tokens a sequence keeps per step at the assumed acceptance
+    break_even: int  # batch near which speculation stops paying (ridge x E / (k+1))
+    break_even_peak: float  # the same for the k used at the peak batch
+    adaptive_helps: bool  # a per-batch k would pay: load varies and the typical batch affords a draft token
+    no_adaptive: str  # why a per-batch k would not help, where load varies
+    adaptive_fix: str
+    measure_fix: str
+    tokens: str  # the evidence line
+
+
+def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArithmetic:
+    """The arithmetic for the speculation in force (k = 0 where it is off)."""
+    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
+    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
+    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
+                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
+                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
+                  f"{_moe_ridge_note(f)})")
     spec = cfg.spec
+    if spec is None:
+        return SpecArithmetic(ridge, ridge_text, 0, 0, 0, b_peak, int(ridge), 1.0, int(ridge), ridge, False, "", "", "",
+                              f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}")
     k = spec.num_speculative_tokens
     k_peak, k_typ = spec.k_at(b_peak), spec.k_at(b_typ)
-    setting = cfg.knob("speculative-config", f"{{{spec.describe()}}}")
     step_peak = b_peak * (k_peak + 1)
     crossover = int(ridge // (k + 1))
     # Past the ridge each verified token costs FLOPs, but a sequence still keeps E of its k+1 positions:
@@ -866,7 +895,6 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
               f"(ridge x E / (k+1))")
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
-    # A per-batch k pays only where load varies and the typical batch can still afford a draft token.
     load_varies = wl.concurrency.typical != wl.concurrency.peak
     adaptive_helps = load_varies and not spec.adaptive and b_typ * 2 <= ridge < b_peak * (k + 1)
     no_adaptive = (f" (a per-batch k would not help: even the typical batch of {b_typ} is past the ridge "
@@ -877,67 +905,105 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
                     "it on and off at both loads (on some builds the speculative machinery costs throughput "
                     "even at k=0)")
     measure_fix = f"measure output tok/s and p99 TPOT with speculation on and off at batch {b_peak} and cite both"
-    evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
+    return SpecArithmetic(ridge, ridge_text, k, k_peak, k_typ, step_peak, crossover, expected, break_even,
+                          break_even_peak, adaptive_helps, no_adaptive, adaptive_fix, measure_fix, tokens)
 
-    if measured_pair:
-        on, off = tput["on"].value, tput["off"].value
-        change = (on - off) / off
-        on_breaks = [slo_break(ev, wl) for ev in (tput.get("on"), tpot.get("on")) if ev and slo_break(ev, wl)]
-        off_misses_tpot = "off" in tpot and slo_break(tpot["off"], wl)
-        on_meets_tpot = "on" in tpot and not slo_break(tpot["on"], wl) and has_slo(tpot["on"], wl)
-        if change < -THROUGHPUT_NOISE:
-            if off_misses_tpot and on_meets_tpot:
-                reason = (f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but "
-                          f"only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.")
-                return Finding("speculative_decoding", "justified", reason, evidence,
-                               "none; revisit if the throughput floor tightens.", setting)
-            reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
-                      f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
-            fix = ("turn speculative decoding off at this batch"
-                   + (f"; {adaptive_fix}" if adaptive_helps else no_adaptive) + ".")
-            return Finding("speculative_decoding", "wrong", reason, evidence, fix, setting)
-        if on_breaks:
-            reason = f"with speculation on at batch {b_peak} the {on_breaks[0]}."
-            return Finding("speculative_decoding", "wrong", reason, evidence,
-                           "re-tune k or turn it off, and re-measure against the SLO.", setting)
-        if adaptive_helps and b_typ not in pairs:
-            reason = (f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at the typical "
-                      f"batch {b_typ} where most of the traffic runs.")
-            return Finding("speculative_decoding", "unjustified", reason, evidence, adaptive_fix + ".", setting)
-        reason = (f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
-                  f"consistent with {fmt(step_peak)} tokens per step against a ridge of {fmt(ridge)}.")
-        fix = "none; re-measure when the load or the draft changes."
-        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
 
-    measured_elsewhere = sorted(b for b in pairs if "output_tok_s" in pairs[b])
-    elsewhere = (f" (on and off was measured only at batch {', '.join(map(str, measured_elsewhere))})"
-                 if measured_elsewhere else "")
-    if step_peak > ridge and b_peak > NEAR_BREAK_EVEN * break_even_peak:
-        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, {step_peak / ridge:.1f}x the "
-                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, and "
-                  f"past the break-even near batch {break_even} the rejected tokens cost more than the accepted "
+def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
+    """Tokens per verify step against the ridge point, and throughput measured on and off at this batch:
+    evidence, then arithmetic, then the verdict for the case the config is in."""
+    ev = spec_evidence(cfg, wl, f)
+    math_ = spec_arithmetic(cfg, wl, f)
+    evidence = _join(math_.tokens, _cite(ev.cited), _set_aside(ev.set_aside))
+    if cfg.spec is None:
+        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
+        return Finding("speculative_decoding", evidence=evidence, setting=setting, **spec_off_verdict(wl, f, ev, math_))
+    setting = cfg.knob("speculative-config", f"{{{cfg.spec.describe()}}}")
+    verdict = spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
+    return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
+
+
+def spec_off_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation off: justified unless it measured faster."""
+    b_peak = f.running_batch_peak
+    if ev.measured_pair:
+        on, off = ev.tput["on"].value, ev.tput["off"].value
+        if on > off * (1 + THROUGHPUT_NOISE):
+            return _vrf("unjustified", f"speculative decoding is off although it measured faster at batch {b_peak} "
+                                       f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.",
+                        "turn it on at this batch, or cite the measurement that kept it off.")
+        return _vrf("justified", f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
+                                 f"{fmt(off)} tok/s off.", "none.")
+    fix = "none."
+    if f.running_batch_typical < m.ridge and wl.slo.tpot_p99_ms is not None:
+        fix = (f"none needed; at batch {f.running_batch_typical} decode is memory-bound, so if TPOT is ever short "
+               "of the SLO, measure n-gram or draft speculation on and off at that batch.")
+    return _vrf("justified", "off: no verification work is added to any decode step, so there is nothing to justify.", fix)
+
+
+def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation on, measured on and off at the peak batch: the measurement decides."""
+    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
+    on, off = ev.tput["on"].value, ev.tput["off"].value
+    change = (on - off) / off
+    on_breaks = [slo_break(e, wl) for e in (ev.tput.get("on"), ev.tpot.get("on")) if e and slo_break(e, wl)]
+    off_misses_tpot = "off" in ev.tpot and slo_break(ev.tpot["off"], wl)
+    on_meets_tpot = "on" in ev.tpot and not slo_break(ev.tpot["on"], wl) and has_slo(ev.tpot["on"], wl)
+    if change < -THROUGHPUT_NOISE:
+        if off_misses_tpot and on_meets_tpot:
+            return _vrf("justified", f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} "
+                                     f"tok/s), but only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.",
+                        "none; revisit if the throughput floor tightens.")
+        reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
+                  f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
+        fix = ("turn speculative decoding off at this batch"
+               + (f"; {m.adaptive_fix}" if m.adaptive_helps else m.no_adaptive) + ".")
+        return _vrf("wrong", reason, fix)
+    if on_breaks:
+        return _vrf("wrong", f"with speculation on at batch {b_peak} the {on_breaks[0]}.",
+                    "re-tune k or turn it off, and re-measure against the SLO.")
+    if m.adaptive_helps and b_typ not in ev.pairs:
+        return _vrf("unjustified", f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at "
+                                   f"the typical batch {b_typ} where most of the traffic runs.", m.adaptive_fix + ".")
+    return _vrf("justified", f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
+                             f"consistent with {fmt(m.step_peak)} tokens per step against a ridge of {fmt(m.ridge)}.",
+                "none; re-measure when the load or the draft changes.")
+
+
+def spec_unmeasured_verdict(cfg: ServingConfig, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation on with no on/off pair at the peak batch: the arithmetic decides how far it can go."""
+    b_peak, hw = f.running_batch_peak, cfg.hardware
+    elsewhere = ev.elsewhere()
+    if m.step_peak > m.ridge and b_peak > NEAR_BREAK_EVEN * m.break_even_peak:
+        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, {m.step_peak / m.ridge:.1f}x "
+                  f"the {hw.name}'s ridge of {fmt(m.ridge)}: verification is compute-bound above batch {m.crossover}, "
+                  f"and past the break-even near batch {m.break_even} the rejected tokens cost more than the accepted "
                   f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
                   f"batch says otherwise{elsewhere}.")
-        fix = (adaptive_fix if adaptive_helps else
-               f"turn speculative decoding off at batch {b_peak}, or {measure_fix}{no_adaptive}")
-        return Finding("speculative_decoding", "wrong", reason, evidence, fix + ".", setting)
-    if step_peak > ridge:
-        where = (f"below the break-even near batch {break_even} speculation can still pay" if b_peak <= break_even_peak
-                 else f"this close to the break-even near batch {break_even}, overheads and the real acceptance "
-                      "rate decide whether it gains or loses a few percent")
-        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, past the {hw.name}'s ridge "
-                  f"of {fmt(ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
+        fix = (m.adaptive_fix if m.adaptive_helps else
+               f"turn speculative decoding off at batch {b_peak}, or {m.measure_fix}{m.no_adaptive}")
+        return _vrf("wrong", reason, fix + ".")
+    if m.step_peak > m.ridge:
+        where = (f"below the break-even near batch {m.break_even} speculation can still pay"
+                 if b_peak <= m.break_even_peak else
+                 f"this close to the break-even near batch {m.break_even}, overheads and the real acceptance "
+                 "rate decide whether it gains or loses a few percent")
+        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, past the {hw.name}'s ridge "
+                  f"of {fmt(m.ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
                   f"at this batch was not measured{elsewhere}.")
-        fix = adaptive_fix if adaptive_helps else measure_fix
-        return Finding("speculative_decoding", "unjustified", reason, evidence, fix + ".", setting)
-    if k_peak == 0:
-        reason = (f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative machinery "
-                  f"still costs throughput there was not measured{elsewhere}.")
-        return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
-    reason = (f"decode is memory-bound at batch {b_peak} ({fmt(step_peak)} tokens per step, under the ridge of "
-              f"{fmt(ridge)}), so speculation may well help, but throughput with it on and off at this batch "
-              f"was not measured{elsewhere}.")
-    return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
+        return _vrf("unjustified", reason, (m.adaptive_fix if m.adaptive_helps else m.measure_fix) + ".")
+    if m.k_peak == 0:
+        return _vrf("unjustified", f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative "
+                                   f"machinery still costs throughput there was not measured{elsewhere}.",
+                    m.measure_fix + ".")
+    return _vrf("unjustified", f"decode is memory-bound at batch {b_peak} ({fmt(m.step_peak)} tokens per step, under "
+                               f"the ridge of {fmt(m.ridge)}), so speculation may well help, but throughput with it on "
+                               f"and off at this batch was not measured{elsewhere}.", m.measure_fix + ".")
+
+
+def _vrf(verdict: str, reason: str, fix: str) -> dict:
+    """A verdict's three parts, as Finding takes them."""
+    return {"verdict": verdict, "reason": reason, "fix": fix}
 
 
 # --- 5. prefix caching -------------------------------------------------------------
