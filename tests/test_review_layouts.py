@@ -224,3 +224,30 @@ def test_spec_measured_verdict_follows_the_measurement():
     assert checks.spec_measured_verdict(w, f, ev, m)["verdict"] == "wrong"
     ev, w = measured(900, 600)
     assert checks.spec_off_verdict(w, f, ev, m)["verdict"] == "unjustified"  # off although it measured faster
+
+
+def test_deepseek_mtp_layer_counts_when_mtp_drafts():
+    """DeepSeek-R1's one MTP layer (num_nextn_predict_layers 1): an average MoE layer (attention, 256 experts,
+    the shared one, the router), the 2 x 7,168 -> 7,168 projection and its two norms, in FP8."""
+    text = ("vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --speculative-config "
+            "'{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}'")
+    cfg = cfg_of(text, gpu="H200", **{"gpus-per-node": 8})
+    m = cfg.model
+    h = 7168
+    layer = m.attention_params + 256 * 3 * h * 2048 + 3 * h * 2048 + h * 256 + 2 * h
+    assert m.mtp_params == layer + 2 * h * h + 2 * h
+    assert checks.draft_gb(cfg) == pytest.approx(m.mtp_params / 1e9)  # fp8: one byte each
+    assert checks.kv_seq_bytes(cfg, 1000) == pytest.approx(m.kv_bytes(1000, 1, "bfloat16", 8) * 62 / 61)
+
+
+def test_compressed_tensors_ignore_and_modelopt_globs():
+    base = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 256,
+            "vocab_size": 100, "torch_dtype": "bfloat16"}
+    ct = modelspec.ModelSpec.from_config({**base, "quantization_config": {
+        "quant_method": "compressed-tensors", "ignore": ["lm_head", "re:.*layers\\.0\\..*"],
+        "config_groups": {"g": {"weights": {"num_bits": 4}}}}})
+    attention, mlp = ct.attention_params, 3 * 64 * 256
+    assert ct.quant_bytes == 0.5 and ct.quantized_params == 3 * (attention + mlp)  # layer 0 and the head kept
+    mo = modelspec.ModelSpec.from_config({**base, "quantization_config": {
+        "quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head", "*self_attn*"]}})
+    assert mo.quantized_params == 4 * mlp

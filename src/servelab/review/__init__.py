@@ -1,8 +1,8 @@
 """The serving-config reviewer: Lesson 25's checklist as code.
 
-Give it a serving config as the team keeps it (a `vllm serve` command line, a
-Kubernetes manifest, production-stack or llm-d Helm values, or the YAML `--config`
-takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
+Give it a serving config as the team keeps it (a `vllm serve` command line or launch
+script, a Kubernetes manifest, production-stack or llm-d Helm values, a SkyPilot task, an
+NVIDIA Dynamo vLLM worker, or the YAML `--config` takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
 team cites). For each knob it answers the lesson's question, "is this choice traced
 back to the workload?", with a verdict, a one-sentence reason, the evidence, and a fix.
 
@@ -26,6 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import hardware
 from . import forms
 from .checks import Facts, adaptive_schedule, run_checks
 from .schema import Doc, ReviewInputError, load_yaml
@@ -88,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "line, a Kubernetes manifest, or production-stack Helm values")
     parser.add_argument("--workload", required=True, metavar="WORKLOAD",
                         help="the workload YAML: concurrency, lengths, SLOs, cited measurements")
-    parser.add_argument("--gpu", help="GPU type, where the config does not say (H100, H200, A100, L40S, L4)")
+    parser.add_argument("--gpu", help="GPU type, where the config does not say (" + ", ".join(hardware.PRESETS) + ")")
     parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node, where the config does not say")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes one server spans, where the config does not say")
     parser.add_argument("--select", metavar="NAME",
