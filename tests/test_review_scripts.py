@@ -136,3 +136,23 @@ def test_dummy_weights_and_ignore_eos_are_not_production():
     plain = cfg_of("vllm serve Qwen/Qwen3-8B", gpu="H100")
     findings, _ = checks.run_checks(plain, review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload")))
     assert "benchmark_settings" not in {f.knob for f in findings}
+
+
+def test_a_manifest_env_reference_resolves_from_var():
+    manifest = """# deployment: {gpu: H100}
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.32.0
+        args: ["--model", "Qwen/Qwen3-8B", "--max-num-seqs", "$(MAX_SEQS)"]
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of(manifest)
+    assert "--var MAX_SEQS=VALUE" in str(info.value)
+    assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).max_num_seqs == 48

@@ -449,6 +449,7 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
         key, value = _value(_get(item, "name")), _value(_get(item, "value"))
         if key is not None and value is not None:
             env[str(key)] = str(value)
+    env.update(builder.variables)  # --var NAME=VALUE stands in for what the cluster injects
     words: list[tuple[str, int]] = []
     for part in ("command", "args"):
         node = _get(container, part)

@@ -58,7 +58,10 @@ def unresolved(word: str) -> list[str]:
     for m in _ARITHMETIC.finditer(word):
         names += re.findall(_NAME, m.group(1))
     command = re.search(r"\$\((?!\()", word)
-    if command:
+    kubernetes = re.fullmatch(rf".*\$\(({_NAME})\).*", word)
+    if kubernetes:  # Kubernetes' $(NAME): an env var the container spec does not set
+        names.append(kubernetes.group(1))
+    elif command:
         names.append(word[command.start():])  # a command substitution: only running the script knows
     return list(dict.fromkeys(names))
 
