@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from servelab import modelspec, review
-from servelab.review import checks, forms
+from servelab.review import arithmetic, checks, forms
 from servelab.review.serving import read_config
 
 WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
@@ -141,31 +141,31 @@ def test_expert_parallel_with_data_parallel_charges_each_rank_its_share():
     assert m.expert_weight_bytes() == experts
     rest = m.weight_bytes() - experts
     assert rest == attention + (m.num_params - attention - experts) * 2
-    assert checks.rank_weight_gb(cfg) == pytest.approx((rest + experts / 8) / 1e9)
-    assert round(checks.rank_weight_gb(cfg), 1) == 37.7
-    finding = checks.check_parallelism(cfg, None, checks.derive(cfg, _workload()))
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx((rest + experts / 8) / 1e9)
+    assert round(arithmetic.rank_weight_gb(cfg), 1) == 37.7
+    finding = checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload()))
     assert finding.verdict == "justified" and "expert-parallel group of TP 1 x DP 8 = 8 GPUs" in finding.evidence
 
 
 def test_data_parallel_without_expert_parallel_holds_every_expert_per_rank():
     cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B-FP8 --data-parallel-size 8", gpu="H100", **{"gpus-per-node": 8})
-    assert checks.rank_weight_gb(cfg) == pytest.approx(checks.weight_gb(cfg))
-    assert checks.check_parallelism(cfg, None, checks.derive(cfg, _workload())).verdict == "wrong"
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg))
+    assert checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload())).verdict == "wrong"
 
 
 def test_expert_parallel_inside_tp_alone_shards_as_tp_does():
     cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B-FP8 --tensor-parallel-size 8 --enable-expert-parallel",
                  gpu="H100", **{"gpus-per-node": 8})
-    assert checks.rank_weight_gb(cfg) == pytest.approx(checks.weight_gb(cfg))
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg))
 
 
 def test_a_catalogued_draft_adds_its_weights_and_kv():
     text = ("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config "
             "'{\"method\": \"eagle3\", \"model\": \"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B\", \"num_speculative_tokens\": 3}'")
     cfg = cfg_of(text, gpu="H100")
-    assert checks.draft_gb(cfg) == pytest.approx(424_689_664 * 2 / 1e9)  # float16
+    assert arithmetic.draft_gb(cfg) == pytest.approx(424_689_664 * 2 / 1e9)  # float16
     target = cfg.model.kv_bytes(1000, 1, "bfloat16")
-    assert checks.kv_seq_bytes(cfg, 1000) == target + 1000 * 2 * 8 * 128 * 2
+    assert arithmetic.kv_seq_bytes(cfg, 1000) == target + 1000 * 2 * 8 * 128 * 2
 
 
 def _workload():
@@ -180,7 +180,7 @@ def _spec_case(batch: int, k: int = 4):
     cfg = cfg_of(text, gpu="H100")
     wl = review.workload_spec.read_workload(review.schema.Doc("w", {**WORKLOAD, "concurrency": batch,
                                                                     "slo": {"tpot-p99-ms": 50}}, "workload"))
-    f = checks.derive(cfg, wl)
+    f = arithmetic.derive(cfg, wl)
     return cfg, wl, f
 
 
@@ -236,8 +236,8 @@ def test_deepseek_mtp_layer_counts_when_mtp_drafts():
     h = 7168
     layer = m.attention_params + 256 * 3 * h * 2048 + 3 * h * 2048 + h * 256 + 2 * h
     assert m.mtp_params == layer + 2 * h * h + 2 * h
-    assert checks.draft_gb(cfg) == pytest.approx(m.mtp_params / 1e9)  # fp8: one byte each
-    assert checks.kv_seq_bytes(cfg, 1000) == pytest.approx(m.kv_bytes(1000, 1, "bfloat16", 8) * 62 / 61)
+    assert arithmetic.draft_gb(cfg) == pytest.approx(m.mtp_params / 1e9)  # fp8: one byte each
+    assert arithmetic.kv_seq_bytes(cfg, 1000) == pytest.approx(m.kv_bytes(1000, 1, "bfloat16", 8) * 62 / 61)
 
 
 def test_compressed_tensors_ignore_and_modelopt_globs():

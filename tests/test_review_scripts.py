@@ -7,7 +7,7 @@ import json
 import pytest
 
 from servelab import review
-from servelab.review import checks, forms, shell
+from servelab.review import arithmetic, checks, forms, shell
 from servelab.review.serving import read_config
 
 WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
@@ -93,8 +93,8 @@ def test_lora_slots_take_memory_worked_by_hand():
     gate and up (4096 + 14336), down (14336 + 4096) = 81,920; x 32 layers x 16 x 4 slots x 2 bytes = 0.34 GB."""
     cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4", gpu="H100")
     assert (cfg.max_loras, cfg.max_lora_rank) == (4, 16)
-    assert checks.lora_gb(cfg) == pytest.approx(81_920 * 32 * 16 * 4 * 2 / 1e9)
-    assert checks.rank_weight_gb(cfg) == pytest.approx(checks.weight_gb(cfg) + checks.lora_gb(cfg))
+    assert arithmetic.lora_gb(cfg) == pytest.approx(81_920 * 32 * 16 * 4 * 2 / 1e9)
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg) + arithmetic.lora_gb(cfg))
 
 
 def test_adapter_trained_on_another_base_is_wrong(tmp_path):

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from .. import hardware
 from . import forms
-from .checks import Facts, adaptive_schedule, run_checks
+from .arithmetic import Facts
+from .checks import adaptive_schedule, run_checks
 from .schema import Doc, ReviewInputError, load_yaml
 from .serving import ServingConfig, read_config
 from .workload_spec import WorkloadSpec, read_workload
