@@ -7,8 +7,8 @@ the workload it claims to serve? It answers with a Finding:
   unjustified  nothing cited supports it
   justified    evidence is present and consistent
 
-The arithmetic uses the model's config.json numbers (modelspec) and the GPU's
-datasheet numbers (hardware). Measurements count as evidence only when they were
+The arithmetic (arithmetic.py) uses the model's config.json numbers (modelspec) and the
+GPU's driver-reported memory and datasheet bandwidth and peak (hardware). Measurements count as evidence only when they were
 taken on this model, this GPU, this task and this setting; others are named and
 set aside, the way a reviewer would.
 """
