@@ -251,3 +251,13 @@ def test_compressed_tensors_ignore_and_modelopt_globs():
     mo = modelspec.ModelSpec.from_config({**base, "quantization_config": {
         "quant_method": "modelopt", "quant_algo": "FP8", "exclude_modules": ["lm_head", "*self_attn*"]}})
     assert mo.quantized_params == 4 * mlp
+
+
+def test_nvfp4_is_four_and_a_half_bits():
+    """NVFP4: 4-bit values and one FP8 scale per 16 weights: 4 + 8 / 16 = 4.5 bits (mxfp4: 4 + 8 / 32 = 4.25)."""
+    base = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 256, "vocab_size": 100}
+    modelopt = modelspec.ModelSpec.from_config({**base, "quantization_config": {"quant_method": "modelopt",
+                                                                                "quant_algo": "NVFP4"}})
+    ct = modelspec.ModelSpec.from_config({**base, "quantization_config": {"quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}})
+    assert modelopt.quant_bytes == ct.quant_bytes == 0.5625

@@ -40,6 +40,8 @@ from .hardware import DTYPE_BYTES
 
 # Bytes per weight a checkpoint's quantization_config leaves, by quant_method and bits.
 # mxfp4: 4-bit values plus one 8-bit scale per 32 (4.25 bits).
+# NVFP4: 4-bit E2M1 values plus one FP8 (E4M3) scale per 16 (4.5 bits).
+NVFP4_BYTES = 4.5 / 8
 _QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "mxfp4": 4.25 / 8, "awq": 0.5, "gptq": 0.5,
                 "bitsandbytes": 0.5, "modelopt": 1.0}
 
@@ -495,10 +497,14 @@ def _quantization(quant: dict) -> tuple[str, float, bool]:
             weights = (group or {}).get("weights") or {}
             if weights.get("num_bits"):
                 bits = weights["num_bits"]
+                if bits == 4 and weights.get("type") == "float" and weights.get("group_size") == 16:
+                    return method, NVFP4_BYTES, False  # NVFP4 in compressed-tensors' words
                 break
         return method, (bits or 8) / 8, False
     if method == "mxfp4":
         return method, _QUANT_BYTES["mxfp4"], True
+    if "nvfp4" in str(quant.get("quant_algo", "")).lower():
+        return method, NVFP4_BYTES, False
     if "fp4" in str(quant.get("quant_algo", "")).lower():
         return method, 0.5, False
     if bits:

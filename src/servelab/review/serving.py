@@ -62,7 +62,7 @@ QUANTIZATION_WEIGHT_DTYPE = {
     "compressed-tensors": "int8",  # its bit width lives in the checkpoint; 8-bit is the common case
 }
 # A checkpoint's quantization_config bytes per weight, as the dtype the ridge arithmetic uses.
-CHECKPOINT_WEIGHT_DTYPE = {1.0: "fp8", 0.5: "int4", 4.25 / 8: "int4"}
+CHECKPOINT_WEIGHT_DTYPE = {1.0: "fp8", 0.5: "int4", 4.25 / 8: "int4", 4.5 / 8: "int4"}
 DTYPE_NAMES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16",
                "float": "float32", "float32": "float32"}
 # kv-cache-dtype values (vLLM 0.32.0's CacheDType) and the width the KV arithmetic uses; the
