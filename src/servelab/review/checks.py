@@ -454,8 +454,9 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
     memory = (f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
               f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
-              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica; one {hw.name} holds "
-              f"{gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
+              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica"
+              + (f", {gb(need / f.shards)} on each of its TP {tp} x PP {pp} GPUs" if f.shards > 1 else "")
+              + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
     suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg)
 
     if f.gpus_used > f.gpus_available:
