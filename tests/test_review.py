@@ -209,8 +209,8 @@ BAD_CONFIG = [
      ["gpu-memory-utilization", "at most 1"]),
     ("yaml syntax error", "max-num-seqs: 256", "max-num-seqs: [256", "max-model-len",
      ["YAML syntax error"]),
-    ("unknown gpu", "gpu: H100", "gpu: B200", "gpu: B200",
-     ["unknown GPU type 'B200'", "H200, H100, A100, L40S, L4"]),
+    ("unknown gpu", "gpu: H100", "gpu: V100", "gpu: V100",
+     ["unknown GPU type 'V100'", "H200, H100, A100, A100-40GB, L40S, L4, H20, B200, MI300X"]),
     ("unknown model", "meta-llama/Llama-3.1-8B-Instruct", "tiiuae/falcon-40b-instruct", "model:",
      ["not in servelab's model catalogue", "model-config"]),
     ("missing model config", "  nodes: 1", "  nodes: 1\n  model-config: nowhere/config.json", "model-config",
@@ -504,7 +504,7 @@ def test_model_config_json_for_an_unknown_model(tmp_path):
     ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
 ])
 def test_model_ids_map_to_presets(model_id, preset):
-    from servelab.review.inputs import preset_key
+    from servelab.review.serving import preset_key
 
     assert preset_key(model_id) == preset
 

@@ -13,7 +13,7 @@ import pytest
 
 from servelab import modelspec, review
 from servelab.review import forms, vllm_flags
-from servelab.review.inputs import read_config
+from servelab.review.serving import read_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -140,11 +140,22 @@ def test_unknown_flag_names_the_closest_and_its_line():
     assert "cmd.sh:3:" in str(info.value) and "did you mean --max-num-seqs" in str(info.value)
 
 
-def test_removed_flag_says_so_and_what_to_do():
-    with pytest.raises(review.ReviewInputError) as info:
-        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --use-v2-block-manager", gpu="H100")
-    message = str(info.value)
-    assert "--use-v2-block-manager was removed" in message and "delete it" in message
+def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --use-v2-block-manager --max-num-seqs 32", gpu="H100")
+    assert cfg.removed_flags == (("use-v2-block-manager", True, 1),) and cfg.max_num_seqs == 32
+    finding = review.checks.check_removed_flags(cfg)
+    assert finding.verdict == "wrong" and "will not start with --use-v2-block-manager (line 1)" in finding.reason
+    assert "--use-v2-block-manager was removed" in finding.evidence and "delete it" in finding.fix
+
+
+def test_removed_flag_in_yaml_and_its_value_are_set_aside():
+    doc = review.schema.Doc("c.yaml", {"model": "meta-llama/Llama-3.1-8B-Instruct", "swap_space": 16,
+                                       "max-num-seqs": 8, "deployment": {"gpu": "L4", "gpus-per-node": 1}},
+                            "serving config")
+    cfg = read_config(doc)
+    assert cfg.removed_flags == (("swap-space", 16, None),) and cfg.max_num_seqs == 8
+    report = review.review(doc.data | {"swap_space": 16}, WORKLOAD)
+    assert report.verdicts()["removed_flags"] == "wrong" and "batching" in report.verdicts()
 
 
 # --- the input forms ----------------------------------------------------------------------
@@ -315,9 +326,10 @@ def test_chunk_budget_left_unset_is_vllms_default_for_the_gpu():
 
 
 def test_removed_flag_names_the_release_where_it_is_on_record():
-    with pytest.raises(review.ReviewInputError) as info:
-        cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16", gpu="L4")
-    assert "--swap-space was removed in vLLM 0.18.0" in str(info.value)
+    cfg = cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16 --max-model-len 8192", gpu="L4")
+    assert cfg.removed_flags == (("swap-space", 16, 1),) and cfg.max_model_len == 8192
+    finding = review.checks.check_removed_flags(cfg)
+    assert "--swap-space was removed in vLLM 0.18.0" in finding.evidence and finding.setting == "--swap-space 16 (line 1)"
 
 
 def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
@@ -326,8 +338,10 @@ def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
     attention = 5120 * 40 * 128 * 2 + 5120 * 8 * 128 * 2
     expert = 3 * 5120 * 8192
     per_layer = attention + (16 + 1) * expert + 5120 * 16 + 2 * 5120
-    assert m.num_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
-    assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 215.5  # plus about 2 GB of vision encoder: ~218
+    assert m.decoder_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
+    # the vision encoder: 34 blocks of 4 x 1408^2 attention and a 2 x 1408 x 5632 GELU MLP
+    assert m.tower_params == 34 * (4 * 1408 ** 2 + 2 * 1408 * 5632)
+    assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 217.2  # 215.5 of language model + 1.6 of vision: ~218
     assert round(m.active_params / 1e9, 1) == 17.2  # one routed and the shared expert per token
 
 

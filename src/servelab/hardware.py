@@ -1,4 +1,4 @@
-"""Hardware presets (published datasheet numbers) and this machine, measured.
+"""Hardware presets (driver-reported memory, datasheet bandwidth and peak) and this machine, measured.
 
 One number pair decides most of Lesson 25: memory bandwidth and dense
 arithmetic peak. Their ratio, the ridge point, is the arithmetic intensity
@@ -21,7 +21,7 @@ class Hardware:
     """One accelerator (or this CPU) as the roofline sees it."""
 
     name: str
-    memory_gb: float  # usable device memory, GB (1e9 bytes)
+    memory_gb: float  # device memory as the driver reports it, GB (1e9 bytes)
     bandwidth_gb_s: float  # memory read bandwidth, GB/s
     peak_tflops: float  # dense peak for the serving dtype, TFLOP/s
     dtype: str = "bfloat16"  # the dtype peak_tflops is quoted for
@@ -49,19 +49,56 @@ class Hardware:
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 
-# Published SXM datasheet numbers: dense (no sparsity) bf16 tensor-core peak.
+MIB = 2 ** 20
+GIB = 2 ** 30
+
+
+def _driver_gb(mib: int) -> float:
+    """Device memory as the driver reports it (nvidia-smi's memory.total, MiB) in GB (1e9 bytes).
+
+    The datasheet's "141 GB" is marketing rounding; vLLM sizes its KV cache from what the
+    driver reports (torch.cuda.mem_get_info), which for an H200 is 143,771 MiB = 150.75 GB."""
+    return round(mib * MIB / 1e9, 2)
+
+
+# Memory: the driver-reported total where a public nvidia-smi table shows it (cited in each
+# source); the datasheet figure where none is on record here (marked "datasheet").
+# Bandwidth and compute: the SXM/OAM datasheets, dense (no sparsity) bf16 tensor-core peak.
+# The single source of device capacity for the reviewer, the simulator and the lesson keys.
 PRESETS: dict[str, Hardware] = {
-    "H200": Hardware("H200", 141, 4800, 989, interconnect_gb_s=900,
-                     source="NVIDIA H200 SXM datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s dense BF16"),
-    "H100": Hardware("H100", 80, 3350, 989, interconnect_gb_s=900,
-                     source="NVIDIA H100 SXM datasheet: 80 GB HBM3, 3.35 TB/s, 989 TFLOP/s dense BF16"),
-    "A100": Hardware("A100", 80, 2039, 312, interconnect_gb_s=600,
-                     source="NVIDIA A100 SXM 80GB datasheet: 2.039 TB/s, 312 TFLOP/s dense BF16"),
-    "L40S": Hardware("L40S", 48, 864, 362, interconnect_gb_s=64,
-                     source="NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, 362 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
-    "L4": Hardware("L4", 24, 300, 121, interconnect_gb_s=64,
-                   source="NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s, 121 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
+    "H200": Hardware("H200", _driver_gb(143771), 4800, 989, interconnect_gb_s=900,
+                     source="memory: nvidia-smi 143,771 MiB (NVIDIA H200, driver 570.195.03); NVIDIA H200 SXM "
+                            "datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s dense BF16"),
+    "H100": Hardware("H100", _driver_gb(81559), 3350, 989, interconnect_gb_s=900,
+                     source="memory: nvidia-smi 81,559 MiB (NVIDIA H100 80GB HBM3); NVIDIA H100 SXM datasheet: "
+                            "80 GB HBM3, 3.35 TB/s, 989 TFLOP/s dense BF16"),
+    "A100": Hardware("A100", _driver_gb(81920), 2039, 312, interconnect_gb_s=600,
+                     source="memory: nvidia-smi 81,920 MiB (NVIDIA A100-SXM4-80GB); NVIDIA A100 SXM 80GB "
+                            "datasheet: 2.039 TB/s, 312 TFLOP/s dense BF16"),
+    "A100-40GB": Hardware("A100-40GB", _driver_gb(40960), 1555, 312, interconnect_gb_s=600,
+                          source="memory: nvidia-smi 40,960 MiB (NVIDIA A100-SXM4-40GB); NVIDIA A100 SXM 40GB "
+                                 "datasheet: 1.555 TB/s, 312 TFLOP/s dense BF16"),
+    "L40S": Hardware("L40S", _driver_gb(46068), 864, 362, interconnect_gb_s=64,
+                     source="memory: nvidia-smi 46,068 MiB (NVIDIA L40S); NVIDIA L40S datasheet: 48 GB GDDR6, "
+                            "864 GB/s, 362 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
+    "L4": Hardware("L4", _driver_gb(23034), 300, 121, interconnect_gb_s=64,
+                   source="memory: nvidia-smi 23,034 MiB (NVIDIA L4); NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s, "
+                          "121 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
+    "H20": Hardware("H20", 96, 4000, 148, interconnect_gb_s=900,
+                    source="datasheet (no driver-reported total on record here): NVIDIA H20 96 GB HBM3, "
+                           "4.0 TB/s, 148 TFLOP/s dense BF16, NVLink 900 GB/s"),
+    "B200": Hardware("B200", _driver_gb(183359), 8000, 2250, interconnect_gb_s=1800,
+                     source="memory: nvidia-smi 183,359 MiB (NVIDIA B200, driver 570.172.08); NVIDIA DGX B200 "
+                            "datasheet per GPU: 8 TB/s, 2.25 PFLOP/s dense BF16, NVLink 5 1.8 TB/s"),
+    "MI300X": Hardware("MI300X", 192, 5300, 1307, interconnect_gb_s=448,
+                       source="datasheet (no driver-reported total on record here): AMD Instinct MI300X 192 GB "
+                              "HBM3, 5.3 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU"),
 }
+
+
+def memory_gib(hw: Hardware) -> float:
+    """Device memory in GiB, the unit vLLM's per-GPU defaults compare against."""
+    return hw.memory_gb * 1e9 / GIB
 
 
 class UnknownHardware(ValueError):
@@ -71,7 +108,12 @@ class UnknownHardware(ValueError):
 def get(name: str) -> Hardware:
     """Look up a preset by name, case-insensitive: 'h200', 'H200-SXM' and torch's
     'NVIDIA H100 80GB HBM3' all work."""
-    words = re.split(r"[\s_-]+", name.strip().upper())
+    text = name.strip().upper()
+    if text in PRESETS:
+        return PRESETS[text]
+    words = re.split(r"[\s_-]+", text)
+    if "A100" in words and any(w.startswith("40G") for w in words):  # 'NVIDIA A100-SXM4-40GB'
+        return PRESETS["A100-40GB"]
     for word in words:
         if word in PRESETS:
             return PRESETS[word]

@@ -13,14 +13,25 @@ Where models differ from a dense Llama, the arithmetic follows the difference:
   token, not K and V per head;
 - sliding-window layers (Gemma, Mistral 7B v0.1, gpt-oss): those layers keep
   at most sliding_window tokens of KV, however long the sequence;
+- interleaved experts (Llama 4 Maverick's interleave_moe_layer_step, DeepSeek's
+  first_k_dense_replace and moe_layer_freq, Qwen-MoE's decoder_sparse_step and
+  mlp_only_layers): only those layers hold experts, the others a dense MLP;
+- chunked local attention (Llama 4's attention_chunk_size; every fourth layer,
+  the NoPE one, is global): those layers keep at most one chunk of KV;
 - tied embeddings: the LM head is the embedding table, counted once;
 - a checkpoint's quantization_config: its quantized layers are stored in the
-  checkpoint's bits; embeddings, norms and routers stay in the model's dtype.
+  checkpoint's bits; embeddings, norms and routers stay in the model's dtype, and
+  so does every module its ignore list names (modules_to_not_convert, ignore,
+  exclude_modules);
+- vision and audio towers (vision_config, audio_config): held in memory in the
+  model's dtype, run on the prompt's images, not in a decode step.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -29,6 +40,8 @@ from .hardware import DTYPE_BYTES
 
 # Bytes per weight a checkpoint's quantization_config leaves, by quant_method and bits.
 # mxfp4: 4-bit values plus one 8-bit scale per 32 (4.25 bits).
+# NVFP4: 4-bit E2M1 values plus one FP8 (E4M3) scale per 16 (4.5 bits).
+NVFP4_BYTES = 4.5 / 8
 _QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "mxfp4": 4.25 / 8, "awq": 0.5, "gptq": 0.5,
                 "bitsandbytes": 0.5, "modelopt": 1.0}
 
@@ -50,7 +63,9 @@ class ModelSpec:
     experts_per_token: int = 0
     moe_intermediate_size: int = 0  # each routed expert's MLP width
     shared_expert_intermediate_size: int = 0  # always-active expert(s), summed width
-    dense_layers: int = 0  # leading layers with a dense MLP instead of experts (DeepSeek)
+    dense_layers: int = 0  # layers with a dense MLP instead of experts (DeepSeek's first three, Maverick's odd ones)
+    moe_layer_ids: tuple[int, ...] = ()  # which layers hold experts (empty: the last num_layers - dense_layers)
+    dense_intermediate_size: int = 0  # a dense layer's MLP width where it differs (Llama 4's intermediate_size_mlp)
     # multi-head latent attention (0: ordinary attention)
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
@@ -60,10 +75,18 @@ class ModelSpec:
     # sliding-window attention
     sliding_window: int = 0
     sliding_layers: int = 0  # how many of num_layers use the window
+    window_kind: str = "sliding"  # "sliding" (the last window tokens) or "chunked" (Llama 4: the current chunk)
     # the checkpoint's own quantization (quantization_config)
     quant_method: str = ""
     quant_bytes: float = 0.0  # bytes per quantized weight
     quant_experts_only: bool = False  # only the expert MLPs are quantized (gpt-oss's mxfp4)
+    quant_ignore: tuple[str, ...] = ()  # module names or patterns the checkpoint keeps unquantized
+    tower_params: int = 0  # vision / audio encoder parameters (estimated from their config blocks)
+    tower_note: str = ""
+    # draft heads: an EAGLE-3 head shares the target's embeddings and predicts over its own draft vocabulary
+    eagle3: bool = False
+    draft_vocab_size: int = 0
+    mtp_layers: int = 0  # DeepSeek's multi-token-prediction layers (num_nextn_predict_layers), loaded for method mtp
     torch_dtype: str = "bfloat16"
     source: str = ""
     native_quantization: str = ""  # why the checkpoint's quantization is the model itself, not a trade made later
@@ -85,10 +108,16 @@ class ModelSpec:
             shared = config["n_shared_experts"] * moe_width
         if experts and str(config.get("model_type", "")).startswith("llama4"):
             shared = config["intermediate_size"]  # one shared expert as wide as a routed one
-        dense_layers = (config.get("first_k_dense_replace") or 0) if experts else 0
+        moe_ids = _moe_layer_ids(config, layers) if experts else ()
+        dense_layers = layers - len(moe_ids) if experts else 0
         window, sliding = _sliding(config, layers)
+        kind = "sliding"
+        if not window and config.get("attention_chunk_size"):
+            window, sliding, kind = config["attention_chunk_size"], _chunked_layers(config, layers), "chunked"
         quant = config.get("quantization_config") or {}
         method, qbytes, experts_only = _quantization(quant)
+        ignore = _quant_ignore(quant)
+        tower, tower_note = _towers(outer)
         return cls(
             name=name,
             num_layers=layers,
@@ -105,6 +134,8 @@ class ModelSpec:
             moe_intermediate_size=moe_width,
             shared_expert_intermediate_size=shared,
             dense_layers=dense_layers,
+            moe_layer_ids=moe_ids if moe_ids and list(moe_ids) != list(range(dense_layers, layers)) else (),
+            dense_intermediate_size=(config.get("intermediate_size_mlp") or 0) if experts else 0,
             kv_lora_rank=config.get("kv_lora_rank") or 0,
             q_lora_rank=config.get("q_lora_rank") or 0,
             qk_rope_head_dim=config.get("qk_rope_head_dim") or 0,
@@ -112,9 +143,16 @@ class ModelSpec:
             v_head_dim=config.get("v_head_dim") or 0,
             sliding_window=window,
             sliding_layers=sliding,
+            window_kind=kind,
             quant_method=method,
             quant_bytes=qbytes,
             quant_experts_only=experts_only,
+            quant_ignore=ignore,
+            tower_params=tower,
+            tower_note=tower_note,
+            eagle3=any("eagle3" in str(a).lower() for a in outer.get("architectures") or ()),
+            draft_vocab_size=config.get("draft_vocab_size") or 0,
+            mtp_layers=config.get("num_nextn_predict_layers") or 0,
             torch_dtype=str(config.get("torch_dtype") or outer.get("torch_dtype") or "bfloat16"),
             source=str(outer.get("_source", "")),
             native_quantization=str(outer.get("_native_quantization", "")),
@@ -164,15 +202,28 @@ class ModelSpec:
     def moe_layers(self) -> int:
         return self.num_layers - self.dense_layers if self.is_moe else 0
 
+    def is_moe_layer(self, layer: int) -> bool:
+        if not self.is_moe:
+            return False
+        if self.moe_layer_ids:
+            return layer in self.moe_layer_ids
+        return layer >= self.dense_layers
+
+    @property
+    def dense_mlp_params(self) -> int:
+        """One dense layer's MLP (gate, up, down)."""
+        return 3 * self.hidden_size * (self.dense_intermediate_size or self.intermediate_size)
+
+    def moe_mlp_params(self, experts: int) -> int:
+        """One MoE layer's MLP with `experts` routed experts: those, the shared expert, the router."""
+        h = self.hidden_size
+        return experts * self.expert_params + 3 * h * self.shared_expert_intermediate_size + h * self.num_experts
+
     def _mlp_params(self, experts: int) -> int:
         """Every layer's MLP, counting `experts` routed experts in each MoE layer."""
-        h = self.hidden_size
-        dense = 3 * h * self.intermediate_size
         if not self.is_moe:
-            return self.num_layers * dense
-        per_moe_layer = experts * self.expert_params + 3 * h * self.shared_expert_intermediate_size \
-            + h * self.num_experts  # the router
-        return self.dense_layers * dense + self.moe_layers * per_moe_layer
+            return self.num_layers * self.dense_mlp_params
+        return self.dense_layers * self.dense_mlp_params + self.moe_layers * self.moe_mlp_params(experts)
 
     @property
     def params_per_layer(self) -> int:
@@ -188,18 +239,46 @@ class ModelSpec:
         return self.num_layers * (self.attention_params + 2 * self.hidden_size) + self._mlp_params(self.num_experts)
 
     @property
-    def num_params(self) -> int:
-        """All parameters (every expert); a tied LM head shares the embedding table."""
+    def decoder_params(self) -> int:
+        """The language model's parameters (every expert); a tied LM head shares the embedding table."""
+        if self.eagle3:
+            return self._eagle3_params
         head = 0 if self.tie_word_embeddings else self.embedding_params
         return self._layer_params_total + self.embedding_params + head + self.hidden_size
 
     @property
+    def _eagle3_params(self) -> int:
+        """An EAGLE-3 head: its layers' q, k and v read the token embedding and the fused target
+        features side by side (2 x hidden in); a fusion layer maps three target layers' features
+        (3 x hidden) to one; its LM head covers the draft vocabulary; embeddings are the target's."""
+        h, hd = self.hidden_size, self.head_dim
+        attention = 2 * h * (self.num_heads + 2 * self.num_kv_heads) * hd + self.num_heads * hd * h
+        layer = attention + self.dense_mlp_params + 3 * h  # three norms (input, hidden, post-attention)
+        return self.num_layers * layer + 3 * h * h + (self.draft_vocab_size or self.vocab_size) * h + h
+
+    @property
+    def mtp_params(self) -> int:
+        """DeepSeek's multi-token-prediction layers: an average decoder layer each, plus the
+        projection of [embedding; hidden] (2 x hidden -> hidden) and its two norms."""
+        h = self.hidden_size
+        if not self.mtp_layers:
+            return 0
+        layer = self.attention_params + (self.moe_mlp_params(self.num_experts) if self.is_moe else self.dense_mlp_params) + 2 * h
+        return self.mtp_layers * (layer + 2 * h * h + 2 * h)
+
+    @property
+    def num_params(self) -> int:
+        """Every parameter held in memory: the language model and its vision / audio towers."""
+        return self.decoder_params + self.tower_params
+
+    @property
     def active_params(self) -> int:
-        """Parameters one token runs through: all for a dense model, the routed top-k experts for MoE."""
+        """Parameters one generated token runs through: the decoder, with only the routed top-k
+        experts of a mixture of experts (towers run on the prompt's images, not per token)."""
         if not self.is_moe:
-            return self.num_params
+            return self.decoder_params
         inactive = self._mlp_params(self.num_experts) - self._mlp_params(self.experts_per_token)
-        return self.num_params - inactive
+        return self.decoder_params - inactive
 
     @property
     def matmul_params(self) -> int:
@@ -216,18 +295,37 @@ class ModelSpec:
 
     @property
     def quantized_params(self) -> int:
-        """Parameters the checkpoint stores in its quantized format (0 when it is not quantized)."""
+        """Parameters the checkpoint stores in its quantized format (0 when it is not quantized).
+
+        The linear layers of every block, less what the quantization_config keeps unquantized:
+        routers always, every module its ignore list names, and for gpt-oss's mxfp4 all but the experts."""
         if not self.quant_method:
             return 0
-        experts = self.moe_layers * self.num_experts * self.expert_params
+        h = self.hidden_size
+        total = 0
+        for layer in range(self.num_layers):
+            if not self._ignored(layer, "self_attn"):
+                total += self.attention_params
+                if self.is_mla:  # the low-rank paths' norms sit inside attention_params and stay unquantized
+                    total -= self.q_lora_rank + self.kv_lora_rank
+            if self.is_moe_layer(layer):
+                if not self._ignored(layer, "experts"):
+                    total += self.num_experts * self.expert_params
+                if self.shared_expert_intermediate_size and not self._ignored(layer, "shared_expert"):
+                    total += 3 * h * self.shared_expert_intermediate_size
+            elif not self._ignored(layer, "mlp"):
+                total += self.dense_mlp_params
+        if self.quant_ignore and not self.tie_word_embeddings and not self._ignored(None, "lm_head"):
+            total += self.embedding_params  # an ignore list that leaves out lm_head quantizes it
+        return total
+
+    def _ignored(self, layer: int | None, module: str) -> bool:
+        """Whether the checkpoint keeps this module unquantized (gpt-oss: everything but the experts)."""
         if self.quant_experts_only:
-            return experts
-        linear = self.num_layers * self.attention_params + self._mlp_params(self.num_experts)
-        if self.is_mla:  # the low-rank paths' norms sit inside attention_params and stay unquantized
-            linear -= self.num_layers * (self.q_lora_rank + self.kv_lora_rank)
-        if self.is_moe:
-            linear -= self.moe_layers * self.hidden_size * self.num_experts  # routers stay unquantized
-        return linear
+            return module != "experts"
+        if not self.quant_ignore:
+            return module == "lm_head"
+        return any(_matches(pattern, name) for name in _module_names(layer, module) for pattern in self.quant_ignore)
 
     def weight_bytes(self, dtype: str = "bfloat16", linear_bytes: float | None = None) -> float:
         """Weight memory. dtype: the unquantized parts; linear_bytes: bytes per weight of the
@@ -238,6 +336,21 @@ class ModelSpec:
             return self.num_params * DTYPE_BYTES[dtype]
         quantized = self.quantized_params or (self.num_layers * self.attention_params + self._mlp_params(self.num_experts))
         return quantized * linear_bytes + (self.num_params - quantized) * DTYPE_BYTES[dtype]
+
+    def expert_weight_bytes(self, dtype: str = "bfloat16", linear_bytes: float | None = None) -> float:
+        """The routed experts' share of weight_bytes: what expert parallelism shards across its group."""
+        if not self.is_moe:
+            return 0.0
+        experts = self.moe_layers * self.num_experts * self.expert_params
+        if linear_bytes is None and self.quant_method:
+            first = next(i for i in range(self.num_layers) if self.is_moe_layer(i))
+            linear_bytes = self.quant_bytes if not self._ignored(first, "experts") else None
+        return experts * (linear_bytes if linear_bytes is not None else DTYPE_BYTES[dtype])
+
+    @property
+    def unquantized_params(self) -> int:
+        """Parameters a quantized checkpoint keeps in its dtype (embeddings, norms, routers, ignored modules, towers)."""
+        return self.num_params - self.quantized_params if self.quant_method else self.num_params
 
     def kv_bytes_per_token(self, dtype: str = "bfloat16", tensor_parallel_size: int = 1) -> float:
         """KV cache bytes one token adds in every layer, across tensor_parallel_size GPUs.
@@ -268,6 +381,94 @@ class ModelSpec:
         return d
 
 
+# Names a module has in Hugging Face checkpoints, by the kinds the arithmetic counts; an ignore
+# list names modules in these forms ("lm_head", "model.layers.0.mlp", "re:.*self_attn.*").
+_MODULE_FORMS = {
+    "self_attn": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "self_attn"),
+    "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp", "feed_forward.gate_proj",
+            "feed_forward.up_proj", "feed_forward.down_proj", "feed_forward"),
+    "experts": ("mlp.experts", "feed_forward.experts", "block_sparse_moe.experts"),
+    "shared_expert": ("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert"),
+}
+
+
+def _module_names(layer: int | None, module: str) -> list[str]:
+    if layer is None:
+        return [module]
+    names = []
+    for form in _MODULE_FORMS[module]:
+        for prefix in ("model.layers", "language_model.model.layers", "model.language_model.layers"):
+            names.append(f"{prefix}.{layer}.{form}")
+    return names
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """compressed-tensors' 're:' regular expressions, modelopt's globs, or a name (transformers
+    matches modules_to_not_convert as a part of the module's name)."""
+    if pattern.startswith("re:"):
+        return re.match(pattern[3:], name) is not None
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return ("." + pattern.strip(".") + ".") in ("." + name + ".")  # whole dotted parts: layers.1 is not layers.12
+
+
+def _moe_layer_ids(config: dict, layers: int) -> tuple[int, ...]:
+    """Which layers hold experts, from the ways config.json files say it."""
+    if isinstance(config.get("moe_layers"), list):
+        return tuple(config["moe_layers"])
+    step = config.get("interleave_moe_layer_step")
+    if str(config.get("model_type", "")).startswith("llama4") and step:  # Llama 4: every step-th layer
+        return tuple(i for i in range(layers) if (i + 1) % step == 0)
+    first = config.get("first_k_dense_replace") or 0
+    freq = config.get("moe_layer_freq") or 1
+    if first or freq > 1:  # DeepSeek: dense first, then experts every freq-th layer
+        return tuple(i for i in range(layers) if i >= first and i % freq == 0)
+    sparse_step = config.get("decoder_sparse_step") or 1
+    dense_only = set(config.get("mlp_only_layers") or ())
+    return tuple(i for i in range(layers) if i not in dense_only and (i + 1) % sparse_step == 0)
+
+
+def _chunked_layers(config: dict, layers: int) -> int:
+    """Llama 4: RoPE layers attend within their chunk; the NoPE ones (no_rope_layers 0, by default
+    every fourth) attend to everything."""
+    flags = config.get("no_rope_layers")
+    if isinstance(flags, list) and len(flags) == layers:
+        return sum(1 for f in flags if f)
+    interval = config.get("no_rope_layer_interval") or 4
+    return sum(1 for i in range(layers) if (i + 1) % interval != 0)
+
+
+def _quant_ignore(quant: dict) -> tuple[str, ...]:
+    if not isinstance(quant, dict):
+        return ()
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules", "ignored_layers"):
+        value = quant.get(key)
+        if isinstance(value, list) and value:
+            return tuple(str(v) for v in value)
+    return ()
+
+
+def _towers(config: dict) -> tuple[int, str]:
+    """Vision / audio encoder parameters, estimated from their config blocks: per block, attention
+    4 x hidden^2 and an MLP of 2 (GELU) or 3 (gated) x hidden x intermediate; patch embedding and
+    projector, which are small, are left out."""
+    total, parts = 0, []
+    for key, what in (("vision_config", "vision"), ("audio_config", "audio")):
+        tower = config.get(key)
+        if not isinstance(tower, dict):
+            continue
+        h = tower.get("hidden_size") or tower.get("embed_dim") or tower.get("d_model") or 0
+        blocks = tower.get("num_hidden_layers") or tower.get("depth") or tower.get("encoder_layers") or 0
+        inter = tower.get("intermediate_size") or tower.get("encoder_ffn_dim") or 4 * h
+        if not (h and blocks):
+            continue
+        gated = 3 if str(tower.get("hidden_act", "")).lower() in ("silu", "swiglu") else 2
+        params = blocks * (4 * h * h + gated * h * inter)
+        total += params
+        parts.append(f"{what} tower {params / 1e9:.2f}B ({blocks} blocks of {h})")
+    return total, "; ".join(parts)
+
+
 def _sliding(config: dict, layers: int) -> tuple[int, int]:
     """(window, layers that use it) from the ways config.json files say it."""
     window = config.get("sliding_window") or 0
@@ -296,10 +497,14 @@ def _quantization(quant: dict) -> tuple[str, float, bool]:
             weights = (group or {}).get("weights") or {}
             if weights.get("num_bits"):
                 bits = weights["num_bits"]
+                if bits == 4 and weights.get("type") == "float" and weights.get("group_size") == 16:
+                    return method, NVFP4_BYTES, False  # NVFP4 in compressed-tensors' words
                 break
         return method, (bits or 8) / 8, False
     if method == "mxfp4":
         return method, _QUANT_BYTES["mxfp4"], True
+    if "nvfp4" in str(quant.get("quant_algo", "")).lower():
+        return method, NVFP4_BYTES, False
     if "fp4" in str(quant.get("quant_algo", "")).lower():
         return method, 0.5, False
     if bits:

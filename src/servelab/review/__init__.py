@@ -1,8 +1,8 @@
 """The serving-config reviewer: Lesson 25's checklist as code.
 
-Give it a serving config as the team keeps it (a `vllm serve` command line, a
-Kubernetes manifest, production-stack or llm-d Helm values, or the YAML `--config`
-takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
+Give it a serving config as the team keeps it (a `vllm serve` command line or launch
+script, a Kubernetes manifest, production-stack or llm-d Helm values, a SkyPilot task, an
+NVIDIA Dynamo vLLM worker, or the YAML `--config` takes) and the workload it claims to serve (load, lengths, SLOs, and the measurements the
 team cites). For each knob it answers the lesson's question, "is this choice traced
 back to the workload?", with a verdict, a one-sentence reason, the evidence, and a fix.
 
@@ -14,7 +14,7 @@ back to the workload?", with a verdict, a one-sentence reason, the evidence, and
 
 From a shell (exit status 0 clean, 1 findings, 2 bad input):
 
-    servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--json]
+    servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--var NAME=VALUE] [--json]
 
 CONFIG is vLLM's YAML, a `vllm serve ...` command line, a Kubernetes manifest, or
 production-stack Helm values.
@@ -26,27 +26,32 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import hardware
 from . import forms
-from .checks import Facts, adaptive_schedule, run_checks
-from .inputs import Doc, ReviewInputError, ServingConfig, Workload, load_yaml, read_config, read_workload
+from .arithmetic import Facts
+from .checks import adaptive_schedule, run_checks
+from .schema import Doc, ReviewInputError, load_yaml
+from .serving import ServingConfig, read_config
+from .workload_spec import WorkloadSpec, read_workload
 from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
 
 __all__ = [
     "review", "review_files", "Report", "Finding", "ReviewInputError", "KNOBS", "VERDICTS",
     "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_BAD_INPUT", "add_arguments", "run", "adaptive_schedule",
-    "ServingConfig", "Workload", "Facts",
+    "ServingConfig", "WorkloadSpec", "Facts",
 ]
 
 
 def review_files(config_path: str | Path, workload_path: str | Path, *, select: str | None = None,
-                 deployment: dict | None = None) -> Report:
+                 deployment: dict | None = None, variables: dict[str, str] | None = None) -> Report:
     """Review the serving config in config_path against the workload in workload_path.
 
     The config may be vLLM's YAML, a `vllm serve` command line, a Kubernetes manifest or
     production-stack Helm values (see forms). select names the model or workload to review
-    where the file holds several; deployment ({gpu, gpus-per-node, nodes}) fills in what it does not say.
+    where the file holds several; deployment ({gpu, gpus-per-node, nodes}) fills in what it does not say;
+    variables ({"TP_SIZE": "8"}) are the environment a shell script's $VARIABLES resolve from.
     """
-    config_doc = forms.load(config_path, select=select, deployment=deployment)
+    config_doc = forms.load(config_path, select=select, deployment=deployment, variables=variables)
     workload_doc = load_yaml(workload_path, "workload")
     return _review(config_doc, workload_doc)
 
@@ -85,11 +90,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "line, a Kubernetes manifest, or production-stack Helm values")
     parser.add_argument("--workload", required=True, metavar="WORKLOAD",
                         help="the workload YAML: concurrency, lengths, SLOs, cited measurements")
-    parser.add_argument("--gpu", help="GPU type, where the config does not say (H100, H200, A100, L40S, L4)")
+    parser.add_argument("--gpu", help="GPU type, where the config does not say (" + ", ".join(hardware.PRESETS) + ")")
     parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node, where the config does not say")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes one server spans, where the config does not say")
     parser.add_argument("--select", metavar="NAME",
                         help="the model (Helm modelSpec name) or workload (manifest name) to review, where the file holds several")
+    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
+                        help="a shell variable the config's script uses but does not assign ($TP_SIZE); repeatable")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -98,8 +105,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         given = {"gpu": getattr(args, "gpu", None), "gpus-per-node": getattr(args, "gpus_per_node", None),
                  "nodes": getattr(args, "nodes", None)}
+        variables = {}
+        for item in getattr(args, "var", None) or []:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ReviewInputError(f"--var {item!r}: write it as NAME=VALUE (--var TP_SIZE=8)")
+            variables[name.strip()] = value
         report = review_files(args.config, args.workload, select=getattr(args, "select", None),
-                              deployment={k: v for k, v in given.items() if v is not None})
+                              deployment={k: v for k, v in given.items() if v is not None}, variables=variables)
     except ReviewInputError as exc:
         print(f"servelab review: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -7,8 +7,8 @@ the workload it claims to serve? It answers with a Finding:
   unjustified  nothing cited supports it
   justified    evidence is present and consistent
 
-The arithmetic uses the model's config.json numbers (modelspec) and the GPU's
-datasheet numbers (hardware). Measurements count as evidence only when they were
+The arithmetic (arithmetic.py) uses the model's config.json numbers (modelspec) and the
+GPU's driver-reported memory and datasheet bandwidth and peak (hardware). Measurements count as evidence only when they were
 taken on this model, this GPU, this task and this setting; others are named and
 set aside, the way a reviewer would.
 """
@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from .. import hardware
+from .. import hardware, modelspec
+from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .inputs import Evidence, ServingConfig, Workload, describe_value, fmt, gb, preset_key
+from .arithmetic import Facts, default_batched_tokens, derive, draft_gb, expert_gb, kv_seq_bytes, lora_gb
+from .serving import ServingConfig, preset_key
+from .wording import describe_value, fmt, gb
+from .workload_spec import Evidence, WorkloadSpec
 from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
@@ -37,122 +41,12 @@ ASSUMED_ACCEPTANCE = ACCEPTANCE_RATE  # per-token draft acceptance when none is 
 # only a measurement settles it. Past it, speculation loses.
 NEAR_BREAK_EVEN = 1.25
 
-# vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset, by GPU memory
-# (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args): 16,384 from 160 GB,
-# 8,192 from 70 GB except the A100, 2,048 below.
-
-
-def default_batched_tokens(hw) -> int:
-    if hw.memory_gb >= 160:
-        return 16384
-    if hw.memory_gb >= 70 and "a100" not in hw.name.lower():
-        return 8192
-    return 2048
-
-
 SPEC_KEYS = {"speculative", "num-speculative-tokens", "method"}
 CONDITIONS = {"batch", "concurrency", "qps"}  # load a number was measured at, not an engine setting
 LOAD_METRICS = ("ttft_ms_p99", "tpot_ms_p99", "output_tok_s", "ttft_ms_p50", "tpot_ms_p50", "request_throughput")
 
 
-@dataclass(frozen=True)
-class Facts:
-    """The numbers every check leans on, worked out once."""
-
-    model: str
-    num_params_b: float
-    weight_dtype: str
-    weight_gb: float
-    kv_cache_dtype: str
-    kv_bytes_per_token: float
-    hardware: str
-    gpus_available: int
-    gpus_used: int
-    shards: int  # GPUs one replica spans: TP x PP
-    replicas: int  # data-parallel copies
-    memory_gpus: int  # GPUs whose memory one replica holds: TP x PP, capped by the GPUs that exist
-    peak_per_replica: int  # peak concurrent requests one replica sees
-    typical_per_replica: int
-    running_batch_peak: int  # sequences one replica decodes together at peak: min(max-num-seqs, load)
-    running_batch_typical: int
-    mean_request_tokens: int
-    longest_request_tokens: int
-    longest_basis: str
-    kv_gb_peak: float  # per replica, at peak, mean-length requests
-    capacity_gb_per_gpu: float  # memory x gpu-memory-utilization
-    kv_budget_gb: float  # per replica: what is left for the KV cache after the weights
-    ridge_tokens_per_step: float  # decode tokens per step where this GPU turns compute-bound
-    active_params_b: float = 0.0  # parameters one token runs through (mixture of experts: the routed experts)
-    kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
-    weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def weight_gb(cfg: ServingConfig) -> float:
-    """Weight memory: a checkpoint's own quantization, or the config's, applies to the linear
-    layers; embeddings, norms and routers stay in the model's dtype."""
-    if cfg.quantization and cfg.quantization_source != "checkpoint":
-        return cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.weight_dtype]) / 1e9
-    return cfg.model.weight_bytes(cfg.dtype) / 1e9
-
-
-def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
-    """One sequence's KV cache across a replica's tensor-parallel GPUs."""
-    return cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
-
-
-def derive(cfg: ServingConfig, wl: Workload) -> Facts:
-    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-    replicas = cfg.data_parallel_size * cfg.pod_replicas
-    peak = math.ceil(wl.concurrency.peak / replicas)
-    typical = math.ceil(wl.concurrency.typical / replicas)
-    running_peak = min(cfg.max_num_seqs, peak)
-    running_typical = min(cfg.max_num_seqs, typical)
-    weights = weight_gb(cfg)
-    mean_tokens = round(wl.mean_request_tokens)
-    kv_seq = kv_seq_bytes(cfg, mean_tokens)
-    kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
-    longest, basis = wl.longest_request
-    capacity = cfg.hardware.memory_gb * cfg.gpu_memory_utilization
-    # Memory comes from the GPUs that exist, whatever the parallel layout claims.
-    memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
-    # A mixture of experts reads every expert's weights per step once the batch is large, but
-    # computes only the routed ones per token: its ridge sits total/active times further out.
-    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype])
-    ridge *= cfg.model.num_params / cfg.model.active_params
-    return Facts(
-        model=cfg.model.name,
-        num_params_b=round(cfg.model.num_params / 1e9, 2),
-        weight_dtype=cfg.weight_dtype,
-        weight_gb=round(weights, 2),
-        kv_cache_dtype=cfg.kv_cache_dtype,
-        kv_bytes_per_token=round(kv_token, 1),
-        hardware=cfg.hardware.name,
-        gpus_available=cfg.gpus_per_node * cfg.nodes,
-        gpus_used=shards * cfg.data_parallel_size,
-        shards=shards,
-        replicas=replicas,
-        memory_gpus=memory_shards,
-        peak_per_replica=peak,
-        typical_per_replica=typical,
-        running_batch_peak=running_peak,
-        running_batch_typical=running_typical,
-        mean_request_tokens=mean_tokens,
-        longest_request_tokens=round(longest),
-        longest_basis=basis,
-        kv_gb_peak=round(kv_seq * running_peak / 1e9, 2),
-        capacity_gb_per_gpu=round(capacity, 2),
-        kv_budget_gb=round(capacity * memory_shards - weights, 2),
-        ridge_tokens_per_step=round(ridge, 1),
-        active_params_b=round(cfg.model.active_params / 1e9, 2),
-        kv_seq_gb_mean=round(kv_seq / 1e9, 4),
-        weights_fit=weights <= capacity * memory_shards,
-    )
-
-
-def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
+def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Facts]:
     """Every check that the workload gives enough to decide, in checklist order."""
     facts = derive(cfg, wl)
     no_slo = not wl.slo.latency_or_throughput
@@ -170,6 +64,12 @@ def run_checks(cfg: ServingConfig, wl: Workload) -> tuple[list[Finding], Facts]:
         findings.append(check_enforce_eager(cfg, wl, facts))
     if cfg.set_keys & {"enable-chunked-prefill", "max-num-batched-tokens"}:
         findings.append(check_chunked_prefill(cfg, wl, facts))
+    if cfg.lora:
+        findings.append(check_lora(cfg, wl, facts))
+    if cfg.load_format == "dummy" or cfg.benchmark_flags:
+        findings.append(check_benchmark_settings(cfg))
+    if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
+        findings.append(check_removed_flags(cfg))
     return findings, facts
 
 
@@ -179,7 +79,7 @@ NO_SLO = ("the workload states no latency or throughput SLO (slo: ttft-p99-ms, t
           "throughput-tok-s), so no measurement can show this choice meets one")
 
 
-def no_slo_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def no_slo_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Without an SLO, a batch size has nothing to be held to; the load arithmetic still shows."""
     B, peak = cfg.max_num_seqs, f.peak_per_replica
     load = f"max-num-seqs {B} against a peak of {fmt(peak)} concurrent requests per replica"
@@ -193,7 +93,7 @@ def no_slo_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                    f"max-num-seqs {B} with {fmt(peak)} concurrent requests.", cfg.knob("max-num-seqs", B))
 
 
-def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Finding) -> Finding:
+def no_slo_speculation(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, finding: Finding) -> Finding:
     """Speculation trades throughput for latency: without a latency SLO the trade answers to nothing,
     unless the arithmetic already shows it wrong or a measured throughput gain carries it."""
     if cfg.spec is None or wl.slo.latency_or_throughput or finding.verdict == "wrong" \
@@ -206,7 +106,7 @@ def no_slo_speculation(cfg: ServingConfig, wl: Workload, f: Facts, finding: Find
 
 # --- matching evidence to the config --------------------------------------------
 
-def conflicts(ev: Evidence, cfg: ServingConfig, wl: Workload, ignore: set[str] = frozenset()) -> list[str]:
+def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: set[str] = frozenset()) -> list[str]:
     """Where a measurement's setting differs from the config under review (empty: it applies)."""
     mine = cfg.setting()
     mine["task"] = wl.task
@@ -265,7 +165,7 @@ def at_batch(ev: Evidence, batch: int) -> bool:
     return ev.batch == batch
 
 
-def slo_break(ev: Evidence, wl: Workload) -> str | None:
+def slo_break(ev: Evidence, wl: WorkloadSpec) -> str | None:
     """How this number misses the workload's SLO, or None."""
     slo = wl.slo
     if ev.metric == "ttft_ms_p99" and slo.ttft_p99_ms is not None and ev.value > slo.ttft_p99_ms:
@@ -277,7 +177,7 @@ def slo_break(ev: Evidence, wl: Workload) -> str | None:
     return None
 
 
-def has_slo(ev: Evidence, wl: Workload) -> bool:
+def has_slo(ev: Evidence, wl: WorkloadSpec) -> bool:
     slo = wl.slo
     return {"ttft_ms_p99": slo.ttft_p99_ms, "tpot_ms_p99": slo.tpot_p99_ms,
             "output_tok_s": slo.throughput_tok_s}.get(ev.metric) is not None
@@ -314,7 +214,7 @@ def _cite(evs: list[Evidence]) -> str:
 
 # --- 1. batching ----------------------------------------------------------------
 
-def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-num-seqs against concurrency and the SLO, with the latency measured at that batch."""
     B, peak = cfg.max_num_seqs, f.peak_per_replica
     setting = cfg.knob("max-num-seqs", B)
@@ -396,7 +296,7 @@ def check_batching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                    "none; re-measure when the peak concurrency changes.", setting)
 
 
-def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
+def _capacity_fix(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> str:
     """Raise the batch if the KV cache holds the peak; otherwise add replicas."""
     per_seq_gb = f.kv_bytes_per_token * f.mean_request_tokens / 1e9
     fits = int(f.kv_budget_gb / per_seq_gb) if per_seq_gb > 0 and f.kv_budget_gb > 0 else 0
@@ -416,7 +316,7 @@ def _capacity_fix(cfg: ServingConfig, wl: Workload, f: Facts) -> str:
 
 # --- 2. quantization --------------------------------------------------------------
 
-def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
     bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
     kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
@@ -479,7 +379,7 @@ def check_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
-def _accuracy_evidence(cfg: ServingConfig, wl: Workload, f: Facts, key: str, served: str, baselines: set[str],
+def _accuracy_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, key: str, served: str, baselines: set[str],
                        label: str) -> tuple[list, list, list, list[float], list]:
     """The workload's accuracy evidence for one accuracy-trading setting (`key`, served as `served`): measured
     with it, baseline (measured with one of `baselines`), set aside (measured elsewhere, with why); then the
@@ -508,7 +408,7 @@ def _accuracy_evidence(cfg: ServingConfig, wl: Workload, f: Facts, key: str, ser
     return quantized, baseline, set_aside, drops, q_acc
 
 
-def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """kv-cache-dtype below the model's dtype: an accuracy trade like quantized weights."""
     kv = cfg.kv_cache_dtype
     setting = cfg.knob("kv-cache-dtype", kv)
@@ -542,19 +442,22 @@ def _check_kv_quantization(cfg: ServingConfig, wl: Workload, f: Facts) -> Findin
 
 # --- 3. parallelism ---------------------------------------------------------------
 
-def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary."""
     tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
     gpn, hw = cfg.gpus_per_node, cfg.hardware
     setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (f" x data-parallel-size {dp}" if dp > 1 else "")
-    need = f.weight_gb + f.kv_gb_peak
+    if cfg.expert_parallel and cfg.model.is_moe:
+        setting += " with enable-expert-parallel"
+    need = f.rank_weight_gb + f.kv_gb_peak
     fits_one = need <= f.capacity_gb_per_gpu
     layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
-    memory = (f"weights {gb(f.weight_gb)} ({f.weight_dtype}) + KV cache {gb(f.kv_gb_peak)} "
+    memory = (f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
               f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
-              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica; one {hw.name} holds "
-              f"{gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
-    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica"
+              + (f", {gb(need / f.shards)} on each of its TP {tp} x PP {pp} GPUs" if f.shards > 1 else "")
+              + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
+    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg)
 
     if f.gpus_used > f.gpus_available:
         reason = (f"{setting} needs {f.gpus_used} GPUs but the deployment has {f.gpus_available} ({layout}): "
@@ -573,20 +476,25 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
                   f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
                   f"NVLink ({slower:.0f}x slower).")
         fix = ("keep tensor parallelism inside a node: "
-               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model))
+               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg))
         return Finding("parallelism", "wrong", reason, _join(layout, memory), fix, setting)
     if not f.weights_fit:
-        reason = (f"the model does not fit: its weights alone ({gb(f.weight_gb)}) exceed the "
+        reason = (f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
                   f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if need > f.capacity_gb_per_gpu * f.shards:
         # The weights fit; what does not is the peak's KV cache. That is a batching and memory
         # finding (gpu_memory_utilization), not a reason to call the split wrong.
-        reason = (f"{setting} holds the {gb(f.weight_gb)} of weights; the KV cache that is short of the "
+        reason = (f"{setting} holds the {gb(f.rank_weight_gb)} of weights per replica; the KV cache that is short of the "
                   f"peak is reviewed under gpu_memory_utilization.")
         return Finding("parallelism", "justified", reason, memory,
                        "none here; see gpu_memory_utilization for the KV cache.", setting)
 
+    if f.expert_parallel_size > f.shards:
+        reason = (f"expert parallelism shards the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
+                  f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
+                  f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}.")
+        return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
@@ -631,7 +539,38 @@ def check_parallelism(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
-def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) -> str:
+def weights_line(cfg: ServingConfig, f: Facts) -> str:
+    """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
+    draft = draft_gb(cfg)
+    with_draft = f" with the draft's {gb(draft)}" if draft else ""
+    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: EP shards as TP would
+        return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype}{with_draft})"
+    experts = expert_gb(cfg)
+    tp = cfg.tensor_parallel_size
+    return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
+            f"expert-parallel group of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+            f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
+            f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
+            + (f" + draft {gb(draft)}" if draft else "") + f" = {gb(f.rank_weight_gb)} per rank")
+
+
+def memory_savers(cfg: ServingConfig) -> list[str]:
+    """What would make the model or its KV cache smaller, leaving out what is already done:
+    weights already quantized (by the config or the checkpoint) are never asked to be quantized."""
+    out = []
+    if DTYPE_BYTES[cfg.weight_dtype] >= 2:
+        out.append("quantize the weights")
+    if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2:
+        out.append("use kv-cache-dtype fp8")
+    return out
+
+
+def _or(options: list[str]) -> str:
+    return options[0] if len(options) == 1 else ", ".join(options[:-1]) + ", or " + options[-1]
+
+
+def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
+                     cfg: ServingConfig | None = None) -> str:
     """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
     total = gpn * nodes
 
@@ -643,8 +582,9 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
     layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
     layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
     if not layouts:
-        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: quantize the "
-                "weights or the KV cache (kv-cache-dtype fp8), lower max-num-seqs, or add GPUs.")
+        savers = memory_savers(cfg) if cfg is not None else ["quantize the weights", "use kv-cache-dtype fp8"]
+        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
+                f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
     gpus, _, tp, pp = min(layouts)
     if pp == 1:
         replicas = total // tp
@@ -659,9 +599,10 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
 
 def _moe_ridge_note(f: Facts) -> str:
     """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
-    if f.active_params_b >= f.num_params_b or not f.active_params_b:
+    total = f.decoder_params_b or f.num_params_b
+    if f.active_params_b >= total or not f.active_params_b:
         return ""
-    return f" x {f.num_params_b / f.active_params_b:.1f}, total over active parameters"
+    return f" x {total / f.active_params_b:.1f}, total over active parameters"
 
 
 def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
@@ -678,16 +619,37 @@ def adaptive_schedule(k: int, ridge: float, max_batch: int) -> list[list[int]]:
     return rows
 
 
-def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
-    """Tokens per verify step against the ridge point, and throughput measured on and off at this batch."""
-    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
-    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
-    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
-                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
-                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
-                  f"{_moe_ridge_note(f)})")
+@dataclass(frozen=True)
+class SpecEvidence:
+    """Throughput and p99 TPOT cited with speculation on and off, by batch, and what was set aside."""
 
-    # Throughput with speculation on and off, at the batch this deployment runs at peak.
+    pairs: dict  # batch -> metric -> "on" | "off" -> Evidence
+    set_aside: list
+    at_peak: dict  # pairs at the batch this deployment runs at peak (or at max-num-seqs)
+
+    @property
+    def tput(self) -> dict:
+        return self.at_peak.get("output_tok_s", {})
+
+    @property
+    def tpot(self) -> dict:
+        return self.at_peak.get("tpot_ms_p99", {})
+
+    @property
+    def cited(self) -> list:
+        return [ev for by_metric in self.pairs.values() for by_state in by_metric.values() for ev in by_state.values()]
+
+    @property
+    def measured_pair(self) -> bool:
+        return "on" in self.tput and "off" in self.tput
+
+    def elsewhere(self) -> str:
+        batches = sorted(b for b in self.pairs if "output_tok_s" in self.pairs[b])
+        return f" (on and off was measured only at batch {', '.join(map(str, batches))})" if batches else ""
+
+
+def spec_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecEvidence:
+    """The evidence: measurements of this deployment with speculation on or off, sorted by batch."""
     pairs, set_aside = {}, []
     for ev in wl.evidence:
         if ev.metric not in ("output_tok_s", "tpot_ms_p99"):
@@ -702,37 +664,45 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
             continue
         state = "on" if spec_state(ev, cfg) else "off"
         pairs.setdefault(batch, {}).setdefault(ev.metric, {}).setdefault(state, ev)
-    at_peak = next((pairs[b] for b in (b_peak, cfg.max_num_seqs) if b in pairs), {})
-    tput = at_peak.get("output_tok_s", {})
-    tpot = at_peak.get("tpot_ms_p99", {})
-    cited = [ev for by_metric in pairs.values() for by_state in by_metric.values() for ev in by_state.values()]
-    measured_pair = "on" in tput and "off" in tput
+    at_peak = next((pairs[b] for b in (f.running_batch_peak, cfg.max_num_seqs) if b in pairs), {})
+    return SpecEvidence(pairs, set_aside, at_peak)
 
-    if cfg.spec is None:
-        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
-        tokens = f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}"
-        evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
-        if measured_pair:
-            on, off = tput["on"].value, tput["off"].value
-            if on > off * (1 + THROUGHPUT_NOISE):
-                reason = (f"speculative decoding is off although it measured faster at batch {b_peak} "
-                          f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.")
-                return Finding("speculative_decoding", "unjustified", reason, evidence,
-                               "turn it on at this batch, or cite the measurement that kept it off.", setting)
-            reason = (f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
-                      f"{fmt(off)} tok/s off.")
-            return Finding("speculative_decoding", "justified", reason, evidence, "none.", setting)
-        reason = "off: no verification work is added to any decode step, so there is nothing to justify."
-        fix = "none."
-        if b_typ < ridge and wl.slo.tpot_p99_ms is not None:
-            fix = (f"none needed; at batch {b_typ} decode is memory-bound, so if TPOT is ever short of the SLO, "
-                   "measure n-gram or draft speculation on and off at that batch.")
-        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
 
+@dataclass(frozen=True)
+class SpecArithmetic:
+    """Tokens per verify step against the ridge, and where speculation stops paying."""
+
+    ridge: float
+    ridge_text: str
+    k: int
+    k_peak: int
+    k_typ: int
+    step_peak: int  # tokens one verify step carries at the peak batch
+    crossover: int  # batch above which verification is compute-bound
+    expected: float  # tokens a sequence keeps per step at the assumed acceptance
+    break_even: int  # batch near which speculation stops paying (ridge x E / (k+1))
+    break_even_peak: float  # the same for the k used at the peak batch
+    adaptive_helps: bool  # a per-batch k would pay: load varies and the typical batch affords a draft token
+    no_adaptive: str  # why a per-batch k would not help, where load varies
+    adaptive_fix: str
+    measure_fix: str
+    tokens: str  # the evidence line
+
+
+def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArithmetic:
+    """The arithmetic for the speculation in force (k = 0 where it is off)."""
+    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
+    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
+    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
+                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
+                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
+                  f"{_moe_ridge_note(f)})")
     spec = cfg.spec
+    if spec is None:
+        return SpecArithmetic(ridge, ridge_text, 0, 0, 0, b_peak, int(ridge), 1.0, int(ridge), ridge, False, "", "", "",
+                              f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}")
     k = spec.num_speculative_tokens
     k_peak, k_typ = spec.k_at(b_peak), spec.k_at(b_typ)
-    setting = cfg.knob("speculative-config", f"{{{spec.describe()}}}")
     step_peak = b_peak * (k_peak + 1)
     crossover = int(ridge // (k + 1))
     # Past the ridge each verified token costs FLOPs, but a sequence still keeps E of its k+1 positions:
@@ -748,7 +718,6 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
               f"(ridge x E / (k+1))")
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
-    # A per-batch k pays only where load varies and the typical batch can still afford a draft token.
     load_varies = wl.concurrency.typical != wl.concurrency.peak
     adaptive_helps = load_varies and not spec.adaptive and b_typ * 2 <= ridge < b_peak * (k + 1)
     no_adaptive = (f" (a per-batch k would not help: even the typical batch of {b_typ} is past the ridge "
@@ -759,72 +728,110 @@ def check_speculative_decoding(cfg: ServingConfig, wl: Workload, f: Facts) -> Fi
                     "it on and off at both loads (on some builds the speculative machinery costs throughput "
                     "even at k=0)")
     measure_fix = f"measure output tok/s and p99 TPOT with speculation on and off at batch {b_peak} and cite both"
-    evidence = _join(tokens, _cite(cited), _set_aside(set_aside))
+    return SpecArithmetic(ridge, ridge_text, k, k_peak, k_typ, step_peak, crossover, expected, break_even,
+                          break_even_peak, adaptive_helps, no_adaptive, adaptive_fix, measure_fix, tokens)
 
-    if measured_pair:
-        on, off = tput["on"].value, tput["off"].value
-        change = (on - off) / off
-        on_breaks = [slo_break(ev, wl) for ev in (tput.get("on"), tpot.get("on")) if ev and slo_break(ev, wl)]
-        off_misses_tpot = "off" in tpot and slo_break(tpot["off"], wl)
-        on_meets_tpot = "on" in tpot and not slo_break(tpot["on"], wl) and has_slo(tpot["on"], wl)
-        if change < -THROUGHPUT_NOISE:
-            if off_misses_tpot and on_meets_tpot:
-                reason = (f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but "
-                          f"only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.")
-                return Finding("speculative_decoding", "justified", reason, evidence,
-                               "none; revisit if the throughput floor tightens.", setting)
-            reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
-                      f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
-            fix = ("turn speculative decoding off at this batch"
-                   + (f"; {adaptive_fix}" if adaptive_helps else no_adaptive) + ".")
-            return Finding("speculative_decoding", "wrong", reason, evidence, fix, setting)
-        if on_breaks:
-            reason = f"with speculation on at batch {b_peak} the {on_breaks[0]}."
-            return Finding("speculative_decoding", "wrong", reason, evidence,
-                           "re-tune k or turn it off, and re-measure against the SLO.", setting)
-        if adaptive_helps and b_typ not in pairs:
-            reason = (f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at the typical "
-                      f"batch {b_typ} where most of the traffic runs.")
-            return Finding("speculative_decoding", "unjustified", reason, evidence, adaptive_fix + ".", setting)
-        reason = (f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
-                  f"consistent with {fmt(step_peak)} tokens per step against a ridge of {fmt(ridge)}.")
-        fix = "none; re-measure when the load or the draft changes."
-        return Finding("speculative_decoding", "justified", reason, evidence, fix, setting)
 
-    measured_elsewhere = sorted(b for b in pairs if "output_tok_s" in pairs[b])
-    elsewhere = (f" (on and off was measured only at batch {', '.join(map(str, measured_elsewhere))})"
-                 if measured_elsewhere else "")
-    if step_peak > ridge and b_peak > NEAR_BREAK_EVEN * break_even_peak:
-        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, {step_peak / ridge:.1f}x the "
-                  f"{hw.name}'s ridge of {fmt(ridge)}: verification is compute-bound above batch {crossover}, and "
-                  f"past the break-even near batch {break_even} the rejected tokens cost more than the accepted "
+def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
+    """Tokens per verify step against the ridge point, and throughput measured on and off at this batch:
+    evidence, then arithmetic, then the verdict for the case the config is in."""
+    ev = spec_evidence(cfg, wl, f)
+    math_ = spec_arithmetic(cfg, wl, f)
+    evidence = _join(math_.tokens, _cite(ev.cited), _set_aside(ev.set_aside))
+    if cfg.spec is None:
+        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
+        return Finding("speculative_decoding", evidence=evidence, setting=setting, **spec_off_verdict(wl, f, ev, math_))
+    setting = cfg.knob("speculative-config", f"{{{cfg.spec.describe()}}}")
+    verdict = spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
+    return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
+
+
+def spec_off_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation off: justified unless it measured faster."""
+    b_peak = f.running_batch_peak
+    if ev.measured_pair:
+        on, off = ev.tput["on"].value, ev.tput["off"].value
+        if on > off * (1 + THROUGHPUT_NOISE):
+            return _vrf("unjustified", f"speculative decoding is off although it measured faster at batch {b_peak} "
+                                       f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.",
+                        "turn it on at this batch, or cite the measurement that kept it off.")
+        return _vrf("justified", f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
+                                 f"{fmt(off)} tok/s off.", "none.")
+    fix = "none."
+    if f.running_batch_typical < m.ridge and wl.slo.tpot_p99_ms is not None:
+        fix = (f"none needed; at batch {f.running_batch_typical} decode is memory-bound, so if TPOT is ever short "
+               "of the SLO, measure n-gram or draft speculation on and off at that batch.")
+    return _vrf("justified", "off: no verification work is added to any decode step, so there is nothing to justify.", fix)
+
+
+def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation on, measured on and off at the peak batch: the measurement decides."""
+    b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
+    on, off = ev.tput["on"].value, ev.tput["off"].value
+    change = (on - off) / off
+    on_breaks = [slo_break(e, wl) for e in (ev.tput.get("on"), ev.tpot.get("on")) if e and slo_break(e, wl)]
+    off_misses_tpot = "off" in ev.tpot and slo_break(ev.tpot["off"], wl)
+    on_meets_tpot = "on" in ev.tpot and not slo_break(ev.tpot["on"], wl) and has_slo(ev.tpot["on"], wl)
+    if change < -THROUGHPUT_NOISE:
+        if off_misses_tpot and on_meets_tpot:
+            return _vrf("justified", f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} "
+                                     f"tok/s), but only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.",
+                        "none; revisit if the throughput floor tightens.")
+        reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
+                  f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
+        fix = ("turn speculative decoding off at this batch"
+               + (f"; {m.adaptive_fix}" if m.adaptive_helps else m.no_adaptive) + ".")
+        return _vrf("wrong", reason, fix)
+    if on_breaks:
+        return _vrf("wrong", f"with speculation on at batch {b_peak} the {on_breaks[0]}.",
+                    "re-tune k or turn it off, and re-measure against the SLO.")
+    if m.adaptive_helps and b_typ not in ev.pairs:
+        return _vrf("unjustified", f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at "
+                                   f"the typical batch {b_typ} where most of the traffic runs.", m.adaptive_fix + ".")
+    return _vrf("justified", f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
+                             f"consistent with {fmt(m.step_peak)} tokens per step against a ridge of {fmt(m.ridge)}.",
+                "none; re-measure when the load or the draft changes.")
+
+
+def spec_unmeasured_verdict(cfg: ServingConfig, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
+    """Speculation on with no on/off pair at the peak batch: the arithmetic decides how far it can go."""
+    b_peak, hw = f.running_batch_peak, cfg.hardware
+    elsewhere = ev.elsewhere()
+    if m.step_peak > m.ridge and b_peak > NEAR_BREAK_EVEN * m.break_even_peak:
+        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, {m.step_peak / m.ridge:.1f}x "
+                  f"the {hw.name}'s ridge of {fmt(m.ridge)}: verification is compute-bound above batch {m.crossover}, "
+                  f"and past the break-even near batch {m.break_even} the rejected tokens cost more than the accepted "
                   f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
                   f"batch says otherwise{elsewhere}.")
-        fix = (adaptive_fix if adaptive_helps else
-               f"turn speculative decoding off at batch {b_peak}, or {measure_fix}{no_adaptive}")
-        return Finding("speculative_decoding", "wrong", reason, evidence, fix + ".", setting)
-    if step_peak > ridge:
-        where = (f"below the break-even near batch {break_even} speculation can still pay" if b_peak <= break_even_peak
-                 else f"this close to the break-even near batch {break_even}, overheads and the real acceptance "
-                      "rate decide whether it gains or loses a few percent")
-        reason = (f"at batch {b_peak} each verify step carries {fmt(step_peak)} tokens, past the {hw.name}'s ridge "
-                  f"of {fmt(ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
+        fix = (m.adaptive_fix if m.adaptive_helps else
+               f"turn speculative decoding off at batch {b_peak}, or {m.measure_fix}{m.no_adaptive}")
+        return _vrf("wrong", reason, fix + ".")
+    if m.step_peak > m.ridge:
+        where = (f"below the break-even near batch {m.break_even} speculation can still pay"
+                 if b_peak <= m.break_even_peak else
+                 f"this close to the break-even near batch {m.break_even}, overheads and the real acceptance "
+                 "rate decide whether it gains or loses a few percent")
+        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, past the {hw.name}'s ridge "
+                  f"of {fmt(m.ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
                   f"at this batch was not measured{elsewhere}.")
-        fix = adaptive_fix if adaptive_helps else measure_fix
-        return Finding("speculative_decoding", "unjustified", reason, evidence, fix + ".", setting)
-    if k_peak == 0:
-        reason = (f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative machinery "
-                  f"still costs throughput there was not measured{elsewhere}.")
-        return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
-    reason = (f"decode is memory-bound at batch {b_peak} ({fmt(step_peak)} tokens per step, under the ridge of "
-              f"{fmt(ridge)}), so speculation may well help, but throughput with it on and off at this batch "
-              f"was not measured{elsewhere}.")
-    return Finding("speculative_decoding", "unjustified", reason, evidence, measure_fix + ".", setting)
+        return _vrf("unjustified", reason, (m.adaptive_fix if m.adaptive_helps else m.measure_fix) + ".")
+    if m.k_peak == 0:
+        return _vrf("unjustified", f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative "
+                                   f"machinery still costs throughput there was not measured{elsewhere}.",
+                    m.measure_fix + ".")
+    return _vrf("unjustified", f"decode is memory-bound at batch {b_peak} ({fmt(m.step_peak)} tokens per step, under "
+                               f"the ridge of {fmt(m.ridge)}), so speculation may well help, but throughput with it on "
+                               f"and off at this batch was not measured{elsewhere}.", m.measure_fix + ".")
+
+
+def _vrf(verdict: str, reason: str, fix: str) -> dict:
+    """A verdict's three parts, as Finding takes them."""
+    return {"verdict": verdict, "reason": reason, "fix": fix}
 
 
 # --- 5. prefix caching -------------------------------------------------------------
 
-def check_prefix_caching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Prefix caching against the shared prefix the workload states."""
     sp = wl.shared_prefix
     prompt = wl.prompt.typical
@@ -862,7 +869,7 @@ def check_prefix_caching(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 6. max-model-len ---------------------------------------------------------------
 
-def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-model-len against the workload's longest request and the KV cache it must fit in."""
     m, longest = cfg.max_model_len, f.longest_request_tokens
     setting = cfg.knob("max-model-len", m)
@@ -900,24 +907,25 @@ def check_max_model_len(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
 
-def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Whether the memory vLLM may take leaves the KV cache the peak load needs."""
     u = cfg.gpu_memory_utilization
     setting = cfg.knob("gpu-memory-utilization", u)
     total = cfg.hardware.memory_gb * f.memory_gpus
     arithmetic = (f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
-                  f"minus weights {gb(f.weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
+                  f"minus weights {gb(f.rank_weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
                   f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
                   f"in {f.kv_cache_dtype})")
     if f.kv_budget_gb <= 0:
-        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.weight_gb)}) exceed what vLLM may use "
+        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
                   f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
-                       "split the model over more GPUs (see parallelism) or quantize it.", setting)
+                       _or(["split the model over more GPUs (see parallelism)"] + memory_savers(cfg)[:1]) + ".", setting)
     if f.kv_gb_peak > f.kv_budget_gb:
-        needed = (f.weight_gb + f.kv_gb_peak) / total
+        needed = (f.rank_weight_gb + f.kv_gb_peak) / total
         fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
-               "use kv-cache-dtype fp8, more GPUs per replica, or more replicas")
+               _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
+               if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2 else _or(["more GPUs per replica", "more replicas"]))
         reason = (f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
                   "so vLLM preempts or queues requests at peak.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, fix + ".", setting)
@@ -928,7 +936,7 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: Workload, f: Facts) -> 
 
 # --- 8. enforce-eager ------------------------------------------------------------------
 
-def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
     setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
     if not cfg.enforce_eager:
@@ -968,7 +976,7 @@ def check_enforce_eager(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
 
 # --- 9. chunked prefill --------------------------------------------------------------------
 
-def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding:
+def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
     hw, budget = cfg.hardware, cfg.max_num_batched_tokens
     prompt_longest, basis = wl.prompt.longest
@@ -976,7 +984,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
                + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
     # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
     shards = f.shards
-    read_ms = f.weight_gb / shards / hw.bandwidth_gb_s * 1e3
+    read_ms = f.rank_weight_gb / shards / hw.bandwidth_gb_s * 1e3
     active = cfg.model.active_params / shards
 
     def step_ms(tokens: float) -> float:
@@ -1014,7 +1022,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
     full = step_ms(budget)
     steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
     arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
-                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.weight_gb / shards)} "
+                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.rank_weight_gb / shards)} "
                   f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
                   f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
     tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
@@ -1058,3 +1066,89 @@ def check_chunked_prefill(cfg: ServingConfig, wl: Workload, f: Facts) -> Finding
               "the stated SLOs.")
     return Finding("chunked_prefill", "justified", reason, evidence,
                    "none; confirm with p99 TTFT and TPOT measured at peak.", setting)
+
+
+# --- flags vLLM has removed ---------------------------------------------------------
+
+def check_removed_flags(cfg: ServingConfig) -> Finding:
+    """A flag vLLM no longer has stops the server at start: wrong, whatever else the config gets right."""
+    written, whens, fixes = [], [], []
+    for name, value, line in cfg.removed_flags:
+        shown = f"--{name}" + ("" if value is True else f" {value}") + (f" (line {line})" if line else "")
+        when, instead = vllm_flags.removal(name)
+        written.append(shown)
+        whens.append(f"--{name} {when}")
+        fixes.append(f"--{name}: {instead}")
+    reason = (f"vLLM {vllm_flags.version()} will not start with {', '.join(written)}: its argument parser "
+              "rejects a flag it no longer has.")
+    evidence = "; ".join(whens) + f" (the flags of vLLM {vllm_flags.version()}: review/vllm_flags.json)"
+    return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", ", ".join(written))
+
+
+# --- LoRA adapters -------------------------------------------------------------------
+
+def same_model(a: str, b: str) -> bool:
+    """Two model ids name the same weights: equal ignoring the owner and case, or one catalogue entry."""
+    ka, kb = modelspec.catalogue_key(a), modelspec.catalogue_key(b)
+    if ka and kb:
+        return ka == kb
+    return a.strip().rstrip("/").split("/")[-1].lower() == b.strip().rstrip("/").split("/")[-1].lower()
+
+
+def lora_memory(cfg: ServingConfig) -> str:
+    return (f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
+            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every attention and dense MLP "
+            f"projection in {cfg.dtype}), taken from the KV cache")
+
+
+def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
+    """Every adapter named was trained on the model served, at a rank the slots hold."""
+    setting = cfg.knob("enable-lora", True)
+    memory = lora_memory(cfg)
+    named = ", ".join(f"{a.name} ({a.path})" for a in cfg.adapters)
+    evidence = _join(memory, f"adapters: {named}" if named else "no adapters named (--lora-modules)")
+    wrong_base = [a for a in cfg.adapters if a.base and not same_model(a.base, cfg.model_name)]
+    if wrong_base:
+        a = wrong_base[0]
+        reason = (f"adapter {a.name} was trained on {a.base} ({a.source}) but the server runs {cfg.model_name}: "
+                  "its matrices are shaped for another model's layers, so vLLM cannot apply it.")
+        return Finding("lora", "wrong", reason, evidence,
+                       f"serve {a.name} on {a.base}, or train an adapter on {cfg.model_name}.", setting)
+    too_wide = [a for a in cfg.adapters if a.rank > cfg.max_lora_rank]
+    if too_wide:
+        a = too_wide[0]
+        reason = (f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.max_lora_rank}: "
+                  "vLLM refuses to load an adapter wider than its slots.")
+        return Finding("lora", "wrong", reason, evidence, f"set max-lora-rank to at least {a.rank}.", setting)
+    unknown = [a for a in cfg.adapters if not a.base]
+    if not cfg.adapters or unknown:
+        which = ", ".join(a.name for a in unknown)
+        reason = ("LoRA is on but no adapter is named, so nothing shows which base the adapters it will load were "
+                  "trained on." if not cfg.adapters else
+                  f"the base model of {which} is not on record: no adapter_config.json or base_model_name beside it.")
+        fix = ("name the adapters (--lora-modules '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}') so "
+               "their base and rank can be checked.")
+        return Finding("lora", "unjustified", reason, evidence, fix, setting)
+    reason = (f"every adapter named was trained on {cfg.model_name}"
+              + (f" at a rank within max-lora-rank {cfg.max_lora_rank}" if all(a.rank for a in cfg.adapters) else "")
+              + f"; the {cfg.max_loras} slots take {gb(lora_gb(cfg))}.")
+    return Finding("lora", "justified", reason, evidence, "none.", setting)
+
+
+# --- benchmark-only settings -------------------------------------------------------------
+
+def check_benchmark_settings(cfg: ServingConfig) -> Finding:
+    """Settings that only make sense while benchmarking: a config carrying them is not serving production."""
+    found, why = [], []
+    if cfg.load_format == "dummy":
+        found.append(cfg.knob("load-format", "dummy"))
+        why.append("load-format dummy fills the model with random weights, so every answer is noise")
+    for name, line in cfg.benchmark_flags:
+        found.append(f"--{name}" + (f" (line {line})" if line else ""))
+        if name == "ignore-eos":
+            why.append("--ignore-eos makes every request generate to its token limit, so the lengths measured "
+                       "are not the workload's")
+    reason = "benchmark-only settings: " + "; ".join(why) + "."
+    return Finding("benchmark_settings", "wrong", reason, ", ".join(found),
+                   "for production, remove them (load the real weights: load-format auto) and measure with the "
+                   "workload's own request lengths.", ", ".join(found))

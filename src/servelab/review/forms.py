@@ -26,12 +26,16 @@ from typing import Any
 import yaml
 
 from .. import hardware
-from . import vllm_flags
-from .inputs import Doc, ReviewInputError, load_yaml, read_text
+from . import shell, vllm_flags
+from .schema import Doc, ReviewInputError, load_yaml, read_text
+from .serving import REVIEWED_KEYS
 
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
 _API_SERVER = "vllm.entrypoints.openai.api_server"
+_DYNAMO = "dynamo.vllm"  # NVIDIA Dynamo's vLLM worker: vLLM's engine flags plus its own
+_DYNAMO_ONLY = {"is-prefill-worker", "is-decode-worker", "connector", "migration-limit", "endpoint",
+                "store-kv", "request-plane", "event-plane", "use-vllm-tokenizer", "is-encode-worker"}
 # Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
 _CHART_ONLY_KEYS = {"v1", "extraArgs"}
 # KServe's Hugging Face server flags that map to vLLM's.
@@ -40,9 +44,12 @@ _KSERVE_FLAGS = {"model_id": "model", "model-id": "model", "model_name": "served
 _KSERVE_ONLY = {"backend", "model_dir", "model-dir", "return_probabilities", "disable_lower_case",
                 "disable_special_tokens", "max_length", "tensor_input_names", "return_token_type_ids"}
 _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
+# Flags of vLLM's benchmark client that make its requests unlike production's.
+_BENCHMARK_ONLY = {"--ignore-eos", "--ignore_eos"}
 
 
-def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None) -> Doc:
+def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None,
+         variables: dict[str, str] | None = None) -> Doc:
     """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
     path = Path(path)
     name = str(path)
@@ -51,28 +58,35 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
-    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment)
+    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment,
+                 variables=variables)
 
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
     return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
-               or _has_key(n, "modelArtifacts") for n in roots)
+               or _has_key(n, "modelArtifacts") or _is_skypilot(n) for n in roots)
+
+
+def _is_skypilot(node: yaml.Node) -> bool:
+    return _has_key(node, "run") and (_has_key(node, "resources") or _has_key(node, "envs"))
 
 
 def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
-          deployment: dict | None = None) -> Doc:
+          deployment: dict | None = None, variables: dict[str, str] | None = None) -> Doc:
     """The reviewed config in `text` when it is a command line, a manifest or Helm values."""
     if not text.strip():
         raise ReviewInputError(f"{name}: the serving config file is empty")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
-    builder = _Builder(name, base_dir)
+    builder = _Builder(name, base_dir, variables)
     if roots and any(_has_key(n, "apiVersion") and _has_key(n, "kind") for n in roots):
         _from_manifest(builder, roots, select)
     elif roots and any(_has_key(n, "servingEngineSpec") for n in roots):
         _from_helm(builder, roots[0], select)
     elif roots and _has_key(roots[0], "modelArtifacts"):
         _from_llm_d(builder, roots[0], select)
+    elif roots and _is_skypilot(roots[0]):
+        _from_skypilot(builder, roots[0])
     elif _looks_like_command(text):
         _from_command_text(builder, text, 1)
     else:
@@ -119,11 +133,14 @@ def _deployment_comment(name: str, number: int, text: str) -> dict:
 class _Builder:
     """Collects flags (with the line each was written on) and the deployment facts."""
 
-    def __init__(self, name: str, base_dir: Path | None):
+    def __init__(self, name: str, base_dir: Path | None, variables: dict[str, str] | None = None):
         self.name, self.base_dir = name, base_dir
+        self.variables = dict(variables or {})  # the environment a script's $VARS resolve from
         self.data: dict[str, Any] = {}
         self.lines: dict[tuple, int] = {}
         self.deployment: dict[str, Any] = {}
+        self.removed: list[tuple[str, Any, int | None]] = []
+        self.benchmark: list[tuple[str, int | None]] = []
         self.form = ""
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
@@ -131,6 +148,9 @@ class _Builder:
         return ReviewInputError(f"{where}: {message}")
 
     def set(self, key: str, value: Any, line: int | None) -> None:
+        if vllm_flags.removed(key):
+            self.removed.append((vllm_flags.removed(key), value, line))
+            return
         flag, negated = vllm_flags.lookup(key)
         if flag is None:
             raise self.error(line, vllm_flags.unknown_message(key) + f" (in the {self.form})")
@@ -144,7 +164,8 @@ class _Builder:
         """vLLM's arguments: an optional positional model, then flags."""
         i = 0
         if model_positional and tokens and not tokens[0][0].startswith("-"):
-            self.set("model", tokens[0][0], tokens[0][1])
+            self._resolved("model", tokens[0][0], tokens[0][1])
+            self.set("model", shell.literal(tokens[0][0]), tokens[0][1])
             i = 1
         while i < len(tokens):
             token, line = tokens[i]
@@ -154,7 +175,19 @@ class _Builder:
                 raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
                                        "that contain spaces")
             name, _, inline = token.lstrip("-").partition("=")
+            gone = vllm_flags.removed(name)
+            if gone:  # a finding of its own; its value, if it took one, is skipped
+                takes = vllm_flags.removed_takes_value(gone) and not inline and i + 1 < len(tokens) \
+                    and not tokens[i + 1][0].startswith("-") and tokens[i + 1][0] not in _SEPARATORS
+                value = _scalar(inline) if inline else (_scalar(tokens[i + 1][0]) if takes else True)
+                self.removed.append((gone, value, line))
+                i += 2 if takes else 1
+                continue
             flag, negated = vllm_flags.lookup(name)
+            if flag is None and self.form.startswith("Dynamo") and (
+                    name.startswith("dyn-") or name.replace("_", "-") in _DYNAMO_ONLY):
+                i += 1 if inline or i + 1 >= len(tokens) or tokens[i + 1][0].startswith("-") else 2
+                continue
             if flag is None and name.replace("_", "-") in _KSERVE_FLAGS:
                 flag, negated = vllm_flags.lookup(_KSERVE_FLAGS[name.replace("_", "-")])
             if flag is None and name in _KSERVE_ONLY and self.form == "Kubernetes manifest":
@@ -183,8 +216,16 @@ class _Builder:
                 if i + 1 >= len(tokens) or tokens[i + 1][0] in _SEPARATORS:
                     raise self.error(line, f"--{flag.name} needs a value")
                 value, i = _scalar(tokens[i + 1][0]), i + 2
-            self.data[flag.name] = value
+            for word in value if isinstance(value, list) else [value]:
+                self._resolved(flag.name, word, line)
+            self.data[flag.name] = _literal(value)
             self.lines[(flag.name,)] = line
+
+    def _resolved(self, flag: str, word: Any, line: int | None) -> None:
+        """A value the review weighs must not still carry a $VARIABLE the script never assigned."""
+        missing = shell.unresolved(word) if isinstance(word, str) else []
+        if missing and flag in REVIEWED_KEYS:
+            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing))
 
     def comment_deployment(self, text: str) -> None:
         for number, line in enumerate(text.splitlines(), 1):
@@ -213,6 +254,8 @@ class _Builder:
         data["deployment"] = dict(self.deployment)
         doc = Doc(name=self.name, data=data, role="serving config", base_dir=self.base_dir)
         doc.lines.update(self.lines)
+        doc.removed_flags.extend(self.removed)
+        doc.benchmark_flags.extend(self.benchmark)
         for key in self.deployment:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:
@@ -223,6 +266,12 @@ class _Builder:
                 "`# deployment: {gpu: H100, gpus-per-node: 8, nodes: 1}` to the file, or pass "
                 "--gpu and --gpus-per-node to servelab review")
         return doc
+
+
+def _literal(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return shell.literal(value) if isinstance(value, str) else value
 
 
 def _scalar(text: str) -> Any:
@@ -241,7 +290,8 @@ def _scalar(text: str) -> Any:
 # --- command lines --------------------------------------------------------------------
 
 def _looks_like_command(text: str) -> bool:
-    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b", text))
+    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b",
+                          text))
 
 
 def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
@@ -268,9 +318,12 @@ def _split(text: str) -> list[str]:
     return list(lexer)
 
 
-def _from_command_text(builder: _Builder, text: str, first_line: int) -> None:
+def _from_command_text(builder: _Builder, text: str, first_line: int, env: dict[str, str] | None = None) -> None:
     builder.form = builder.form or "vllm serve command line"
-    tokens = _tokens(text, first_line)
+    tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+    for word, line in tokens:  # a benchmark run beside the server: its settings are not production's
+        if word.split("=")[0] in _BENCHMARK_ONLY:
+            builder.benchmark.append((word.split("=")[0].lstrip("-").replace("_", "-"), line))
     _from_command_tokens(builder, tokens)
 
 
@@ -281,6 +334,10 @@ def _from_command_tokens(builder: _Builder, tokens: list[tuple[str, int]]) -> No
             builder.argv(_until_separator(tokens[i + 2:]))
             return
         if word == "-m" and i + 1 < len(words) and words[i + 1] == _API_SERVER:
+            builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
+            return
+        if word == "-m" and i + 1 < len(words) and words[i + 1] == _DYNAMO:
+            builder.form = "Dynamo vLLM worker command line"
             builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
             return
         if re.match(r"^(docker\.io/)?vllm/vllm-openai(:\S+)?$", word):  # docker run IMAGE ARGS
@@ -386,10 +443,13 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
                                   f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME")
     name, pod, container, replicas, nodes = candidates[0]
     env = {}
+    if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
+        env.update({"LWS_GROUP_SIZE": str(_count(nodes)), "LWS_WORKER_INDEX": "0"})
     for item in _seq(_get(container, "env")):
         key, value = _value(_get(item, "name")), _value(_get(item, "value"))
         if key is not None and value is not None:
             env[str(key)] = str(value)
+    env.update(builder.variables)  # --var NAME=VALUE stands in for what the cluster injects
     words: list[tuple[str, int]] = []
     for part in ("command", "args"):
         node = _get(container, part)
@@ -401,7 +461,7 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
     if shell:
         script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
         text, line = words[script_index]
-        _from_command_text(builder, text, line)
+        _from_command_text(builder, text, line, env)
     elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
         builder.argv(words, model_positional=False)
     else:
@@ -564,3 +624,46 @@ def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -
     if containers:
         args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
         builder.argv(args, model_positional=False)
+
+
+# --- SkyPilot task YAML ---------------------------------------------------------------------
+
+def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
+    """A SkyPilot task: `envs` and the accelerators SkyPilot exports ($SKYPILOT_NUM_GPUS_PER_NODE)
+    resolve the `run` script's variables; `resources.accelerators` names the GPU (the first choice
+    where it lists several); `num_nodes` and `service.replicas` size the deployment."""
+    builder.form = "SkyPilot task"
+    env = {str(_value(k)): str(_value(v)) for k, v in (_get(root, "envs").value if _get(root, "envs") else [])
+           if _value(v) is not None}
+    accelerators = _get(root, "resources", "accelerators")
+    choice = None
+    if isinstance(accelerators, yaml.MappingNode) and accelerators.value:
+        key, count = accelerators.value[0]
+        name, _, inline = str(_value(key)).partition(":")  # `{ H100:8 }` is one key "H100:8" in YAML
+        choice = (name, _value(count) if _value(count) is not None else (inline or 1), _line(key))
+    elif isinstance(accelerators, yaml.SequenceNode) and accelerators.value:
+        accelerators = accelerators.value[0]
+    if choice is None and isinstance(accelerators, yaml.ScalarNode):
+        text = str(_value(accelerators))
+        gpu, _, count = text.partition(":")
+        choice = (gpu, count or 1, _line(accelerators))
+    if choice is not None:
+        gpu, count, line = choice
+        try:
+            builder.deployment["gpu"] = hardware.get(gpu).name
+            builder.lines[("deployment", "gpu")] = line
+        except hardware.UnknownHardware:
+            pass
+        builder.deployment["gpus-per-node"] = _count(count)
+        builder.lines[("deployment", "gpus-per-node")] = line
+        env.setdefault("SKYPILOT_NUM_GPUS_PER_NODE", str(_count(count)))
+    nodes = _value(_get(root, "num_nodes"))
+    if nodes not in (None, 1):
+        builder.deployment["nodes"] = _count(nodes)
+        env.setdefault("SKYPILOT_NUM_NODES", str(_count(nodes)))
+    replicas = _value(_get(root, "service", "replicas"))
+    if replicas not in (None, 1):
+        builder.deployment["replicas"] = _count(replicas)
+    run = _get(root, "run")
+    first = _line(run) + (1 if isinstance(run, yaml.ScalarNode) and run.style == "|" else 0)
+    _from_command_text(builder, str(_value(run)), first, env)

@@ -7,7 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 
 KNOBS = ("batching", "quantization", "parallelism", "speculative_decoding",
-         "prefix_caching", "max_model_len", "gpu_memory_utilization", "enforce_eager", "chunked_prefill")
+         "prefix_caching", "max_model_len", "gpu_memory_utilization", "enforce_eager", "chunked_prefill",
+         "lora", "benchmark_settings", "removed_flags")
 VERDICTS = ("justified", "unjustified", "wrong")
 
 # Exit status of `servelab review`, for CI.

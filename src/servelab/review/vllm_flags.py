@@ -21,22 +21,42 @@ from pathlib import Path
 
 FLAGS_FILE = "vllm_flags.json"
 
-# Flags gone from vLLM that public configs still set: (the release that dropped it, what to do instead).
-# "before 0.32.0" where the release is not on record here, only that the installed 0.32.0 lacks it.
+# Flags gone from vLLM that public configs still set: (the release that dropped it, what to do
+# instead, whether it took a value). "before 0.32.0" where the release is not on record here,
+# only that the installed 0.32.0 lacks it. A config carrying one is still reviewed: the flag is a
+# finding of its own (vLLM will not start with it), the rest of the config is weighed as usual.
 REMOVED = {
-    "use-v2-block-manager": ("before 0.32.0", "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)"),
-    "disable-log-requests": ("before 0.32.0", "delete it: requests are not logged unless --enable-log-requests"),
+    "use-v2-block-manager": ("before 0.32.0", "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)", False),
+    "disable-log-requests": ("before 0.32.0", "delete it: requests are not logged unless --enable-log-requests", False),
     # EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to
     # 0.29.0 installed and inspected: github.com/unslothai/unsloth-zoo issue #1210)
-    "swap-space": ("0.18.0", "delete it: the V1 engine recomputes preempted requests instead of swapping"),
-    "num-scheduler-steps": ("before 0.32.0", "delete it: the V1 engine has no multi-step scheduling"),
-    "max-seq-len-to-capture": ("before 0.32.0", "use max-cudagraph-capture-size"),
-    "guided-decoding-backend": ("before 0.32.0", "use structured-outputs-config"),
-    "preemption-mode": ("before 0.32.0", "delete it: the V1 engine always recomputes"),
-    "tokenizer-pool-size": ("before 0.32.0", "delete it"),
-    "task": ("before 0.32.0", "use runner / convert"),
-    "cuda-graph-sizes": ("before 0.32.0", "use cudagraph-capture-sizes or max-cudagraph-capture-size"),
+    "swap-space": ("0.18.0", "delete it: the V1 engine recomputes preempted requests instead of swapping", True),
+    "num-scheduler-steps": ("before 0.32.0", "delete it: the V1 engine has no multi-step scheduling", True),
+    "max-seq-len-to-capture": ("before 0.32.0", "use max-cudagraph-capture-size", True),
+    "guided-decoding-backend": ("before 0.32.0", "use structured-outputs-config", True),
+    "preemption-mode": ("before 0.32.0", "delete it: the V1 engine always recomputes", True),
+    "tokenizer-pool-size": ("before 0.32.0", "delete it", True),
+    "task": ("before 0.32.0", "use runner / convert", True),
+    "cuda-graph-sizes": ("before 0.32.0", "use cudagraph-capture-sizes or max-cudagraph-capture-size", True),
 }
+
+
+def removed(raw: str) -> str | None:
+    """The dashed name of a flag vLLM has removed ('swap_space' -> 'swap-space'), else None."""
+    name = raw.strip().lstrip("-").replace("_", "-")
+    return name if name in REMOVED else None
+
+
+def removed_takes_value(name: str) -> bool:
+    return REMOVED[name][2]
+
+
+def removal(name: str) -> tuple[str, str]:
+    """(when it went, in words; what to do instead) for a removed flag."""
+    release, instead, _ = REMOVED[name]
+    when = f"was removed in vLLM {release}" if release[0].isdigit() else \
+        f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+    return when, instead
 
 
 @dataclass(frozen=True)
@@ -102,9 +122,7 @@ def unknown_message(raw: str) -> str:
     """Why a flag is refused: removed (when, and what instead) or unknown (the closest one)."""
     name = raw.strip().lstrip("-").replace("_", "-")
     if name in REMOVED:
-        release, instead = REMOVED[name]
-        when = f"was removed in vLLM {release}" if release[0].isdigit() else \
-            f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+        when, instead = removal(name)
         return f"--{name} {when}; {instead}"
     close = difflib.get_close_matches(name, list(_data()["flags"]), n=1, cutoff=0.6)
     hint = f"; did you mean --{close[0]}?" if close else "; see `vllm serve --help`"

@@ -1,0 +1,199 @@
+"""The numbers every check leans on, worked out once per review: per-rank weights and KV.
+
+Weights: the model's own layout and checkpoint quantization (modelspec), the config's
+quantization, then what one replica holds: TP x PP GPUs per replica; with expert
+parallelism across data-parallel ranks, attention, embeddings and dense layers whole in
+each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
+EAGLE head, DeepSeek's MTP layer); LoRA slots. KV: per token across a replica's TP GPUs,
+sliding and chunked windows applied, the draft's layers included. Facts holds the results.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .. import modelspec
+from ..hardware import DTYPE_BYTES
+from ..modelspec import ModelSpec
+from . import defaults
+from .serving import ServingConfig
+from .workload_spec import WorkloadSpec
+
+
+def default_batched_tokens(hw, world_size: int = 1) -> int:
+    """vLLM 0.32.0's max-num-batched-tokens for `vllm serve` when unset (review/defaults.py)."""
+    return defaults.batch_defaults(hw, world_size).max_num_batched_tokens
+
+
+@dataclass(frozen=True)
+class Facts:
+    """The numbers every check leans on, worked out once."""
+
+    model: str
+    num_params_b: float
+    weight_dtype: str
+    weight_gb: float
+    kv_cache_dtype: str
+    kv_bytes_per_token: float
+    hardware: str
+    gpus_available: int
+    gpus_used: int
+    shards: int  # GPUs one replica spans: TP x PP
+    replicas: int  # data-parallel copies
+    memory_gpus: int  # GPUs whose memory one replica holds: TP x PP, capped by the GPUs that exist
+    peak_per_replica: int  # peak concurrent requests one replica sees
+    typical_per_replica: int
+    running_batch_peak: int  # sequences one replica decodes together at peak: min(max-num-seqs, load)
+    running_batch_typical: int
+    mean_request_tokens: int
+    longest_request_tokens: int
+    longest_basis: str
+    kv_gb_peak: float  # per replica, at peak, mean-length requests
+    capacity_gb_per_gpu: float  # memory x gpu-memory-utilization
+    kv_budget_gb: float  # per replica: what is left for the KV cache after the weights
+    ridge_tokens_per_step: float  # decode tokens per step where this GPU turns compute-bound
+    active_params_b: float = 0.0  # parameters one token runs through (mixture of experts: the routed experts)
+    kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
+    weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
+    rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
+    expert_parallel_size: int = 0  # GPUs the experts are sharded across (0: no expert parallelism)
+    decoder_params_b: float = 0.0  # the language model's parameters, without vision / audio towers
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _linear_bytes(cfg: ServingConfig) -> float | None:
+    """Bytes per quantized weight the config asks for; None: the checkpoint's own (or none)."""
+    if cfg.quantization and cfg.quantization_source != "checkpoint":
+        return DTYPE_BYTES[cfg.weight_dtype]
+    return None
+
+
+def weight_gb(cfg: ServingConfig) -> float:
+    """Weight memory: a checkpoint's own quantization, or the config's, applies to the linear
+    layers; embeddings, norms and routers stay in the model's dtype."""
+    return cfg.model.weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+
+
+def expert_gb(cfg: ServingConfig) -> float:
+    """The routed experts' part of weight_gb."""
+    return cfg.model.expert_weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+
+
+def expert_parallel_group(cfg: ServingConfig) -> int:
+    """GPUs the experts are sharded across. vLLM's expert parallelism spans TP x DP; without it
+    each data-parallel rank holds every expert, split only by its own tensor parallelism."""
+    if cfg.expert_parallel and cfg.model.is_moe:
+        return cfg.tensor_parallel_size * cfg.data_parallel_size
+    return cfg.tensor_parallel_size
+
+
+def lora_gb(cfg: ServingConfig) -> float:
+    """GPU memory vLLM preallocates for LoRA: max-loras slots, each holding A (in x rank) and
+    B (rank x out) for every attention projection and dense MLP projection of every layer."""
+    if not cfg.lora:
+        return 0.0
+    m = cfg.model
+    h, hd = m.hidden_size, m.head_dim
+    q, kv = m.num_heads * hd, m.num_kv_heads * hd
+    attention = (h + q) + 2 * (h + kv) + (q + h)
+    mlp = 3 * (h + (m.dense_intermediate_size or m.intermediate_size))
+    per_rank_unit = sum(attention + (0 if m.is_moe_layer(i) else mlp) for i in range(m.num_layers))
+    return cfg.max_loras * cfg.max_lora_rank * per_rank_unit * DTYPE_BYTES[cfg.dtype] / 1e9
+
+
+def rank_weight_gb(cfg: ServingConfig) -> float:
+    """Weights one data-parallel rank's GPUs (TP x PP of them) hold: attention, embeddings and dense
+    layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
+    experts = expert_gb(cfg)
+    share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
+    return weight_gb(cfg) - experts + experts * share + draft_gb(cfg) + lora_gb(cfg)
+
+
+MTP_METHODS = ("mtp", "deepseek_mtp", "ernie_mtp", "qwen3_next_mtp", "glm4_moe_mtp")
+
+
+def draft_spec(cfg: ServingConfig) -> ModelSpec | None:
+    """The speculative draft the server loads beside the target, where its shape is known:
+    a catalogued draft model or EAGLE head, or the target's own MTP layers."""
+    if cfg.spec is None:
+        return None
+    if cfg.spec.draft_model and modelspec.catalogue_key(cfg.spec.draft_model):
+        return modelspec.from_catalogue(cfg.spec.draft_model)
+    return None
+
+
+def draft_gb(cfg: ServingConfig) -> float:
+    """The draft's weights, held by every replica (vLLM shards the draft with the target's TP)."""
+    draft = draft_spec(cfg)
+    if draft is not None:
+        return draft.weight_bytes(draft.torch_dtype if draft.torch_dtype in DTYPE_BYTES else cfg.dtype) / 1e9
+    if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
+        return cfg.model.mtp_params * DTYPE_BYTES[cfg.weight_dtype] / 1e9
+    return 0.0
+
+
+def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
+    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included."""
+    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    draft = draft_spec(cfg)
+    if draft is not None:
+        return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
+        per_layer = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size) / cfg.model.num_layers
+        return target + per_layer * cfg.model.mtp_layers
+    return target
+
+
+def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
+    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+    replicas = cfg.data_parallel_size * cfg.pod_replicas
+    peak = math.ceil(wl.concurrency.peak / replicas)
+    typical = math.ceil(wl.concurrency.typical / replicas)
+    running_peak = min(cfg.max_num_seqs, peak)
+    running_typical = min(cfg.max_num_seqs, typical)
+    weights = rank_weight_gb(cfg)
+    mean_tokens = round(wl.mean_request_tokens)
+    kv_seq = kv_seq_bytes(cfg, mean_tokens)
+    kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
+    longest, basis = wl.longest_request
+    capacity = cfg.hardware.memory_gb * cfg.gpu_memory_utilization
+    # Memory comes from the GPUs that exist, whatever the parallel layout claims.
+    memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
+    # A mixture of experts reads every expert's weights per step once the batch is large, but
+    # computes only the routed ones per token: its ridge sits total/active times further out.
+    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype])
+    ridge *= cfg.model.decoder_params / cfg.model.active_params
+    return Facts(
+        model=cfg.model.name,
+        num_params_b=round(cfg.model.num_params / 1e9, 2),
+        decoder_params_b=round(cfg.model.decoder_params / 1e9, 2),
+        weight_dtype=cfg.weight_dtype,
+        weight_gb=round(weight_gb(cfg), 2),
+        rank_weight_gb=round(weights, 2),
+        expert_parallel_size=expert_parallel_group(cfg) if cfg.expert_parallel and cfg.model.is_moe else 0,
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        kv_bytes_per_token=round(kv_token, 1),
+        hardware=cfg.hardware.name,
+        gpus_available=cfg.gpus_per_node * cfg.nodes,
+        gpus_used=shards * cfg.data_parallel_size,
+        shards=shards,
+        replicas=replicas,
+        memory_gpus=memory_shards,
+        peak_per_replica=peak,
+        typical_per_replica=typical,
+        running_batch_peak=running_peak,
+        running_batch_typical=running_typical,
+        mean_request_tokens=mean_tokens,
+        longest_request_tokens=round(longest),
+        longest_basis=basis,
+        kv_gb_peak=round(kv_seq * running_peak / 1e9, 2),
+        capacity_gb_per_gpu=round(capacity, 2),
+        kv_budget_gb=round(capacity * memory_shards - weights, 2),
+        ridge_tokens_per_step=round(ridge, 1),
+        active_params_b=round(cfg.model.active_params / 1e9, 2),
+        kv_seq_gb_mean=round(kv_seq / 1e9, 4),
+        weights_fit=weights <= capacity * memory_shards,
+    )

@@ -1,0 +1,53 @@
+"""vLLM 0.32.0's defaults for the knobs a config may leave out, as vLLM itself picks them.
+
+Batch defaults depend on where the server runs (EngineArgs.get_batch_defaults in
+vllm/engine/arg_utils.py, vLLM 0.32.0), for `vllm serve` (the OpenAI API server's usage
+context; `LLM(...)` in Python uses larger offline values):
+
+    GPU memory >= 160 GiB (B200, MI300X)         max-num-seqs 1,024, max-num-batched-tokens 16,384
+    GPU memory >= 70 GiB, not an A100 (H100/H200) max-num-seqs 1,024, max-num-batched-tokens 8,192
+    any other GPU (A100, L40S, L4)                max-num-seqs 256,   max-num-batched-tokens 2,048
+    CPU                                           max-num-seqs 128 x world size, 2,048 x world size tokens
+
+world size is tensor-parallel-size x pipeline-parallel-size. GPU memory is what the driver
+reports (hardware.PRESETS), compared in GiB as vLLM does. tests/test_review_defaults.py
+checks these against the installed vLLM's own get_batch_defaults.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .. import hardware
+from ..hardware import Hardware
+
+GPU_MEMORY_UTILIZATION = 0.9
+PREFIX_CACHING = True  # the V1 engine caches prefixes unless told not to
+CHUNKED_PREFILL = True  # the V1 engine chunks prefills unless told not to
+LARGEST_GIB = 160  # from here vLLM takes "the largest defaults" (B200/B300)
+LARGE_GIB = 70  # from here, except on an A100, the H100/H200 defaults
+
+
+@dataclass(frozen=True)
+class BatchDefaults:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    why: str  # the rule vLLM applied, for the evidence line
+
+
+def is_cpu(hw: Hardware) -> bool:
+    return hw.name not in hardware.PRESETS and bool(re.search(r"cpu|processor|xeon|epyc|ryzen|core", hw.name, re.I))
+
+
+def batch_defaults(hw: Hardware, world_size: int = 1) -> BatchDefaults:
+    """max-num-seqs and max-num-batched-tokens `vllm serve` 0.32.0 takes on this hardware when unset."""
+    if is_cpu(hw):
+        return BatchDefaults(128 * world_size, 2048 * world_size,
+                             f"vLLM 0.32 on CPU: 128 x world size {world_size}")
+    gib = hardware.memory_gib(hw)
+    if gib >= LARGEST_GIB:
+        return BatchDefaults(1024, 16384, f"vLLM 0.32 on a GPU with {gib:.0f} GiB (at least {LARGEST_GIB})")
+    if gib >= LARGE_GIB and "a100" not in hw.name.lower():
+        return BatchDefaults(1024, 8192, f"vLLM 0.32 on a GPU with {gib:.0f} GiB (at least {LARGE_GIB}, not an A100)")
+    return BatchDefaults(256, 2048, f"vLLM 0.32 on {hw.name} ({gib:.0f} GiB)")

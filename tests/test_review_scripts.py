@@ -1,0 +1,158 @@
+"""Launch scripts with variables, LoRA adapters and benchmark-only settings, as teams write them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab import review
+from servelab.review import arithmetic, checks, forms, shell
+from servelab.review.serving import read_config
+
+WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
+            "prompt-tokens": {"mean": 800, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 900}}
+
+
+def cfg_of(text: str, variables=None, base_dir=None, **deployment):
+    return read_config(forms.parse(text, name="run.sh", deployment=deployment or None, variables=variables,
+                                   base_dir=base_dir))
+
+
+# --- shell variables -----------------------------------------------------------------------
+
+SCRIPT = """#!/bin/bash
+MODEL_PATH=meta-llama/Llama-3.1-70B-Instruct
+export TP_SIZE=4
+DP=${DP:-2}
+vllm serve ${MODEL_PATH} \\
+  --tensor-parallel-size $TP_SIZE \\
+  --data-parallel-size "$DP" \\
+  --max-num-seqs $((TP_SIZE * DP * 16)) \\
+  --served-model-name '$NOT_EXPANDED'
+"""
+
+
+def test_variables_assigned_earlier_in_the_script_resolve_with_their_lines():
+    cfg = cfg_of(SCRIPT, gpu="H100", **{"gpus-per-node": 8})
+    assert cfg.model_name == "meta-llama/Llama-3.1-70B-Instruct"
+    assert (cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.max_num_seqs) == (4, 2, 128)  # 4 x 2 x 16
+    assert cfg.doc.line(("max-num-seqs",)) == 8
+
+
+def test_the_environment_overrides_a_default_but_not_an_assignment():
+    cfg = cfg_of(SCRIPT, variables={"DP": "1", "TP_SIZE": "8"}, gpu="H100", **{"gpus-per-node": 8})
+    assert (cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.max_num_seqs) == (4, 1, 64)
+
+
+def test_an_unassigned_variable_is_refused_by_name_with_how_to_pass_it():
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of("vllm serve Qwen/Qwen3-8B \\\n  --tensor-parallel-size $TP_SIZE", gpu="H100")
+    message = str(info.value)
+    assert message.startswith("run.sh:2:") and "$TP_SIZE" in message and "--var TP_SIZE=VALUE" in message
+
+
+def test_unresolved_arithmetic_names_its_variables_not_a_star():
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of("vllm serve Qwen/Qwen3-8B --max-num-seqs $((NUM_GPUS * 32))", gpu="H100")
+    assert "NUM_GPUS" in str(info.value) and "'*' is not a flag" not in str(info.value)
+
+
+def test_a_command_substitution_cannot_be_resolved():
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of("vllm serve Qwen/Qwen3-8B --tensor-parallel-size $(nvidia-smi -L | wc -l)", gpu="H100")
+    assert "$(nvidia-smi" in str(info.value)
+
+
+def test_shell_arithmetic_is_integer_arithmetic():
+    assert shell.resolve("A=7\necho $((A / 2)) $((A % 4)) $(((A + 1) * -2))") == "A=7\necho 3 3 -16"
+    assert shell.resolve("echo ${X:-8} ${X}", {}) == "echo 8 ${X}"
+    assert shell.resolve("echo ${X:=8} ${X}", {}) == "echo 8 8"
+
+
+def test_the_command_line_takes_var(tmp_path):
+    script = tmp_path / "run.sh"
+    script.write_text("# deployment: {gpu: H100, gpus-per-node: 8}\nvllm serve Qwen/Qwen3-8B --max-num-seqs $SEQS\n")
+    workload = tmp_path / "w.yaml"
+    workload.write_text(json.dumps(WORKLOAD))
+    report = review.review_files(script, workload, variables={"SEQS": "24"})
+    assert report.finding("batching").setting == "max-num-seqs 24 (line 2)"
+
+
+# --- LoRA ----------------------------------------------------------------------------------
+
+def _adapter(tmp_path, name, base, rank):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base, "r": rank}))
+    return folder
+
+
+def test_lora_slots_take_memory_worked_by_hand():
+    """Llama 3.1 8B, rank 16, 4 slots: per layer q (4096 + 4096), k and v (4096 + 1024), o (4096 + 4096),
+    gate and up (4096 + 14336), down (14336 + 4096) = 81,920; x 32 layers x 16 x 4 slots x 2 bytes = 0.34 GB."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4", gpu="H100")
+    assert (cfg.max_loras, cfg.max_lora_rank) == (4, 16)
+    assert arithmetic.lora_gb(cfg) == pytest.approx(81_920 * 32 * 16 * 4 * 2 / 1e9)
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg) + arithmetic.lora_gb(cfg))
+
+
+def test_adapter_trained_on_another_base_is_wrong(tmp_path):
+    _adapter(tmp_path, "sql", "Qwen/Qwen2.5-32B-Instruct", 16)
+    cfg = cfg_of("vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4 --enable-lora --lora-modules sql=./sql",
+                 base_dir=tmp_path, gpu="H100", **{"gpus-per-node": 4})
+    finding = checks.check_lora(cfg, None, None)
+    assert finding.verdict == "wrong" and "trained on Qwen/Qwen2.5-32B-Instruct" in finding.reason
+
+
+def test_adapter_wider_than_the_slots_is_wrong(tmp_path):
+    _adapter(tmp_path, "chat", "Qwen/Qwen2.5-7B-Instruct", 64)
+    cfg = cfg_of("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat",
+                 base_dir=tmp_path, gpu="H100")
+    finding = checks.check_lora(cfg, None, None)
+    assert finding.verdict == "wrong" and "max-lora-rank to at least 64" in finding.fix
+
+
+def test_adapters_matching_the_base_are_justified_and_unknown_ones_unjustified(tmp_path):
+    _adapter(tmp_path, "chat", "Qwen2.5-7B-Instruct", 8)
+    json_form = '\'{"name": "tool", "path": "org/tool-lora", "base_model_name": "Qwen/Qwen2.5-7B-Instruct"}\''
+    cfg = cfg_of(f"vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat {json_form}",
+                 base_dir=tmp_path, gpu="H100")
+    assert [a.name for a in cfg.adapters] == ["chat", "tool"]
+    assert checks.check_lora(cfg, None, None).verdict == "justified"
+    remote = cfg_of("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=org/chat-lora", gpu="H100")
+    assert checks.check_lora(remote, None, None).verdict == "unjustified"
+
+
+# --- benchmark-only settings -----------------------------------------------------------------
+
+def test_dummy_weights_and_ignore_eos_are_not_production():
+    text = ("vllm serve Qwen/Qwen3-8B --load-format dummy\n"
+            "vllm bench serve --model Qwen/Qwen3-8B --ignore-eos --num-prompts 100\n")
+    cfg = cfg_of(text, gpu="H100")
+    assert cfg.load_format == "dummy" and cfg.benchmark_flags == (("ignore-eos", 2),)
+    finding = checks.check_benchmark_settings(cfg)
+    assert finding.verdict == "wrong" and "random weights" in finding.reason and "--ignore-eos (line 2)" in finding.evidence
+    plain = cfg_of("vllm serve Qwen/Qwen3-8B", gpu="H100")
+    findings, _ = checks.run_checks(plain, review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload")))
+    assert "benchmark_settings" not in {f.knob for f in findings}
+
+
+def test_a_manifest_env_reference_resolves_from_var():
+    manifest = """# deployment: {gpu: H100}
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.32.0
+        args: ["--model", "Qwen/Qwen3-8B", "--max-num-seqs", "$(MAX_SEQS)"]
+        resources: {limits: {nvidia.com/gpu: 1}}
+"""
+    with pytest.raises(review.ReviewInputError) as info:
+        cfg_of(manifest)
+    assert "--var MAX_SEQS=VALUE" in str(info.value)
+    assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).max_num_seqs == 48
