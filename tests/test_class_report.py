@@ -301,3 +301,17 @@ def axe(page) -> list[dict]:
                            "['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']}})")
     return [{"rule": v["id"], "impact": v["impact"], "nodes": len(v["nodes"]), "first": v["nodes"][0]["html"][:300]}
             for v in result["violations"]]
+
+
+def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeypatch):
+    import jupytext
+
+    nb = jupytext.read(report.REPO_DIR / "class" / "report.py")
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 1 and 'COURSE = Path("~/servelab").expanduser()' in code[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(code[0].replace('Path("~/servelab").expanduser()', repr(str(lesson_class)).join(("Path(", ")"))), scope)
+    shown = scope["Markdown"](report.reteach_markdown(scope["built"], tmp_path)).data
+    assert shown.startswith("**What to re-teach in lesson25** (60 submissions)")
+    assert (lesson_class / "class-reports" / "lesson25-class-report.html").exists()
