@@ -172,7 +172,8 @@ def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(less
     md = report.reteach_markdown(r, tmp_path)
     for s in r.reteach:
         assert s.section == report.TEACHES[s.grade_id]
-        assert report.lesson_link(s.section, tmp_path) in md
+        assert report.lesson_link(s.section, tmp_path, r.lesson) in md
+    assert r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"  # inside the course: JupyterLab serves it
 
 
 def test_every_question_links_to_a_heading_of_the_lesson():

@@ -46,7 +46,7 @@ from .errors import ClassError
 RETEACH = 3  # slips in the "what to re-teach" list
 EXAMPLE_CHARS = 160  # of an example answer shown on the page
 TEMPLATE = Path(__file__).with_name("report.html.j2")
-LESSON = REPO_DIR / "lessons" / "lesson25.ipynb"
+LESSON = REPO_DIR / "lessons" / "lesson25.ipynb"  # the student version, whose headings TEACHES names
 
 # The lesson section that teaches each autograded question: headings of lessons/lesson25.ipynb
 # (tests/test_class_report.py checks every one is there). A slip links to its question's section.
@@ -343,6 +343,13 @@ class ClassReport:
     reteach: list[SlipStats]
     without_record: int
     names: bool
+    lesson: Path = LESSON  # the copy of the lesson the links open
+
+
+def lesson_copy(course_dir: Path) -> Path:
+    """The lesson the links open: the course's released copy, inside the instructor's JupyterLab, else the repo's."""
+    released = Path(course_dir) / "release" / "lesson25" / LESSON.name
+    return released if released.is_file() else LESSON
 
 
 def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False) -> ClassReport:
@@ -351,7 +358,8 @@ def build(assignment: str, course_dir: Path, db_url: str | None = None, names: b
     stats = question_stats(data, names)
     totals = [s.total for s in data.submissions]
     return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
-                       sum(totals) / len(totals), stats, reteach(stats), data.without_record, names)
+                       sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
+                       lesson_copy(course_dir))
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
@@ -384,9 +392,9 @@ def _chart(q: QuestionStats, div_id: str) -> str:
                        config={"displayModeBar": False, "staticPlot": False, "responsive": False})
 
 
-def lesson_link(section: str, out_dir: Path) -> str:
-    """The lesson notebook at `section`, relative to the page (JupyterLab opens it at the heading)."""
-    rel = os.path.relpath(LESSON, out_dir)
+def lesson_link(section: str, out_dir: Path, lesson: Path = LESSON) -> str:
+    """The lesson notebook at `section`, relative to `out_dir` (JupyterLab opens it at the heading)."""
+    rel = os.path.relpath(lesson, out_dir)
     return quote(rel) + "#" + quote(anchor(section), safe=":?,()-")
 
 
@@ -399,7 +407,7 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
     charts = {q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions)
               if q.mean is not None}
     return env.get_template(TEMPLATE.name).render(
-        r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir),
+        r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir, report.lesson),
         plotlyjs=get_plotlyjs(), lesson=LESSON.name, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup)
 
@@ -448,7 +456,7 @@ def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
     lines = [f"**What to re-teach in {report.assignment}** ({report.submissions} submissions):", ""]
     for i, s in enumerate(report.reteach, 1):
         lines.append(f"{i}. {_md(s.about)} ({s.grade_id}: {s.count} students, {_num(s.points_lost)} points) "
-                     f"-> [{_md(s.section)}]({lesson_link(s.section, from_dir)})")
+                     f"-> [{_md(s.section)}]({lesson_link(s.section, from_dir, report.lesson)})")
     return "\n".join(lines if report.reteach else lines + ["Nothing: no named slip cost the class points."])
 
 
