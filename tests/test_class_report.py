@@ -237,7 +237,8 @@ def test_the_csv_holds_the_numbers_and_no_formula(lesson_class):
     rows = list(csv.DictReader(io.StringIO(report.render_csv(report.build("lesson25", lesson_class)))))
     kv = next(r for r in rows if r["grade_id"] == "warmup1-batch" and r["slip"] == "kv-once")
     assert int(kv["students_with_slip"]) == MIX["partial"] and float(kv["share"]) == MIX["partial"] / N
-    assert report._csv_safe('x,=HYPERLINK("a"),"-cmd",-1.5\n') == 'x,\'=HYPERLINK("a"),"\'-cmd",-1.5\n'
+    assert [report.csv_cell(v) for v in ('=HYPERLINK("a")', "-cmd", "-1.5", "@x", "plain", 3)] == \
+        ['\'=HYPERLINK("a")', "'-cmd", "-1.5", "'@x", "plain", 3]
 
 
 def test_the_labs_reports(graded, tmp_path):
@@ -257,6 +258,8 @@ def test_the_command_writes_the_page_and_the_csv(lesson_class, tmp_path, capsys)
     assert (tmp_path / "lesson25-class-report.csv").exists()
     assert cli.main(["class", "report", "nosuch", "--course", str(lesson_class), "--out", str(tmp_path)]) == 2
     assert "no assignment 'nosuch'" in capsys.readouterr().err
+    assert cli.main(["class", "report", "lesson25", "--course", str(tmp_path / "nowhere")]) == 2
+    assert "No gradebook at" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
 
 
 @pytest.mark.browser

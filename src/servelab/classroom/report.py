@@ -113,6 +113,10 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
 
     course_dir = Path(course_dir)
     db_url = db_url or _gradebook_url(course_dir)
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+        # nbgrader would make an empty gradebook there
+        raise ClassError(f"No gradebook at {db_url[len('sqlite:///'):]}: run this in the course directory "
+                         "(or give --course DIR), or set SERVELAB_GRADEBOOK_URL to the class's PostgreSQL.")
     try:
         gb = Gradebook(db_url)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises whatever SQLAlchemy does
@@ -386,7 +390,8 @@ def _chart(q: QuestionStats, div_id: str) -> str:
     fig = go.Figure(go.Bar(x=[_num(p) for p in points], y=list(q.distribution.values()), marker_color="#1f5fa8",
                            hovertemplate="%{y} students scored %{x}<extra></extra>"))
     fig.update_layout(height=240, width=420, margin=dict(l=50, r=10, t=10, b=45), template="simple_white",
-                      xaxis=dict(title="points", type="category"), yaxis=dict(title="students", rangemode="tozero"),
+                      xaxis=dict(title="points", type="category"), yaxis=dict(title="students", rangemode="tozero", tick0=0,
+                                 dtick=max(1, math.ceil(max(q.distribution.values()) / 5))),
                       font=dict(color="#1a1a1a"))
     return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
                        config={"displayModeBar": False, "staticPlot": False, "responsive": False})
@@ -418,7 +423,7 @@ CSV_FIELDS = ("assignment", "grade_id", "kind", "slip", "about", "max_points", "
 
 def render_csv(report: ClassReport) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, CSV_FIELDS)
+    w = _SafeWriter(buf, CSV_FIELDS)
     w.writeheader()
     for q in report.questions:
         base = {"assignment": report.assignment, "grade_id": q.question.grade_id,
@@ -431,13 +436,23 @@ def render_csv(report: ClassReport) -> str:
             w.writerow({**base, "slip": s.slip, "about": s.about, "students_with_slip": s.count,
                         "share": round(s.share, 6), "points_lost": s.points_lost, "teaches": s.section,
                         "students": " ".join(s.students)})
-    return "".join(_csv_safe(line) for line in buf.getvalue().splitlines(keepends=True))
+    return buf.getvalue()
 
 
-def _csv_safe(line: str) -> str:
-    # A spreadsheet runs a cell that starts with = + - @ as a formula (OWASP, "CSV Injection"); the
-    # key's texts and student ids are quoted with a leading apostrophe where they would.
-    return re.sub(r'(^|,)("?)([=+\-@])(?=[^\d.])', r"\1\2'\3", line)
+def csv_cell(value):
+    """A value a spreadsheet shows as text: one that starts with = + - @ (a formula to a spreadsheet: OWASP,
+    "CSV Injection") gets a leading apostrophe, unless it is a number."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
+class _SafeWriter(csv.DictWriter):
+    def writerow(self, row):
+        return super().writerow({k: csv_cell(v) for k, v in row.items()})
 
 
 def write(report: ClassReport, out_dir: Path) -> tuple[Path, Path]:

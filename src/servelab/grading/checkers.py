@@ -8,7 +8,8 @@ the question is worth, so a checker keeps no state between calls.
 
 Feedback should teach: when a wrong answer matches a known slip (K and V
 counted once, attention heads used for KV heads, bits for bytes), the feedback
-names the assumption that was off instead of only saying "wrong".
+names the assumption that was off instead of only saying "wrong", and
+`Result.slips` names it by a short stable id, which the class report counts.
 
 Hidden tests in the instructor notebooks build the key from servelab itself
 (model presets, hardware presets, the reviewer) and call `report`, which prints
