@@ -319,3 +319,21 @@ def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeyp
     shown = scope["Markdown"](report.reteach_markdown(scope["built"], tmp_path)).data
     assert shown.startswith("**What to re-teach in lesson25** (60 submissions)")
     assert (lesson_class / "class-reports" / "lesson25-class-report.html").exists()
+
+
+def test_checkers_name_their_slips_beside_the_points_and_feedback():
+    from servelab.grading import checkers, keys
+
+    result = checkers.number(65536, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    points, feedback = result  # still a (points, feedback) pair
+    assert points == 0 and set(result.slips) == {"kv-once", "no-bytes-per-value"}
+    assert checkers.number(131072, keys.kv_bytes_per_token("Llama-3.1-8B")).slips == {}
+    assert checkers.number(99, keys.kv_bytes_per_token("Llama-3.1-8B")).slips == {}  # wrong, but no known slip
+    tests = trusted.load_tests("lesson25")
+    assert set(checkers.choice("c", tests["practice5-test"][1]).slips) == {"chose-c"}
+    assert set(checkers.yes_no(False, tests["warmup3-bound"][1]).slips) == {"said-false"}
+    assert set(checkers.selection(["batch_size", "gpu_count"], tests["practice2-missing"][1]).slips) == {
+        "picked-gpu_count", "missed-bottleneck", "missed-on_off_measurement", "missed-slo_metric"}
+    assert checkers.choice("zz", tests["practice5-test"][1]).slips == {}  # a malformed answer is not a slip
+    assert set(checkers.rollout_plan({}, {"points": 5}).slips) == set(checkers.ROLLOUT_SLIPS)  # an empty plan
+    assert set(checkers.measured_comparison({}, {"points": 4}).slips) == {"not-a-comparison"}

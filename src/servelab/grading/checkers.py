@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import re
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 
@@ -40,7 +41,7 @@ class Result(_Scored):
     `points, feedback = result` keeps working; the grader records it and the class report counts it.
     """
 
-    slips: dict = {}
+    slips = MappingProxyType({})  # a Result made without slips (_make, _replace) shares this one, read-only
 
     def __new__(cls, points: float, feedback: str, slips: dict | None = None):
         result = super().__new__(cls, points, feedback)
