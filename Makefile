@@ -63,12 +63,21 @@ lab: model
 	$(VENV)/bin/servelab lab --port $(LAB_PORT)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download is not used).
-browser-deps:
+# axe-core, the accessibility audit the browser tests inject into pages (npm, beside the venv like the hub's proxy).
+AXE_VERSION := 4.14.1
+AXE := $(VENV)/node/node_modules/axe-core/axe.min.js
+
+browser-deps: $(AXE)
 	@if [ -x /usr/bin/chromium ]; then echo "chromium: $$(/usr/bin/chromium --version)"; \
 	elif command -v apt-get >/dev/null; then \
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "Install Chromium (Debian: apt-get install chromium) for the browser tests."; exit 1; fi
+
+$(AXE):
+	@command -v npm >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+	    $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	npm install --no-audit --no-fund --prefix $(VENV)/node axe-core@$(AXE_VERSION)
 
 # bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox).
 sandbox-deps:

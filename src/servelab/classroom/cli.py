@@ -1,4 +1,5 @@
-"""`servelab class up | servers`: each runs in the foreground until Ctrl-C, then stops what it started."""
+"""`servelab class up | servers | report`: up and servers run in the foreground until Ctrl-C, then stop what
+they started; report writes the class report of an assignment and returns."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ def add_arguments(parser) -> None:
     servers.add_argument("--on-port", type=int, default=8101)
     servers.add_argument("--k", type=int, default=4, help="num_speculative_tokens of the n-gram server")
     servers.set_defaults(class_func=cmd_servers)
+
+    report = sub.add_parser("report", help="after grading: what the class got wrong, per question, and what to "
+                                           "re-teach (one HTML page that opens offline, and a CSV)")
+    report.add_argument("assignment", help="the assignment id (lesson25, lab25, knoblab)")
+    report.add_argument("--course", type=Path, default=Path("."), help="the course directory (default: here)")
+    report.add_argument("--out", type=Path, help="where the page and the CSV go (default: COURSE/class-reports)")
+    report.add_argument("--db-url", default="", help="the gradebook (default: SERVELAB_GRADEBOOK_URL, "
+                                                    "else COURSE/gradebook.db)")
+    report.add_argument("--names", action="store_true", help="name the students who made each slip")
+    report.set_defaults(class_func=cmd_report)
 
 
 def run(args) -> int:
@@ -106,4 +117,17 @@ def cmd_up(args) -> int:
         hub.stop()
         if db is not None:
             db.stop()
+    return 0
+
+
+def cmd_report(args) -> int:
+    from . import report
+
+    out = args.out or args.course / "class-reports"
+    built = report.build(args.assignment, args.course.resolve(), args.db_url or None, names=args.names)
+    page, table = report.write(built, out)
+    print(f"{built.submissions} submissions of {built.assignment}: {page}  (and {table.name})")
+    for i, s in enumerate(built.reteach, 1):
+        print(f"  re-teach {i}: {s.about[:90]} ({s.grade_id}, {s.count} students, {s.points_lost:g} points) "
+              f"-> {s.section}")
     return 0

@@ -8,7 +8,8 @@ the question is worth, so a checker keeps no state between calls.
 
 Feedback should teach: when a wrong answer matches a known slip (K and V
 counted once, attention heads used for KV heads, bits for bytes), the feedback
-names the assumption that was off instead of only saying "wrong".
+names the assumption that was off instead of only saying "wrong", and
+`Result.slips` names it by a short stable id, which the class report counts.
 
 Hidden tests in the instructor notebooks build the key from servelab itself
 (model presets, hardware presets, the reviewer) and call `report`, which prints
@@ -22,14 +23,30 @@ import functools
 import json
 import math
 import re
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 
-class Result(NamedTuple):
-    """Points earned (0 .. key['points']) and feedback for the learner."""
-
+class _Scored(NamedTuple):
     points: float
     feedback: str
+
+
+class Result(_Scored):
+    """Points earned (0 .. key['points']) and feedback for the learner.
+
+    `slips` names the known slips the checker recognised in a wrong answer: a short id that stays
+    the same from run to run (a hint's "slip" in the key, or the option, field or knob it is about)
+    -> what the slip is, in the key's own words. It sits beside the tuple, not in it, so
+    `points, feedback = result` keeps working; the grader records it and the class report counts it.
+    """
+
+    slips = MappingProxyType({})  # a Result made without slips (_make, _replace) shares this one, read-only
+
+    def __new__(cls, points: float, feedback: str, slips: dict | None = None):
+        result = super().__new__(cls, points, feedback)
+        result.slips = dict(slips or {})
+        return result
 
 
 class AnswerFormError(ValueError):
@@ -128,12 +145,14 @@ def number(answer: Any, key: dict) -> Result:
         return Result(_max_points(key), f"{name}: correct ({_fmt(x)} {unit}).".replace(" )", ")"))
     # Two slips can land on the same number (K and V counted once, or bytes per
     # value left out, both halve it in bf16): name every assumption that fits.
-    reasons = []
+    reasons, slips = [], {}
     for hint in key.get("hints", []):
         if _close(x, float(hint["value"]), rel_tol, abs_tol) and hint["feedback"] not in reasons:
             reasons.append(hint["feedback"])
+            if hint.get("slip"):
+                slips[hint["slip"]] = hint["feedback"]
     if reasons:
-        return Result(0.0, f"{name}: {_fmt(x)} is off. " + " Or: ".join(reasons))
+        return Result(0.0, f"{name}: {_fmt(x)} is off. " + " Or: ".join(reasons), slips)
     ratio = x / expected if expected else math.inf
     direction = "high" if ratio > 1 else "low"
     return Result(
@@ -160,7 +179,7 @@ def choice(answer: Any, key: dict) -> Result:
     picked = answer.strip().lower().strip("()")
     if picked == key["correct"].lower():
         return Result(_max_points(key), f"{name}: correct. {options[picked]}")
-    return Result(0.0, f"{name}: ({picked}) is not it. {options[picked]}")
+    return Result(0.0, f"{name}: ({picked}) is not it. {options[picked]}", {f"chose-{picked}": options[picked]})
 
 
 # --------------------------------------------------------------------------- yes / no
@@ -176,7 +195,8 @@ def yes_no(answer: Any, key: dict) -> Result:
         return Result(0.0, f"{name}: expected True or False, got {answer!r}.")
     if answer is key["value"]:
         return Result(_max_points(key), f"{name}: correct. {key.get('why', '')}".strip())
-    return Result(0.0, f"{name}: it is {key['value']}. {key.get('why', '')}".strip())
+    return Result(0.0, f"{name}: it is {key['value']}. {key.get('why', '')}".strip(),
+                  {f"said-{str(answer).lower()}": key.get("why", f"it is {key['value']}")})
 
 
 # --------------------------------------------------------------------------- selection
@@ -201,7 +221,8 @@ def selection(answer: Any, key: dict) -> Result:
     lines = [f"{name}: {len(right)} of {len(correct)} right picks, {len(wrong)} wrong."]
     lines += [f"- '{o}' does not belong: {options[o]}" for o in sorted(wrong)]
     lines += [f"- missing '{o}': {options[o]}" for o in sorted(missed)]
-    return Result(_earn((len(right) - len(wrong)) / len(correct), key), "\n".join(lines))
+    slips = {f"picked-{o}": options[o] for o in sorted(wrong)} | {f"missed-{o}": options[o] for o in sorted(missed)}
+    return Result(_earn((len(right) - len(wrong)) / len(correct), key), "\n".join(lines), slips)
 
 
 # --------------------------------------------------------------------------- fields
@@ -218,7 +239,7 @@ def fields(answer: Any, key: dict) -> Result:
     spec = key["fields"]
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict with keys {sorted(spec)}, got {type(answer).__name__}.")
-    right, lines = 0, []
+    right, lines, slips = 0, [], {}
     for field, want in spec.items():
         got = answer.get(field)
         if _field_matches(got, want):
@@ -226,8 +247,9 @@ def fields(answer: Any, key: dict) -> Result:
         else:
             shown = "missing" if field not in answer else repr(got)
             lines.append(f"- {field} ({shown}): {want['feedback']}")
+            slips[want.get("slip", field)] = want["feedback"]
     head = f"{name}: {right} of {len(spec)} parts right."
-    return Result(_earn(right / len(spec), key), "\n".join([head] + lines))
+    return Result(_earn(right / len(spec), key), "\n".join([head] + lines), slips)
 
 
 def _field_matches(got: Any, want: dict) -> bool:
@@ -294,12 +316,13 @@ def knob_audit(answer: Any, key: dict) -> Result:
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
                            f"for the knobs {sorted(verdicts)}.")
-    earned, lines = 0.0, []
+    earned, lines, slips = 0.0, [], {}
     entries = _by_knob(answer, verdicts)
     for knob, expected in verdicts.items():
         entry = entries.get(knob)
         if not isinstance(entry, dict):
             lines.append(f"- {knob}: no verdict given. The reviewer says {expected}: {reasons.get(knob, '')}")
+            slips[f"{knob}-left-out"] = f"{knob} left out; the review says {expected}: {reasons.get(knob, '')}"
             continue
         verdict = entry.get("verdict")
         because = entry.get("because")
@@ -308,6 +331,8 @@ def knob_audit(answer: Any, key: dict) -> Result:
             continue
         if _normal(verdict) != expected:
             lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reasons.get(knob, '')}")
+            slips[f"{knob}-{_normal(verdict)}"] = (f"{knob} called {_normal(verdict)}; the review says {expected}: "
+                                                   f"{reasons.get(knob, '')}")
             continue
         if isinstance(because, str) and len(because.split()) >= MIN_REASON_WORDS:
             earned += 1.0
@@ -315,13 +340,14 @@ def knob_audit(answer: Any, key: dict) -> Result:
             earned += 0.5
             lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
                          "measurement behind it (a sentence of four words or more).")
+            slips[f"{knob}-no-reason"] = f"{knob}: the right verdict with no workload fact or missing measurement behind it"
     graded = {n for n in answer if _normal(str(n)) in verdicts
               or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in verdicts)}
     extra = sorted(set(answer) - graded)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
     head = f"{name}: {earned:g} of {len(verdicts)} knobs."
-    return Result(_earn(earned / len(verdicts), key), "\n".join([head] + lines))
+    return Result(_earn(earned / len(verdicts), key), "\n".join([head] + lines), slips)
 
 
 # --------------------------------------------------------------------------- measured comparison
@@ -336,6 +362,15 @@ METRIC_DIRECTIONS = {
     "tpot_ms_p99": "lower",
 }
 SAME_FIELDS = ("workload", "model", "hardware")
+# The slips the measured comparison recognises, by id (Result.slips).
+COMPARISON_SLIPS = {
+    "not-a-comparison": "not two Measurement records of two settings on the same workload, with the SLO metric named",
+    "record-disagrees": "a record's output_tok_s does not agree with its own output_tokens / elapsed_s",
+    "implausible": "a record falls outside the roofline model's range for its hardware",
+    "no-conclusion": "no conclusion of a sentence that says which setting serves the SLO and why",
+    "against-own-numbers": "the setting picked as better is the worse one by the learner's own numbers",
+    "against-own-pick": "the conclusion recommends speculation the other way from the setting picked as better",
+}
 
 
 @_checker
@@ -355,7 +390,7 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     lines: list[str] = []
     records, problem = _comparison_schema(answer)
     if problem:
-        return Result(0.0, f"{name}: 0 of 4 parts. {problem}")
+        return Result(0.0, f"{name}: 0 of 4 parts. {problem}", _named(COMPARISON_SLIPS, "not-a-comparison"))
     parts = 1
     lines.append("- schema: two Measurement records on the same workload, metric named.")
 
@@ -387,6 +422,7 @@ def measured_comparison(answer: Any, key: dict) -> Result:
         lines.append("- plausibility: both records fall within the roofline model's range.")
 
     metric, better = answer["slo_metric"], answer["better"]
+    missed: list[str] = []
     va, vb = (getattr(r, metric) for r in records)
     winner = (0 if va >= vb else 1) if METRIC_DIRECTIONS[metric] == "higher" else (0 if va <= vb else 1)
     tie = _close(va, vb, 0.01)
@@ -395,16 +431,27 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     chosen = "off" if records[better].method == "none" else "on"
     if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
         lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
+        missed.append("no-conclusion")
     elif not (tie or better == winner):
         lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
                      f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
+        missed.append("against-own-numbers")
     elif says is not None and {r.method == "none" for r in records} == {True, False} and says != chosen:
         lines.append(f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
                      f"(setting {better}) has it {chosen}. Say what your own numbers say.")
+        missed.append("against-own-pick")
     else:
         parts += 1
         lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
-    return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines))
+    missed += [] if arith_ok else ["record-disagrees"]
+    missed += [] if plausible_ok else ["implausible"]
+    return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines),
+                  _named(COMPARISON_SLIPS, *missed))
+
+
+def _named(catalogue: dict, *slips: str) -> dict:
+    """Result.slips for slips out of a checker's catalogue of them."""
+    return {slip: catalogue[slip] for slip in slips}
 
 
 # What a conclusion recommends for speculative decoding, read from its verbs. A sentence that
@@ -486,6 +533,16 @@ DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "u
                     "partner", "integrator", "api_owner", "dependent")
 MAX_CANARY_FRACTION = 0.25
 DIRECTIONS = ("above", "below")
+# The slips the rollout plan recognises, by id (Result.slips).
+ROLLOUT_SLIPS = {
+    "no-canary": "no canary on a small slice of traffic for a set time",
+    "no-stages": "no staged rollout: increasing fractions of traffic ending at 1.0",
+    "no-latency-metric": "no latency metric watched",
+    "no-throughput-metric": "no throughput metric watched",
+    "no-drift-metric": "nothing watched that sees output-distribution drift",
+    "no-drift-trigger": "rollback triggers missing, malformed or none on output drift",
+    "no-downstream-told": "no downstream caller told before the rollout",
+}
 
 
 @_checker
@@ -504,7 +561,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     name = _name(key)
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict; see the form in the question.")
-    parts, lines = 0, []
+    parts, lines, missed = 0, [], []
 
     fraction, hours = _as_number(answer.get("canary_fraction")), _as_number(answer.get("canary_hours"))
     if fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION and hours is not None and hours > 0:
@@ -512,6 +569,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     else:
         lines.append(f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
                      "a canary is a small slice) and canary_hours > 0, long enough to see a daily peak.")
+        missed.append("no-canary")
 
     stages = answer.get("stages")
     nums = [_as_number(s) for s in stages] if isinstance(stages, list) else []
@@ -520,6 +578,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     else:
         lines.append("- stages: list the traffic fractions of a rolling rollout, increasing, ending at 1.0 "
                      "(for example [0.05, 0.25, 0.5, 1.0]).")
+        missed.append("no-stages")
 
     metrics = answer.get("metrics")
     metrics = [m for m in metrics if isinstance(m, str)] if isinstance(metrics, list) else []
@@ -532,6 +591,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
         lines.append(f"- metrics: nothing watched for {', '.join(absent)}. A config change can leave p99 and "
                      "throughput flat and still shift outputs: watch something that sees output-distribution "
                      "drift, such as the downstream eval gate's acceptance rate.")
+        missed += [f"no-{kind}-metric" for kind in absent]
 
     triggers = answer.get("rollback_triggers")
     triggers = [t for t in triggers if isinstance(t, dict)] if isinstance(triggers, list) else []
@@ -545,6 +605,7 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     else:
         lines.append("- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
                      "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric.")
+        missed.append("no-drift-trigger")
 
     notify = answer.get("notify")
     notify = [n for n in notify if isinstance(n, str)] if isinstance(notify, list) else []
@@ -553,8 +614,10 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     else:
         lines.append("- notify: name the downstream callers (the eval-gate owners, client teams) told "
                      "before the rollout; they can break on a change the serving team cannot see.")
+        missed.append("no-downstream-told")
 
-    return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines))
+    return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines),
+                  _named(ROLLOUT_SLIPS, *missed))
 
 
 def _mentions(text: str, words: tuple[str, ...]) -> bool:

@@ -39,6 +39,7 @@ from servelab.paths import REPO_DIR
 
 KEYS_DIR = REPO_DIR / "grading" / "keys"
 REPORT_DIR = "servelab-reports"  # relative to the course directory
+REPORT_ANSWER_CHARS = 300  # of each captured answer kept in the report: enough for the class report's example
 # Errors in a cell that mean the submission ran into one of the sandbox's limits.
 LIMIT_ERRORS = {
     "CellTimeoutError": "ran past the time limit for one cell",
@@ -275,7 +276,8 @@ class ScoreAnswers(NbGraderPreprocessor):
             if grade_id not in tests:
                 raise KeyError(f"{grade_id!r} has no entry in {Path(self.keys_dir) / (info['assignment'] + '.py')}: "
                                "every autograded test needs a checker and a key there.")
-            points, feedback = self._score(tests[grade_id], run, grade_id, index, cell)
+            scored = self._score(tests[grade_id], run, grade_id, index, cell)
+            points, feedback = scored
             points = min(max(float(points), 0.0), max_points)
             form = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") != "CellTimeoutError"]
             if form and index in run["answers"]:
@@ -283,7 +285,10 @@ class ScoreAnswers(NbGraderPreprocessor):
             cell.outputs = [new_output("stream", name="stdout", text=feedback + "\n"),
                             new_output("execute_result", data={"text/plain": repr(round(points, 3))},
                                        execution_count=cell.get("execution_count"))]
-            results[grade_id] = {"points": round(points, 3), "max_points": max_points, "feedback": feedback}
+            # slips and the answer (cut to REPORT_ANSWER_CHARS) are for the class report (classroom/report.py)
+            results[grade_id] = {"points": round(points, 3), "max_points": max_points, "feedback": feedback,
+                                 "slips": dict(getattr(scored, "slips", {})), "answered": index in run["answers"],
+                                 "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS]}
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["tests"] = results

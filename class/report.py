@@ -1,0 +1,36 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # What the class got wrong
+#
+# The instructor's notebook for after grading (a jupytext percent file: in JupyterLab, right-click it,
+# *Open With > Notebook*). It is not an assignment: nothing here is released to students.
+#
+# Once `nbgrader autograde` (or `python -m servelab.grading.parallel`) has graded an assignment, the cell
+# below reads the gradebook (the class's PostgreSQL when `SERVELAB_GRADEBOOK_URL` is set, as it is in an
+# instructor's lab on the hub; else `gradebook.db` in the course) and the slips the grader recorded, and
+# writes the class report: one page that opens offline, and a CSV. It shows what to re-teach here, with
+# links that open the lesson at the section that teaches each slip. No student is named unless `NAMES`.
+
+# %%
+from pathlib import Path
+
+from IPython.display import Markdown
+
+from servelab.classroom import report
+
+ASSIGNMENT = "lesson25"  # lesson25, lab25 or knoblab
+COURSE = Path("~/servelab").expanduser()  # the course directory (`servelab class up` makes it there)
+NAMES = False  # True lists the students who made each slip
+
+built = report.build(ASSIGNMENT, COURSE, names=NAMES)
+page, table = report.write(built, COURSE / "class-reports")
+Markdown(report.reteach_markdown(built, Path.cwd()) + f"\n\nThe whole report: `{page}`, and its numbers in `{table}`.")

@@ -1,0 +1,479 @@
+"""The class report: after grading, what the class got wrong, question by question, and why.
+
+    servelab class report lesson25 [--course DIR] [--out DIR] [--names]
+
+read -> question statistics -> slips -> what to re-teach -> page and CSV, each step handed a value:
+
+1. `read_class`: the gradebook, through nbgrader's own API (SQLite in the course, or
+   SERVELAB_GRADEBOOK_URL: the class's PostgreSQL), and the record the grader wrote for each
+   test of each submission (servelab-reports/<assignment>/<student>/<notebook>.json, written
+   by grading/trusted.py's ScoreAnswers: points, the slips its checker named, whether an
+   answer came, the answer).
+2. `question_stats`: per autograded question the mean, the distribution of points, how many
+   gave no answer, and the discrimination index: the point-biserial (Pearson) correlation of
+   the question's points with the rest of the assignment's total, None where either has no
+   spread. Per hand-graded cell, its distribution once every submission is graded.
+3. `slip_stats`: per question each named slip, how many made it, the points it cost (an
+   answer's lost points shared equally among the slips named on it), and one example answer:
+   the commonest among those who made it, with every student's name, id and email taken out.
+4. `reteach`: the three slips that cost the class most points, each with the lesson section
+   that teaches it (TEACHES: a heading of lessons/lesson25.ipynb).
+5. `write`: one HTML page (plotly.js inline: it opens offline) and a CSV.
+
+Everything a student wrote is hostile: the page is rendered by Jinja2 with autoescaping on,
+the charts carry only numbers and question ids, and no student is named unless `names`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from servelab.grading import course, trusted
+from servelab.paths import REPO_DIR
+
+from .errors import ClassError
+
+RETEACH = 3  # slips in the "what to re-teach" list
+EXAMPLE_CHARS = 160  # of an example answer shown on the page
+TEMPLATE = Path(__file__).with_name("report.html.j2")
+LESSON = REPO_DIR / "lessons" / "lesson25.ipynb"  # the student version, whose headings TEACHES names
+
+# The lesson section that teaches each autograded question: headings of lessons/lesson25.ipynb
+# (tests/test_class_report.py checks every one is there). A slip links to its question's section.
+RECAP = "Recap: what this lesson leans on"
+CHECKLIST = "The review checklist: does each knob match the stated workload?"
+ROLLOUT = "Carrying a change through what others depend on"
+PRIMARY_SOURCE = "Saying when the usual answer is wrong, and settling a disputed claim from the primary source"
+TEACHES = {
+    "warmup1-per-token": RECAP, "warmup1-batch": RECAP,
+    "warmup2-ridge": RECAP, "warmup2-tokens": RECAP,
+    "warmup3-tokens": RECAP, "warmup3-verified": RECAP, "warmup3-bound": RECAP,
+    "practice1-test": CHECKLIST, "practice4-test": CHECKLIST, "rep1-test": CHECKLIST,
+    "practice2-sufficient": PRIMARY_SOURCE, "practice2-missing": PRIMARY_SOURCE,
+    "practice5-test": PRIMARY_SOURCE, "quiz-test": PRIMARY_SOURCE,
+    "rep2-test": PRIMARY_SOURCE,  # the labs' measured comparison: settle it with on/off numbers
+    "practice3-test": ROLLOUT, "rep3-test": ROLLOUT,
+}
+
+
+def anchor(heading: str) -> str:
+    """The id JupyterLab gives a notebook heading: its text with spaces as '-'
+    (@jupyterlab/rendermime 4, renderers.ts, Private.createHeaderId)."""
+    return heading.replace(" ", "-")
+
+
+# --------------------------------------------------------------------------- 1. read
+
+@dataclass(frozen=True)
+class Question:
+    """One graded cell of the assignment."""
+
+    grade_id: str
+    notebook: str
+    max_points: float
+    autograded: bool  # a test cell the grader scores; else a cell a person grades
+
+
+@dataclass
+class Submission:
+    """One student's graded submission, as the gradebook and the grader's records hold it."""
+
+    student: str  # the gradebook's id: never on the page unless --names
+    points: dict = field(default_factory=dict)  # grade_id -> score, None while a person has not graded it
+    tests: dict = field(default_factory=dict)  # grade_id -> the grader's record (trusted.ScoreAnswers)
+
+    @property
+    def total(self) -> float:
+        return sum(p for p in self.points.values() if p is not None)
+
+
+@dataclass
+class ClassData:
+    assignment: str
+    questions: list[Question]
+    submissions: list[Submission]
+    identities: list[str]  # every student's id, names and email: what an example must not show
+    without_record: int = 0  # submissions the grader left no record for (graded before slips were recorded)
+
+
+def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
+    """The assignment's graded submissions: the gradebook's scores and the grader's per-test records."""
+    from nbgrader.api import (Grade, GradeCell, Gradebook, MissingEntry, Notebook, SolutionCell,
+                              Student, SubmittedAssignment, SubmittedNotebook)
+
+    course_dir = Path(course_dir)
+    db_url = db_url or _gradebook_url(course_dir)
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+        # nbgrader would make an empty gradebook there
+        raise ClassError(f"No gradebook at {db_url[len('sqlite:///'):]}: run this in the course directory "
+                         "(or give --course DIR), or set SERVELAB_GRADEBOOK_URL to the class's PostgreSQL.")
+    try:
+        gb = Gradebook(db_url)
+    except Exception as exc:  # noqa: BLE001 - nbgrader raises whatever SQLAlchemy does
+        raise ClassError(f"Could not open the gradebook ({type(exc).__name__}): check --course or "
+                         "SERVELAB_GRADEBOOK_URL, the one the graders wrote to.") from None
+    with gb:
+        try:
+            found = gb.find_assignment(assignment)
+        except MissingEntry:
+            raise ClassError(f"The gradebook has no assignment {assignment!r}: run nbgrader generate_assignment "
+                             f"{assignment} and grade it first (known: {', '.join(a.name for a in gb.assignments)})."
+                             ) from None
+        db = gb.db
+        answer_cells = {(nb, name) for name, nb in db.query(SolutionCell.name, Notebook.name)
+                        .join(Notebook, SolutionCell.notebook_id == Notebook.id)
+                        .filter(Notebook.assignment_id == found.id)}
+        questions = [Question(name, nb, float(points or 0), (nb, name) not in answer_cells and kind == "code")
+                     for name, nb, points, kind in db.query(GradeCell.name, Notebook.name, GradeCell.max_score,
+                                                            GradeCell.cell_type)
+                     .join(Notebook, GradeCell.notebook_id == Notebook.id)
+                     .filter(Notebook.assignment_id == found.id)]
+        # One query for every grade of the class: the ORM's lazy loads would cost one round trip per grade.
+        rows = (db.query(Student.id, Notebook.name, GradeCell.name, Grade.auto_score, Grade.manual_score,
+                         Grade.extra_credit, Grade.needs_manual_grade)
+                .join(SubmittedAssignment, SubmittedAssignment.student_id == Student.id)
+                .join(SubmittedNotebook, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+                .join(Grade, Grade.notebook_id == SubmittedNotebook.id)
+                .join(GradeCell, Grade.cell_id == GradeCell.id)
+                .join(Notebook, GradeCell.notebook_id == Notebook.id)
+                .filter(SubmittedAssignment.assignment_id == found.id)
+                .all())
+        identities = [str(x) for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)
+                      for x in row if x]
+    by_student: dict[str, Submission] = {}
+    autograded = {q.grade_id for q in questions if q.autograded}
+    for student, _nb, name, auto, manual, extra, needs_manual in rows:
+        sub = by_student.setdefault(student, Submission(student))
+        if manual is not None:  # nbgrader's Grade.score: a person's score wins over the autograder's
+            score = manual + (extra or 0.0)
+        elif auto is not None and (name in autograded or not needs_manual):
+            score = auto + (extra or 0.0)
+        else:
+            score = None
+        sub.points[name] = score
+    submissions = sorted(by_student.values(), key=lambda s: s.student)
+    if not submissions:
+        raise ClassError(f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
+                         "first (nbgrader autograde, or python -m servelab.grading.parallel).")
+    notebooks = sorted({q.notebook for q in questions})
+    without = 0
+    for sub in submissions:
+        for nb in notebooks:
+            record = _read_record(course_dir, assignment, sub.student, nb)
+            sub.tests.update(record)
+        without += not sub.tests
+    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without)
+
+
+def _gradebook_url(course_dir: Path) -> str:
+    from servelab.grading import pipeline
+
+    return pipeline.gradebook_url(course_dir)
+
+
+def _cell_order(assignment: str):
+    """Questions in the order the notebook asks them (the gradebook keeps no order), unknown ones last."""
+    order = {}
+    for path in sorted((course.SOLUTIONS / assignment).glob("*.ipynb")):
+        try:
+            cells = json.loads(path.read_text())["cells"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for cell in cells:
+            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+            order.setdefault(grade_id, len(order))
+    return lambda q: (order.get(q.grade_id, len(order)), q.notebook, q.grade_id)
+
+
+def _read_record(course_dir: Path, assignment: str, student: str, notebook: str) -> dict:
+    """grade_id -> the grader's record for one submission: only plain, well-typed values survive."""
+    reports = (course_dir / trusted.REPORT_DIR).resolve()
+    path = (reports / assignment / student / f"{notebook}.json").resolve()
+    if reports not in path.parents:  # a student id is a name a student chose
+        return {}
+    tests = trusted.read_report(path).get("tests")
+    out = {}
+    for grade_id, record in (tests.items() if isinstance(tests, dict) else ()):
+        if not isinstance(record, dict):
+            continue
+        slips = record.get("slips")
+        slips = {str(k)[:80]: str(v)[:600] for k, v in slips.items()} if isinstance(slips, dict) else {}
+        points = record.get("points")
+        out[str(grade_id)] = {
+            "points": float(points) if isinstance(points, (int, float)) and math.isfinite(points) else 0.0,
+            "slips": slips,
+            "answered": record.get("answered") is not False,
+            "answer": str(record.get("answer") or "")[:trusted.REPORT_ANSWER_CHARS],
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- 2. question statistics
+
+def point_biserial(xs: list[float], ys: list[float]) -> float | None:
+    """Pearson's r of xs and ys (the point-biserial when xs is right/wrong); None when either has no spread."""
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx <= 1e-12 or syy <= 1e-12:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(sxx * syy)
+
+
+@dataclass
+class SlipStats:
+    grade_id: str
+    slip: str
+    about: str  # what the slip is, in the key's words
+    count: int  # submissions that made it
+    share: float  # count / submissions
+    points_lost: float
+    example: str  # the commonest answer among those who made it, anonymised; "" if none was recorded
+    example_count: int  # how many gave exactly that answer
+    students: list[str] = field(default_factory=list)  # only filled with names=True
+    section: str = ""  # the lesson heading that teaches it
+
+
+@dataclass
+class QuestionStats:
+    question: Question
+    graded: int  # submissions with a score for it
+    mean: float | None
+    distribution: dict  # points -> submissions, sorted by points
+    blank: int  # no answer reached the grader
+    discrimination: float | None
+    slips: list[SlipStats] = field(default_factory=list)
+    unnamed_wrong: int = 0  # answers below full points with no slip named
+
+
+def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
+    """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded."""
+    out = []
+    for q in data.questions:
+        scored = [(s, s.points.get(q.grade_id)) for s in data.submissions]
+        done = [(s, p) for s, p in scored if p is not None]
+        if not q.autograded and len(done) < len(scored):
+            out.append(QuestionStats(q, len(done), None, {}, 0, None))  # the distribution waits for the last grade
+            continue
+        own = [p for _, p in done]
+        rest = [s.total - p for s, p in done]
+        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False)
+        stats = QuestionStats(q, len(done), sum(own) / len(own) if own else None,
+                              dict(sorted(Counter(round(p, 3) for p in own).items())), blank,
+                              point_biserial(own, rest))
+        if q.autograded:
+            stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names)
+        out.append(stats)
+    return out
+
+
+# --------------------------------------------------------------------------- 3. slips
+
+def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) -> tuple[list[SlipStats], int]:
+    """Each slip named on a question: who made it, what it cost, one anonymised example; and wrong answers unnamed."""
+    made: dict[str, list] = defaultdict(list)
+    about: dict[str, str] = {}
+    lost: Counter = Counter()
+    unnamed = 0
+    for sub, points in done:
+        record = sub.tests.get(q.grade_id)
+        if not record or record.get("answered") is False:
+            continue
+        slips = record["slips"]
+        if not slips:
+            unnamed += points < q.max_points - 1e-9
+            continue
+        for slip, what in slips.items():
+            made[slip].append(sub)
+            about.setdefault(slip, what)
+            lost[slip] += max(0.0, q.max_points - points) / len(slips)
+    scrub = _scrubber(data.identities)
+    out = []
+    for slip, subs in made.items():
+        answers = Counter(scrub(s.tests[q.grade_id]["answer"]) for s in subs if s.tests[q.grade_id]["answer"])
+        example, example_count = min(answers.items(), key=lambda kv: (-kv[1], kv[0])) if answers else ("", 0)
+        out.append(SlipStats(q.grade_id, slip, about[slip], len(subs), len(subs) / len(done), round(lost[slip], 3),
+                             example, example_count, sorted(s.student for s in subs) if names else [],
+                             TEACHES.get(q.grade_id, "")))
+    out.sort(key=lambda s: (-s.points_lost, -s.count, s.slip))
+    return out, unnamed
+
+
+def _scrubber(identities: list[str]):
+    """A function that takes every student's id, names and email out of a text, and what could hide them."""
+    words = sorted({w for w in identities if len(w) >= 2}, key=len, reverse=True)
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)" for w in words), re.IGNORECASE) if words else None
+
+    def scrub(text: str) -> str:
+        # control and format characters (bidi overrides, zero-width) could make the text read as something else
+        text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf") or ch == " ")
+        if pattern is not None:
+            text = pattern.sub("[a student]", text)
+        return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS - 1] + "…"
+
+    return scrub
+
+
+# --------------------------------------------------------------------------- 4. what to re-teach
+
+def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[SlipStats]:
+    """The n slips that cost the class most points (ties: more students, then the one the lesson teaches first)."""
+    slips = [(i, s) for i, q in enumerate(stats) for s in q.slips if s.points_lost > 0]
+    return [s for _, s in sorted(slips, key=lambda p: (-p[1].points_lost, -p[1].count, p[0], p[1].slip))[:n]]
+
+
+# --------------------------------------------------------------------------- the report
+
+@dataclass
+class ClassReport:
+    assignment: str
+    submissions: int
+    max_points: float
+    mean_total: float
+    questions: list[QuestionStats]
+    reteach: list[SlipStats]
+    without_record: int
+    names: bool
+    lesson: Path = LESSON  # the copy of the lesson the links open
+
+
+def lesson_copy(course_dir: Path) -> Path:
+    """The lesson the links open: the course's released copy, inside the instructor's JupyterLab, else the repo's."""
+    released = Path(course_dir) / "release" / "lesson25" / LESSON.name
+    return released if released.is_file() else LESSON
+
+
+def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False) -> ClassReport:
+    """Read the class and compute every number the page and the CSV show."""
+    data = read_class(assignment, course_dir, db_url)
+    stats = question_stats(data, names)
+    totals = [s.total for s in data.submissions]
+    return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
+                       sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
+                       lesson_copy(course_dir))
+
+
+# --------------------------------------------------------------------------- 5. the page and the CSV
+
+def summary(q: QuestionStats) -> str:
+    """The chart's text alternative: one sentence."""
+    if q.mean is None:
+        return (f"{q.question.grade_id}: {q.graded} of the submissions graded so far; the distribution is shown "
+                "once every one is graded.")
+    spread = ", ".join(f"{c} scored {_num(p)}" for p, c in q.distribution.items())
+    return f"{q.question.grade_id}: mean {_num(q.mean)} of {_num(q.question.max_points)} points over {q.graded}; {spread}."
+
+
+def _num(x: float) -> str:
+    return f"{x:.2f}".rstrip("0").rstrip(".") if x is not None else "-"
+
+
+def _chart(q: QuestionStats, div_id: str) -> str:
+    """A bar chart of points -> students: numbers and the question id only, nothing a student wrote."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    points = list(q.distribution)
+    fig = go.Figure(go.Bar(x=[_num(p) for p in points], y=list(q.distribution.values()), marker_color="#1f5fa8",
+                           hovertemplate="%{y} students scored %{x}<extra></extra>"))
+    fig.update_layout(height=240, width=420, margin=dict(l=50, r=10, t=10, b=45), template="simple_white",
+                      xaxis=dict(title="points", type="category"), yaxis=dict(title="students", rangemode="tozero", tick0=0,
+                                 dtick=max(1, math.ceil(max(q.distribution.values()) / 5))),
+                      font=dict(color="#1a1a1a"))
+    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
+                       config={"displayModeBar": False, "staticPlot": False, "responsive": False})
+
+
+def lesson_link(section: str, out_dir: Path, lesson: Path = LESSON) -> str:
+    """The lesson notebook at `section`, relative to `out_dir` (JupyterLab opens it at the heading)."""
+    rel = os.path.relpath(lesson, out_dir)
+    return quote(rel) + "#" + quote(anchor(section), safe=":?,()-")
+
+
+def render_html(report: ClassReport, out_dir: Path) -> str:
+    import jinja2
+    from plotly.offline import get_plotlyjs
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    charts = {q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions)
+              if q.mean is not None}
+    return env.get_template(TEMPLATE.name).render(
+        r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir, report.lesson),
+        plotlyjs=get_plotlyjs(), lesson=LESSON.name, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
+        Markup=jinja2.utils.markupsafe.Markup)
+
+
+CSV_FIELDS = ("assignment", "grade_id", "kind", "slip", "about", "max_points", "graded", "mean_points", "blank",
+              "discrimination", "students_with_slip", "share", "points_lost", "teaches", "students")
+
+
+def render_csv(report: ClassReport) -> str:
+    buf = io.StringIO()
+    w = _SafeWriter(buf, CSV_FIELDS)
+    w.writeheader()
+    for q in report.questions:
+        base = {"assignment": report.assignment, "grade_id": q.question.grade_id,
+                "kind": "autograded" if q.question.autograded else "hand-graded",
+                "max_points": q.question.max_points, "graded": q.graded}
+        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4), "blank": q.blank,
+                    "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
+                    "teaches": TEACHES.get(q.question.grade_id, "")})
+        for s in q.slips:
+            w.writerow({**base, "slip": s.slip, "about": s.about, "students_with_slip": s.count,
+                        "share": round(s.share, 6), "points_lost": s.points_lost, "teaches": s.section,
+                        "students": " ".join(s.students)})
+    return buf.getvalue()
+
+
+def csv_cell(value):
+    """A value a spreadsheet shows as text: one that starts with = + - @ (a formula to a spreadsheet: OWASP,
+    "CSV Injection") gets a leading apostrophe, unless it is a number."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        try:
+            float(value)
+        except ValueError:
+            return "'" + value
+    return value
+
+
+class _SafeWriter(csv.DictWriter):
+    def writerow(self, row):
+        return super().writerow({k: csv_cell(v) for k, v in row.items()})
+
+
+def write(report: ClassReport, out_dir: Path) -> tuple[Path, Path]:
+    """<out>/<assignment>-class-report.html and .csv; their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html_path = out_dir / f"{report.assignment}-class-report.html"
+    csv_path = out_dir / f"{report.assignment}-class-report.csv"
+    html_path.write_text(render_html(report, out_dir.resolve()), encoding="utf-8")
+    csv_path.write_text(render_csv(report), encoding="utf-8")
+    return html_path, csv_path
+
+
+def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
+    """The re-teach list as Markdown with links JupyterLab opens at the heading (the instructor notebook's cell)."""
+    lines = [f"**What to re-teach in {report.assignment}** ({report.submissions} submissions):", ""]
+    for i, s in enumerate(report.reteach, 1):
+        lines.append(f"{i}. {_md(s.about)} ({s.grade_id}: {s.count} students, {_num(s.points_lost)} points) "
+                     f"-> [{_md(s.section)}]({lesson_link(s.section, from_dir, report.lesson)})")
+    return "\n".join(lines if report.reteach else lines + ["Nothing: no named slip cost the class points."])
+
+
+def _md(text: str) -> str:
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)

@@ -1,0 +1,339 @@
+"""The class report: real gradings record the slips; a class of 60 with known slips gives them back exactly.
+
+Seven sample submissions are graded for real through the pipeline's steps (the sandbox, the
+checkers in trusted.py, nbgrader's SaveAutoGrades): that proves the recording end to end. The
+class of 60 is made from lesson 25's four graded ones by grading.replicate (each one's grades
+and record copied through nbgrader's Gradebook API), in a known mix, so every proportion on
+the page is known before the report runs. About a minute on 2 cores, most of it the gradings.
+"""
+
+import csv
+import io
+import json
+import math
+import re
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from servelab import cli
+from servelab.classroom import report
+from servelab.grading import course, pipeline, replicate, samples, trusted
+
+LESSON = course.get("lesson25")
+GRADED = {"lesson25": ["perfect", "partial", "near_misses", "empty"], "lab25": ["perfect", "conclusion_contradicts"],
+          "knoblab": ["perfect"]}
+MIX = {"perfect": 24, "partial": 18, "near_misses": 12, "empty": 6}  # the class of 60
+N = sum(MIX.values())
+# The slips each sample makes (samples.py says which slip each of its wrong answers is), by test.
+SLIPS = {
+    "partial": {
+        "warmup1-per-token": {"kv-once", "no-bytes-per-value"},  # 65536: half, in bf16 both slips land there
+        "warmup1-batch": {"kv-once"},
+        "warmup3-tokens": {"all-accepted"},
+        "practice1-test": {"verdict", "useful_batch_limit", "cap_explains_miss"},
+        "practice2-missing": {"picked-gpu_count", "missed-on_off_measurement", "missed-slo_metric"},
+        "practice5-test": {"chose-c"},
+        "rep1-test": {"batching-justified", "gpu_memory_utilization-no-reason"},
+        "rep3-test": {"no-drift-metric", "no-drift-trigger"},
+    },
+    "near_misses": {
+        "warmup3-tokens": {"a-times-k"},
+        "practice1-test": {"verdict", "cap_explains_miss"},
+        "rep3-test": {"no-downstream-told"},
+    },
+}
+EXPECTED = json.loads(samples.EXPECTED.read_text())
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """A course with the GRADED samples graded for real, one nbgrader autograde each, in the sandbox."""
+    root = course.make(tmp_path_factory.mktemp("class-report") / "course")
+    subs = root.parent / "submissions"
+    for name, students in GRADED.items():
+        assignment = course.get(name)
+        (subs / name).mkdir(parents=True)
+        for student in students:
+            shutil.copy(samples.SUBMISSIONS / name / f"{student}.ipynb", subs / name / f"{student}.ipynb")
+        made = course.nbgrader(root, "generate_assignment", name, "--force", timeout=300)
+        assert made.returncode == 0, made.stderr[-2000:]
+        pipeline.collect(root, assignment, subs / name)
+        for student in students:
+            g = pipeline.grade_submission(root, assignment, student, cell_timeout=10, submission_timeout=240)
+            assert g.status == "graded" and g.score == pytest.approx(EXPECTED[name][student]), (name, student, g.log_tail)
+    return root
+
+
+@pytest.fixture(scope="module")
+def lesson_class(graded, tmp_path_factory):
+    """The class of 60: a copy of the graded course with lesson 25's samples copied to MIX students."""
+    root = tmp_path_factory.mktemp("class-of-60") / "course"
+    shutil.copytree(graded, root)
+    mix = [(f"s{i:02d}_{kind}", kind) for i, kind in enumerate(k for k, n in MIX.items() for _ in range(n))]
+    replicate.replicate(root, f"sqlite:///{root / 'gradebook.db'}", LESSON, mix)
+    return root
+
+
+def test_the_grader_records_each_tests_slips_and_whether_an_answer_came(graded):
+    def record(student):
+        path = graded / trusted.REPORT_DIR / "lesson25" / student / "lesson25.json"
+        return json.loads(path.read_text())["tests"]
+
+    partial, perfect, empty = record("partial"), record("perfect"), record("empty")
+    for grade_id, slips in SLIPS["partial"].items():
+        assert set(partial[grade_id]["slips"]) == slips, grade_id
+    assert partial["warmup1-per-token"]["answer"] == "65536"
+    assert "K and V" in partial["warmup1-batch"]["slips"]["kv-once"]
+    assert all(not t["slips"] and t["answered"] for t in perfect.values())
+    assert all(not t["answered"] and not t["slips"] and t["points"] == 0 for t in empty.values())
+    lab = json.loads((graded / trusted.REPORT_DIR / "lab25" / "conclusion_contradicts" / "spec_decode_lab.json")
+                     .read_text())["tests"]
+    assert set(lab["rep2-test"]["slips"]) == {"against-own-pick"}
+
+
+def test_a_class_of_60_gives_back_its_slips_proportions_exactly(lesson_class):
+    r = report.build("lesson25", lesson_class)
+    assert r.submissions == N
+    by_id = {q.question.grade_id: q for q in r.questions}
+    for grade_id in {g for slips in SLIPS.values() for g in slips}:
+        want = Counter_of(grade_id)
+        got = {s.slip: s for s in by_id[grade_id].slips}
+        assert set(got) == set(want), grade_id
+        for slip, count in want.items():
+            assert got[slip].count == count and Fraction(got[slip].share).limit_denominator(N) == Fraction(count, N)
+    for q in r.questions:
+        if q.question.autograded:
+            assert q.blank == MIX["empty"], q.question.grade_id
+            assert q.graded == N
+    # means from the samples' own expected points
+    perfect_points = {q.question.grade_id: q.question.max_points for q in r.questions if q.question.autograded}
+    partial = samples.LESSON25_PARTIAL_POINTS
+    for grade_id, full in perfect_points.items():
+        near = full - samples.LESSON25_NEAR_MISS_LOSSES.get(grade_id, 0)
+        mean = (MIX["perfect"] * full + MIX["partial"] * partial[grade_id] + MIX["near_misses"] * near) / N
+        assert by_id[grade_id].mean == pytest.approx(mean), grade_id
+
+
+def max_points():
+    return {g: key.get("points", 1) for g, (_, key) in trusted.load_tests("lesson25").items()}
+
+
+def Counter_of(grade_id):
+    counts = {}
+    for kind, tests in SLIPS.items():
+        for slip in tests.get(grade_id, ()):
+            counts[slip] = counts.get(slip, 0) + MIX[kind]
+    return counts
+
+
+def test_the_discrimination_index_matches_a_hand_computation(lesson_class):
+    # warmup1-per-token is right (1) for perfect and near_misses, wrong (0) for partial and empty.
+    # Point-biserial by its textbook formula: (M1 - M0) / s * sqrt(p q), s the population SD of the rest.
+    totals = {k: EXPECTED["lesson25"][k] for k in MIX}
+    item = {"perfect": 1, "near_misses": 1, "partial": 0, "empty": 0}
+    rest = [totals[k] - item[k] for k in MIX for _ in range(MIX[k])]
+    right = [totals[k] - item[k] for k in ("perfect", "near_misses") for _ in range(MIX[k])]
+    wrong = [totals[k] - item[k] for k in ("partial", "empty") for _ in range(MIX[k])]
+    p = len(right) / N
+    mean = sum(rest) / N
+    s = math.sqrt(sum((x - mean) ** 2 for x in rest) / N)
+    by_hand = (sum(right) / len(right) - sum(wrong) / len(wrong)) / s * math.sqrt(p * (1 - p))
+    r = report.build("lesson25", lesson_class)
+    q = next(q for q in r.questions if q.question.grade_id == "warmup1-per-token")
+    assert q.discrimination == pytest.approx(by_hand, abs=1e-9)
+
+
+def test_point_biserial_on_a_small_case_and_without_spread():
+    # Five students: item 1 0 1 0 1, rest 8 3 7 5 6. M1 = 7, M0 = 4, p = 0.6,
+    # population SD of the rest = sqrt(14.8 / 5) = 1.720465, so r = 3 / 1.720465 * 0.489898 = 0.854242.
+    assert report.point_biserial([1, 0, 1, 0, 1], [8, 3, 7, 5, 6]) == pytest.approx(0.854242, abs=1e-6)
+    assert report.point_biserial([1, 1, 1], [3, 5, 9]) is None  # everyone right: no index
+    assert report.point_biserial([1, 0, 1], [4, 4, 4]) is None
+    assert report.point_biserial([1], [4]) is None
+
+
+def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(lesson_class, tmp_path):
+    # An answer's lost points are shared equally among the slips named on it.
+    lost, order = {}, [q for q in trusted.load_tests("lesson25")]
+    points = {"partial": samples.LESSON25_PARTIAL_POINTS,
+              "near_misses": {g: m - samples.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()}}
+    for kind, tests in SLIPS.items():
+        for grade_id, slips in tests.items():
+            for slip in slips:
+                share = MIX[kind] * (max_points()[grade_id] - points[kind][grade_id]) / len(slips)
+                lost[grade_id, slip] = lost.get((grade_id, slip), 0) + share
+    want = sorted(lost, key=lambda k: (-round(lost[k], 6), order.index(k[0]), k[1]))[:3]
+    r = report.build("lesson25", lesson_class)
+    assert [(s.grade_id, s.slip) for s in r.reteach] == want
+    assert [s.points_lost for s in r.reteach] == [pytest.approx(lost[k]) for k in want]
+    md = report.reteach_markdown(r, tmp_path)
+    for s in r.reteach:
+        assert s.section == report.TEACHES[s.grade_id]
+        assert report.lesson_link(s.section, tmp_path, r.lesson) in md
+    assert r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"  # inside the course: JupyterLab serves it
+
+
+def test_every_question_links_to_a_heading_of_the_lesson():
+    nb = json.loads(report.LESSON.read_text())
+    headings = {line.lstrip("#").strip() for c in nb["cells"] if c["cell_type"] == "markdown"
+                for line in "".join(c["source"]).splitlines() if line.startswith("#")}
+    assert set(report.TEACHES.values()) <= headings
+    for name in GRADED:
+        assert set(trusted.load_tests(name)) <= set(report.TEACHES), name
+
+
+def test_hand_graded_cells_show_their_distribution_once_every_one_is_graded(lesson_class, tmp_path):
+    from nbgrader.api import Gradebook
+
+    root = tmp_path / "course"
+    shutil.copytree(lesson_class, root)
+    q = lambda r: next(q for q in r.questions if q.question.grade_id == "warmup1-explain")  # noqa: E731
+    assert q(report.build("lesson25", root)).mean is None  # only the 6 unanswered ones are graded (0) so far
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
+        students = sorted(s.student.id for s in gb.find_assignment("lesson25").submissions)
+        for i, student in enumerate(students):
+            grade = gb.find_grade("warmup1-explain", "lesson25", "lesson25", student)
+            grade.manual_score = float(i % 2)
+        gb.db.commit()
+    stats = q(report.build("lesson25", root))
+    assert stats.distribution == {0.0: N // 2, 1.0: N // 2}
+    assert not stats.question.autograded
+
+
+def test_nothing_identifies_a_student_unless_names(lesson_class, tmp_path):
+    page = report.render_html(report.build("lesson25", lesson_class), tmp_path)
+    assert not re.search(r"s\d\d_(perfect|partial|near_misses|empty)", page)
+    named = report.build("lesson25", lesson_class, names=True)
+    assert "s30_partial" in report.render_html(named, tmp_path)
+    assert "s30_partial" in report.render_csv(named)
+    assert "s30_partial" not in report.render_csv(report.build("lesson25", lesson_class))
+
+
+def test_a_hostile_answer_is_escaped_and_anonymised(tmp_path):
+    hostile = '<script>alert(1)</script><img src=x onerror=alert(2)> ada_l wrote this, with bo_k; \u202egnp.exe'
+    q = report.Question("q1", "lesson25", 1.0, True)
+    record = {"points": 0.0, "slips": {"kv-once": "K and V <counted> once"}, "answered": True, "answer": hostile}
+    data = report.ClassData("lesson25", [q], [report.Submission("ada_l", {"q1": 0.0}, {"q1": record}),
+                                              report.Submission("bo_k", {"q1": 0.0}, {"q1": dict(record)})],
+                            ["ada_l", "Ada", "Lovelace", "bo_k", "ada@example.edu"])
+    stats = report.question_stats(data)
+    r = report.ClassReport("lesson25", 2, 1.0, 0.0, stats, report.reteach(stats), 0, False)
+    page = report.render_html(r, tmp_path)
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "K and V &lt;counted&gt; once" in page
+    assert "ada_l" not in page and "bo_k" not in page and "\u202e" not in page
+    assert "[a student] wrote this, with [a student]" in page
+
+
+def test_a_record_outside_the_reports_folder_is_not_read(tmp_path):
+    (tmp_path / "secret.json").write_text(json.dumps({"tests": {"q1": {"points": 1}}}))
+    assert report._read_record(tmp_path / "course", "lesson25", "../..", "secret") == {}
+
+
+def test_the_csv_holds_the_numbers_and_no_formula(lesson_class):
+    rows = list(csv.DictReader(io.StringIO(report.render_csv(report.build("lesson25", lesson_class)))))
+    kv = next(r for r in rows if r["grade_id"] == "warmup1-batch" and r["slip"] == "kv-once")
+    assert int(kv["students_with_slip"]) == MIX["partial"] and float(kv["share"]) == MIX["partial"] / N
+    assert [report.csv_cell(v) for v in ('=HYPERLINK("a")', "-cmd", "-1.5", "@x", "plain", 3)] == \
+        ['\'=HYPERLINK("a")', "'-cmd", "-1.5", "'@x", "plain", 3]
+
+
+def test_the_labs_reports(graded, tmp_path):
+    lab = report.build("lab25", graded)
+    rep2 = next(q for q in lab.questions if q.question.grade_id == "rep2-test")
+    assert [(s.slip, s.count) for s in rep2.slips] == [("against-own-pick", 1)]
+    assert any(not q.question.autograded for q in lab.questions)  # the fix, graded by a person
+    knob = report.build("knoblab", graded)
+    assert knob.submissions == 1 and knob.reteach == []
+
+
+def test_the_command_writes_the_page_and_the_csv(lesson_class, tmp_path, capsys):
+    assert cli.main(["class", "report", "lesson25", "--course", str(lesson_class), "--out", str(tmp_path)]) == 0
+    assert "60 submissions of lesson25" in capsys.readouterr().out
+    page = (tmp_path / "lesson25-class-report.html").read_text()
+    assert "cdn" not in page.lower().split("<script>")[0] and 'src="http' not in page
+    assert (tmp_path / "lesson25-class-report.csv").exists()
+    assert cli.main(["class", "report", "nosuch", "--course", str(lesson_class), "--out", str(tmp_path)]) == 2
+    assert "no assignment 'nosuch'" in capsys.readouterr().err
+    assert cli.main(["class", "report", "lesson25", "--course", str(tmp_path / "nowhere")]) == 2
+    assert "No gradebook at" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_page_opens_offline_reads_its_reteach_list_and_passes_axe(lesson_class, tmp_path):
+    from browser_helpers import require_chromium
+
+    require_chromium()
+    from playwright.sync_api import sync_playwright
+
+    r = report.build("lesson25", lesson_class)
+    page_path, _ = report.write(r, tmp_path)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                    args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page()
+            online = []
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
+                       else (online.append(route.request.url), route.abort()))
+            page.goto(page_path.as_uri())
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+            items = page.locator("#reteach li").all_inner_texts()
+            assert len(items) == 3
+            for item, slip in zip(items, r.reteach):
+                assert f"{slip.count} of {N} students" in item and slip.section in item
+            assert online == []
+            violations = axe(page)
+            assert violations == [], json.dumps(violations, indent=1)[:3000]
+        finally:
+            browser.close()
+
+
+AXE = Path(__file__).resolve().parent.parent / ".venv" / "node" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def axe(page) -> list[dict]:
+    """axe-core's WCAG 2.1 A/AA and best-practice rules on the page: each violation's rule and first node."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: run `make browser-deps` (npm install axe-core into .venv/node).")
+    page.add_script_tag(path=str(AXE))
+    result = page.evaluate("async () => await axe.run(document, {runOnly: {type: 'tag', values: "
+                           "['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']}})")
+    return [{"rule": v["id"], "impact": v["impact"], "nodes": len(v["nodes"]), "first": v["nodes"][0]["html"][:300]}
+            for v in result["violations"]]
+
+
+def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeypatch):
+    import jupytext
+
+    nb = jupytext.read(report.REPO_DIR / "class" / "report.py")
+    code = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert len(code) == 1 and 'COURSE = Path("~/servelab").expanduser()' in code[0]
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(code[0].replace('Path("~/servelab").expanduser()', repr(str(lesson_class)).join(("Path(", ")"))), scope)
+    shown = scope["Markdown"](report.reteach_markdown(scope["built"], tmp_path)).data
+    assert shown.startswith("**What to re-teach in lesson25** (60 submissions)")
+    assert (lesson_class / "class-reports" / "lesson25-class-report.html").exists()
+
+
+def test_checkers_name_their_slips_beside_the_points_and_feedback():
+    from servelab.grading import checkers, keys
+
+    result = checkers.number(65536, keys.kv_bytes_per_token("Llama-3.1-8B"))
+    points, feedback = result  # still a (points, feedback) pair
+    assert points == 0 and set(result.slips) == {"kv-once", "no-bytes-per-value"}
+    assert checkers.number(131072, keys.kv_bytes_per_token("Llama-3.1-8B")).slips == {}
+    assert checkers.number(99, keys.kv_bytes_per_token("Llama-3.1-8B")).slips == {}  # wrong, but no known slip
+    tests = trusted.load_tests("lesson25")
+    assert set(checkers.choice("c", tests["practice5-test"][1]).slips) == {"chose-c"}
+    assert set(checkers.yes_no(False, tests["warmup3-bound"][1]).slips) == {"said-false"}
+    assert set(checkers.selection(["batch_size", "gpu_count"], tests["practice2-missing"][1]).slips) == {
+        "picked-gpu_count", "missed-bottleneck", "missed-on_off_measurement", "missed-slo_metric"}
+    assert checkers.choice("zz", tests["practice5-test"][1]).slips == {}  # a malformed answer is not a slip
+    assert set(checkers.rollout_plan({}, {"points": 5}).slips) == set(checkers.ROLLOUT_SLIPS)  # an empty plan
+    assert set(checkers.measured_comparison({}, {"points": 4}).slips) == {"not-a-comparison"}
