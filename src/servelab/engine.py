@@ -21,7 +21,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from . import model, paths
+from .hardware import DTYPE_BYTES, cpu_name
+from .metrics import SPEC_COUNTERS
+from .modelspec import ModelSpec
 
 SPEC_METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3")
 DRAFTED = ("draft_model", "eagle", "eagle3")  # methods whose proposer is a second model
@@ -111,13 +114,11 @@ class EngineConfig:
     def resolved_model(self) -> str:
         if self.model:
             return self.model
-        from . import model
         return str(model.model_dir())
 
     def resolved_draft(self) -> str:
         if self.draft_model:
             return self.draft_model
-        from . import model
         return str(model.draft_dir(model.DEFAULT_DRAFT_LAYERS[0]))
 
     def resolved_dtype(self) -> str:
@@ -173,14 +174,12 @@ class EngineConfig:
     def _kv_bytes_needed(self, tokens_per_request: int, batch_size: int) -> float | None:
         """KV cache bytes for a batch on CPU, or None where servelab cannot judge it: on a GPU
         (vLLM sizes the cache from memory) or for a dtype servelab does not know (vLLM judges it)."""
-        from .hardware import DTYPE_BYTES
         if on_gpu():
             return None
         dtype = self.resolved_dtype()
         dtype = "bfloat16" if dtype == "auto" else dtype
         if dtype not in DTYPE_BYTES:
             return None
-        from .modelspec import ModelSpec
         return ModelSpec.from_config_json(self.resolved_model()).kv_bytes(tokens_per_request, batch_size, dtype)
 
     def speculative_config(self) -> dict | None:
@@ -229,7 +228,7 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def on_gpu() -> bool:
-    try:
+    try:  # torch only when asked: the lab and the reviewer import this module without it
         import torch
         return torch.cuda.is_available()
     except ImportError:
@@ -451,7 +450,7 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
     # vLLM keeps one core for serving unless told which cores to bind: give the model all of them.
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[threads - 1]}")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
+    try:  # in the engine's own process only: importing vLLM takes about 10 s and the lab opens without it
         import torch
         import vllm
         from vllm import LLM, SamplingParams
@@ -461,7 +460,6 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
     except BaseException as exc:  # report every start failure, then die
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
         return
-    from .hardware import cpu_cores, cpu_name
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
     _send(conn, ("ready", {"vllm_version": vllm.__version__, "torch_version": torch.__version__,
                            "hardware": gpu or cpu_name(), "cores": 0 if gpu else threads,
@@ -505,19 +503,18 @@ def _send(conn, message) -> None:
         pass
 
 
-SPEC_COUNTERS = {
-    "vllm:spec_decode_num_drafts": "num_drafts",
-    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+# The in-process engine's counters, by the names a server exports on /metrics
+ENGINE_COUNTERS = {
+    **SPEC_COUNTERS,
     "vllm:prefix_cache_hits": "prefix_cache_hit_tokens",  # not speculation's, but read the same way
 }
 
 
 def _spec_counters(llm) -> dict[str, int]:
     """vLLM's counters; the spec-decode ones read 0 when not speculating, the others are absent if vLLM has none."""
-    counts = {v: 0 for k, v in SPEC_COUNTERS.items() if k.startswith("vllm:spec_decode")}
+    counts = {short: 0 for short in SPEC_COUNTERS.values()}
     for metric in llm.get_metrics():
-        name = SPEC_COUNTERS.get(metric.name)
+        name = ENGINE_COUNTERS.get(metric.name)
         if name is not None and hasattr(metric, "value"):
             counts[name] = counts.get(name, 0) + int(metric.value)
     return counts

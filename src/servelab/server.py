@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import paths
+from .model import model_dir
 
 START_TIMEOUT_S = 600.0  # a cold start on 2 busy cores; an eager start takes 30-60 s here
 LOG_TAIL_CHARS = 3000
@@ -68,7 +69,6 @@ class VllmServer:
                  host: str = "127.0.0.1", env: dict | None = None, log_path: str | Path | None = None,
                  name: str = "vllm-serve"):
         if model is None:
-            from .model import model_dir
             model = model_dir()
         self.model = str(model)
         self.args = [str(a) for a in args]
