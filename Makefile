@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model quantized-model lab test test-fast nbval release grade bench browser-deps sandbox-deps class-deps clean
+.PHONY: setup model quantized-model lab test test-fast test-unit lint nbval release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -108,6 +108,18 @@ test: model browser-deps sandbox-deps class-deps
 # The quick loop while writing code: no engine, no browser.
 test-fast: setup sandbox-deps
 	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
+
+# The pure parts in seconds (under 30 s on 2 cores): the checkers, the reviewer, the simulator and modelspec,
+# routing, results and measurement records, the knobs' plans and records, the version pins. Nothing here
+# starts vLLM, a server, the sandbox, nbgrader, a browser or PostgreSQL; the one test that imports vLLM
+# (the reviewer's flag cache against the installed parser, ~7 s) runs in test-fast and test.
+UNIT_TESTS := tests/test_foundation.py tests/test_grading_checkers.py tests/test_knobs.py tests/test_pins.py \
+              tests/test_remote.py tests/test_review.py tests/test_review_inputs.py tests/test_review_public.py \
+              tests/test_routing.py tests/test_simulate.py tests/test_lesson_review_agree.py
+UNIT_SKIP  := --deselect tests/test_review_inputs.py::test_cached_flags_match_the_installed_vllm
+
+test-unit: setup
+	$(PY) -m pytest $(UNIT_TESTS) -m "not slow and not browser" $(UNIT_SKIP) -p no:cacheprovider $(PYTEST_ARGS)
 
 nbval: setup
 	# The lab reads recorded measurements under nbval instead of starting the engine.
