@@ -121,6 +121,12 @@ UNIT_SKIP  := --deselect tests/test_review_inputs.py::test_cached_flags_match_th
 test-unit: setup
 	$(PY) -m pytest $(UNIT_TESTS) -m "not slow and not browser" $(UNIT_SKIP) -p no:cacheprovider $(PYTEST_ARGS)
 
+# ruff's lint and format checks and mypy on src/, configured in pyproject.toml; .pre-commit-config.yaml runs the same.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
 nbval: setup
 	# The lab reads recorded measurements under nbval instead of starting the engine.
 	SERVELAB_OFFLINE=1 $(PY) -m pytest --nbval-lax -p no:cacheprovider lessons labs solutions
