@@ -17,7 +17,6 @@ lab's recorded backend). Usage: python bench/flip.py [--quick]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
@@ -31,7 +30,7 @@ import numpy as np
 
 from servelab import __version__, hardware, paths
 from servelab.engine import Engine, EngineConfig
-from servelab.measure import compare, crossover_batch, measure_batch, sweep, warm_up
+from servelab.measure import compare, crossover_batch, sweep, warm_up
 from servelab.modelspec import ModelSpec
 from servelab.results import ResultsStore
 from servelab.routing import Router, threshold_from_records

@@ -235,7 +235,7 @@ def time_to_first_point(info: dict) -> dict:
         try:
             t_open = time.monotonic()
             runner.start()
-            starter = pool.start_in_background(plans)
+            pool.start_in_background(plans)
             if phase == "warm":  # the learner reads for a minute while the servers start
                 time.sleep(max(0.0, READ_S - (time.monotonic() - t_open)))
                 out["warm_servers_ready_at_click"] = len(pool.warm())

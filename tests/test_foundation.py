@@ -10,9 +10,8 @@ import warnings
 import pytest
 
 from servelab import hardware, modelspec
-from servelab.engine import EngineConfig, EngineConfigError
+from servelab.engine import BatchResult, EngineConfig, EngineConfigError
 from servelab.measure import ComparisonRow, compare, crossover_batch, merge
-from servelab.engine import BatchResult
 from servelab.measurement import Measurement, percentile
 from servelab.results import ResultsStore
 from servelab.workload import load

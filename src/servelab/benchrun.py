@@ -76,6 +76,7 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
+        answer: dict[str, object]
         try:
             bench_main(_parse(json.loads(line)))
             answer = {"ok": True}

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-# Each command imports what it needs inside its own function: `servelab review` and `servelab simulate`
-# answer in a fraction of a second without importing the engine, the hub or vLLM.
+# Each command imports what it needs inside its own function, so `servelab review` and `servelab simulate`
+# run without importing the engine, the hub or vLLM.
 
 
 def _ints(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers like 1,2,4,8, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers like 1,2,4,8, got {text!r}") from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"batch sizes must be whole numbers of at least 1, got {text!r}")
     return values

@@ -19,7 +19,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import NoReturn
 
 from . import model, paths
 from .hardware import DTYPE_BYTES, cpu_name
@@ -267,8 +270,8 @@ class Engine:
         self.info: dict = {}
         self.state = "stopped"  # stopped | starting | idle | busy | failed
         self.last_error: str = ""
-        self._proc: mp.Process | None = None
-        self._conn = None
+        self._proc: BaseProcess | None = None  # the worker and its pipe: set together, cleared together
+        self._conn: Connection | None = None
         self._lock = threading.RLock()
 
     # --- lifecycle --------------------------------------------------------
@@ -308,10 +311,11 @@ class Engine:
         with self._lock:
             if self._proc is None:
                 return
-            if self._proc.is_alive():
+            proc, conn = self._started()
+            if proc.is_alive():
                 try:
-                    self._conn.send(("stop", None))
-                    self._proc.join(timeout_s)
+                    conn.send(("stop", None))
+                    proc.join(timeout_s)
                 except (OSError, EOFError, BrokenPipeError):
                     pass
             self._kill()
@@ -338,7 +342,7 @@ class Engine:
     def __del__(self):  # a forgotten engine must not outlive its kernel
         try:
             self._kill()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be half torn down
             pass
 
     # --- work -------------------------------------------------------------
@@ -360,9 +364,10 @@ class Engine:
         with self._lock:
             if not self.is_alive():
                 self._fail(f"The engine is not running ({self.state}).", "Start it again (Engine.start()).")
+            _, conn = self._started()
             self.state = "busy"
             try:
-                self._conn.send((op, payload))
+                conn.send((op, payload))
             except (OSError, BrokenPipeError):
                 self._kill()
                 self._fail("The engine worker went away before the request was sent.", "Start the engine again.")
@@ -374,6 +379,7 @@ class Engine:
             return result
 
     def _receive(self, timeout_s: float, op: str):
+        proc, conn = self._started()
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -382,23 +388,29 @@ class Engine:
                 self._fail(f"The engine did not finish '{op}' within {timeout_s:.0f} s and was stopped.",
                            "Try a smaller batch or shorter output, then start it again.")
             try:
-                if self._conn.poll(min(remaining, 0.5)):
-                    return self._conn.recv()
+                if conn.poll(min(remaining, 0.5)):
+                    return conn.recv()
             except (EOFError, OSError):
                 pass
             else:
-                if self._proc.is_alive():
+                if proc.is_alive():
                     continue
             # The pipe broke or the worker died: whatever it was doing is lost.
-            self._proc.join(5)  # let a dying worker finish dying, so its exit code is known
-            code = self._proc.exitcode
+            proc.join(5)  # let a dying worker finish dying, so its exit code is known
+            code = proc.exitcode
             self._kill()
             how = (f"was killed by signal {-code}" if code and code < 0 else
                    "stopped answering" if code is None else f"exited with code {code}")
             self._fail(f"The engine worker {how} during '{op}'.",
                        "Your kernel is fine and measurements already stored are kept; start the engine again.")
 
-    def _fail(self, what: str, todo: str):
+    def _started(self) -> tuple[BaseProcess, Connection]:
+        """The worker and its pipe, which start() sets and _kill() clears together."""
+        if self._proc is None or self._conn is None:
+            self._fail(f"The engine is not running ({self.state}).", "Start it again (Engine.start()).")
+        return self._proc, self._conn
+
+    def _fail(self, what: str, todo: str) -> NoReturn:
         self.state = "failed"
         self.last_error = what
         error = EngineError(f"{what} {todo}", self.log_tail(LOG_TAIL_LINES * 4), str(self.log_path))
@@ -457,7 +469,7 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
 
         llm = LLM(**config.llm_kwargs())
         tokenizer = llm.get_tokenizer()
-    except BaseException as exc:  # report every start failure, then die
+    except BaseException as exc:  # noqa: BLE001 - report every start failure, then die
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
         return
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
@@ -480,7 +492,7 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
             else:
                 raise ValueError(f"unknown operation {op!r}")
             _send(conn, ("ok", reply))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the caller gets it in words; the engine serves on
             _send(conn, ("error", f"{type(exc).__name__}: {exc}"))
 
 

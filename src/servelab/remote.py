@@ -111,7 +111,7 @@ class RemoteServer:
         client = client or self._client()
         try:
             models = await self._get_json(client, "/v1/models")
-            ids = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
+            ids = [m["id"] for m in models.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if not ids:
                 raise RemoteError(f"{self.url}/v1/models lists no model: is this a vLLM server with a model loaded?")
             model = self.model or ids[0]
@@ -209,7 +209,7 @@ class RemoteServer:
                     try:
                         chunk = json.loads(data)
                     except json.JSONDecodeError:
-                        raise RemoteError(f"{self.url} streamed something that is not JSON: {data[:120]!r}")
+                        raise RemoteError(f"{self.url} streamed something that is not JSON: {data[:120]!r}") from None
                     if chunk.get("usage"):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
@@ -218,7 +218,7 @@ class RemoteServer:
                             now = time.perf_counter()
                             if first is None:
                                 first = now
-                            else:
+                            elif last is not None:  # always, once the first token came
                                 itl.append(now - last)
                             last = now
                             chunks += 1

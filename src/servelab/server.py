@@ -119,16 +119,17 @@ class VllmServer:
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
                    on_wait: Callable[[float], None] | None = None) -> float:
         """Block until GET /v1/models answers; return the seconds since start(). on_wait(elapsed) each poll."""
-        if self.proc is None:
+        started = self.started_at
+        if self.proc is None or started is None:
             raise ServerError("The server was never started: call start() first.")
-        deadline = self.started_at + timeout_s
+        deadline = started + timeout_s
         while not self._ready.is_set():
             if self.proc.poll() is not None:
                 tail = self.log_tail()
                 raise ServerError(f"vllm serve exited with code {self.proc.returncode} before it answered: "
                                   f"{_root_cause(tail)} (full log: {self.log_path}).", tail)
             if self._answers("/v1/models"):
-                self.ready_s = round(time.monotonic() - self.started_at, 2)
+                self.ready_s = round(time.monotonic() - started, 2)
                 self._ready.set()
                 break
             if time.monotonic() > deadline:
@@ -137,9 +138,9 @@ class VllmServer:
                 raise ServerError(f"vllm serve did not answer within {timeout_s:g} s; it was stopped. The "
                                   f"machine may be busy: try again, or read its log ({self.log_path}).", tail)
             if on_wait:
-                on_wait(time.monotonic() - self.started_at)
+                on_wait(time.monotonic() - started)
             time.sleep(0.5)
-        return self.ready_s
+        return self.ready_s if self.ready_s is not None else round(time.monotonic() - started, 2)
 
     def _answers(self, path: str) -> bool:
         try:

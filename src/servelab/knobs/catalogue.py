@@ -16,6 +16,7 @@ class KnobError(ValueError):
 
 
 GIB = 1 << 30
+MAX_NUM_SEQS = 256  # the baseline's cap on running requests: above every knob's load, so it never queues them
 
 # Every server starts from these; a knob's setting changes one of them. Eager mode starts in 30-60 s on
 # 2 cores (compiled: about 110 s); prefix caching is off unless it is the knob, so that points which send
@@ -25,7 +26,7 @@ BASE_ARGS: dict[str, str | None] = {
     "--enforce-eager": None,
     "--max-model-len": "2048",
     "--kv-cache-memory-bytes": str(GIB),  # 1 GiB of KV cache: about 46,000 tokens of SmolLM2-135M in bf16
-    "--max-num-seqs": "256",
+    "--max-num-seqs": str(MAX_NUM_SEQS),
     "--no-enable-prefix-caching": None,
     "--seed": "0",
 }
@@ -148,8 +149,8 @@ def _numbered(knob: str, setting: str) -> dict[str, str] | None:
     try:
         n = int(value.strip())
     except ValueError:
-        raise KnobError(f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}.")
-    seqs = int(BASE_ARGS["--max-num-seqs"])
+        raise KnobError(f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}.") from None
+    seqs = MAX_NUM_SEQS
     if n < seqs:  # vLLM's own check (SchedulerConfig): every running sequence needs a token in each step
         raise KnobError(f"{name.strip()}={n} is below max_num_seqs={seqs}, which vLLM refuses (each of up to {seqs} "
                         f"running requests needs a token of the step's budget): use {seqs} or more.")

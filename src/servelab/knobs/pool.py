@@ -20,10 +20,10 @@ class ServerPool:
     def __init__(self, size: int = 2, model: str | None = None):
         self.size = size
         self.model = model or str(model_dir())
-        self._servers: dict[tuple, object] = {}
+        self._servers: dict[tuple[str, ...], VllmServer] = {}
         self._lock = threading.RLock()
 
-    def get(self, plan: Plan, on_wait=None):
+    def get(self, plan: Plan, on_wait=None) -> VllmServer:
         """A ready server for the plan's arguments: a warm one, or one started now."""
         model = plan.setting_value("--model")
         if model and not (Path(model) / "config.json").is_file():  # say so now, not after a failed start
@@ -42,7 +42,7 @@ class ServerPool:
         server.wait_ready(on_wait=on_wait)
         return server
 
-    def add(self, server) -> None:
+    def add(self, server: VllmServer) -> None:
         """Adopt a server started elsewhere (a shared class server, a test's): plans with its arguments use it."""
         with self._lock:
             self._servers[tuple(server.args)] = server

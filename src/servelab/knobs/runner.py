@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from .. import paths
 from ..metrics import MetricsPoller
@@ -56,32 +57,37 @@ class BenchRunner:
 
     def __init__(self, log_path: Path | None = None):
         self.log_path = log_path or paths.logs_dir() / "benchrun.log"
-        self._proc = None
+        self._proc: subprocess.Popen[str] | None = None
         self._ready = False  # the helper said it has vLLM imported
         self._lock = threading.Lock()
 
     def start(self) -> "BenchRunner":
         """Start the helper (returns at once; it imports vLLM in the background, about 10 s here)."""
         with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                log = open(self.log_path, "ab")
+            self._pipes()
+        return self
+
+    def _pipes(self) -> tuple[IO[str], IO[str]]:
+        """The running helper's stdin and stdout, started now if it is not running (the lock is held)."""
+        if self._proc is None or self._proc.poll() is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "ab") as log:
                 self._proc = subprocess.Popen([sys.executable, "-m", "servelab.benchrun"], stdin=subprocess.PIPE,
                                               stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
                                               env=_bench_env())
-                log.close()
-                self._ready = False
-        return self
+            self._ready = False
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None  # both are pipes (subprocess.PIPE)
+        return stdin, stdout
 
     def wait_ready(self) -> None:
         """Block until the helper has imported vLLM's benchmark (a click after this pays no import)."""
-        self.start()
         with self._lock:
-            self._read_ready()
+            self._read_ready(self._pipes()[1])
 
-    def _read_ready(self) -> None:
+    def _read_ready(self, stdout: IO[str]) -> None:
         if not self._ready:
-            line = self._proc.stdout.readline()
+            line = stdout.readline()
             if not line or not json.loads(line).get("ready"):
                 raise KnobError(f"vLLM's serving benchmark could not start; its log is {self.log_path}:\n"
                                 + _tail(self.log_path))
@@ -89,13 +95,12 @@ class BenchRunner:
 
     def run_args(self, args: list[str], result_path: Path, timeout_s: float = 900.0) -> dict:
         """Run `vllm bench serve ARGS` in the helper; return the JSON it saved."""
-        self.start()
         with self._lock:
-            proc = self._proc
-            self._read_ready()
-            proc.stdin.write(json.dumps(args) + "\n")
-            proc.stdin.flush()
-            line = proc.stdout.readline()
+            stdin, stdout = self._pipes()
+            self._read_ready(stdout)
+            stdin.write(json.dumps(args) + "\n")
+            stdin.flush()
+            line = stdout.readline()
         if not line:
             raise KnobError(f"vLLM's serving benchmark stopped unexpectedly; its log is {self.log_path}:\n"
                             + _tail(self.log_path))
@@ -121,10 +126,11 @@ class BenchRunner:
         with self._lock:
             proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()  # the helper's loop ends at end of input
             try:
                 proc.wait(10)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a helper that does not end in 10 s is killed
                 proc.kill()
 
 
