@@ -54,13 +54,23 @@ class EngineError(RuntimeError):
 
 
 _ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+_REFUSED = "Value error, "  # pydantic's words before the reason a config is refused
 
 
 def root_cause(log: str) -> str:
-    """The most specific error line in a log: the last 'XxxError: ...' that is not a generic wrapper."""
+    """vLLM's reason in its log, which says more than the traceback around it ("" when it gave none).
+
+    One rule for the engine and for `vllm serve` (servelab.server): a config vLLM refuses is a pydantic
+    ValidationError whose reason follows "Value error, " ("Total number of attention heads (9) must be
+    divisible by tensor parallel size (2)."); else the most specific error line, the last 'XxxError: ...'
+    that is not a generic wrapper ("Engine core initialization failed. See root cause above").
+    """
+    for line in reversed(log.splitlines()):
+        if _REFUSED in line:
+            return line.split(_REFUSED, 1)[1].split(" [type=")[0].strip()[:400]
     found = [m.group(1) + ": " + m.group(2).strip() for m in map(_ERROR_LINE.match, log.splitlines()) if m]
     specific = [f for f in found if "See root cause above" not in f and "initialization failed" not in f]
-    return (specific or found or [""])[-1]
+    return (specific or found or [""])[-1][:400]
 
 
 class EngineConfigError(ValueError):

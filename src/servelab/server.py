@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import paths
+from .engine import root_cause
 from .model import model_dir
 
 START_TIMEOUT_S = 600.0  # a cold start on 2 busy cores; an eager start takes 30-60 s here
@@ -127,7 +128,7 @@ class VllmServer:
             if self.proc.poll() is not None:
                 tail = self.log_tail()
                 raise ServerError(f"vllm serve exited with code {self.proc.returncode} before it answered: "
-                                  f"{_root_cause(tail)} (full log: {self.log_path}).", tail)
+                                  f"{exit_reason(tail)} (full log: {self.log_path}).", tail)
             if self._answers("/v1/models"):
                 self.ready_s = round(time.monotonic() - started, 2)
                 self._ready.set()
@@ -176,20 +177,10 @@ class VllmServer:
         self.stop()
 
 
-def _root_cause(log: str) -> str:
-    """vLLM's reason for refusing to start, which says more than the traceback around it.
-
-    A refused config is a pydantic ValidationError whose reason sits on the line after it
-    ("Value error, Total number of attention heads (9) must be divisible by ..."); else the last error line.
-    """
+def exit_reason(log: str) -> str:
+    """Why the server stopped: vLLM's root cause (the engine's rule), else its last words."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if "Value error, " in line:
-            return line.split("Value error, ", 1)[1].split(" [type=")[0][:400]
-    for line in reversed(lines):
-        if "Error:" in line or "error:" in line:
-            return line[-400:]
-    return lines[-1][-400:] if lines else "it printed nothing"
+    return root_cause(log) or (lines[-1][-400:] if lines else "it printed nothing")
 
 
 _SERVERS: "weakref.WeakSet[VllmServer]" = weakref.WeakSet()
