@@ -26,6 +26,7 @@ that imports vLLM once and is then reused, so a click does not pay the import.
 
 from __future__ import annotations
 
+# The server's counters live in servelab.metrics; callers that read them from here still can.
 from ..metrics import COUNTERS, GAUGES, POLL_S, MetricsPoller, read_metrics
 from .accuracy import TASK, answer_match, task_items
 from .catalogue import (
