@@ -1,7 +1,7 @@
 # servelab: two commands do everything on a fresh machine.
 #   make lab    set up, prepare the bundled model, open the lab in JupyterLab
 #   make test   set up, then run the whole test suite (engine, grading, notebooks, browser)
-# Other targets: make release | make grade | make bench | make clean
+# Other targets: make test-unit | make lint | make release | make grade | make bench | make clean
 
 PYTHON ?= python3
 VENV   ?= .venv
