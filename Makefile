@@ -1,7 +1,7 @@
 # servelab: two commands do everything on a fresh machine.
 #   make lab    set up, prepare the bundled model, open the lab in JupyterLab
 #   make test   set up, then run the whole test suite (engine, grading, notebooks, browser)
-# Other targets: make release | make grade | make bench | make clean
+# Other targets: make test-unit | make lint | make release | make grade | make bench | make clean
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model quantized-model lab test test-fast nbval release grade bench browser-deps sandbox-deps class-deps clean
+.PHONY: setup model quantized-model lab test test-fast test-unit lint nbval release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -117,6 +117,24 @@ test: model browser-deps sandbox-deps class-deps
 # The quick loop while writing code: no engine, no browser.
 test-fast: setup sandbox-deps
 	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
+
+# The pure parts in seconds (under 30 s on 2 cores): the checkers, the reviewer, the simulator and modelspec,
+# routing, results and measurement records, the knobs' plans and records, the version pins. Nothing here
+# starts vLLM, a server, the sandbox, nbgrader, a browser or PostgreSQL; the one test that imports vLLM
+# (the reviewer's flag cache against the installed parser, ~7 s) runs in test-fast and test.
+UNIT_TESTS := tests/test_foundation.py tests/test_grading_checkers.py tests/test_knobs.py tests/test_pins.py \
+              tests/test_remote.py tests/test_review.py tests/test_review_inputs.py tests/test_review_public.py \
+              tests/test_routing.py tests/test_simulate.py tests/test_lesson_review_agree.py
+UNIT_SKIP  := --deselect tests/test_review_inputs.py::test_cached_flags_match_the_installed_vllm
+
+test-unit: setup
+	$(PY) -m pytest $(UNIT_TESTS) -m "not slow and not browser" $(UNIT_SKIP) -p no:cacheprovider $(PYTEST_ARGS)
+
+# ruff's lint and format checks and mypy on src/, configured in pyproject.toml; .pre-commit-config.yaml runs the same.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 nbval: setup
 	# The lab reads recorded measurements under nbval instead of starting the engine.

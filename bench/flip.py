@@ -17,10 +17,10 @@ lab's recorded backend). Usage: python bench/flip.py [--quick]
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -30,7 +30,7 @@ import numpy as np
 
 from servelab import __version__, hardware, paths
 from servelab.engine import Engine, EngineConfig
-from servelab.measure import compare, crossover_batch, measure_batch, sweep, warm_up
+from servelab.measure import compare, crossover_batch, sweep, warm_up
 from servelab.modelspec import ModelSpec
 from servelab.results import ResultsStore
 from servelab.routing import Router, threshold_from_records
@@ -208,6 +208,7 @@ def explain_adaptive(base, k0, ngram, proposer) -> dict:
 def time_ngram_proposer(batches) -> dict:
     """vLLM's own n-gram search (the numba kernel the engine calls each step), timed alone on
     token histories of the workload's length, with the engine's thread count (1 numba thread)."""
+    # here, not at the top: the transformers peer (--transformers-peer) runs this file without vLLM or numba
     from numba import set_num_threads
     from vllm.v1.spec_decode.ngram_proposer import batch_propose_numba
 
@@ -243,8 +244,6 @@ def time_ngram_proposer(batches) -> dict:
 
 def transformers_peer_subprocess() -> dict:
     """The peer runs in a fresh Python: nothing vLLM or numba set up in this process touches torch there."""
-    import subprocess
-
     out = subprocess.run([sys.executable, __file__, "--transformers-peer"], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -253,7 +252,7 @@ def transformers_peer_subprocess() -> dict:
 def transformers_peer(dtype: str) -> dict:
     """Hugging Face generate on the same folder: greedy, exactly OUTPUT_LEN new tokens, in float32
     (transformers' default dtype, what a user running it on a CPU gets)."""
-    import torch
+    import torch  # in the peer's own process only (transformers_peer_subprocess)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(hardware.cpu_cores())

@@ -19,10 +19,12 @@ lab shows offline). Run it under the machine's lock when others share the cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -77,8 +79,6 @@ def main() -> int:
     pool = knobs.ServerPool(size=1, model=model)
     rows, failures, accuracy, starts = [], {}, {}, {}
     for knob in dict.fromkeys(p.knob for p in swept):
-        import tempfile
-
         t = time.monotonic()
         print(f"== vLLM's serve-parameter sweep for {knob}", flush=True)
         with tempfile.TemporaryDirectory(prefix="servelab-sweep-") as tmp:
@@ -211,8 +211,6 @@ def _report(record) -> None:
 
 
 def _with(record, **changes):
-    import dataclasses
-
     return dataclasses.replace(record, **changes)
 
 
@@ -237,7 +235,7 @@ def time_to_first_point(info: dict) -> dict:
         try:
             t_open = time.monotonic()
             runner.start()
-            starter = pool.start_in_background(plans)
+            pool.start_in_background(plans)
             if phase == "warm":  # the learner reads for a minute while the servers start
                 time.sleep(max(0.0, READ_S - (time.monotonic() - t_open)))
                 out["warm_servers_ready_at_click"] = len(pool.warm())

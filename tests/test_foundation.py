@@ -1,20 +1,23 @@
-"""Unit tests of the package's foundation: presets, records, the store, workloads, comparisons."""
+"""Unit tests of the package's foundation: presets, records, the store, workloads, vLLM's failure reasons,
+batch lists, comparisons."""
 
 from __future__ import annotations
 
 import json
 import math
 import multiprocessing as mp
+import re
 import warnings
 
 import pytest
 
-from servelab import hardware, modelspec
-from servelab.engine import EngineConfig, EngineConfigError
+from servelab import cli, hardware, modelspec
+from servelab.batch_sizes import batch_sizes_arg, parse_batch_sizes
+from servelab.engine import BatchResult, EngineConfig, EngineConfigError, root_cause
 from servelab.measure import ComparisonRow, compare, crossover_batch, merge
-from servelab.engine import BatchResult
 from servelab.measurement import Measurement, percentile
 from servelab.results import ResultsStore
+from servelab.server import exit_reason
 from servelab.workload import load
 
 
@@ -186,6 +189,56 @@ def test_speculative_config_is_what_vllm_takes():
         "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 256, 0]]}
     assert cfg.method_label() == "adaptive"
     assert EngineConfig().speculative_config() is None
+
+
+# --- vLLM's reason for failing, read one way for the engine and for `vllm serve` -----------------------------
+REFUSED_LOG = """\
+(APIServer pid=4242) Traceback (most recent call last):
+(APIServer pid=4242)   File "/venv/lib/python3.11/site-packages/vllm/engine/arg_utils.py", line 1352, in create_engine_config
+(APIServer pid=4242) pydantic_core._pydantic_core.ValidationError: 1 validation error for ParallelConfig
+(APIServer pid=4242)   Value error, Total number of attention heads (9) must be divisible by tensor parallel size (2). \
+[type=value_error, input_value=ArgsKwargs((), {'tensor_parallel_size': 2}), input_type=ArgsKwargs]
+"""
+WRAPPED_LOG = """\
+(EngineCore_DP0 pid=77) ValueError: To serve at least one request with the models's max seq len (100000), \
+2.29 GiB KV cache is needed, which is larger than the available KV cache memory (1.00 GiB).
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core_client.py", line 600, in __init__
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+
+def test_root_cause_is_the_refused_settings_reason_or_the_most_specific_error():
+    assert root_cause(REFUSED_LOG) == "Total number of attention heads (9) must be divisible by tensor parallel size (2)."
+    assert root_cause(WRAPPED_LOG).startswith("ValueError: To serve at least one request")
+    assert root_cause("INFO 12-01 starting\nRuntimeError: Engine core initialization failed.") == (
+        "RuntimeError: Engine core initialization failed.")  # only the wrapper: better than nothing
+    assert root_cause("INFO 12-01 starting\n") == ""
+
+
+def test_a_server_that_stops_says_vllms_reason_or_its_last_words():
+    assert exit_reason(REFUSED_LOG) == root_cause(REFUSED_LOG)
+    assert exit_reason("INFO loading\nKilled\n") == "Killed"
+    assert exit_reason("") == "it printed nothing"
+
+
+# --- batch lists: one syntax for every command ------------------------------------------------------------
+def test_batch_sizes_are_whole_numbers_and_an_ellipsis_continues_the_ratio():
+    assert parse_batch_sizes("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert parse_batch_sizes("3, 5") == [3, 5]
+    assert parse_batch_sizes("1,3,...,27") == [1, 3, 9, 27]
+    for bad, says in [("1,...,8", "two batch sizes before it"), ("4,2,...,1", "must grow"), ("0,1", "'0'"),
+                      ("1,2.5", "'2.5'"), ("", "no batch sizes"), ("1,2,...", "one after")]:
+        with pytest.raises(ValueError, match=re.escape(says)):
+            parse_batch_sizes(bad)
+
+
+def test_servelab_sweep_reads_the_same_batch_list_and_refuses_a_bad_one_before_any_engine(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["sweep", "--batch", "1,2,x"])
+    assert exit_info.value.code == 2
+    assert "--batch: batch sizes are whole numbers of at least 1" in capsys.readouterr().err
+    assert batch_sizes_arg("1,2,...,8") == [1, 2, 4, 8]
 
 
 # --- comparing sweeps --------------------------------------------------------------------------------

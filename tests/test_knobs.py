@@ -11,9 +11,11 @@ import math
 
 import pytest
 
-from servelab import knobs, simulate
+from servelab import knobs, paths, simulate
 from servelab.grading import checkers
+from servelab.knobs import catalogue, serve_sweep
 from servelab.lab import rep2
+from servelab.model import model_dir, quantized_dir
 from servelab.results import ResultsStore
 
 RECORDED = knobs.recorded_path()
@@ -64,11 +66,11 @@ def test_the_step_token_budget_is_a_batching_setting_resolved_into_the_server_ar
 
 def test_a_sweep_hands_vllms_sweep_each_settings_flags_and_leaves_naming_the_result_files_to_it(tmp_path):
     plans = [knobs.resolve("batching", s) for s in knobs.KNOBS["batching"].settings]
-    assert [knobs._sweep_overrides(p) for p in plans] == [
+    assert [serve_sweep._sweep_overrides(p) for p in plans] == [
         {"max_num_seqs": "256"}, {"max_num_seqs": "4"}, {"max_num_batched_tokens": "256"}]
-    assert knobs._sweep_overrides(knobs.resolve("batching", "max_num_batched_tokens=512")) == {
+    assert serve_sweep._sweep_overrides(knobs.resolve("batching", "max_num_batched_tokens=512")) == {
         "max_num_batched_tokens": "512"}
-    args = knobs._without_result_args(knobs.bench_args(plans[0], "http://127.0.0.1:1", "m", tmp_path, "r.json"))
+    args = serve_sweep._without_result_args(knobs.bench_args(plans[0], "http://127.0.0.1:1", "m", tmp_path, "r.json"))
     assert not {"--save-result", "--result-dir", "--result-filename", "r.json", str(tmp_path)} & set(args)
     assert args[args.index("--max-concurrency") + 1] == "20"
     with pytest.raises(knobs.KnobError, match="one knob"):
@@ -76,10 +78,10 @@ def test_a_sweep_hands_vllms_sweep_each_settings_flags_and_leaves_naming_the_res
 
 
 def test_the_quantized_model_setting_serves_another_folder_under_the_bundled_name(tmp_path, monkeypatch):
-    monkeypatch.setattr(knobs, "quantized_dir", lambda: tmp_path / "W4A16")
+    monkeypatch.setattr(catalogue, "quantized_dir", lambda: tmp_path / "W4A16")
     plan = knobs.resolve("precision", "W4A16 weights")
     assert plan.setting_value("--model") == str(tmp_path / "W4A16")
-    assert plan.setting_value("--served-model-name") == str(knobs.model_dir())  # the benchmark asks for this name
+    assert plan.setting_value("--served-model-name") == str(model_dir())  # the benchmark asks for this name
     with pytest.raises(knobs.KnobError, match="make quantized-model"):  # refused before any server starts
         knobs.ServerPool(size=1).get(plan)
 
@@ -87,8 +89,8 @@ def test_the_quantized_model_setting_serves_another_folder_under_the_bundled_nam
 def test_a_record_names_the_models_it_served_by_folder_not_by_this_machines_path():
     plan = knobs.resolve("precision", "W4A16 weights")  # the real models folder: --model and --served-model-name
     recorded = knobs.recorded_args(plan.server_args)
-    assert recorded[recorded.index("--model") + 1] == knobs.quantized_dir().name
-    assert recorded[recorded.index("--served-model-name") + 1] == knobs.model_dir().name
+    assert recorded[recorded.index("--model") + 1] == quantized_dir().name
+    assert recorded[recorded.index("--served-model-name") + 1] == model_dir().name
     assert not [a for a in recorded if a.startswith("/")]
     plain = knobs.resolve("batching", "max_num_seqs=4")
     assert knobs.recorded_args(plain.server_args) == list(plain.server_args)  # nothing else changes
@@ -185,7 +187,6 @@ TINY = knobs.Load(num_prompts=4, output_len=32, max_concurrency=2)
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from servelab.model import model_dir
     from servelab.server import VllmServer
 
     if not (model_dir() / "config.json").is_file():
@@ -262,7 +263,7 @@ def test_knob_records_are_evidence_for_servelab_review(tmp_path):
     from servelab.review import review_files
 
     _recorded()
-    configs = knobs.paths.data_dir() / "configs"
+    configs = paths.data_dir() / "configs"
     workload = tmp_path / "workload.yaml"
     workload.write_text((configs / "smollm2-cpu-lab-records-workload.yaml").read_text()
                         .replace("records: lab-cpu/records.jsonl", f"records: {RECORDED}"))
@@ -278,7 +279,6 @@ def test_knob_records_are_evidence_for_servelab_review(tmp_path):
 @pytest.mark.slow
 def test_vllms_sweep_measures_each_setting_on_its_own_server_with_its_counters(tmp_path):
     """vLLM's serve-parameter sweep starts a server per setting; servelab.benchrun adds each server's counters."""
-    from servelab.model import model_dir
 
     if not (model_dir() / "config.json").is_file():
         pytest.skip("the bundled model is not prepared: run `servelab prepare-model`")

@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from servelab.remote import RemoteError, RemoteServer, normalize_url, parse_prometheus, run_sync, spec_counters
+from servelab.metrics import parse_prometheus, spec_counters
+from servelab.remote import RemoteError, RemoteServer, normalize_url, run_sync
 
 METRICS = """\
 # HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.

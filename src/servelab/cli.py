@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .batch_sizes import batch_sizes_arg
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers like 1,2,4,8, got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"batch sizes must be whole numbers of at least 1, got {text!r}")
-    return values
+# Each command imports what it needs inside its own function, so `servelab review` and `servelab simulate`
+# run without importing the engine, the hub or vLLM.
 
 
 def cmd_prepare_model(args) -> int:
@@ -103,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", choices=["none", "ngram", "draft_model"], default="ngram",
                    help="speculation method to compare against no speculation")
     p.add_argument("--k", type=int, default=4, help="num_speculative_tokens (tokens proposed per step)")
-    p.add_argument("--batch", type=_ints, default=[1, 2, 4, 8, 16, 32, 64], help="batch sizes, e.g. 1,2,4,8")
+    p.add_argument("--batch", type=batch_sizes_arg, default=[1, 2, 4, 8, 16, 32, 64],
+                   help="batch sizes, comma separated; '...' continues the last ratio: 1,2,4,...,64")
     p.add_argument("--workload", default="copy", help="copy (n-gram drafts hit) or open (few hits)")
     p.add_argument("--output-len", type=int, default=64, help="new tokens per request")
     p.add_argument("--dtype", default="auto", help="auto = float32 on CPUs without native bf16")

@@ -19,9 +19,15 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import NoReturn
 
-from . import paths
+from . import model, paths
+from .hardware import DTYPE_BYTES, cpu_name
+from .metrics import SPEC_COUNTERS
+from .modelspec import ModelSpec
 
 SPEC_METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3")
 DRAFTED = ("draft_model", "eagle", "eagle3")  # methods whose proposer is a second model
@@ -48,13 +54,23 @@ class EngineError(RuntimeError):
 
 
 _ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\)\s*)?(?:[\w.]+\.)?(\w*(?:Error|Exception)): (.+)$")
+_REFUSED = "Value error, "  # pydantic's words before the reason a config is refused
 
 
 def root_cause(log: str) -> str:
-    """The most specific error line in a log: the last 'XxxError: ...' that is not a generic wrapper."""
+    """vLLM's reason in its log, which says more than the traceback around it ("" when it gave none).
+
+    One rule for the engine and for `vllm serve` (servelab.server): a config vLLM refuses is a pydantic
+    ValidationError whose reason follows "Value error, " ("Total number of attention heads (9) must be
+    divisible by tensor parallel size (2)."); else the most specific error line, the last 'XxxError: ...'
+    that is not a generic wrapper ("Engine core initialization failed. See root cause above").
+    """
+    for line in reversed(log.splitlines()):
+        if _REFUSED in line:
+            return line.split(_REFUSED, 1)[1].split(" [type=")[0].strip()[:400]
     found = [m.group(1) + ": " + m.group(2).strip() for m in map(_ERROR_LINE.match, log.splitlines()) if m]
     specific = [f for f in found if "See root cause above" not in f and "initialization failed" not in f]
-    return (specific or found or [""])[-1]
+    return (specific or found or [""])[-1][:400]
 
 
 class EngineConfigError(ValueError):
@@ -111,13 +127,11 @@ class EngineConfig:
     def resolved_model(self) -> str:
         if self.model:
             return self.model
-        from . import model
         return str(model.model_dir())
 
     def resolved_draft(self) -> str:
         if self.draft_model:
             return self.draft_model
-        from . import model
         return str(model.draft_dir(model.DEFAULT_DRAFT_LAYERS[0]))
 
     def resolved_dtype(self) -> str:
@@ -173,14 +187,12 @@ class EngineConfig:
     def _kv_bytes_needed(self, tokens_per_request: int, batch_size: int) -> float | None:
         """KV cache bytes for a batch on CPU, or None where servelab cannot judge it: on a GPU
         (vLLM sizes the cache from memory) or for a dtype servelab does not know (vLLM judges it)."""
-        from .hardware import DTYPE_BYTES
         if on_gpu():
             return None
         dtype = self.resolved_dtype()
         dtype = "bfloat16" if dtype == "auto" else dtype
         if dtype not in DTYPE_BYTES:
             return None
-        from .modelspec import ModelSpec
         return ModelSpec.from_config_json(self.resolved_model()).kv_bytes(tokens_per_request, batch_size, dtype)
 
     def speculative_config(self) -> dict | None:
@@ -229,7 +241,7 @@ def _looks_like_hub_id(name: str) -> bool:
 
 
 def on_gpu() -> bool:
-    try:
+    try:  # torch only when asked: the lab and the reviewer import this module without it
         import torch
         return torch.cuda.is_available()
     except ImportError:
@@ -268,8 +280,8 @@ class Engine:
         self.info: dict = {}
         self.state = "stopped"  # stopped | starting | idle | busy | failed
         self.last_error: str = ""
-        self._proc: mp.Process | None = None
-        self._conn = None
+        self._proc: BaseProcess | None = None  # the worker and its pipe: set together, cleared together
+        self._conn: Connection | None = None
         self._lock = threading.RLock()
 
     # --- lifecycle --------------------------------------------------------
@@ -309,10 +321,11 @@ class Engine:
         with self._lock:
             if self._proc is None:
                 return
-            if self._proc.is_alive():
+            proc, conn = self._started()
+            if proc.is_alive():
                 try:
-                    self._conn.send(("stop", None))
-                    self._proc.join(timeout_s)
+                    conn.send(("stop", None))
+                    proc.join(timeout_s)
                 except (OSError, EOFError, BrokenPipeError):
                     pass
             self._kill()
@@ -339,7 +352,7 @@ class Engine:
     def __del__(self):  # a forgotten engine must not outlive its kernel
         try:
             self._kill()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be half torn down
             pass
 
     # --- work -------------------------------------------------------------
@@ -361,9 +374,10 @@ class Engine:
         with self._lock:
             if not self.is_alive():
                 self._fail(f"The engine is not running ({self.state}).", "Start it again (Engine.start()).")
+            _, conn = self._started()
             self.state = "busy"
             try:
-                self._conn.send((op, payload))
+                conn.send((op, payload))
             except (OSError, BrokenPipeError):
                 self._kill()
                 self._fail("The engine worker went away before the request was sent.", "Start the engine again.")
@@ -375,6 +389,7 @@ class Engine:
             return result
 
     def _receive(self, timeout_s: float, op: str):
+        proc, conn = self._started()
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -383,23 +398,29 @@ class Engine:
                 self._fail(f"The engine did not finish '{op}' within {timeout_s:.0f} s and was stopped.",
                            "Try a smaller batch or shorter output, then start it again.")
             try:
-                if self._conn.poll(min(remaining, 0.5)):
-                    return self._conn.recv()
+                if conn.poll(min(remaining, 0.5)):
+                    return conn.recv()
             except (EOFError, OSError):
                 pass
             else:
-                if self._proc.is_alive():
+                if proc.is_alive():
                     continue
             # The pipe broke or the worker died: whatever it was doing is lost.
-            self._proc.join(5)  # let a dying worker finish dying, so its exit code is known
-            code = self._proc.exitcode
+            proc.join(5)  # let a dying worker finish dying, so its exit code is known
+            code = proc.exitcode
             self._kill()
             how = (f"was killed by signal {-code}" if code and code < 0 else
                    "stopped answering" if code is None else f"exited with code {code}")
             self._fail(f"The engine worker {how} during '{op}'.",
                        "Your kernel is fine and measurements already stored are kept; start the engine again.")
 
-    def _fail(self, what: str, todo: str):
+    def _started(self) -> tuple[BaseProcess, Connection]:
+        """The worker and its pipe, which start() sets and _kill() clears together."""
+        if self._proc is None or self._conn is None:
+            self._fail(f"The engine is not running ({self.state}).", "Start it again (Engine.start()).")
+        return self._proc, self._conn
+
+    def _fail(self, what: str, todo: str) -> NoReturn:
         self.state = "failed"
         self.last_error = what
         error = EngineError(f"{what} {todo}", self.log_tail(LOG_TAIL_LINES * 4), str(self.log_path))
@@ -451,17 +472,16 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
     # vLLM keeps one core for serving unless told which cores to bind: give the model all of them.
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"{cores[0]}-{cores[threads - 1]}")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
+    try:  # in the engine's own process only: importing vLLM takes about 10 s and the lab opens without it
         import torch
         import vllm
         from vllm import LLM, SamplingParams
 
         llm = LLM(**config.llm_kwargs())
         tokenizer = llm.get_tokenizer()
-    except BaseException as exc:  # report every start failure, then die
+    except BaseException as exc:  # noqa: BLE001 - report every start failure, then die
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
         return
-    from .hardware import cpu_cores, cpu_name
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
     _send(conn, ("ready", {"vllm_version": vllm.__version__, "torch_version": torch.__version__,
                            "hardware": gpu or cpu_name(), "cores": 0 if gpu else threads,
@@ -482,7 +502,7 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
             else:
                 raise ValueError(f"unknown operation {op!r}")
             _send(conn, ("ok", reply))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the caller gets it in words; the engine serves on
             _send(conn, ("error", f"{type(exc).__name__}: {exc}"))
 
 
@@ -505,19 +525,18 @@ def _send(conn, message) -> None:
         pass
 
 
-SPEC_COUNTERS = {
-    "vllm:spec_decode_num_drafts": "num_drafts",
-    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
+# The in-process engine's counters, by the names a server exports on /metrics
+ENGINE_COUNTERS = {
+    **SPEC_COUNTERS,
     "vllm:prefix_cache_hits": "prefix_cache_hit_tokens",  # not speculation's, but read the same way
 }
 
 
 def _spec_counters(llm) -> dict[str, int]:
     """vLLM's counters; the spec-decode ones read 0 when not speculating, the others are absent if vLLM has none."""
-    counts = {v: 0 for k, v in SPEC_COUNTERS.items() if k.startswith("vllm:spec_decode")}
+    counts = {short: 0 for short in SPEC_COUNTERS.values()}
     for metric in llm.get_metrics():
-        name = SPEC_COUNTERS.get(metric.name)
+        name = ENGINE_COUNTERS.get(metric.name)
         if name is not None and hasattr(metric, "value"):
             counts[name] = counts.get(name, 0) + int(metric.value)
     return counts

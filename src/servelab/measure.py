@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 
 from . import __version__
 from .engine import DRAFTED, BatchResult, Engine, EngineConfig
+from .hardware import this_machine
 from .measurement import Measurement, percentile
 from .results import ResultsStore
 from .workload import Workload, load
@@ -132,7 +133,6 @@ def _longest_prompt_tokens(prompts: list[str]) -> int:
 def attach_roofline(engine: Engine) -> None:
     """CPU records carry this machine's measured roofline, so the simulator can judge them."""
     if engine.info.get("cores") and "roofline" not in engine.info:
-        from .hardware import this_machine
         engine.info["roofline"] = this_machine(engine.info["cores"]).to_dict()
 
 
@@ -180,7 +180,8 @@ def sweep(config: EngineConfig, batches: Iterable[int] = DEFAULT_BATCHES, worklo
 
 
 def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # here, not at the top: tqdm.auto imports ipywidgets in a notebook
+
     return tqdm(total=total, desc=desc, disable=not enabled, leave=True)
 
 

@@ -25,24 +25,21 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
+import httpx
+
 from . import __version__
 from .measurement import Measurement, percentile
+from .metrics import parse_prometheus, spec_counters
 from .workload import Workload, load
 
 DEFAULT_TIMEOUT_S = 30.0  # connect, and the longest wait for the next streamed chunk
 MIN_REQUESTS = 8  # like measure.MIN_REQUESTS: small concurrencies run several requests in turn
-SPEC_COUNTERS = {
-    "vllm:spec_decode_num_drafts": "num_drafts",
-    "vllm:spec_decode_num_draft_tokens": "num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens": "num_accepted_tokens",
-}
 
 
 class RemoteError(RuntimeError):
@@ -65,36 +62,6 @@ class RequestTiming:
         if self.output_tokens <= 1:
             return None
         return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Sum each metric over its label sets: {'vllm:spec_decode_num_draft_tokens': 316.0, ...}.
-
-    Counters carry prometheus_client's '_total' suffix on the wire; it is removed,
-    so names read as vLLM documents them.
-    """
-    totals: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        match = re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+(\S+)", line)
-        if not match:
-            continue
-        name, value = match.group(1), match.group(3)
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if name.endswith("_created"):
-            continue  # a counter's creation time, not a count
-        name = name[:-len("_total")] if name.endswith("_total") else name
-        totals[name] = totals.get(name, 0.0) + number
-    return totals
-
-
-def spec_counters(metrics: dict[str, float]) -> dict[str, int]:
-    return {short: int(metrics.get(name, 0)) for name, short in SPEC_COUNTERS.items()}
 
 
 @dataclass
@@ -133,8 +100,6 @@ class RemoteServer:
 
     # --- async API ----------------------------------------------------------------------
     def _client(self, connections: int = 8):
-        import httpx
-
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=httpx.Timeout(self.timeout_s),
                                  limits=httpx.Limits(max_connections=connections + 2))
@@ -146,7 +111,7 @@ class RemoteServer:
         client = client or self._client()
         try:
             models = await self._get_json(client, "/v1/models")
-            ids = [m.get("id") for m in models.get("data", []) if isinstance(m, dict)]
+            ids = [m["id"] for m in models.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if not ids:
                 raise RemoteError(f"{self.url}/v1/models lists no model: is this a vLLM server with a model loaded?")
             model = self.model or ids[0]
@@ -218,8 +183,6 @@ class RemoteServer:
 
     # --- one streamed request -----------------------------------------------------------
     async def _stream(self, client, model: str, prompt: str, output_len: int) -> RequestTiming:
-        import httpx
-
         body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
                 "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
                 "ignore_eos": True}  # vLLM's extra parameter: every request produces exactly output_len tokens
@@ -246,7 +209,7 @@ class RemoteServer:
                     try:
                         chunk = json.loads(data)
                     except json.JSONDecodeError:
-                        raise RemoteError(f"{self.url} streamed something that is not JSON: {data[:120]!r}")
+                        raise RemoteError(f"{self.url} streamed something that is not JSON: {data[:120]!r}") from None
                     if chunk.get("usage"):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
@@ -255,7 +218,7 @@ class RemoteServer:
                             now = time.perf_counter()
                             if first is None:
                                 first = now
-                            else:
+                            elif last is not None:  # always, once the first token came
                                 itl.append(now - last)
                             last = now
                             chunks += 1
@@ -319,8 +282,6 @@ class RemoteServer:
                               "vLLM server?") from None
 
     async def _request(self, client, method: str, path: str):
-        import httpx
-
         try:
             response = await client.request(method, path)
         except httpx.HTTPError as exc:
@@ -330,8 +291,6 @@ class RemoteServer:
         return response
 
     def _transport_error(self, what: str, exc) -> RemoteError:
-        import httpx
-
         if isinstance(exc, httpx.ConnectTimeout):
             return RemoteError(f"{self.url} did not accept a connection within {self.timeout_s:g} s ({what}). "
                                "Check the host and port, and that the server is up.")

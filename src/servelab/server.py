@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import paths
+from .engine import root_cause
+from .model import model_dir
 
 START_TIMEOUT_S = 600.0  # a cold start on 2 busy cores; an eager start takes 30-60 s here
 LOG_TAIL_CHARS = 3000
@@ -68,7 +70,6 @@ class VllmServer:
                  host: str = "127.0.0.1", env: dict | None = None, log_path: str | Path | None = None,
                  name: str = "vllm-serve"):
         if model is None:
-            from .model import model_dir
             model = model_dir()
         self.model = str(model)
         self.args = [str(a) for a in args]
@@ -119,16 +120,17 @@ class VllmServer:
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
                    on_wait: Callable[[float], None] | None = None) -> float:
         """Block until GET /v1/models answers; return the seconds since start(). on_wait(elapsed) each poll."""
-        if self.proc is None:
+        started = self.started_at
+        if self.proc is None or started is None:
             raise ServerError("The server was never started: call start() first.")
-        deadline = self.started_at + timeout_s
+        deadline = started + timeout_s
         while not self._ready.is_set():
             if self.proc.poll() is not None:
                 tail = self.log_tail()
                 raise ServerError(f"vllm serve exited with code {self.proc.returncode} before it answered: "
-                                  f"{_root_cause(tail)} (full log: {self.log_path}).", tail)
+                                  f"{exit_reason(tail)} (full log: {self.log_path}).", tail)
             if self._answers("/v1/models"):
-                self.ready_s = round(time.monotonic() - self.started_at, 2)
+                self.ready_s = round(time.monotonic() - started, 2)
                 self._ready.set()
                 break
             if time.monotonic() > deadline:
@@ -137,9 +139,9 @@ class VllmServer:
                 raise ServerError(f"vllm serve did not answer within {timeout_s:g} s; it was stopped. The "
                                   f"machine may be busy: try again, or read its log ({self.log_path}).", tail)
             if on_wait:
-                on_wait(time.monotonic() - self.started_at)
+                on_wait(time.monotonic() - started)
             time.sleep(0.5)
-        return self.ready_s
+        return self.ready_s if self.ready_s is not None else round(time.monotonic() - started, 2)
 
     def _answers(self, path: str) -> bool:
         try:
@@ -175,20 +177,10 @@ class VllmServer:
         self.stop()
 
 
-def _root_cause(log: str) -> str:
-    """vLLM's reason for refusing to start, which says more than the traceback around it.
-
-    A refused config is a pydantic ValidationError whose reason sits on the line after it
-    ("Value error, Total number of attention heads (9) must be divisible by ..."); else the last error line.
-    """
+def exit_reason(log: str) -> str:
+    """Why the server stopped: vLLM's root cause (the engine's rule), else its last words."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if "Value error, " in line:
-            return line.split("Value error, ", 1)[1].split(" [type=")[0][:400]
-    for line in reversed(lines):
-        if "Error:" in line or "error:" in line:
-            return line[-400:]
-    return lines[-1][-400:] if lines else "it printed nothing"
+    return root_cause(log) or (lines[-1][-400:] if lines else "it printed nothing")
 
 
 _SERVERS: "weakref.WeakSet[VllmServer]" = weakref.WeakSet()
