@@ -130,6 +130,7 @@ class SpecDecodeLab:
         self.progress_label = w.Label(value="")
         self.status = w.HTML(value="")
         self.regime = w.HTML(value="")
+        self.chart_text = w.HTML(value="")  # the charts in words: a summary and the data as a table
         self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
         for widget, css in [
                 (self.batch_slider, "servelab-batch-slider"), (self.k_slider, "servelab-k-slider"),
@@ -140,7 +141,8 @@ class SpecDecodeLab:
                 (self.kv_cache_text, "servelab-kv-cache"), (self.measure_button, "servelab-measure"),
                 (self.stop_button, "servelab-stop"), (self.progress, "servelab-progress"),
                 (self.progress_label, "servelab-progress-label"), (self.status, "servelab-status"),
-                (self.regime, "servelab-regime"), (self.chart_json, "servelab-chart-data")]:
+                (self.regime, "servelab-regime"), (self.chart_text, "servelab-chart-text"),
+                (self.chart_json, "servelab-chart-data")]:
             widget.add_class(css)
             widget.add_class(f"servelab-view-{self.view}")
         if self.view == "fix":
@@ -152,7 +154,8 @@ class SpecDecodeLab:
         controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
                            self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
         bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label])
-        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.regime, self.chart_json])
+        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.chart_text, self.regime,
+                              self.chart_json])
         self.widget.add_class("servelab-lab")
         self.widget.add_class(f"servelab-view-{self.view}")
         for control in (self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
@@ -221,6 +224,7 @@ class SpecDecodeLab:
             d = drawing.compute(self.view, s, self.book, self.sims, threshold)
             charts.update(self.figure, d)
             self.regime.value = f"<div class='servelab-regime-text'>{d.regime_html}</div>"
+            self.chart_text.value = drawing.chart_text_html(drawing.summary(d), drawing.table_html(d, charts.TITLES))
             self.chart_json.value = json.dumps(self._chart_state(s, d))
             self.last_drawing = d
             self.redraws += 1

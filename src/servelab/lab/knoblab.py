@@ -23,7 +23,7 @@ from .. import knobs
 from ..results import ResultsStore
 from . import knobcharts, rep2
 from .data import clean, offline_reason
-from .drawing import status_line_html
+from .drawing import chart_text_html, status_line_html
 from .worker import LatestRequestWorker
 
 LOADS = {"users": "fixed number of users (max concurrency)", "rate": "Poisson arrivals (request rate)"}
@@ -102,6 +102,7 @@ class KnobLab:
         self.progress = w.IntProgress(value=0, min=0, max=2, layout=w.Layout(width="200px"))
         self.status = w.HTML(value="")
         self.about = w.HTML(value="")
+        self.chart_text = w.HTML(value="")  # the chart in words: a summary and the data as a table
         self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
         self._figure_box = w.Box([])
         for widget, css in [(self.knob_dropdown, "servelab-knob"), (self.a_dropdown, "servelab-setting-a"),
@@ -109,7 +110,8 @@ class KnobLab:
                             (self.load_toggle, "servelab-load"), (self.users_slider, "servelab-users"),
                             (self.rate_slider, "servelab-rate"), (self.measure_button, "servelab-measure"),
                             (self.status, "servelab-status"), (self.chart_json, "servelab-chart-data"),
-                            (self._figure_box, "servelab-chart")]:
+                            (self._figure_box, "servelab-chart"), (self.chart_text, "servelab-chart-text"),
+                            (self.stop_button, "servelab-stop")]:
             widget.add_class(css)
             widget.add_class("servelab-view-knobs")
         self.knob_dropdown.observe(self._on_knob, names="value")
@@ -123,7 +125,8 @@ class KnobLab:
                            self.load_toggle, self.users_slider, self.rate_slider, self.prompts_slider,
                            self.output_len_slider, self.slo_dropdown, self.slo_text])
         bar = w.HBox([self.measure_button, self.stop_button, self.progress])
-        self.widget = w.VBox([controls, bar, self.status, self._figure_box, self.about, self.chart_json])
+        self.widget = w.VBox([controls, bar, self.status, self._figure_box, self.chart_text, self.about,
+                              self.chart_json])
         self.widget.add_class("servelab-lab")
         self.widget.add_class("servelab-view-knobs")
         self._sync()
@@ -214,6 +217,9 @@ class KnobLab:
             slo_metric, slo_value = self.slo_dropdown.value, float(self.slo_text.value or 0)
             knobcharts.update(self.figure, (ra, rb), (a.setting, b.setting), slo_metric, slo_value)
             self.about.value = self._about_html(a, ra, rb, slo_metric, slo_value)
+            names = (a.setting, b.setting)
+            self.chart_text.value = chart_text_html(knobcharts.summary((ra, rb), names),
+                                                    knobcharts.table_html((ra, rb), names))
             self.redraws += 1
             self.chart_json.value = json.dumps({
                 "view": "knobs", "state": self.state, "knob": a.knob, "settings": [a.setting, b.setting],
