@@ -148,9 +148,17 @@ class SpecDecodeLab:
         if self.view == "fix":
             self.method_dropdown.layout.display = "none"  # the fix view shows every policy at once
         self.remote_box = w.VBox([self.remote_off_text, self.remote_on_text])
-        self.engine_box = w.Accordion(children=[w.VBox([self.model_text, self.draft_text, self.kv_cache_text])],
-                                      titles=("engine: model, draft, KV cache",))
-        self.engine_box.selected_index = None
+        # The engine panel opens with a toggle button, a native button the keyboard reaches and that says
+        # whether it is open (aria-pressed); ipywidgets 8.1's Accordion header is a div no Tab reaches.
+        self.engine_toggle = w.ToggleButton(value=False, description="engine: model, draft, KV cache",
+                                            icon="caret-right", tooltip="Show the engine's model, draft and KV cache",
+                                            layout=w.Layout(width="auto"))
+        self.engine_toggle.add_class("servelab-engine-toggle")
+        self.engine_toggle.add_class(f"servelab-view-{self.view}")
+        self.engine_panel = w.VBox([self.model_text, self.draft_text, self.kv_cache_text],
+                                   layout=w.Layout(display="none"))
+        self.engine_toggle.observe(self._on_engine_toggle, names="value")
+        self.engine_box = w.VBox([self.engine_toggle, self.engine_panel])
         controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
                            self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
         bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label])
@@ -166,6 +174,10 @@ class SpecDecodeLab:
         self.stop_button.on_click(lambda _: self.stop())
         self._sync_visibility()
 
+    def _on_engine_toggle(self, change) -> None:
+        self.engine_panel.layout.display = "" if change["new"] else "none"
+        self.engine_toggle.icon = "caret-down" if change["new"] else "caret-right"
+
     def figure_box(self):
         import ipywidgets as w
 
@@ -178,6 +190,7 @@ class SpecDecodeLab:
         from IPython.display import display
 
         display(self.widget)
+        display(drawing.page_helper())
 
     # --- settings ---------------------------------------------------------------------------------
     def settings(self) -> Settings:
@@ -353,10 +366,18 @@ class SpecDecodeLab:
             return self.measure_point(plan.point)
         if plan.point.settings.backend == "remote":
             return measure_remote(plan, self.remote_timeout_s)
+        engine = {}
+
+        def starting(phase: str, seconds: float, estimate) -> None:
+            if self.state == "starting":  # the charts keep every stored point meanwhile: nothing is cleared
+                self._set_status("starting", f"{phase} ({engine.get('name', 'engine')}): {seconds:.0f} s so far, "
+                                             f"{estimate.describe()}. Then: {what}")
+
         return measure_local(
             plan, self.pool,
-            on_start=lambda engine: self._set_status(
-                "starting", f"starting the engine ({engine}); this takes about 40 s on 2 cores."),
+            on_start=lambda name: (engine.update(name=name), self._set_status(
+                "starting", f"starting the engine ({name}). Then: {what}")),
+            on_phase=starting,
             on_ready=lambda: self.state == "starting" and self._set_status("measuring", what))
 
     def _run(self, plans: list[PointPlan], stale) -> None:

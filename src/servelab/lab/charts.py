@@ -26,7 +26,7 @@ TITLES = {
 # baseline, then each speculating series: Okabe-Ito blue, vermillion, bluish green, reddish purple
 COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up"]
-DASHES = ["dash", "dashdot", "longdash", "longdashdot"]  # simulated curves, one pattern per series
+DASHES = ["longdash", "dash", "dashdot", "longdashdot"]  # simulated curves, one pattern per series
 IDEAL_COLOR = "#000000"
 MARK_COLOR = "#000000"  # the 1.0 line and crossover marks: black, so colour never carries them
 

@@ -343,3 +343,49 @@ def chart_text_html(summary_text: str, tables: str) -> str:
     folded = (f"<details><summary>The chart's data as a table</summary>"
               f"<div style='overflow-x:auto'>{tables}</div></details>") if tables else ""
     return f"<p class='servelab-chart-summary'><b>In words:</b> {html.escape(summary_text)}</p>{folded}"
+
+
+# --- what both labs add to the page for keyboard and screen-reader users ------------------------------------
+# ipywidgets 8.1 draws its sliders with noUiSlider and gives the handle (role="slider") no accessible name,
+# and a SelectionSlider's aria-valuetext is the option's index, not its label (WCAG 2.1, 4.1.2: name, role,
+# value). Until ipywidgets passes them, this names each lab slider's handle after its description and keeps
+# its value text equal to the readout the learner sees. It also draws a focus ring on every lab control
+# (2.4.7: focus visible) thicker than JupyterLab's 1-pixel border change. JupyterLab runs it as the
+# application/javascript output of the cell that shows the lab (outputs of a cell run here are trusted).
+PAGE_HELPER_JS = r"""
+(() => {
+  if (window.servelabPageHelper) { window.servelabPageHelper(); return; }
+  const style = document.createElement('style');
+  style.textContent = `
+    .servelab-lab :focus-visible, .servelab-lab .noUi-handle:focus, .servelab-lab select:focus,
+    .servelab-lab button:focus, .servelab-lab summary:focus, .servelab-lab input:focus,
+    .servelab-lab [contenteditable]:focus {
+      outline: 3px solid #0072B2 !important; outline-offset: 2px !important; }
+    .servelab-lab table.servelab-data-table { border-collapse: collapse; margin: 4px 0 10px; }
+    .servelab-lab table.servelab-data-table th, .servelab-lab table.servelab-data-table td {
+      border: 1px solid #767676; padding: 2px 6px; text-align: right; }
+    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }`;
+  document.head.appendChild(style);
+  const name = () => {
+    document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {
+      const handle = slider.querySelector('.noUi-handle');
+      if (!handle) return;
+      const label = (slider.querySelector('.widget-label')?.textContent || '').trim();
+      const value = (slider.querySelector('.widget-readout')?.textContent || '').trim();
+      if (label && handle.getAttribute('aria-label') !== label) handle.setAttribute('aria-label', label);
+      if (value && handle.getAttribute('aria-valuetext') !== value) handle.setAttribute('aria-valuetext', value);
+    });
+  };
+  window.servelabPageHelper = name;
+  // Widgets render after this runs, and a readout changes with every key press: follow the page.
+  new MutationObserver(name).observe(document.body, {subtree: true, childList: true, characterData: true});
+  name();
+})();
+"""
+
+
+def page_helper():
+    """The helper as a displayable object: JupyterLab runs it, a plain-text front end shows nothing."""
+    from IPython.display import Javascript
+
+    return Javascript(PAGE_HELPER_JS)

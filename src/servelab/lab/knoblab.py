@@ -23,7 +23,7 @@ from .. import knobs
 from ..results import ResultsStore
 from . import knobcharts, rep2
 from .data import clean, offline_reason
-from .drawing import chart_text_html, status_line_html
+from .drawing import chart_text_html, page_helper, status_line_html
 from .worker import LatestRequestWorker
 
 LOADS = {"users": "fixed number of users (max concurrency)", "rate": "Poisson arrivals (request rate)"}
@@ -135,6 +135,7 @@ class KnobLab:
         from IPython.display import display
 
         display(self.widget)
+        display(page_helper())
 
     def _sync(self) -> None:
         rate = self.load_toggle.value == "rate"
