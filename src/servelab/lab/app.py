@@ -99,34 +99,40 @@ class SpecDecodeLab:
         import ipywidgets as w
 
         wide = {"description_width": "170px"}
-        full = w.Layout(width="470px")
+        # Each control its own Layout (one shared Layout would hide them all when one is hidden), as wide as
+        # the output area allows up to 470px: nothing runs off the right edge at 1024 px or at 200% zoom.
+        def full():
+            return w.Layout(width="calc(100% - 4px)", max_width="470px")
+
         self.batch_slider = w.SelectionSlider(options=list(BATCHES), value=s.batch_size, description="batch size",
-                                              style=wide, layout=full)
+                                              style=wide, layout=full())
         self.k_slider = w.IntSlider(value=s.k, min=1, max=8, description="num_speculative_tokens", style=wide,
-                                    layout=full)
+                                    layout=full())
         self.method_dropdown = w.Dropdown(options=list(METHODS.items()), value=s.method, description="method",
-                                          style=wide, layout=full)
+                                          style=wide, layout=full())
         self.workload_dropdown = w.Dropdown(options=list(WORKLOADS.items()), value=s.workload,
-                                            description="workload", style=wide, layout=full)
+                                            description="workload", style=wide, layout=full())
         self.output_len_slider = w.SelectionSlider(options=list(OUTPUT_LENS), value=s.output_len,
-                                                   description="output length", style=wide, layout=full)
+                                                   description="output length", style=wide, layout=full())
         self.backend_dropdown = w.Dropdown(options=list(BACKENDS.items()), value=s.backend, description="backend",
-                                           style=wide, layout=full)
+                                           style=wide, layout=full())
         self.remote_off_text = w.Text(value=s.remote_off_url, description="URL, speculation off",
-                                      placeholder="http://gpu-host:8000", style=wide, layout=full)
+                                      placeholder="http://gpu-host:8000", style=wide, layout=full())
         self.remote_on_text = w.Text(value=s.remote_on_url, description="URL, speculation on",
-                                     placeholder="http://gpu-host:8001", style=wide, layout=full)
+                                     placeholder="http://gpu-host:8001", style=wide, layout=full())
         self.model_text = w.Text(value=s.model, description="model", placeholder="bundled SmolLM2-135M-Instruct",
-                                 style=wide, layout=full)
+                                 style=wide, layout=full())
         self.draft_text = w.Text(value=s.draft_model, description="draft model",
-                                 placeholder="bundled 6-layer draft", style=wide, layout=full)
+                                 placeholder="bundled 6-layer draft", style=wide, layout=full())
         self.kv_cache_text = w.BoundedFloatText(value=s.kv_cache_gb, min=0.25, max=256, step=0.25,
-                                                description="KV cache GiB (CPU)", style=wide, layout=full)
+                                                description="KV cache GiB (CPU)", style=wide, layout=full())
         self.measure_button = w.Button(description="Measure", button_style="primary", icon="play",
-                                       tooltip="Measure the missing points up to this batch, live")
+                                       tooltip="Measure the missing points up to this batch, live",
+                                       layout=w.Layout(width="auto", flex="0 0 auto"))
         self.stop_button = w.Button(description="Stop", icon="stop",
-                                    tooltip="Drop the waiting request, stop after the current point, stop engines")
-        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px"))
+                                    tooltip="Drop the waiting request, stop after the current point, stop engines",
+                                    layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px", max_width="100%"))
         self.progress_label = w.Label(value="")
         self.status = w.HTML(value="")
         self.regime = w.HTML(value="")
@@ -161,7 +167,8 @@ class SpecDecodeLab:
         self.engine_box = w.VBox([self.engine_toggle, self.engine_panel])
         controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
                            self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
-        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label])
+        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label],
+                     layout=w.Layout(flex_flow="row wrap"))  # narrow: the progress bar goes below the buttons
         self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.chart_text, self.regime,
                               self.chart_json])
         self.widget.add_class("servelab-lab")
@@ -182,7 +189,8 @@ class SpecDecodeLab:
         import ipywidgets as w
 
         if not hasattr(self, "_figure_box"):
-            self._figure_box = w.Box([])
+            # A block as wide as the output area: plotly sizes the chart to it, and again when the window resizes.
+            self._figure_box = w.Box([], layout=w.Layout(display="block", width="100%"))
             self._figure_box.add_class("servelab-chart")
         return self._figure_box
 

@@ -19,7 +19,7 @@ from .drawing import VIEWS, Drawing, trace_uids
 
 TITLES = {
     "tok_s": "Output tok/s (all requests)",
-    "speedup": "Speedup over no speculation",
+    "speedup": "Speedup (over no speculation)",
     "tpot": "TPOT p50, ms (per-token latency)",
     "acceptance": "Acceptance rate (accepted / drafted)",
 }
@@ -31,6 +31,11 @@ IDEAL_COLOR = "#000000"
 MARK_COLOR = "#000000"  # the 1.0 line and crossover marks: black, so colour never carries them
 
 
+def panel_title(panel: str) -> str:
+    """A panel's title as drawn: its explanation on a second line, so it fits a narrow panel."""
+    return TITLES[panel].replace(" (", "<br>(")
+
+
 def build(view: str):
     """An empty FigureWidget with every trace of the view in place (no data yet)."""
     import plotly.graph_objects as go
@@ -38,8 +43,9 @@ def build(view: str):
 
     panels = VIEWS[view]["panels"]
     rows, cols = (2, 2) if len(panels) == 4 else (1, 2)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[TITLES[p] for p in panels],
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[panel_title(p) for p in panels],
                         horizontal_spacing=0.09, vertical_spacing=0.16)
+    fig.update_annotations(font_size=13)  # the panel titles: two short lines fit a panel at 1024 px and at 200%
     where = {p: (i // cols + 1, i % cols + 1) for i, p in enumerate(panels)}
     for uid in trace_uids(view):
         panel, slot, kind = uid.split("|")
@@ -64,10 +70,10 @@ def build(view: str):
     # The legend sits below the panels, one entry per row's worth of width: a horizontal plotly legend
     # wraps onto more rows when the chart is narrow (1024 px, 200% zoom), and below the panels a taller
     # legend pushes nothing off the top. Each entry stands for that series in every panel.
-    fig.update_layout(height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=40, b=40),
+    fig.update_layout(autosize=True, height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=40, b=60),
                       template="plotly_white", showlegend=True, hovermode="closest",
                       font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.1, yanchor="top",
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.1, yanchor="top", font=dict(size=12),
                                   title=dict(text="filled: measured, open and dashed: simulated", side="top")))
     widget = go.FigureWidget(fig)
     widget._servelab_axes = {p: _axis_names(i) for i, p in enumerate(panels)}
@@ -116,19 +122,25 @@ def _shapes(drawing: Drawing, axes: dict) -> list[dict]:
 
 def _annotations(fig, drawing: Drawing, axes: dict) -> list:
     # make_subplots writes the panel titles as annotations: keep them, add the crossover labels.
-    titles = [a for a in fig.layout.annotations if a.text in TITLES.values()]
+    titles = [a for a in fig.layout.annotations if a.text in {panel_title(p) for p in TITLES}]
     extra = []
     if "speedup" in axes:
         xa, ya = axes["speedup"]
         if drawing.crossover_measured is not None:
             extra.append(dict(x=math.log10(drawing.crossover_measured), y=0.95, xref=xa, yref=f"{ya} domain",
-                              text=f"crossover {drawing.crossover_measured:.3g} (measured)", showarrow=False,
-                              xanchor="left", font=dict(size=12, color=MARK_COLOR)))
+                              text=f"crossover<br>{drawing.crossover_measured:.3g} measured", showarrow=False,
+                              **_beside(drawing.crossover_measured), font=dict(size=12, color=MARK_COLOR)))
         if drawing.crossover_simulated is not None:
             extra.append(dict(x=math.log10(drawing.crossover_simulated), y=0.85, xref=xa, yref=f"{ya} domain",
-                              text=f"crossover {drawing.crossover_simulated:.3g} (simulated)", showarrow=False,
-                              xanchor="left", font=dict(size=12, color=MARK_COLOR)))
+                              text=f"crossover<br>{drawing.crossover_simulated:.3g} simulated", showarrow=False,
+                              **_beside(drawing.crossover_simulated), font=dict(size=12, color=MARK_COLOR)))
     return titles + extra
+
+
+def _beside(batch: float) -> dict:
+    """A crossover label beside its line, on the side with more room (the x axis spans batch 1 to 256)."""
+    right = math.log2(max(batch, 1)) / math.log2(BATCHES[-1]) < 0.5
+    return dict(xanchor="left" if right else "right", xshift=4 if right else -4, align="left" if right else "right")
 
 
 def chart_data(fig) -> dict[str, dict]:

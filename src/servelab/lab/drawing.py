@@ -350,7 +350,8 @@ def chart_text_html(summary_text: str, tables: str) -> str:
 # and a SelectionSlider's aria-valuetext is the option's index, not its label (WCAG 2.1, 4.1.2: name, role,
 # value). Until ipywidgets passes them, this names each lab slider's handle after its description and keeps
 # its value text equal to the readout the learner sees. It also draws a focus ring on every lab control
-# (2.4.7: focus visible) thicker than JupyterLab's 1-pixel border change. JupyterLab runs it as the
+# (2.4.7: focus visible) thicker than JupyterLab's 1-pixel border change, and fits each chart to the width
+# of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). JupyterLab runs it as the
 # application/javascript output of the cell that shows the lab (outputs of a cell run here are trusted).
 PAGE_HELPER_JS = r"""
 (() => {
@@ -376,10 +377,36 @@ PAGE_HELPER_JS = r"""
       if (value && handle.getAttribute('aria-valuetext') !== value) handle.setAttribute('aria-valuetext', value);
     });
   };
-  window.servelabPageHelper = name;
+  // plotly's FigureWidget keeps the width it first drew at (700 px when the output area was not laid out
+  // yet), wider than the output area at 1024 px or at 200% zoom: fit each lab chart to its box, now and
+  // whenever the box changes size (JupyterLab's plotly, window.Plotly, does the resize).
+  const charts = new WeakSet();
+  // A narrower chart wraps its legend onto more rows: grow the chart's height until the legend fits.
+  const grow = gd => {
+    const svg = gd.querySelector('.main-svg'), legend = gd.querySelector('.legend');
+    if (!svg || !legend || !gd._fullLayout) return;
+    const over = legend.getBoundingClientRect().bottom - svg.getBoundingClientRect().bottom;
+    if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)}).catch(() => {});
+  };
+  const fit = gd => {
+    const svg = gd.querySelector('.main-svg');
+    if (!window.Plotly || !svg || !gd.clientWidth) return;
+    if (Math.abs(svg.getBoundingClientRect().width - gd.clientWidth) > 2) {
+      window.Plotly.Plots.resize(gd).then(() => grow(gd)).catch(() => {});
+    } else {
+      grow(gd);
+    }
+  };
+  const sizes = new ResizeObserver(entries => entries.forEach(e => fit(e.target)));
+  const track = () => document.querySelectorAll('.servelab-lab .js-plotly-plot').forEach(gd => {
+    if (!charts.has(gd)) { charts.add(gd); sizes.observe(gd); }
+    fit(gd);
+  });
+  const all = () => { name(); track(); };
+  window.servelabPageHelper = all;
   // Widgets render after this runs, and a readout changes with every key press: follow the page.
-  new MutationObserver(name).observe(document.body, {subtree: true, childList: true, characterData: true});
-  name();
+  new MutationObserver(all).observe(document.body, {subtree: true, childList: true, characterData: true});
+  all();
 })();
 """
 

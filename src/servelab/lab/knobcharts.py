@@ -19,7 +19,7 @@ PANELS: dict[str, tuple[str, list[tuple[str, str]]]] = {
                  [("running", "num_requests_running_max"), ("waiting", "num_requests_waiting_max")]),
     "kv": ("KV cache usage, % (server, peak)", [("KV used", "kv_cache_usage_pct")]),
     "preemptions": ("Preemptions (server)", [("preempted", "num_preemptions")]),
-    "hits": ("Prefix-cache hits / draft acceptance, %",
+    "hits": ("Prefix hits / acceptance (%)",
              [("prefix hits", "prefix_cache_hit_pct"), ("acceptance", "acceptance_pct")]),
 }
 SLO_PANEL = {"ttft_ms_p50": "ttft", "ttft_ms_p99": "ttft", "tpot_ms_p50": "tpot", "tpot_ms_p99": "tpot",
@@ -69,9 +69,11 @@ def build():
     from plotly.subplots import make_subplots
 
     names = list(PANELS)
-    fig = make_subplots(rows=2, cols=4, subplot_titles=[PANELS[p][0] for p in names],
-                        horizontal_spacing=0.07, vertical_spacing=0.22)
-    where = {p: (i // 4 + 1, i % 4 + 1) for i, p in enumerate(names)}
+    # Two panels a row, each title's explanation on a second line: they fit at 1024 px and at 200% zoom.
+    fig = make_subplots(rows=4, cols=2, subplot_titles=[PANELS[p][0].replace(" (", "<br>(") for p in names],
+                        horizontal_spacing=0.12, vertical_spacing=0.1)
+    fig.update_annotations(font_size=13)
+    where = {p: (i // 2 + 1, i % 2 + 1) for i, p in enumerate(names)}
     for uid in uids():
         panel, slot = uid.split("|")
         row, col = where[panel]
@@ -87,10 +89,10 @@ def build():
         fig.add_trace(trace, row=row, col=col)
     fig.update_yaxes(rangemode="tozero")
     # The legend below the panels: a horizontal plotly legend wraps onto more rows where the chart is narrow.
-    fig.update_layout(height=600, barmode="group", template="plotly_white", showlegend=True,
-                      margin=dict(l=45, r=20, t=40, b=30), hovermode="closest", font=dict(color="#222222"),
+    fig.update_layout(height=1000, barmode="group", template="plotly_white", showlegend=True,
+                      margin=dict(l=45, r=20, t=40, b=60), hovermode="closest", font=dict(color="#222222"),
                       legend=dict(orientation="h", x=0, y=-0.08, yanchor="top",
-                                  title=dict(text="setting (b hatched):", side="left")))
+                                  font=dict(size=12), title=dict(text="setting (b hatched)", side="top")))
     widget = go.FigureWidget(fig)
     return widget
 
