@@ -70,10 +70,10 @@ def build(view: str):
     # The legend sits below the panels, one entry per row's worth of width: a horizontal plotly legend
     # wraps onto more rows when the chart is narrow (1024 px, 200% zoom), and below the panels a taller
     # legend pushes nothing off the top. Each entry stands for that series in every panel.
-    fig.update_layout(autosize=True, height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=40, b=60),
+    fig.update_layout(autosize=True, height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=80, b=60),
                       template="plotly_white", showlegend=True, hovermode="closest",
                       font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.1, yanchor="top", font=dict(size=12),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top", font=dict(size=12),
                                   title=dict(text="filled: measured, open and dashed: simulated", side="top")))
     widget = go.FigureWidget(fig)
     widget._servelab_axes = {p: _axis_names(i) for i, p in enumerate(panels)}
@@ -131,7 +131,7 @@ def _annotations(fig, drawing: Drawing, axes: dict) -> list:
                               text=f"crossover<br>{drawing.crossover_measured:.3g} measured", showarrow=False,
                               **_beside(drawing.crossover_measured), font=dict(size=12, color=MARK_COLOR)))
         if drawing.crossover_simulated is not None:
-            extra.append(dict(x=math.log10(drawing.crossover_simulated), y=0.85, xref=xa, yref=f"{ya} domain",
+            extra.append(dict(x=math.log10(drawing.crossover_simulated), y=0.7, xref=xa, yref=f"{ya} domain",
                               text=f"crossover<br>{drawing.crossover_simulated:.3g} simulated", showarrow=False,
                               **_beside(drawing.crossover_simulated), font=dict(size=12, color=MARK_COLOR)))
     return titles + extra

@@ -260,27 +260,29 @@ def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> st
         return f"{label}: nothing {kind} yet at a batch where no speculation is {kind} too."
     faster = [b for b, s in pairs if s > 1]
     slower = [b for b, s in pairs if s < 1]
+    even = [b for b, s in pairs if s == 1]
     best_b, best_s = max(pairs, key=lambda p: p[1])
     span = (f"at batch {pairs[0][0]:g}" if len(pairs) == 1
             else f"at every {kind} batch from {pairs[0][0]:g} to {pairs[-1][0]:g}")
-    if not slower and not faster:
+    if len(even) == len(pairs):
         where = f"is as fast as no speculation {span}"
-    elif not slower:
+    elif len(faster) == len(pairs):
         where = f"is faster than no speculation {span}"
-    elif not faster:
+    elif len(slower) == len(pairs):
         where = f"is slower than no speculation {span}"
-    elif max(faster) < min(slower):
+    elif not even and max(faster) < min(slower):
         where = f"is faster than no speculation up to batch {max(faster):g} and slower from batch {min(slower):g}"
-    elif max(slower) < min(faster):
+    elif not even and max(slower) < min(faster):
         where = f"is slower than no speculation up to batch {max(slower):g} and faster from batch {min(faster):g}"
     else:
-        where = (f"is faster than no speculation at batches {_batches(faster)} and slower at "
-                 f"{_batches(slower)}")
+        parts = [f"{word} at {_batches(batches)}" for word, batches in
+                 (("faster than no speculation", faster), ("slower", slower), ("as fast", even)) if batches]
+        where = "is " + " and ".join(parts)
     return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g})."
 
 
 def _batches(values: list) -> str:
-    return ", ".join(f"{v:g}" for v in values)
+    return ("batch " if len(values) == 1 else "batches ") + ", ".join(f"{v:g}" for v in values)
 
 
 def summary(d: Drawing) -> str:

@@ -90,8 +90,8 @@ def build():
     fig.update_yaxes(rangemode="tozero")
     # The legend below the panels: a horizontal plotly legend wraps onto more rows where the chart is narrow.
     fig.update_layout(height=1000, barmode="group", template="plotly_white", showlegend=True,
-                      margin=dict(l=45, r=20, t=40, b=60), hovermode="closest", font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, y=-0.08, yanchor="top",
+                      margin=dict(l=45, r=20, t=80, b=60), hovermode="closest", font=dict(color="#222222"),
+                      legend=dict(orientation="h", x=0, y=-0.06, yanchor="top",
                                   font=dict(size=12), title=dict(text="setting (b hatched)", side="top")))
     widget = go.FigureWidget(fig)
     return widget
