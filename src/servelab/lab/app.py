@@ -170,7 +170,7 @@ class SpecDecodeLab:
         bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label],
                      layout=w.Layout(flex_flow="row wrap"))  # narrow: the progress bar goes below the buttons
         self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.chart_text, self.regime,
-                              self.chart_json])
+                              self.chart_json, drawing.page_helper()])
         self.widget.add_class("servelab-lab")
         self.widget.add_class(f"servelab-view-{self.view}")
         for control in (self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
@@ -198,7 +198,6 @@ class SpecDecodeLab:
         from IPython.display import display
 
         display(self.widget)
-        display(drawing.page_helper())
 
     # --- settings ---------------------------------------------------------------------------------
     def settings(self) -> Settings:

@@ -8,6 +8,7 @@ test, the benchmark and the browser all read the same numbers.
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass, field
 
@@ -353,10 +354,11 @@ def chart_text_html(summary_text: str, tables: str) -> str:
 # value). Until ipywidgets passes them, this names each lab slider's handle after its description and keeps
 # its value text equal to the readout the learner sees. It also draws a focus ring on every lab control
 # (2.4.7: focus visible) thicker than JupyterLab's 1-pixel border change, and fits each chart to the width
-# of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). JupyterLab runs it as the
-# application/javascript output of the cell that shows the lab (outputs of a cell run here are trusted).
+# of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). It ships the way the lab's plotly chart
+# does, as an anywidget (an ES module in a widget the lab's own code creates), never as an
+# application/javascript output: a saved notebook carries no script (tests/test_faults_lab.py).
 PAGE_HELPER_JS = r"""
-(() => {
+function servelabPageHelper() {
   if (window.servelabPageHelper) { window.servelabPageHelper(); return; }
   const style = document.createElement('style');
   style.textContent = `
@@ -409,12 +411,23 @@ PAGE_HELPER_JS = r"""
   // Widgets render after this runs, and a readout changes with every key press: follow the page.
   new MutationObserver(all).observe(document.body, {subtree: true, childList: true, characterData: true});
   all();
-})();
+}
+export default { render() { servelabPageHelper(); } };
 """
 
 
-def page_helper():
-    """The helper as a displayable object: JupyterLab runs it, a plain-text front end shows nothing."""
-    from IPython.display import Javascript
+@functools.cache
+def _page_helper_class():
+    import anywidget
 
-    return Javascript(PAGE_HELPER_JS)
+    class PageHelper(anywidget.AnyWidget):
+        _esm = PAGE_HELPER_JS
+
+    return PageHelper
+
+
+def page_helper():
+    """The helper as an invisible widget to put inside a lab's box (it draws nothing itself)."""
+    helper = _page_helper_class()()
+    helper.add_class("servelab-page-helper")
+    return helper

@@ -133,7 +133,7 @@ class KnobLab:
                            self.output_len_slider, self.slo_dropdown, self.slo_text])
         bar = w.HBox([self.measure_button, self.stop_button, self.progress], layout=w.Layout(flex_flow="row wrap"))
         self.widget = w.VBox([controls, bar, self.status, self._figure_box, self.chart_text, self.about,
-                              self.chart_json])
+                              self.chart_json, page_helper()])
         self.widget.add_class("servelab-lab")
         self.widget.add_class("servelab-view-knobs")
         self._sync()
@@ -142,7 +142,6 @@ class KnobLab:
         from IPython.display import display
 
         display(self.widget)
-        display(page_helper())
 
     def _sync(self) -> None:
         rate = self.load_toggle.value == "rate"
