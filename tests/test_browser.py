@@ -343,7 +343,8 @@ def test_live_measure_from_the_browser_with_the_keyboard_alone(page, live_server
             now = {name: t["x"] for name, t in _traces_by_name(figure(page)).items()}
             assert all(set(x) <= set(now.get(name, [])) for name, x in shown.items()), (shown, now)
             if not shot and "so far" in text:
-                page.locator(".servelab-status.servelab-view-flip").first.scroll_into_view_if_needed()
+                page.evaluate("() => document.querySelector('.servelab-status.servelab-view-flip')"
+                              ".scrollIntoView({block: 'center'})")
                 screenshot(page, "live-1-engine-starting")
                 shot = True
         if state in ("idle", "failed") and len(seen) > 1:
