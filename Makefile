@@ -62,8 +62,8 @@ $(QUANT_STAMP): $(MODEL_STAMP) bench/quantize.py
 lab: model
 	$(VENV)/bin/servelab lab --port $(LAB_PORT)
 
-# Debian's Chromium for the browser tests (Playwright's own browser download is not used).
-# axe-core, the accessibility audit the browser tests inject into pages (npm, beside the venv like the hub's proxy).
+# Debian's Chromium for the browser tests (Playwright's own browser download is not used), and
+# axe-core from npm (beside the venv, as JupyterHub's proxy is) for their WCAG 2.1 AA audit.
 AXE_VERSION := 4.14.1
 AXE := $(VENV)/node/node_modules/axe-core/axe.min.js
 
@@ -73,11 +73,12 @@ browser-deps: $(AXE)
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
 	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	else echo "Install Chromium (Debian: apt-get install chromium) for the browser tests."; exit 1; fi
+	@echo "axe-core $(AXE_VERSION)"
 
 $(AXE):
-	@command -v npm >/dev/null || { $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
-	    $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
-	npm install --no-audit --no-fund --prefix $(VENV)/node axe-core@$(AXE_VERSION)
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq nodejs npm >/dev/null; }
+	npm install --no-audit --no-fund --save-exact --prefix $(VENV)/node axe-core@$(AXE_VERSION)
 
 # bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox).
 sandbox-deps:

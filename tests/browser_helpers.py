@@ -60,8 +60,10 @@ def free_port() -> int:
 class JupyterLab:
     """A JupyterLab server on localhost in its own temporary root; use as a context manager."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None, copy: tuple[str, ...] = ("labs", "lessons")):
+    def __init__(self, root: Path, env: dict[str, str] | None = None, copy: tuple[str, ...] = ("labs", "lessons"),
+                 settings: dict[tuple[str, str], dict] | None = None):
         self.root = Path(root)
+        self.settings = dict(settings or {})  # {(plugin package, plugin): values}: user settings to start with
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.extra_env = dict(env or {})
@@ -102,6 +104,8 @@ class JupyterLab:
         # No news or update checks (they reach out to the network) and no toast over the page.
         _write_settings(settings, "@jupyterlab/apputils-extension", "notification",
                         {"fetchNews": "false", "checkForUpdates": False})
+        for (package, plugin), values in self.settings.items():
+            _write_settings(settings, package, plugin, values)
         self.state.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
         cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
@@ -299,3 +303,61 @@ def save(page, timeout_s: float = 30) -> None:
                     ?.classList.contains('jp-mod-dirty')
                && !document.querySelector('.lm-DockPanel-tabBar .lm-mod-current.jp-mod-dirty')""",
         timeout=timeout_s * 1000)
+
+
+# --- accessibility: axe-core in the page ---------------------------------------------------------------
+# axe-core from npm, installed beside the venv by `make browser-deps` (as configurable-http-proxy is).
+AXE = Path(sys.prefix) / "node" / "node_modules" / "axe-core" / "axe.min.js"
+WCAG_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]  # WCAG 2.1 levels A and AA
+
+
+def require_axe() -> None:
+    if AXE.exists():
+        return
+    message = f"{AXE} is missing: run `make browser-deps` (npm install axe-core) for the accessibility audit."
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def axe_audit(page, ours: str) -> list[dict]:
+    """Run axe-core's WCAG 2.1 A and AA rules over the page; each violation's nodes say whether they are ours.
+
+    A node is ours when it sits inside an element matching the CSS selector `ours` (what this project
+    renders: markdown, outputs, widgets, charts); every other node is the host page's (JupyterLab's chrome,
+    nbgrader's feedback template)."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    return page.evaluate(
+        """async ([tags, ours]) => {
+            const result = await axe.run(document, {runOnly: {type: 'tag', values: tags},
+                                                    resultTypes: ['violations'], elementRef: true});
+            return result.violations.map(v => ({
+                id: v.id, impact: v.impact, help: v.help, url: v.helpUrl,
+                nodes: v.nodes.map(n => ({
+                    target: n.target.join(' '), html: n.html.slice(0, 300),
+                    summary: (n.failureSummary || '').slice(0, 400),
+                    ours: !!(n.element && n.element.closest && n.element.closest(ours)),
+                })),
+            }));
+        }""", [WCAG_TAGS, ours])
+
+
+def split_violations(violations: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(ours, theirs): each violation narrowed to the nodes on either side, empty ones dropped."""
+    ours, theirs = [], []
+    for v in violations:
+        for side, keep in ((ours, True), (theirs, False)):
+            nodes = [n for n in v["nodes"] if n["ours"] == keep]
+            if nodes:
+                side.append({**v, "nodes": nodes})
+    return ours, theirs
+
+
+def describe_violations(violations: list[dict], limit: int = 3) -> str:
+    lines = []
+    for v in violations:
+        lines.append(f"{v['id']} ({v['impact']}, {len(v['nodes'])} nodes): {v['help']} {v['url']}")
+        for n in v["nodes"][:limit]:
+            lines.append(f"    {n['target']}: {n['html'][:160]}")
+    return "\n".join(lines)

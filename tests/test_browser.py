@@ -277,10 +277,34 @@ def live_server(tmp_path):
         yield server
 
 
+def focused(page) -> str:
+    """The lab control that has the keyboard focus, by the class the lab gives it ('' when none)."""
+    return page.evaluate("""() => {
+        let e = document.activeElement;
+        while (e && e !== document.body) {
+            const own = Array.from(e.classList).find(c => c.startsWith('servelab-') && c !== 'servelab-lab'
+                                                       && !c.startsWith('servelab-view'));
+            if (own) return own + (e.closest('.servelab-view-flip') ? '' : ' (another view)');
+            e = e.parentElement;
+        }
+        return '';
+    }""")
+
+
+def tab_to(page, control: str, limit: int = 80) -> None:
+    """Press Tab until the flip view's `control` has the focus, as a learner without a mouse does."""
+    for _ in range(limit):
+        if focused(page) == control:
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"{limit} presses of Tab never reached {control}")
+
+
 @pytest.mark.timeout(600)
-def test_live_measure_from_the_browser(page, live_server):
-    """The one live test: batch 1, speculation off, 16 tokens; click Measure, watch the status line go
-    starting -> measuring -> idle and the measured point appear in the chart; Stop ends the engine."""
+def test_live_measure_from_the_browser_with_the_keyboard_alone(page, live_server):
+    """The one live test, from the keyboard: Tab to each control, batch 1, speculation off, 16 tokens; Enter on
+    Measure, watch the status line go starting (its phase and an estimate, the chart still drawn) ->
+    measuring -> idle and the measured point appear in the chart; Space on Stop ends the engine."""
     import psutil
 
     _needs(LAB)
@@ -290,26 +314,50 @@ def test_live_measure_from_the_browser(page, live_server):
     lab.scroll_into_view_if_needed()
     assert status(page)[0] == "idle"
 
-    choose_the_first_point(page)
+    page.keyboard.press("Escape")  # command mode: Tab now walks the page's controls
+    tab_to(page, "servelab-batch-slider")
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.batch_size === 1")
+    tab_to(page, "servelab-method")
+    page.keyboard.type("o")  # a closed <select> takes the first letter of an option: "off"
+    wait_for_lab(page, "s.settings.method === 'none'")
+    tab_to(page, "servelab-output-len")
+    page.keyboard.press("Home")
+    wait_for_lab(page, "s.settings.output_len === 16")
     before = _traces_by_name(figure(page)).get("no speculation, measured", {"x": []})
     assert 1 not in before["x"]
+    shown = {name: t["x"] for name, t in _traces_by_name(figure(page)).items()}
 
-    page.locator(".servelab-measure.servelab-view-flip").first.click()
-    seen, shot = [], False
+    tab_to(page, "servelab-measure")
+    t0 = time.monotonic()
+    page.keyboard.press("Enter")
+    seen, shot, starting = [], False, []
     deadline = time.monotonic() + 480
     while time.monotonic() < deadline:
         state, text = status(page)
         if not seen or seen[-1] != state:
             seen.append(state)
-        if state == "starting" and not shot:
-            screenshot(page, "live-1-engine-starting")
-            shot = True
+        if state == "starting":
+            starting.append(text)
+            # The learner never stares at an empty chart: every point drawn before is still drawn.
+            now = {name: t["x"] for name, t in _traces_by_name(figure(page)).items()}
+            assert all(set(x) <= set(now.get(name, [])) for name, x in shown.items()), (shown, now)
+            if not shot and "so far" in text:
+                page.evaluate("() => document.querySelector('.servelab-status.servelab-view-flip')"
+                              ".scrollIntoView({block: 'center'})")
+                screenshot(page, "live-1-engine-starting")
+                shot = True
         if state in ("idle", "failed") and len(seen) > 1:
             break
         page.wait_for_timeout(250)
     state, text = status(page)
     assert state == "idle" and "measured 1 of 1" in text, (seen, text)
     assert "starting" in seen and "measuring" in seen, seen
+    # While it starts, the status says which phase and how long a start takes on this machine.
+    phases = {p for p in ("starting the engine", "loading the model", "preparing the KV cache", "warming up")
+              if any(t.removeprefix("starting: ").startswith(p) for t in starting)}
+    assert phases and any("s so far, about " in t for t in starting), starting
+    print(f"first point, from Enter on Measure to idle: {time.monotonic() - t0:.0f} s; phases seen: {sorted(phases)}")
     page.wait_for_function("([sel]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
                            " return gd.data.some(t => t.name === 'no speculation, measured' && Array.from(t.x).includes(1)); }",
                            arg=[FLIP])
@@ -321,7 +369,8 @@ def test_live_measure_from_the_browser(page, live_server):
     # Stop: the engine goes, the kernel stays.
     kernels = live_server.kernels()
     assert len(kernels) == 1
-    page.locator(".servelab-stop.servelab-view-flip").first.click()
+    tab_to(page, "servelab-stop")
+    page.keyboard.press("Space")
     page.wait_for_function("() => document.querySelector('.servelab-status.servelab-view-flip "
                            ".servelab-status-line')?.getAttribute('data-state') === 'stopped'", timeout=60_000)
     server = psutil.Process(live_server.proc.pid)

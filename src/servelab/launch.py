@@ -6,11 +6,19 @@ the checkout and its working directory too, where nbgrader finds nbgrader_config
 (the course in grading/course, sources in solutions/). Its log goes to a file, and
 the terminal shows what the learner needs, the URL to open last: the lab notebook,
 with the file browser in lessons/ so the lesson is one click away.
+
+JupyterLab asks on its first start whether to fetch Jupyter's news, in a pop-up over
+the notebook. Learners should meet the lab, not that question:
+`install_lab_settings()` turns it off for every JupyterLab this environment runs
+(this command's and a class hub's user servers, which run the same Python), as an
+overrides.d file in the environment's JupyterLab settings folder
+(https://jupyterlab.readthedocs.io/en/stable/user/directories.html#overridesjson).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -32,6 +40,12 @@ PORT_TRIES = 50  # when the port is taken, the next free one up to this many abo
 HOST = "127.0.0.1"  # this machine only; pass --ServerApp.ip=0.0.0.0 after -- to serve others
 START_TIMEOUT_S = 180  # a cold JupyterLab on 2 busy cores answers in 5 to 30 s
 STOP_TIMEOUT_S = 30  # time to shut kernels down after Ctrl-C before the server is killed
+
+
+# Defaults for every learner, namespaced so they sit beside anyone else's overrides (jupyterlab_server reads
+# {sys.prefix}/share/jupyter/lab/settings/overrides.d/*.json, then overrides.json, which a user's own settings
+# still override). "fetchNews": "false" answers the news question; no update check reaches the network either.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
 
 
 class LabError(RuntimeError):
@@ -75,6 +89,26 @@ def command(port: int, root: Path, extra: list[str]) -> list[str]:
     return cmd + extra
 
 
+def lab_settings_path(prefix: str | Path = sys.prefix) -> Path:
+    return Path(prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "servelab.json"
+
+
+def install_lab_settings(prefix: str | Path = sys.prefix) -> Path | None:
+    """Write LAB_SETTINGS where this environment's JupyterLab reads its defaults; None where it cannot."""
+    path = lab_settings_path(prefix)
+    text = json.dumps(LAB_SETTINGS, indent=2) + "\n"
+    try:
+        if path.exists() and path.read_text() == text:
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        say(f"Could not write {path} ({exc.strerror}): JupyterLab will ask about its news once; "
+            "answer No, or make that folder writable.")
+        return None
+    return path
+
+
 def _answers(port: int, token: str) -> bool:
     req = urllib.request.Request(f"http://{HOST}:{port}/api/status", headers={"Authorization": f"token {token}"})
     try:
@@ -109,6 +143,7 @@ def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None 
     if chosen != port:
         say(f"Port {port} is taken; using {chosen} (choose with `make lab LAB_PORT=N`).")
     _course_dirs(root)
+    install_lab_settings()
     token = secrets.token_hex(24)
     log_path = logs_dir() / f"jupyterlab-{chosen}.log"
     env = dict(os.environ, JUPYTER_TOKEN=token)  # in the environment, not in `ps` for all to read

@@ -99,37 +99,44 @@ class SpecDecodeLab:
         import ipywidgets as w
 
         wide = {"description_width": "170px"}
-        full = w.Layout(width="470px")
+        # Each control its own Layout (one shared Layout would hide them all when one is hidden), as wide as
+        # the output area allows up to 470px: nothing runs off the right edge at 1024 px or at 200% zoom.
+        def full():
+            return w.Layout(width="calc(100% - 4px)", max_width="470px")
+
         self.batch_slider = w.SelectionSlider(options=list(BATCHES), value=s.batch_size, description="batch size",
-                                              style=wide, layout=full)
+                                              style=wide, layout=full())
         self.k_slider = w.IntSlider(value=s.k, min=1, max=8, description="num_speculative_tokens", style=wide,
-                                    layout=full)
+                                    layout=full())
         self.method_dropdown = w.Dropdown(options=list(METHODS.items()), value=s.method, description="method",
-                                          style=wide, layout=full)
+                                          style=wide, layout=full())
         self.workload_dropdown = w.Dropdown(options=list(WORKLOADS.items()), value=s.workload,
-                                            description="workload", style=wide, layout=full)
+                                            description="workload", style=wide, layout=full())
         self.output_len_slider = w.SelectionSlider(options=list(OUTPUT_LENS), value=s.output_len,
-                                                   description="output length", style=wide, layout=full)
+                                                   description="output length", style=wide, layout=full())
         self.backend_dropdown = w.Dropdown(options=list(BACKENDS.items()), value=s.backend, description="backend",
-                                           style=wide, layout=full)
+                                           style=wide, layout=full())
         self.remote_off_text = w.Text(value=s.remote_off_url, description="URL, speculation off",
-                                      placeholder="http://gpu-host:8000", style=wide, layout=full)
+                                      placeholder="http://gpu-host:8000", style=wide, layout=full())
         self.remote_on_text = w.Text(value=s.remote_on_url, description="URL, speculation on",
-                                     placeholder="http://gpu-host:8001", style=wide, layout=full)
+                                     placeholder="http://gpu-host:8001", style=wide, layout=full())
         self.model_text = w.Text(value=s.model, description="model", placeholder="bundled SmolLM2-135M-Instruct",
-                                 style=wide, layout=full)
+                                 style=wide, layout=full())
         self.draft_text = w.Text(value=s.draft_model, description="draft model",
-                                 placeholder="bundled 6-layer draft", style=wide, layout=full)
+                                 placeholder="bundled 6-layer draft", style=wide, layout=full())
         self.kv_cache_text = w.BoundedFloatText(value=s.kv_cache_gb, min=0.25, max=256, step=0.25,
-                                                description="KV cache GiB (CPU)", style=wide, layout=full)
+                                                description="KV cache GiB (CPU)", style=wide, layout=full())
         self.measure_button = w.Button(description="Measure", button_style="primary", icon="play",
-                                       tooltip="Measure the missing points up to this batch, live")
+                                       tooltip="Measure the missing points up to this batch, live",
+                                       layout=w.Layout(width="auto", flex="0 0 auto"))
         self.stop_button = w.Button(description="Stop", icon="stop",
-                                    tooltip="Drop the waiting request, stop after the current point, stop engines")
-        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px"))
+                                    tooltip="Drop the waiting request, stop after the current point, stop engines",
+                                    layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px", max_width="100%"))
         self.progress_label = w.Label(value="")
         self.status = w.HTML(value="")
         self.regime = w.HTML(value="")
+        self.chart_text = w.HTML(value="")  # the charts in words: a summary and the data as a table
         self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
         for widget, css in [
                 (self.batch_slider, "servelab-batch-slider"), (self.k_slider, "servelab-k-slider"),
@@ -140,19 +147,30 @@ class SpecDecodeLab:
                 (self.kv_cache_text, "servelab-kv-cache"), (self.measure_button, "servelab-measure"),
                 (self.stop_button, "servelab-stop"), (self.progress, "servelab-progress"),
                 (self.progress_label, "servelab-progress-label"), (self.status, "servelab-status"),
-                (self.regime, "servelab-regime"), (self.chart_json, "servelab-chart-data")]:
+                (self.regime, "servelab-regime"), (self.chart_text, "servelab-chart-text"),
+                (self.chart_json, "servelab-chart-data")]:
             widget.add_class(css)
             widget.add_class(f"servelab-view-{self.view}")
         if self.view == "fix":
             self.method_dropdown.layout.display = "none"  # the fix view shows every policy at once
         self.remote_box = w.VBox([self.remote_off_text, self.remote_on_text])
-        self.engine_box = w.Accordion(children=[w.VBox([self.model_text, self.draft_text, self.kv_cache_text])],
-                                      titles=("engine: model, draft, KV cache",))
-        self.engine_box.selected_index = None
+        # The engine panel opens with a toggle button, a native button the keyboard reaches and that says
+        # whether it is open (aria-pressed); ipywidgets 8.1's Accordion header is a div no Tab reaches.
+        self.engine_toggle = w.ToggleButton(value=False, description="engine: model, draft, KV cache",
+                                            icon="caret-right", tooltip="Show the engine's model, draft and KV cache",
+                                            layout=w.Layout(width="auto"))
+        self.engine_toggle.add_class("servelab-engine-toggle")
+        self.engine_toggle.add_class(f"servelab-view-{self.view}")
+        self.engine_panel = w.VBox([self.model_text, self.draft_text, self.kv_cache_text],
+                                   layout=w.Layout(display="none"))
+        self.engine_toggle.observe(self._on_engine_toggle, names="value")
+        self.engine_box = w.VBox([self.engine_toggle, self.engine_panel])
         controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
                            self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
-        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label])
-        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.regime, self.chart_json])
+        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label],
+                     layout=w.Layout(flex_flow="row wrap"))  # narrow: the progress bar goes below the buttons
+        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.chart_text, self.regime,
+                              self.chart_json, drawing.page_helper()])
         self.widget.add_class("servelab-lab")
         self.widget.add_class(f"servelab-view-{self.view}")
         for control in (self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
@@ -163,11 +181,16 @@ class SpecDecodeLab:
         self.stop_button.on_click(lambda _: self.stop())
         self._sync_visibility()
 
+    def _on_engine_toggle(self, change) -> None:
+        self.engine_panel.layout.display = "" if change["new"] else "none"
+        self.engine_toggle.icon = "caret-down" if change["new"] else "caret-right"
+
     def figure_box(self):
         import ipywidgets as w
 
         if not hasattr(self, "_figure_box"):
-            self._figure_box = w.Box([])
+            # A block as wide as the output area: plotly sizes the chart to it, and again when the window resizes.
+            self._figure_box = w.Box([], layout=w.Layout(display="block", width="100%"))
             self._figure_box.add_class("servelab-chart")
         return self._figure_box
 
@@ -221,6 +244,7 @@ class SpecDecodeLab:
             d = drawing.compute(self.view, s, self.book, self.sims, threshold)
             charts.update(self.figure, d)
             self.regime.value = f"<div class='servelab-regime-text'>{d.regime_html}</div>"
+            self.chart_text.value = drawing.chart_text_html(drawing.summary(d), drawing.table_html(d, charts.TITLES))
             self.chart_json.value = json.dumps(self._chart_state(s, d))
             self.last_drawing = d
             self.redraws += 1
@@ -349,10 +373,18 @@ class SpecDecodeLab:
             return self.measure_point(plan.point)
         if plan.point.settings.backend == "remote":
             return measure_remote(plan, self.remote_timeout_s)
+        engine = {}
+
+        def starting(phase: str, seconds: float, estimate) -> None:
+            if self.state == "starting":  # the charts keep every stored point meanwhile: nothing is cleared
+                self._set_status("starting", f"{phase} ({engine.get('name', 'engine')}): {seconds:.0f} s so far, "
+                                             f"{estimate.describe()}. Then: {what}")
+
         return measure_local(
             plan, self.pool,
-            on_start=lambda engine: self._set_status(
-                "starting", f"starting the engine ({engine}); this takes about 40 s on 2 cores."),
+            on_start=lambda name: (engine.update(name=name), self._set_status(
+                "starting", f"starting the engine ({name}). Then: {what}")),
+            on_phase=starting,
             on_ready=lambda: self.state == "starting" and self._set_status("measuring", what))
 
     def _run(self, plans: list[PointPlan], stale) -> None:

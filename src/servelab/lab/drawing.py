@@ -8,13 +8,14 @@ test, the benchmark and the browser all read the same numbers.
 
 from __future__ import annotations
 
+import functools
 import html
 from dataclasses import dataclass, field
 
 from .. import simulate
 from ..hardware import DTYPE_BYTES
 from ..measure import compare, crossover_batch
-from .data import (PointBook, Settings, Simulators, acceptance_for, adaptive_schedule, curve,
+from .data import (BATCHES, PointBook, Settings, Simulators, acceptance_for, adaptive_schedule, curve,
                    prompt_len_for, series_label)
 
 PANELS = ("tok_s", "speedup", "tpot", "acceptance")
@@ -241,3 +242,192 @@ def status_line_html(state: str, text: str, detail: str = "", log_name: str = "l
             f"</details>") if detail else ""
     return (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
             f"<b>{state}</b>: {html.escape(text)}{more}</div>")
+
+
+# --- the charts in words: a summary sentence and the data as a table ------------------------------
+# A chart is non-text content: WCAG 2.1 (1.1.1) asks for a text alternative that serves the same purpose.
+# The summary says what the speedup panel is there to show, computed from the same traces; the table holds
+# every number the figure draws, for a screen reader or anyone who wants the values.
+def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> str:
+    """Where a method is faster or slower than no speculation, in one sentence, from (batch, speedup) pairs.
+
+    speedup_sentence("n-gram k=4", [1, 2, 4, 8], [1.3, 1.1, 0.9, 0.7], "measured") ->
+    "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 (measured; best 1.30x at
+    batch 1)."
+    """
+    pairs = sorted((b, s) for b, s in zip(batches, speedups)
+                   if isinstance(s, (int, float)) and s == s)  # NaN: no point there
+    if not pairs:
+        return f"{label}: nothing {kind} yet at a batch where no speculation is {kind} too."
+    faster = [b for b, s in pairs if s > 1]
+    slower = [b for b, s in pairs if s < 1]
+    even = [b for b, s in pairs if s == 1]
+    best_b, best_s = max(pairs, key=lambda p: p[1])
+    span = (f"at batch {pairs[0][0]:g}" if len(pairs) == 1
+            else f"at every {kind} batch from {pairs[0][0]:g} to {pairs[-1][0]:g}")
+    if len(even) == len(pairs):
+        where = f"is as fast as no speculation {span}"
+    elif len(faster) == len(pairs):
+        where = f"is faster than no speculation {span}"
+    elif len(slower) == len(pairs):
+        where = f"is slower than no speculation {span}"
+    elif not even and max(faster) < min(slower):
+        where = f"is faster than no speculation up to batch {max(faster):g} and slower from batch {min(slower):g}"
+    elif not even and max(slower) < min(faster):
+        where = f"is slower than no speculation up to batch {max(slower):g} and faster from batch {min(faster):g}"
+    else:
+        parts = [f"{word} at {_batches(batches)}" for word, batches in
+                 (("faster than no speculation", faster), ("slower", slower), ("as fast", even)) if batches]
+        where = "is " + " and ".join(parts)
+    return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g})."
+
+
+def _batches(values: list) -> str:
+    return ("batch " if len(values) == 1 else "batches ") + ", ".join(f"{v:g}" for v in values)
+
+
+def summary(d: Drawing) -> str:
+    """The chart's summary: for each speculating series, where it wins, from measured points where there
+    are any, else from the simulator."""
+    sentences = []
+    slots = sorted({uid.split("|")[1] for uid in d.traces if uid.startswith("speedup|")})
+    for slot in slots:
+        measured, simulated = d.traces.get(f"speedup|{slot}|measured"), d.traces.get(f"speedup|{slot}|simulated")
+        trace, kind = (measured, "measured") if measured and measured.x else (simulated, "simulated")
+        if trace is None:
+            continue
+        label = trace.name.split(" over no speculation")[0].removesuffix(", simulated")
+        if not trace.x:
+            sentences.append(f"{label}: nothing measured or simulated yet.")
+            continue
+        sentences.append(speedup_sentence(label, trace.x, trace.y, kind))
+    return " ".join(sentences)
+
+
+def table_html(d: Drawing, titles: dict[str, str], rows_at: tuple = BATCHES) -> str:
+    """Every series the figure draws, panel by panel, as HTML tables (rows: the slider's batch sizes and any
+    measured one; columns: series). The simulated curves are drawn through more batches than the slider has:
+    the table gives them at the slider's."""
+    parts = []
+    for panel, title in titles.items():
+        traces = [t for uid, t in d.traces.items() if uid.startswith(f"{panel}|") and t.x]
+        if not traces:
+            continue
+        batches = sorted({b for t in traces if t.uid.endswith("|measured") for b in t.x} | set(rows_at))
+        head = "".join(f"<th scope='col'>{html.escape(t.name)}</th>" for t in traces)
+        rows = []
+        for b in batches:
+            cells = []
+            for t in traces:
+                v = _at(t, b)
+                cells.append(f"<td>{_cell(v)}</td>")
+            rows.append(f"<tr><th scope='row'>{b:g}</th>{''.join(cells)}</tr>")
+        parts.append(f"<table class='servelab-data-table'><caption>{html.escape(title)}</caption>"
+                     f"<thead><tr><th scope='col'>batch size</th>{head}</tr></thead>"
+                     f"<tbody>{''.join(rows)}</tbody></table>")
+    return "".join(parts)
+
+
+def _at(t: Trace, batch) -> float | None:
+    for x, y in zip(t.x, t.y):
+        if abs(x - batch) < 1e-9:
+            return y
+    return None
+
+
+def _cell(v) -> str:
+    if isinstance(v, (int, float)) and v == v:
+        return f"{v:.3g}"
+    return "–"  # not measured at this batch
+
+
+def chart_text_html(summary_text: str, tables: str) -> str:
+    """The summary as a paragraph and the tables folded under it, for the HTML widget below a chart."""
+    folded = (f"<details><summary>The chart's data as a table</summary>"
+              f"<div style='overflow-x:auto'>{tables}</div></details>") if tables else ""
+    return f"<p class='servelab-chart-summary'><b>In words:</b> {html.escape(summary_text)}</p>{folded}"
+
+
+# --- what both labs add to the page for keyboard and screen-reader users ------------------------------------
+# ipywidgets 8.1 draws its sliders with noUiSlider and gives the handle (role="slider") no accessible name,
+# and a SelectionSlider's aria-valuetext is the option's index, not its label (WCAG 2.1, 4.1.2: name, role,
+# value). Until ipywidgets passes them, this names each lab slider's handle after its description and keeps
+# its value text equal to the readout the learner sees. It also draws a focus ring on every lab control
+# (2.4.7: focus visible) thicker than JupyterLab's 1-pixel border change, and fits each chart to the width
+# of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). It ships the way the lab's plotly chart
+# does, as an anywidget (an ES module in a widget the lab's own code creates), never as an
+# application/javascript output: a saved notebook carries no script (tests/test_faults_lab.py).
+PAGE_HELPER_JS = r"""
+function servelabPageHelper() {
+  if (window.servelabPageHelper) { window.servelabPageHelper(); return; }
+  const style = document.createElement('style');
+  style.textContent = `
+    .servelab-lab :focus-visible, .servelab-lab .noUi-handle:focus, .servelab-lab select:focus,
+    .servelab-lab button:focus, .servelab-lab summary:focus, .servelab-lab input:focus,
+    .servelab-lab [contenteditable]:focus {
+      outline: 3px solid #0072B2 !important; outline-offset: 2px !important; }
+    .servelab-lab table.servelab-data-table { border-collapse: collapse; margin: 4px 0 10px; }
+    .servelab-lab table.servelab-data-table th, .servelab-lab table.servelab-data-table td {
+      border: 1px solid #767676; padding: 2px 6px; text-align: right; }
+    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }`;
+  document.head.appendChild(style);
+  const name = () => {
+    document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {
+      const handle = slider.querySelector('.noUi-handle');
+      if (!handle) return;
+      const label = (slider.querySelector('.widget-label')?.textContent || '').trim();
+      const value = (slider.querySelector('.widget-readout')?.textContent || '').trim();
+      if (label && handle.getAttribute('aria-label') !== label) handle.setAttribute('aria-label', label);
+      if (value && handle.getAttribute('aria-valuetext') !== value) handle.setAttribute('aria-valuetext', value);
+    });
+  };
+  // plotly's FigureWidget keeps the width it first drew at (700 px when the output area was not laid out
+  // yet), wider than the output area at 1024 px or at 200% zoom: fit each lab chart to its box, now and
+  // whenever the box changes size (JupyterLab's plotly, window.Plotly, does the resize).
+  const charts = new WeakSet();
+  // A narrower chart wraps its legend onto more rows: grow the chart's height until the legend fits.
+  const grow = gd => {
+    const svg = gd.querySelector('.main-svg'), legend = gd.querySelector('.legend');
+    if (!svg || !legend || !gd._fullLayout) return;
+    const over = legend.getBoundingClientRect().bottom - svg.getBoundingClientRect().bottom;
+    if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)}).catch(() => {});
+  };
+  const fit = gd => {
+    const svg = gd.querySelector('.main-svg');
+    if (!window.Plotly || !svg || !gd.clientWidth) return;
+    if (Math.abs(svg.getBoundingClientRect().width - gd.clientWidth) > 2) {
+      window.Plotly.Plots.resize(gd).then(() => grow(gd)).catch(() => {});
+    } else {
+      grow(gd);
+    }
+  };
+  const sizes = new ResizeObserver(entries => entries.forEach(e => fit(e.target)));
+  const track = () => document.querySelectorAll('.servelab-lab .js-plotly-plot').forEach(gd => {
+    if (!charts.has(gd)) { charts.add(gd); sizes.observe(gd); }
+    fit(gd);
+  });
+  const all = () => { name(); track(); };
+  window.servelabPageHelper = all;
+  // Widgets render after this runs, and a readout changes with every key press: follow the page.
+  new MutationObserver(all).observe(document.body, {subtree: true, childList: true, characterData: true});
+  all();
+}
+export default { render() { servelabPageHelper(); } };
+"""
+
+
+@functools.cache
+def _page_helper_class():
+    import anywidget
+
+    class PageHelper(anywidget.AnyWidget):
+        _esm = PAGE_HELPER_JS
+
+    return PageHelper
+
+
+def page_helper():
+    """The helper as an invisible widget to put inside a lab's box (it draws nothing itself)."""
+    helper = _page_helper_class()()
+    helper.add_class("servelab-page-helper")
+    return helper

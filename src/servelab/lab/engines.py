@@ -20,7 +20,12 @@ One point flows one way, like a knob lab point (servelab.knobs):
 from __future__ import annotations
 
 import atexit
+import json
+import os
+import platform
+import statistics
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -34,7 +39,10 @@ from .data import Settings, adaptive_schedule
 
 POOL_SIZE = 2
 MAX_NUM_SEQS = 256  # the largest batch on the slider: a batch never restarts the engine
-START_SECONDS = 40  # what the status line promises for a start on 2 cores (eager mode)
+# What the status line promises before this machine has recorded a start of its own: eager starts on
+# 2 cores took 28.7 s without speculation and 44.5 s with n-gram (bench/results/compiled-cpu.json).
+START_SECONDS = {False: 29.0, True: 45.0}
+STARTS_KEPT = 10  # the estimate is the median of this many latest starts on this machine
 
 
 def engine_config(settings: Settings, method: str, threshold: int | None = None) -> EngineConfig:
@@ -66,19 +74,25 @@ def describe(config: EngineConfig) -> str:
 class EnginePool:
     """Started engines by config, at most `size` of them; the least recently used one is stopped for a new one."""
 
-    def __init__(self, size: int = POOL_SIZE, engine_factory: Callable[[EngineConfig], Engine] = Engine):
+    def __init__(self, size: int = POOL_SIZE, engine_factory: Callable[[EngineConfig], Engine] = Engine,
+                 record_starts: bool | None = None):
         self.size = size
         self.engine_factory = engine_factory
+        # Only real vLLM starts teach the estimate; a stand-in engine would teach it nonsense.
+        self.record_starts = engine_factory is Engine if record_starts is None else record_starts
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._lock = threading.RLock()
         _POOLS.add(self)
 
     def get(self, config: EngineConfig, on_start: Callable[[str], None] | None = None,
-            keep: tuple[EngineConfig, ...] = ()) -> Engine:
-        """A started engine for config: warm if there is one, else started now (about 40 s on 2 cores).
+            keep: tuple[EngineConfig, ...] = (), on_phase: Callable[[str, float, "StartEstimate"], None] | None = None
+            ) -> Engine:
+        """A started engine for config: warm if there is one, else started now (30-45 s on 2 cores).
 
         An engine whose worker died (killed, crashed) is started again here.
         `keep` names configs that must not be stopped to make room (routing needs two at once).
+        While it starts, on_phase(phase, seconds so far, estimate) is called about once a second; the
+        start's duration is then recorded, so the next estimate is this machine's own.
         """
         from ..measure import attach_roofline, warm_up
 
@@ -93,9 +107,20 @@ class EnginePool:
         if not engine.is_alive():
             if on_start:
                 on_start(describe(config))
-            engine.start()
-            warm_up(engine)
+            estimate = start_estimate(config)
+            t0 = time.monotonic()
+            watcher = _StartWatcher(getattr(engine, "log_path", None), on_phase, estimate, t0) if on_phase else None
+            try:
+                engine.start()
+                if watcher:
+                    watcher.phase = "warming up"
+                warm_up(engine)
+            finally:
+                if watcher:
+                    watcher.stop()
             attach_roofline(engine)
+            if self.record_starts:
+                record_start(config, time.monotonic() - t0)
         return engine
 
     def _make_room(self, keep: set[str]) -> None:
@@ -126,6 +151,117 @@ class EnginePool:
 
 
 _POOLS: "weakref.WeakSet[EnginePool]" = weakref.WeakSet()
+
+
+# --- how long a start takes on this machine ---------------------------------------------------------
+# Each start the lab makes is recorded (seconds from start to a warmed-up engine, with the machine's name
+# and cores) in the cache folder, beside the results store; the status line's estimate is the median of the
+# latest ones for this machine and this kind of engine (speculating or not: a draft proposer costs more).
+@dataclass(frozen=True)
+class StartEstimate:
+    seconds: float
+    starts: int  # how many recorded starts it comes from; 0: none yet, the benchmark's figure
+
+    def describe(self) -> str:
+        if self.starts:
+            return (f"about {self.seconds:.0f} s, the median of the last {self.starts} engine "
+                    f"start{'s' if self.starts > 1 else ''} on this machine")
+        return f"about {self.seconds:.0f} s on 2 cores (no start recorded on this machine yet)"
+
+
+def starts_path():
+    from ..paths import cache_dir
+
+    return cache_dir() / "engine-starts.jsonl"
+
+
+def _machine() -> dict:
+    return {"host": platform.node(), "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+            else os.cpu_count()}
+
+
+def record_start(config: EngineConfig, seconds: float, path=None) -> None:
+    """Append one start's duration; a cache folder that cannot be written only loses the estimate."""
+    entry = {"seconds": round(seconds, 1), "engine": describe(config), "speculating": config.spec_method != "none",
+             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"), **_machine()}
+    try:
+        with open(path or starts_path(), "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+    except OSError:
+        pass
+
+
+def start_estimate(config: EngineConfig, path=None) -> StartEstimate:
+    """How long a start of this kind of engine takes here: recorded starts first, else the benchmark's."""
+    speculating = config.spec_method != "none"
+    machine = _machine()
+    seen = []
+    try:
+        with open(path or starts_path(), encoding="utf-8") as f:
+            for line in f:
+                try:
+                    entry = json.loads(line)
+                    seconds = float(entry["seconds"])
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn or foreign line
+                if entry.get("host") == machine["host"] and entry.get("cores") == machine["cores"]:
+                    seen.append((bool(entry.get("speculating")), seconds))
+    except OSError:
+        pass
+    same = [sec for spec, sec in seen if spec == speculating][-STARTS_KEPT:] or [sec for _, sec in seen][-STARTS_KEPT:]
+    if same:
+        return StartEstimate(statistics.median(same), len(same))
+    return StartEstimate(START_SECONDS[speculating], 0)
+
+
+def start_phase(log_text: str) -> str:
+    """Where an engine start is, read from what vLLM has logged so far (its own log lines, vLLM 0.32.0:
+    "Starting to load model" in the CPU model runner, "Model loading took" / "Loading weights took" once the
+    weights are in, "init engine (profile, create kv cache, warmup model)" when the engine is up)."""
+    if "init engine (profile, create kv cache, warmup model)" in log_text:
+        return "warming up"
+    if "Model loading took" in log_text or "Loading weights took" in log_text:
+        return "preparing the KV cache"
+    if "Starting to load model" in log_text:
+        return "loading the model"
+    return "starting the engine"
+
+
+class _StartWatcher:
+    """Reads the engine log while it starts and reports the phase, the seconds so far and the estimate."""
+
+    def __init__(self, log_path, on_phase, estimate: StartEstimate, t0: float, every_s: float = 1.0):
+        self.log_path, self.on_phase, self.estimate, self.t0, self.every_s = log_path, on_phase, estimate, t0, every_s
+        self.phase = ""  # set from outside once the engine is up
+        try:
+            self.offset = os.path.getsize(log_path) if log_path else 0  # a restart appends to the same log
+        except OSError:
+            self.offset = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="servelab-engine-start", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                f.seek(self.offset)
+                return f.read()
+        except (OSError, TypeError):
+            return ""
+
+    def _watch(self) -> None:
+        while True:
+            phase = self.phase or start_phase(self._read())
+            try:
+                self.on_phase(phase, time.monotonic() - self.t0, self.estimate)
+            except Exception:  # noqa: BLE001 - a status line that fails must not stop the start
+                pass
+            if self._done.wait(self.every_s):
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(5)
 
 
 @atexit.register
@@ -199,14 +335,15 @@ def resolve(point: Point) -> PointPlan:
 
 
 def measure_local(plan: PointPlan, pool: EnginePool, on_start: Callable[[str], None] | None = None,
-                  on_ready: Callable[[], None] | None = None) -> Measurement:
+                  on_ready: Callable[[], None] | None = None, on_phase=None) -> Measurement:
     """Measure one resolved point on this machine's engine, starting or reusing a warm one.
 
-    on_start(what) is called before an engine starts, on_ready() once the engine that serves the point runs.
+    on_start(what) is called before an engine starts, on_phase(phase, seconds, estimate) while it starts,
+    on_ready() once the engine that serves the point runs.
     """
     from ..measure import measure_batch
 
-    engine = pool.get(plan.config, on_start, keep=plan.keep)
+    engine = pool.get(plan.config, on_start, keep=plan.keep, on_phase=on_phase)
     if on_ready:
         on_ready()
     s, batch_size = plan.point.settings, plan.point.batch_size

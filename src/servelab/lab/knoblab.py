@@ -23,7 +23,7 @@ from .. import knobs
 from ..results import ResultsStore
 from . import knobcharts, rep2
 from .data import clean, offline_reason
-from .drawing import status_line_html
+from .drawing import chart_text_html, page_helper, status_line_html
 from .worker import LatestRequestWorker
 
 LOADS = {"users": "fixed number of users (max concurrency)", "rate": "Poisson arrivals (request rate)"}
@@ -73,43 +73,52 @@ class KnobLab:
 
         k = knobs.KNOBS[knob]
         wide = {"description_width": "150px"}
-        full = w.Layout(width="470px")
+        # Each control its own Layout (one shared Layout would hide them all when one is hidden), as wide as
+        # the output area allows up to 470px: nothing runs off the right edge at 1024 px or at 200% zoom.
+        def full():
+            return w.Layout(width="calc(100% - 4px)", max_width="470px")
+
         self.knob_dropdown = w.Dropdown(options=[(v.title, n) for n, v in knobs.KNOBS.items()], value=knob,
-                                        description="knob", style=wide, layout=w.Layout(width="620px"))
+                                        description="knob", style=wide, layout=w.Layout(width="calc(100% - 4px)", max_width="620px"))
         self.a_dropdown = w.Dropdown(options=k.setting_names, value=k.setting_names[0], description="setting a",
-                                     style=wide, layout=full)
+                                     style=wide, layout=full())
         self.b_dropdown = w.Dropdown(options=k.setting_names, value=k.setting_names[1], description="setting b",
-                                     style=wide, layout=full)
+                                     style=wide, layout=full())
         self.workload_dropdown = w.Dropdown(options=list(knobs.workloads()), value=k.workload,
-                                            description="workload", style=wide, layout=full)
+                                            description="workload", style=wide, layout=full())
         self.load_toggle = w.ToggleButtons(options=[(v, n) for n, v in LOADS.items()],
                                            value="rate" if k.load.request_rate else "users",
-                                           description="load", style=wide)
+                                           description="load", style={**wide, "button_width": "auto"},
+                                           layout=w.Layout(flex_flow="row wrap"))
         self.users_slider = w.IntSlider(value=k.load.max_concurrency or 20, min=1, max=64,
-                                        description="users", style=wide, layout=full)
+                                        description="users", style=wide, layout=full())
         self.rate_slider = w.FloatSlider(value=k.load.request_rate or 2.0, min=0.25, max=16, step=0.25,
-                                         description="requests / s", style=wide, layout=full)
+                                         description="requests / s", style=wide, layout=full())
         self.prompts_slider = w.IntSlider(value=k.load.num_prompts, min=1, max=200, description="requests",
-                                          style=wide, layout=full)
+                                          style=wide, layout=full())
         self.output_len_slider = w.IntSlider(value=k.load.output_len, min=1, max=256, description="output tokens",
-                                             style=wide, layout=full)
+                                             style=wide, layout=full())
         self.slo_dropdown = w.Dropdown(options=list(rep2.SLO_METRICS), value=k.slo_metric, description="SLO metric",
-                                       style=wide, layout=full)
-        self.slo_text = w.FloatText(value=k.slo_value, description="SLO value", style=wide, layout=full)
+                                       style=wide, layout=full())
+        self.slo_text = w.FloatText(value=k.slo_value, description="SLO value", style=wide, layout=full())
         self.measure_button = w.Button(description="Measure", button_style="primary", icon="play",
-                                       tooltip="Measure both settings under this load, live")
-        self.stop_button = w.Button(description="Stop servers", icon="stop")
-        self.progress = w.IntProgress(value=0, min=0, max=2, layout=w.Layout(width="200px"))
+                                       tooltip="Measure both settings under this load, live",
+                                       layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.stop_button = w.Button(description="Stop servers", icon="stop", layout=w.Layout(width="auto", flex="0 0 auto"))
+        self.progress = w.IntProgress(value=0, min=0, max=2, layout=w.Layout(width="200px", max_width="100%"))
         self.status = w.HTML(value="")
         self.about = w.HTML(value="")
+        self.chart_text = w.HTML(value="")  # the chart in words: a summary and the data as a table
         self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
-        self._figure_box = w.Box([])
+        # A block as wide as the output area: plotly sizes the chart to it, and again when the window resizes.
+        self._figure_box = w.Box([], layout=w.Layout(display="block", width="100%"))
         for widget, css in [(self.knob_dropdown, "servelab-knob"), (self.a_dropdown, "servelab-setting-a"),
                             (self.b_dropdown, "servelab-setting-b"), (self.workload_dropdown, "servelab-knob-workload"),
                             (self.load_toggle, "servelab-load"), (self.users_slider, "servelab-users"),
                             (self.rate_slider, "servelab-rate"), (self.measure_button, "servelab-measure"),
                             (self.status, "servelab-status"), (self.chart_json, "servelab-chart-data"),
-                            (self._figure_box, "servelab-chart")]:
+                            (self._figure_box, "servelab-chart"), (self.chart_text, "servelab-chart-text"),
+                            (self.stop_button, "servelab-stop")]:
             widget.add_class(css)
             widget.add_class("servelab-view-knobs")
         self.knob_dropdown.observe(self._on_knob, names="value")
@@ -122,8 +131,9 @@ class KnobLab:
         controls = w.VBox([self.knob_dropdown, self.a_dropdown, self.b_dropdown, self.workload_dropdown,
                            self.load_toggle, self.users_slider, self.rate_slider, self.prompts_slider,
                            self.output_len_slider, self.slo_dropdown, self.slo_text])
-        bar = w.HBox([self.measure_button, self.stop_button, self.progress])
-        self.widget = w.VBox([controls, bar, self.status, self._figure_box, self.about, self.chart_json])
+        bar = w.HBox([self.measure_button, self.stop_button, self.progress], layout=w.Layout(flex_flow="row wrap"))
+        self.widget = w.VBox([controls, bar, self.status, self._figure_box, self.chart_text, self.about,
+                              self.chart_json, page_helper()])
         self.widget.add_class("servelab-lab")
         self.widget.add_class("servelab-view-knobs")
         self._sync()
@@ -214,6 +224,9 @@ class KnobLab:
             slo_metric, slo_value = self.slo_dropdown.value, float(self.slo_text.value or 0)
             knobcharts.update(self.figure, (ra, rb), (a.setting, b.setting), slo_metric, slo_value)
             self.about.value = self._about_html(a, ra, rb, slo_metric, slo_value)
+            names = (a.setting, b.setting)
+            self.chart_text.value = chart_text_html(knobcharts.summary((ra, rb), names),
+                                                    knobcharts.table_html((ra, rb), names))
             self.redraws += 1
             self.chart_json.value = json.dumps({
                 "view": "knobs", "state": self.state, "knob": a.knob, "settings": [a.setting, b.setting],
