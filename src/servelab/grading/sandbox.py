@@ -57,6 +57,9 @@ KERNEL_LIMITS = {  # the kernel, on top of LIMITS
     "RLIMIT_AS": 3 * 2**30,  # address space: a memory blow-up is a MemoryError or the kernel's death
     "RLIMIT_CPU": 240,  # CPU seconds for the whole notebook
 }
+NAMESPACE_HINT = ("Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
+                  "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root. If every submission comes "
+                  "from a trusted source, pass --trusted to grade without the sandbox.")
 INSTALL_HINT = ("Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; `make sandbox-deps` does it), "
                 "and allow user namespaces where they are off (sysctl kernel.unprivileged_userns_clone=1). "
                 "If every submission comes from a trusted source, pass --trusted to grade without the sandbox.")
@@ -114,7 +117,10 @@ def _ro_paths() -> list[tuple[str, str]]:
 
 def command(inner: list[str]) -> list[str]:
     """The bubblewrap command line that runs `inner` in the sandbox."""
-    cmd = [_bwrap() or "bwrap"]
+    # The in-memory /tmp, /proc and /dev come first: bubblewrap applies its options in order, and
+    # a tmpfs mounted after the binds would hide every bound path under /tmp (a checkout or a
+    # Python environment there).
+    cmd = [_bwrap() or "bwrap", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     binds = _ro_paths()
     # Folders above each bound path, made readable: bubblewrap would copy a host folder's
     # mode (/root is 0700), and the sandbox's user could not reach the Python inside it.
@@ -135,8 +141,7 @@ def command(inner: list[str]) -> list[str]:
             cmd += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
         elif os.path.isdir(f"/{name}"):
             cmd += ["--ro-bind", f"/{name}", f"/{name}"]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-            "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+    cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
     if os.geteuid() == 0:
         # As root, the runner itself becomes uid 65534 on the host (not only inside a user
@@ -209,8 +214,23 @@ def check() -> None:
         raise SandboxUnavailable(f"bubblewrap could not start ({exc}). {INSTALL_HINT}") from None
     if result.returncode != 0 or result.stdout.strip() != "ok":
         said = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SandboxUnavailable(f"bubblewrap could not make the sandbox: {said[0]}. {INSTALL_HINT}")
+        raise SandboxUnavailable(f"bubblewrap ({_bwrap()}) is installed but could not make the sandbox: "
+                                 f"{said[0][:300]}. {fix_for(said[0])}")
     _checked.add(_bwrap())
+
+
+def fix_for(said: str) -> str:
+    """What to do about what bubblewrap or the sandboxed Python said when the sandbox did not start."""
+    if "execvp" in said or "No such file" in said or "No module named" in said or "ModuleNotFoundError" in said:
+        return (f"The Python environment ({sys.prefix}) or the servelab package is not visible inside the sandbox; "
+                "it must be readable by every user (chmod o+rx on the folders above it), and the sandbox binds "
+                "it at the same path.")
+    if "namespace" in said or "Operation not permitted" in said or "setting up uid map" in said:
+        return NAMESPACE_HINT
+    if "Permission denied" in said:
+        return (f"The sandbox's user (uid {SANDBOX_UID}) cannot read the Python environment ({sys.prefix}) or "
+                "the checkout: make the folders above them readable (chmod o+rx), or check out elsewhere.")
+    return INSTALL_HINT
 
 
 class _Reader(threading.Thread):
@@ -307,7 +327,7 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     for line in readers[0].data().split(b"\n"):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the runner writes plain JSON; anything else is not a report
             continue
         if not isinstance(record, dict):
             continue
