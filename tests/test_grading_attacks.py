@@ -355,8 +355,12 @@ def test_the_integrity_scan_is_linear_on_backtracking_bait():
 
 
 # ----------------------------------------------------------------------------- a checkout anywhere
-def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_sandbox():
-    """The checkout and its Python environment under /tmp (the sandbox's own /tmp is a fresh tmpfs)."""
+INSTRUCTOR_UID = 4242  # a user with no passwd entry and no home: an instructor's account at its barest
+
+
+def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_sandbox_as_a_non_root_user():
+    """The checkout and its Python environment under /tmp (the sandbox's own /tmp is a fresh tmpfs), graded by
+    a user who is not root (run as root, the test grades as INSTRUCTOR_UID)."""
     venv = Path(sys.prefix)
     with tempfile.TemporaryDirectory(prefix="servelab clone ", dir="/tmp") as where:
         clone = Path(where) / "servelab"
@@ -375,8 +379,17 @@ def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_s
         (subs / "perfect.ipynb").write_bytes(_sample_bytes("perfect"))
         python = clone / ".venv" / "bin" / "python"
         env = {"PATH": f"{python.parent}:/usr/bin:/bin", "PYTHONPATH": str(clone / "src"), "HOME": where,
-               "LANG": "C.UTF-8"}
-        result = subprocess.run([str(python), "-m", "servelab.grading.pipeline", "--submissions", str(clone / "subs"),
+               "LANG": "C.UTF-8", "USER": "instructor"}
+        as_user = []
+        if os.geteuid() == 0:  # the copied checkout becomes the instructor's; the hard-linked environment stays as it is
+            os.chown(where, INSTRUCTOR_UID, INSTRUCTOR_UID)
+            for folder, dirs, names in os.walk(clone):
+                if Path(folder) == clone:
+                    dirs.remove(".venv")
+                for name in [folder, *(os.path.join(folder, n) for n in names)]:
+                    os.chown(name, INSTRUCTOR_UID, INSTRUCTOR_UID, follow_symlinks=False)
+            as_user = ["setpriv", f"--reuid={INSTRUCTOR_UID}", f"--regid={INSTRUCTOR_UID}", "--clear-groups"]
+        result = subprocess.run([*as_user, str(python), "-m", "servelab.grading.pipeline", "--submissions", str(clone / "subs"),
                                  "--course", str(clone / "grading" / "course"), "--out", str(clone / "grading" / "out"),
                                  "--cell-timeout", "20", LESSON.name],
                                 cwd=clone, env=env, capture_output=True, text=True, timeout=600)
@@ -385,3 +398,35 @@ def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_s
         assert [(s["student"], s["status"], s["score"], s["run"]) for s in scores] == [("perfect", "graded", 28.0, "ok")]
         assert subprocess.run([str(python), "-c", "import servelab; print(servelab.__file__)"], env=env,
                               capture_output=True, text=True).stdout.startswith(str(clone / "src"))
+
+
+# ----------------------------------------------------------------------------- nbgrader collect on a hub
+def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_path):
+    """A hub's inbound is writable by every student: links, pipes, hard links and glob names in it (real nbgrader collect)."""
+    root = course.make(tmp_path / "course")
+    inbound = tmp_path / "exchange" / "servelab" / "inbound"
+    stamp = "2026-12-01 08:00:00.000000 UTC"
+    carol = inbound / f"carol+{LESSON.name}+{stamp}"
+    carol.mkdir(parents=True)
+    (carol / LESSON.notebook).write_bytes(_sample_bytes("partial"))
+    alice = inbound / f"alice+{LESSON.name}+{stamp}"
+    alice.mkdir()
+    os.symlink(LESSON.source, alice / LESSON.notebook)  # the solutions, through a link
+    os.mkfifo(alice / "notes.ipynb")  # would block a plain copy
+    shutil.copy(LESSON.source, tmp_path / "solution-copy.ipynb")
+    os.link(tmp_path / "solution-copy.ipynb", alice / "linked.ipynb")
+    (alice / "timestamp.txt").write_text(stamp)
+    os.symlink(LESSON.source.parent, inbound / f"bob+{LESSON.name}+{stamp}")  # a whole folder, through a link
+    glob_name = inbound / f"c*+{LESSON.name}+{stamp}"
+    glob_name.mkdir()
+    (glob_name / LESSON.notebook).write_bytes(_sample_bytes("perfect"))
+    # The course's own config (grading/nbgrader_config.py), as a hub's instructor server loads it.
+    result = course.nbgrader(root, "collect", LESSON.name, f"--Exchange.root={tmp_path / 'exchange'}",
+                             "--CollectApp.check_owner=False", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    submitted = root / "submitted"
+    assert (submitted / "carol" / LESSON.name / LESSON.notebook).read_bytes() == _sample_bytes("partial")
+    assert sorted(p.name for p in (submitted / "alice" / LESSON.name).iterdir()) == ["timestamp.txt"]
+    assert sorted(p.name for p in submitted.iterdir()) == ["alice", "carol"]
+    log = result.stderr
+    assert "symbolic link" in log and "named pipe" in log and "hard link" in log and "not a student id" in log, log[-3000:]
