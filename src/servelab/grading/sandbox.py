@@ -2,7 +2,7 @@
 
 The grader's own process calls `execute(nb)`. Inside bubblewrap, with its own
 mount, PID, IPC, UTS and network namespaces, an unprivileged user
-(uid 65534) and no new privileges, runner.py executes the notebook with
+(uid 65534 in a user namespace; as root, a host uid of the grader's own) and no new privileges, runner.py executes the notebook with
 nbclient, the kernel beside it. The sandbox sees:
 
 - read-only: /usr (and /lib, /bin), the Python environment (this venv and its
@@ -42,7 +42,11 @@ from pathlib import Path
 import servelab
 from servelab.paths import REPO_DIR
 
-SANDBOX_UID = 65534  # nobody
+SANDBOX_UID = 65534  # nobody, inside the user namespace an unprivileged grader makes
+# As root there is no user namespace: the runner becomes a uid on the host, one of its own per
+# grader (this base + the grader's pid), because the process limit counts every process of a uid,
+# and a shared uid let one sandbox's fork bomb (or another grader's load) starve the next kernel.
+ROOT_SANDBOX_UID_BASE = 1_000_000_000
 SANDBOX_GRADING_FILES = ("__init__.py", "capture.py", "runner.py")  # all of servelab.grading a sandbox holds
 MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
 MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
@@ -144,8 +148,8 @@ def command(inner: list[str]) -> list[str]:
     cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
     if os.geteuid() == 0:
-        # As root, the runner itself becomes uid 65534 on the host (not only inside a user
-        # namespace), so the process limit counts the sandbox's processes alone.
+        # As root, the runner itself becomes sandbox_uid() on the host (not only inside a user
+        # namespace), a uid no other process has, so the process limit counts this sandbox alone.
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -165,11 +169,16 @@ def _environment(cell_timeout: int, sandboxed: bool) -> dict:
     }
     if sandboxed:
         env["PYTHONPATH"] = "/opt/servelab/src"
-        env["SERVELAB_SANDBOX_UID"] = str(SANDBOX_UID)
+        env["SERVELAB_SANDBOX_UID"] = str(sandbox_uid())
     else:
         env["PYTHONPATH"] = str(Path(servelab.__file__).resolve().parent.parent)
         env["SERVELAB_CACHE"] = env["HOME"] = env["TMPDIR"]  # replaced by a scratch folder in execute()
     return env
+
+
+def sandbox_uid() -> int:
+    """The uid the notebook runs as: SANDBOX_UID in a user namespace, or as root a host uid of this grader's own."""
+    return ROOT_SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else SANDBOX_UID
 
 
 def _limits(nproc: int):
@@ -181,7 +190,8 @@ def _limits(nproc: int):
 
 
 def _nproc_limit() -> int:
-    """Root: the sandbox runs as uid 65534, so its own count. Otherwise: this user's processes plus the margin."""
+    """Root: the sandbox runs as a uid of its own (sandbox_uid), so its own count. Otherwise: this user's
+    processes plus the margin."""
     if os.geteuid() == 0:
         return NPROC_MARGIN
     uid = os.geteuid()
@@ -228,7 +238,7 @@ def fix_for(said: str) -> str:
     if "namespace" in said or "Operation not permitted" in said or "setting up uid map" in said:
         return NAMESPACE_HINT
     if "Permission denied" in said:
-        return (f"The sandbox's user (uid {SANDBOX_UID}) cannot read the Python environment ({sys.prefix}) or "
+        return (f"The sandbox's user (uid {sandbox_uid()}) cannot read the Python environment ({sys.prefix}) or "
                 "the checkout: make the folders above them readable (chmod o+rx), or check out elsewhere.")
     return INSTALL_HINT
 
