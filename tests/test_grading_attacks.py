@@ -148,24 +148,36 @@ def _with_cell(nb, after: str, code: str):
     return nb
 
 
-def _forge(grade_id: str, payload: str) -> str:
-    """Replace the hidden tests' capture so `grade_id`'s answer line carries `payload` (written to the pipe directly)."""
-    return f'''
+# Answers no capture() writes, put on the pipe directly by a replaced capture, each on a test partial earns
+# points on: grade_id -> (what the line carries, a Python bytes expression; whether the grader flags it).
+FORGED = {
+    "practice3-test": ('b"[" * 100_000 + b"]" * 100_000', True),  # 100,000 lists deep
+    "practice4-test": ("""b'{"a": ' * 50_000 + b'1' + b'}' * 50_000""", True),  # 50,000 dicts deep
+    "quiz-test": ("""b'"' + b'x' * 3_000_000 + b'"'""", True),  # a 3 MB string
+    "practice2-sufficient": ("b'NaN'", True),
+    "rep1-test": ("b'[1, 2'", True),  # not JSON
+    "practice1-test": ("b'[1, 2]'", False),  # JSON of the wrong type: a wrong answer, 0 without a flag
+}
+FORGE = """
 import os
 from servelab.grading import capture as _c
 _own = _c.capture
+_payloads = {%s}
 def _forged(grade_id, answer):
-    if grade_id == {grade_id!r}:
-        payload = {payload}
-        os.write(_c._fd, grade_id.encode() + b"\\t" + payload + b"\\n") if len(payload) < 60000 else _big(payload)
-    else:
-        _own(grade_id, answer)
-def _big(payload):
-    data = {grade_id!r}.encode() + b"\\t" + payload + b"\\n"
+    if grade_id not in _payloads:
+        return _own(grade_id, answer)
+    data = grade_id.encode() + b"\\t" + _payloads[grade_id] + b"\\n"
     while data:
         data = data[os.write(_c._fd, data):]
 _c.capture = _forged
-'''
+""" % ", ".join(f"{gid!r}: {payload}" for gid, (payload, _) in FORGED.items())
+# Backtracking bait for the integrity scan, each far past what a quadratic scan survives.
+BAIT = {
+    "score_120k": "# " + "score " * 20_000,
+    "points_1m": "# " + "points " * 150_000,
+    "marks_lines": ("# marks " + "x" * 60 + "\n") * 8_000,
+    "spaces": "# from" + " " * 400_000 + "servelab.x",
+}
 
 
 THREAD_FORGES = '''
@@ -211,26 +223,10 @@ def _select(nb, practice2, practice3):
 def _graded_attacks():
     partial, empty = _sample("partial"), _sample("empty")
     attacks = {
-        # the integrity scan: backtracking bait, each far past what a quadratic scan survives
-        "scan_score_120k": (_with_cell(partial, "practice5-answer", "# " + "score " * 20_000), {}, "aab_partial"),
-        "scan_points_1m": (_with_cell(partial, "practice5-answer", "# " + "points " * 150_000), {}, "aab_partial"),
-        "scan_marks_lines": (_with_cell(partial, "practice5-answer", ("# marks " + "x" * 60 + "\n") * 8_000), {},
-                             "aab_partial"),
-        "scan_spaces": (_with_cell(partial, "practice5-answer", "# from" + " " * 400_000 + "servelab.x"), {},
-                        "aab_partial"),
-        # scoring: answers no capture() writes, put on the pipe directly for a test partial earns points on
-        "json_deep_list": (_with_cell(partial, "practice3-answer", _forge("practice3-test", 'b"[" * 100_000 + b"]" * 100_000')),
-                           {"practice3-test": 0.0}, "aab_partial"),
-        "json_deep_dict": (_with_cell(partial, "practice3-answer", _forge("practice3-test", """b'{"a": ' * 50_000 + b'1' + b'}' * 50_000""")),
-                           {"practice3-test": 0.0}, "aab_partial"),
-        "json_huge": (_with_cell(partial, "practice3-answer", _forge("practice3-test", """b'"' + b'x' * 3_000_000 + b'"'""")),
-                      {"practice3-test": 0.0}, "aab_partial"),
-        "json_wrong_type": (_with_cell(partial, "practice3-answer", _forge("practice3-test", """b'{"no_canary": true}'""")),
-                            {"practice3-test": 0.0}, "aab_partial"),
-        "json_not_json": (_with_cell(partial, "practice3-answer", _forge("practice3-test", """b'[1, 2'""")),
-                          {"practice3-test": 0.0}, "aab_partial"),
-        "json_nan": (_with_cell(partial, "practice3-answer", _forge("practice3-test", "b'NaN'")),
-                     {"practice3-test": 0.0}, "aab_partial"),
+        # the integrity scan: every bait in one notebook (each is timed alone in the scan's own test)
+        "scan_baits": (_with_cell(partial, "practice5-answer", "\n".join(BAIT.values())), {}, "aab_partial"),
+        # scoring: six forged answers in one notebook, each costs its own test only
+        "forged_answers": (_with_cell(partial, "warmup1-answer", FORGE), {gid: 0.0 for gid in FORGED}, "aab_partial"),
         # attribution: a thread or a forked process writes an answer line while the test runs
         "thread_beside_capture": (_with_cell(partial, "practice5-answer", THREAD_FORGES), {}, "aab_partial"),
         "thread_instead_of_capture": (_with_cell(partial, "practice5-answer", THREAD_REPLACES), {"practice5-test": "perfect"},
@@ -338,18 +334,24 @@ def test_a_graded_attack_scores_what_its_answers_score(corpus, student):
     if student.startswith("m_select"):
         assert all(g.tests[s] == 0 for s in SELECTIONS), g.tests
     assert g.tests == pytest.approx(expected), {k: (g.tests.get(k), v) for k, v in expected.items() if g.tests.get(k) != v}
-    if student.startswith("m_json") and student != "m_json_wrong_type":  # a wrong type is a wrong answer
-        assert any(f.startswith("practice3-test:") and "scored 0" in f for f in g.flags), g.flags
+    if student == "m_forged_answers":
+        for grade_id, (_, flagged) in FORGED.items():
+            assert flagged == any(f.startswith(f"{grade_id}:") and "scored 0" in f for f in g.flags), (grade_id, g.flags)
 
 
-def test_the_integrity_scan_is_linear_on_backtracking_bait():
-    # 1 MB on one line with no digit: the pattern it replaced took about 50 minutes on this.
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("# " + "score " * 170_000)])
+@pytest.mark.parametrize("bait", list(BAIT))
+def test_the_integrity_scan_is_linear_on_backtracking_bait(bait):
+    # A 1 MB line of "points" with no digit: the pattern this replaced took about 35 minutes on it here.
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BAIT[bait])])
     start = time.monotonic()
-    assert pipeline.integrity_flags(nb) == []
-    nb.cells[0].source += " 1"
-    assert pipeline.integrity_flags(nb) == ["prints or displays a score"]
-    assert time.monotonic() - start < pipeline.MAX_SCAN_S
+    flags = pipeline.integrity_flags(nb)
+    assert time.monotonic() - start < pipeline.MAX_SCAN_S and "prints or displays a score" not in flags
+    nb.cells[0].source += " 1" if bait != "marks_lines" else "# marks 1"
+    if bait != "spaces":
+        assert "prints or displays a score" in pipeline.integrity_flags(nb)
+
+
+def test_the_integrity_scan_reads_a_capped_amount():
     huge = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1\n" * (pipeline.MAX_SCAN_CHARS // 4))])
     assert "the integrity scan read the first" in pipeline.integrity_flags(huge)[0]
 
