@@ -255,13 +255,62 @@ def _controls(folder: Path) -> None:
         (folder / f"{student}.ipynb").write_bytes(_sample_bytes(sample))
 
 
+INSTRUCTOR_UID = 4242  # a user with no passwd entry and no home: an instructor's account at its barest
+
+
+def _grade_from_a_copy_under_tmp(submissions: Path, out: Path) -> dict:
+    """Grade `submissions` with `python -m servelab.grading.pipeline` run from a copy of the checkout and its
+    Python environment in /tmp/servelab clone .../, as INSTRUCTOR_UID when the tests run as root; results to `out`."""
+    venv = Path(sys.prefix)
+    with tempfile.TemporaryDirectory(prefix="servelab clone ", dir="/tmp") as where:
+        clone = Path(where) / "servelab"
+        files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_DIR,
+                               capture_output=True, check=True).stdout.split(b"\0")
+        for name in filter(None, (f.decode() for f in files)):
+            if (REPO_DIR / name).is_file():
+                (clone / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO_DIR / name, clone / name)
+        # The environment, hard-linked where it can be (the same disk), so the copy costs seconds.
+        link = subprocess.run(["cp", "-al", str(venv), str(clone / ".venv")], capture_output=True)
+        if link.returncode != 0:
+            return {"skipped": f"the Python environment cannot be hard-linked under /tmp: {link.stderr.decode()[-200:]}"}
+        shutil.copytree(submissions, clone / "subs")
+        python = clone / ".venv" / "bin" / "python"
+        env = {"PATH": f"{python.parent}:/usr/bin:/bin", "PYTHONPATH": str(clone / "src"), "HOME": where,
+               "LANG": "C.UTF-8", "USER": "instructor"}
+        as_user = []
+        if os.geteuid() == 0:  # the copied checkout becomes the instructor's; the hard-linked environment stays as it is
+            os.chown(where, INSTRUCTOR_UID, INSTRUCTOR_UID)
+            for folder, dirs, names in os.walk(clone):
+                if Path(folder) == clone:
+                    dirs.remove(".venv")
+                for name in [folder, *(os.path.join(folder, n) for n in names)]:
+                    os.chown(name, INSTRUCTOR_UID, INSTRUCTOR_UID, follow_symlinks=False)
+            as_user = ["setpriv", f"--reuid={INSTRUCTOR_UID}", f"--regid={INSTRUCTOR_UID}", "--clear-groups"]
+        who = [*as_user, str(python), "-c", "import os, servelab; print(os.getuid(), servelab.__file__)"]
+        uid, servelab_file = subprocess.run(who, env=env, capture_output=True, text=True).stdout.split(" ", 1)
+        result = subprocess.run([*as_user, str(python), "-m", "servelab.grading.pipeline", "--submissions", str(clone / "subs"),
+                                 "--course", str(clone / "grading" / "course"), "--out", str(clone / "grading" / "out"),
+                                 "--cell-timeout", "8", "--submission-timeout", "60", LESSON.name],
+                                cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        if (clone / "grading" / "out").exists():
+            shutil.copytree(clone / "grading" / "out", out)
+        return {"returncode": result.returncode, "output": result.stdout[-2000:] + result.stderr[-3000:],
+                "where": where, "uid": int(uid), "servelab": servelab_file.strip()}
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("attacks")
     quiet = lambda *a: None  # noqa: E731
     _controls(tmp / "controls" / LESSON.name)
-    pipeline.run(tmp / "controls", tmp / "course-controls", tmp / "out-controls", assignments=[LESSON],
-                 cell_timeout=8, submission_timeout=60, log=quiet)
+    # The class without attackers is graded from a copy of the checkout under /tmp, by a user who is not root:
+    # one run that is both the controls' baseline and the proof that a checkout works anywhere.
+    copy = _grade_from_a_copy_under_tmp(tmp / "controls", tmp / "out-controls")
+    (tmp / "copy.json").write_text(json.dumps(copy))
+    if copy.get("skipped") or copy["returncode"] != 0:
+        pipeline.run(tmp / "controls", tmp / "course-controls", tmp / "out-controls", assignments=[LESSON],
+                     cell_timeout=8, submission_timeout=60, log=quiet)
     folder = tmp / "hostile" / LESSON.name
     _controls(folder)
     for name, (make, _) in COLLECTION.items():
@@ -357,49 +406,18 @@ def test_the_integrity_scan_reads_a_capped_amount():
 
 
 # ----------------------------------------------------------------------------- a checkout anywhere
-INSTRUCTOR_UID = 4242  # a user with no passwd entry and no home: an instructor's account at its barest
-
-
-def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_sandbox_as_a_non_root_user():
-    """The checkout and its Python environment under /tmp (the sandbox's own /tmp is a fresh tmpfs), graded by
-    a user who is not root (run as root, the test grades as INSTRUCTOR_UID)."""
-    venv = Path(sys.prefix)
-    with tempfile.TemporaryDirectory(prefix="servelab clone ", dir="/tmp") as where:
-        clone = Path(where) / "servelab"
-        files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_DIR,
-                               capture_output=True, check=True).stdout.split(b"\0")
-        for name in filter(None, (f.decode() for f in files)):
-            if (REPO_DIR / name).is_file():
-                (clone / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(REPO_DIR / name, clone / name)
-        # The environment, hard-linked where it can be (the same disk), so the copy costs seconds.
-        link = subprocess.run(["cp", "-al", str(venv), str(clone / ".venv")], capture_output=True)
-        if link.returncode != 0:
-            pytest.skip(f"the Python environment cannot be hard-linked under /tmp: {link.stderr.decode()[-200:]}")
-        subs = clone / "subs" / LESSON.name
-        subs.mkdir(parents=True)
-        (subs / "perfect.ipynb").write_bytes(_sample_bytes("perfect"))
-        python = clone / ".venv" / "bin" / "python"
-        env = {"PATH": f"{python.parent}:/usr/bin:/bin", "PYTHONPATH": str(clone / "src"), "HOME": where,
-               "LANG": "C.UTF-8", "USER": "instructor"}
-        as_user = []
-        if os.geteuid() == 0:  # the copied checkout becomes the instructor's; the hard-linked environment stays as it is
-            os.chown(where, INSTRUCTOR_UID, INSTRUCTOR_UID)
-            for folder, dirs, names in os.walk(clone):
-                if Path(folder) == clone:
-                    dirs.remove(".venv")
-                for name in [folder, *(os.path.join(folder, n) for n in names)]:
-                    os.chown(name, INSTRUCTOR_UID, INSTRUCTOR_UID, follow_symlinks=False)
-            as_user = ["setpriv", f"--reuid={INSTRUCTOR_UID}", f"--regid={INSTRUCTOR_UID}", "--clear-groups"]
-        result = subprocess.run([*as_user, str(python), "-m", "servelab.grading.pipeline", "--submissions", str(clone / "subs"),
-                                 "--course", str(clone / "grading" / "course"), "--out", str(clone / "grading" / "out"),
-                                 "--cell-timeout", "20", LESSON.name],
-                                cwd=clone, env=env, capture_output=True, text=True, timeout=600)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-        scores = json.loads((clone / "grading" / "out" / "scores.json").read_text())
-        assert [(s["student"], s["status"], s["score"], s["run"]) for s in scores] == [("perfect", "graded", 28.0, "ok")]
-        assert subprocess.run([str(python), "-c", "import servelab; print(servelab.__file__)"], env=env,
-                              capture_output=True, text=True).stdout.startswith(str(clone / "src"))
+def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_sandbox_as_a_non_root_user(corpus):
+    """The controls' class was graded from a copy of the checkout and its Python environment under /tmp (the
+    sandbox's own /tmp is a fresh tmpfs), in a folder whose name has a space, by a user who is not root."""
+    _, tmp, _, _ = corpus
+    copy = json.loads((tmp / "copy.json").read_text())
+    if copy.get("skipped"):
+        pytest.skip(copy["skipped"])
+    assert copy["returncode"] == 0, copy["output"]
+    assert copy["servelab"].startswith(copy["where"]) and " " in copy["where"] and copy["where"].startswith("/tmp/")
+    assert copy["uid"] != 0
+    scores = json.loads((tmp / "out-controls" / "scores.json").read_text())
+    assert {(s["student"], s["status"], s["run"]) for s in scores} == {(c, "graded", "ok") for c in CONTROLS}
 
 
 # ----------------------------------------------------------------------------- nbgrader collect on a hub

@@ -7,8 +7,10 @@ Steps, all nbgrader's own, in a throwaway course directory (grading/course/,
 ignored by git) whose source_directory is solutions/:
 
 1. generate_assignment, for every assignment in solutions/ (fills the gradebook);
-2. zip_collect: the submissions, zipped the way an LMS hands them over, are
-   extracted into submitted/<student>/<assignment>/;
+2. collection (collection.py): only regular files under safe student ids, and the
+   regular entries of any .zip, are taken; each refusal is that student's result
+   (status "refused"). What is taken is zipped the way an LMS hands it over and
+   nbgrader's zip_collect files it in submitted/<student>/<assignment>/;
 3. autograde, one student at a time (`grade_submission`), each in its own nbgrader
    process: test cells restored from the gradebook, the notebook run in the
    bubblewrap sandbox (sandbox.py), the captured answers compared with the keys in
