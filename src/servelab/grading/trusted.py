@@ -291,8 +291,14 @@ class SandboxedExecute(NbGraderPreprocessor):
                 why = why or next((w for m, w in LIMIT_MESSAGES.items() if m in str(out.get("evalue", ""))), None)
                 if why:
                     flags.append(f"{where} {why} ({out.get('ename')}: {str(out.get('evalue', ''))[:120]})")
-            elif out.get("output_type") == "stream" and "[output cut:" in out.get("text", ""):
-                flags.append(f"{where} printed more than the grader keeps (output cut)")
+            elif out.get("output_type") == "stream":
+                text = str(out.get("text", ""))
+                if "[output cut:" in text:
+                    flags.append(f"{where} printed more than the grader keeps (output cut)")
+                # A limit met by a forked child shows in the cell's stream, not as the cell's own error.
+                why = next((w for m, w in LIMIT_MESSAGES.items() if m in text), None)
+                if why and f"{where} {why}" not in " ".join(flags):
+                    flags.append(f"{where} {why} (said in its output)")
         return flags
 
 
