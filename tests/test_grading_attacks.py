@@ -2,12 +2,13 @@
 
 Written from the classes in tests/faults.md (what a student, or a careless LMS
 export, hands in), several variants each. The whole corpus is graded in one
-pipeline run, beside control students, and the controls are graded once more
-alone. For every attack: the attacker's result is what the same answers score
-without the attack (or a refusal that names the cause), the controls' rows in
-grades.csv are byte for byte those of the class without attackers, and the run
-ends in bounded time. A last test grades one submission, in the sandbox, from a
-copy of the checkout under /tmp in a folder whose name has a space.
+pipeline run beside three control students. The controls are also graded alone,
+and that run is made from a copy of the checkout and its Python environment
+under /tmp, in a folder whose name has a space, by a user who is not root: one
+run is both the baseline and the proof that a checkout works anywhere. For every
+attack: the attacker's result is what the same answers score without the attack
+(or a refusal that names the cause), the controls' rows in grades.csv are byte
+for byte those of the class without attackers, and the run ends in bounded time.
 """
 
 from __future__ import annotations
