@@ -129,9 +129,9 @@ SELECTION = {"name": "s", "points": 2, "correct": ["x", "y"],
 
 
 @pytest.mark.parametrize("answer, points", [
-    (["x", "y"], 2), (["x"], 1), (["x", "z"], 0), (["x", "y", "z"], 1), ([], 0), (["z"], 0),
+    (["x", "y"], 2), (["x"], 1), (["x", "z"], 0), (["x", "y", "z"], 0), ([], 0), (["z"], 0),
 ])
-def test_selection_credit_minus_wrong_picks(answer, points):
+def test_selection_share_right_minus_share_wrong(answer, points):
     assert checkers.selection(answer, SELECTION).points == points
 
 

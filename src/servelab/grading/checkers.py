@@ -203,10 +203,11 @@ def yes_no(answer: Any, key: dict) -> Result:
 
 @_checker
 def selection(answer: Any, key: dict) -> Result:
-    """A set of option ids: credit for each right pick, a deduction for each wrong one.
+    """A set of option ids: the share of right options picked, less the share of wrong options picked.
 
     key: correct [ids], options {id: why it belongs or not}, points.
-    Score = (right picks - wrong picks) / len(correct), floored at zero.
+    Score = right picks / len(correct) - wrong picks / len(wrong options), floored at zero,
+    so picking every option, or none, or picking at random, earns nothing on average.
     """
     name = _name(key)
     options = key.get("options", {})
@@ -217,12 +218,16 @@ def selection(answer: Any, key: dict) -> Result:
     if unknown:
         return Result(0.0, f"{name}: unknown options {sorted(unknown)}; choose from {sorted(options)}.")
     correct = set(key["correct"])
+    distractors = set(options) - correct
     right, wrong, missed = picked & correct, picked - correct, correct - picked
-    lines = [f"{name}: {len(right)} of {len(correct)} right picks, {len(wrong)} wrong."]
+    share = len(right) / len(correct) - (len(wrong) / len(distractors) if distractors else 0.0)
+    lines = [f"{name}: {len(right)} of {len(correct)} right options picked, {len(wrong)} of {len(distractors)} "
+             f"wrong ones (score: the share of right options picked less the share of wrong ones, "
+             f"so every option or none earns 0)."]
     lines += [f"- '{o}' does not belong: {options[o]}" for o in sorted(wrong)]
     lines += [f"- missing '{o}': {options[o]}" for o in sorted(missed)]
     slips = {f"picked-{o}": options[o] for o in sorted(wrong)} | {f"missed-{o}": options[o] for o in sorted(missed)}
-    return Result(_earn((len(right) - len(wrong)) / len(correct), key), "\n".join(lines), slips)
+    return Result(_earn(share, key), "\n".join(lines), slips)
 
 
 # --------------------------------------------------------------------------- fields

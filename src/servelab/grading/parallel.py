@@ -7,8 +7,10 @@
 The queue is a table in the gradebook's own PostgreSQL database, one row per
 collected submission (submitted/<student>/<assignment>/ in the course):
 
-    servelab_autograde(assignment, student, status, worker, seconds, score, max_score, result)
+    servelab_autograde(assignment, student, status, worker, seconds, score, max_score, result, scan_flags)
 
+Each submission's integrity scan runs when it is queued (scan_flags), before any
+claim, so no scan of hostile text happens while a claim's transaction is open.
 A grader claims a pending row with SELECT ... FOR UPDATE SKIP LOCKED and keeps
 that transaction open while nbgrader grades the submission (pipeline.grade_submission,
 the same isolated autograde a single grader runs), then writes the outcome and
@@ -35,7 +37,7 @@ from pathlib import Path
 from servelab.grading import course, pipeline, sandbox
 
 QUEUE = "servelab_autograde"
-STATUSES = ("pending", "graded", "timed out", "failed")
+STATUSES = ("pending", "graded", "timed out", "failed", "refused")
 
 
 class ParallelGradingError(RuntimeError):
@@ -77,18 +79,34 @@ def create_queue(conn) -> None:
             result jsonb,
             graded_at timestamptz,
             PRIMARY KEY (assignment, student))""")
+        cur.execute(f"ALTER TABLE {QUEUE} ADD COLUMN IF NOT EXISTS scan_flags jsonb")  # queues made before the column
 
 
-def enqueue(root: Path, assignments: list[course.Assignment], conn) -> int:
-    """A pending row for every collected submission not in the queue yet; how many were added."""
+def enqueue(root: Path, assignments: list[course.Assignment], conn, refused: list[pipeline.Graded] = ()) -> int:
+    """A pending row, with its integrity scan, for every collected submission not in the queue yet, and a
+    refused row for each hand-in collection refused; how many were added."""
     create_queue(conn)
+    cur = conn.cursor()
+    cur.execute(f"SELECT assignment, student FROM {QUEUE}")
+    queued = set(cur.fetchall())
+    conn.rollback()
+    new = []
+    for assignment in assignments:  # scanned here, outside any transaction: the text is hostile
+        for folder in sorted((root / "submitted").glob(f"*/{assignment.name}")):
+            if (assignment.name, folder.parent.name) not in queued:
+                flags = pipeline.scan(folder / assignment.notebook)
+                new.append((assignment.name, folder.parent.name, json.dumps(flags)))
     added = 0
     with conn, conn.cursor() as cur:
-        for assignment in assignments:
-            for folder in sorted((root / "submitted").glob(f"*/{assignment.name}")):
-                cur.execute(f"INSERT INTO {QUEUE} (assignment, student) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-                            (assignment.name, folder.parent.name))
-                added += cur.rowcount
+        for row in new:
+            cur.execute(f"INSERT INTO {QUEUE} (assignment, student, scan_flags) VALUES (%s, %s, %s) "
+                        "ON CONFLICT DO NOTHING", row)
+            added += cur.rowcount
+        for g in refused:
+            cur.execute(f"INSERT INTO {QUEUE} (assignment, student, status, seconds, score, max_score, result) "
+                        "VALUES (%s, %s, 'refused', 0, 0, 0, %s) ON CONFLICT DO NOTHING",
+                        (g.assignment, g.student, json.dumps(asdict(g))))
+            added += cur.rowcount
     return added
 
 
@@ -107,15 +125,15 @@ def work(root: Path, name: str, *, cell_timeout: int = pipeline.CELL_TIMEOUT_S,
     try:
         while True:
             with conn, conn.cursor() as cur:  # one transaction per submission: the claim lives as long as the grading
-                cur.execute(f"SELECT assignment, student FROM {QUEUE} WHERE status = 'pending' "
+                cur.execute(f"SELECT assignment, student, scan_flags FROM {QUEUE} WHERE status = 'pending' "
                             "ORDER BY assignment, student LIMIT 1 FOR UPDATE SKIP LOCKED")
                 row = cur.fetchone()
                 if row is None:
                     return graded
                 assignment, student = course.get(row[0]), row[1]
                 log(f"{name} grading {assignment.name}/{student}")
-                notebook = root / "submitted" / student / assignment.name / assignment.notebook
-                g = pipeline.grade_submission(root, assignment, student, notebook, cell_timeout=cell_timeout,
+                flags = row[2] if isinstance(row[2], list) else None  # None: a row queued before scans were stored
+                g = pipeline.grade_submission(root, assignment, student, flags, cell_timeout=cell_timeout,
                                               submission_timeout=submission_timeout)
                 cur.execute(f"UPDATE {QUEUE} SET status = %s, worker = %s, seconds = %s, score = %s, "
                             "max_score = %s, result = %s, graded_at = now() WHERE assignment = %s AND student = %s",
@@ -190,18 +208,24 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
         conn.close()
 
 
-def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None, log=print) -> Path:
-    """A course at `root` with every assignment generated and (if given) `submissions` zip-collected into it."""
+def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None,
+            log=print) -> tuple[Path, list[pipeline.Graded]]:
+    """A course at `root` with every assignment generated and (if given) `submissions` zip-collected into it;
+    the course and the hand-ins collection refused."""
     if not (root / "nbgrader_config.py").exists():  # an existing course keeps what it has collected and graded
         root = course.make(root)
+    refused: list[pipeline.Graded] = []
     for assignment in assignments:
         result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
         if result.returncode != 0:
             raise ParallelGradingError(f"generate_assignment {assignment.name} failed:\n{result.stderr[-3000:]}")
         if submissions is not None and (submissions / assignment.name).is_dir():
-            students = pipeline.collect(root, assignment, submissions / assignment.name)
-            log(f"{assignment.name}: {len(students)} submissions collected")
-    return root
+            students, turned_away = pipeline.collect(root, assignment, submissions / assignment.name)
+            refused += turned_away
+            log(f"{assignment.name}: {len(students)} submissions collected, {len(turned_away)} refused")
+            for g in turned_away:
+                log(pipeline.describe(g))
+    return root, refused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,11 +249,12 @@ def main(argv: list[str] | None = None) -> int:
                  log=lambda text: print(text, flush=True))
             return 0
         chosen = [course.get(a) for a in args.assignments] if args.assignments else course.available()
+        refused: list[pipeline.Graded] = []
         if args.submissions is not None or not (root / "nbgrader_config.py").exists():
-            prepare(root, chosen, args.submissions.resolve() if args.submissions else None)
+            root, refused = prepare(root, chosen, args.submissions.resolve() if args.submissions else None)
         conn = connect()
         try:
-            added = enqueue(root, chosen, conn)
+            added = enqueue(root, chosen, conn, refused)
             if args.requeue_failed:
                 added += requeue(conn)
         finally:

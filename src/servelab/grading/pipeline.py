@@ -7,8 +7,10 @@ Steps, all nbgrader's own, in a throwaway course directory (grading/course/,
 ignored by git) whose source_directory is solutions/:
 
 1. generate_assignment, for every assignment in solutions/ (fills the gradebook);
-2. zip_collect: the submissions, zipped the way an LMS hands them over, are
-   extracted into submitted/<student>/<assignment>/;
+2. collection (collection.py): only regular files under safe student ids, and the
+   regular entries of any .zip, are taken; each refusal is that student's result
+   (status "refused"). What is taken is zipped the way an LMS hands it over and
+   nbgrader's zip_collect files it in submitted/<student>/<assignment>/;
 3. autograde, one student at a time (`grade_submission`), each in its own nbgrader
    process: test cells restored from the gradebook, the notebook run in the
    bubblewrap sandbox (sandbox.py), the captured answers compared with the keys in
@@ -40,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import course, sandbox, trusted
+from servelab.grading import collection, course, sandbox, trusted
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
@@ -53,20 +55,26 @@ GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore
 # Code in a submission that reaches for the grading machinery, the key, the
 # interpreter's internals or the machine. Flagged for a person to look at; the
 # sandbox and the grader's own scoring are what keep it from mattering.
-SUSPICIOUS = {
+# The text is hostile, so each pattern is literals and single runs (\s+, \w+) whose
+# next character is one the run cannot match: the regex engine never backtracks
+# more than one run, and the scan is linear in the text's length.
+SUSPICIOUS = {label: re.compile(pattern) for label, pattern in {
     "imports the grading package": r"servelab\.grading|from\s+servelab\s+import\s+grading",
     "opens a database": r"sqlite3|gradebook",
     "reads notebooks or the course's files": r"\.ipynb|solutions|submissions|/proc/",
     "patches modules or builtins": r"sys\.modules|builtins|__import__|importlib|setattr\s*\(|"
-                                   r"\b(math|json|os|sys)\.\w+\s*=[^=]",
+                                   r"\b(?:math|json|os|sys)\.\w+\s*=[^=]",
     "changes how cells run or display": r"input_transformers|register_magic|events\.register|"
-                                        r"get_ipython\(\)\.(run_cell|ast_|display)|displayhook|display_pub|"
-                                        r"sys\.std(out|err)\s*=",
+                                        r"get_ipython\(\)\.(?:run_cell|ast_|display)|displayhook|display_pub|"
+                                        r"sys\.std(?:out|err)\s*=",
     "reaches for C-level access": r"ctypes|cffi",
-    "starts processes or signals": r"subprocess|multiprocessing|os\.(system|popen|fork|exec|spawn|kill|_exit)|signal\.",
+    "starts processes or signals": r"subprocess|multiprocessing|os\.(?:system|popen|fork|exec|spawn|kill|_exit)|signal\.",
     "opens network connections": r"\bsocket\b|urllib|http\.client|requests\.",
-    "prints or displays a score": r"(?i)\b(score|points|marks)\b[^\n]*\d|raw=True",
-}
+}.items()}
+SCORE_WORD = re.compile(r"(?i)\b(?:score|points|marks)\b")  # then a digit later on the same line: "prints a score"
+DIGIT = re.compile(r"\d")
+MAX_SCAN_CHARS = 2_000_000  # code scanned per submission; past it the flag says the rest was not read
+MAX_SCAN_S = 5.0  # the scan's time budget (linear patterns take well under a second on MAX_SCAN_CHARS)
 
 
 @dataclass
@@ -75,7 +83,7 @@ class Graded:
 
     assignment: str
     student: str
-    status: str  # graded | failed (the grader itself failed: see log_tail)
+    status: str  # graded | failed (the grader itself failed: see log_tail) | refused (at collection: see reason)
     seconds: float
     score: float = 0.0
     max_score: float = 0.0
@@ -86,28 +94,66 @@ class Graded:
     run_seconds: float = 0.0  # of `seconds`, the notebook's run (sandbox, runner, kernel, cells)
     feedback: dict = field(default_factory=dict)  # grade_id -> the checker's feedback
     log_tail: str = ""
+    reason: str = ""  # why a hand-in was refused, and what to do
 
 
 def integrity_flags(nb) -> list[str]:
     """What a submission's code cells reach for (every code cell: metadata can lie about which are tests)."""
     text = "\n".join(c.get("source", "") for c in nb.cells if c.get("cell_type") == "code"
                      and isinstance(c.get("source", ""), str))
-    return [label for label, pattern in SUSPICIOUS.items() if re.search(pattern, text)]
+    flags = []
+    if len(text) > MAX_SCAN_CHARS:
+        flags.append(f"its code cells hold {len(text):,} characters; the integrity scan read the first {MAX_SCAN_CHARS:,}")
+        text = text[:MAX_SCAN_CHARS]
+    deadline = time.monotonic() + MAX_SCAN_S
+    flags += [label for label, pattern in SUSPICIOUS.items() if pattern.search(text)]
+    if "raw=True" in text or _prints_a_score(text, deadline):
+        flags.append("prints or displays a score")
+    if time.monotonic() > deadline:
+        flags.append(f"the integrity scan ran past {MAX_SCAN_S:g} s and stopped; a person should read the code")
+    return flags
 
 
-def collect(root: Path, assignment: course.Assignment, folder: Path) -> list[str]:
-    """Zip a folder of submissions as an LMS would and let nbgrader's zip_collect file them."""
-    students = sorted(p.stem for p in folder.glob("*.ipynb"))
+def _prints_a_score(text: str, deadline: float) -> bool:
+    """A line naming a score, points or marks with a digit after it: one pass per line, no backtracking."""
+    for line in text.split("\n"):
+        word = SCORE_WORD.search(line)
+        if word and DIGIT.search(line, word.end()):
+            return True
+        if time.monotonic() > deadline:
+            return False
+    return False
+
+
+def scan(path: Path) -> list[str]:
+    """The integrity flags of a collected notebook, read as a regular file with the collection's cap."""
+    try:
+        return integrity_flags(nbformat.reads(collection.read_regular(path).decode("utf-8"), as_version=4))
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
+        return [f"not a readable notebook ({type(exc).__name__})"]
+
+
+def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[list[str], list[Graded]]:
+    """Take what the collection rules take from a folder (collection.py), zip it as an LMS would and let
+    nbgrader's zip_collect file it; the students taken, and a result for each one refused."""
+    taken, refused = [], []
+    for h in collection.gather(folder, assignment.notebook):
+        if h.refused:
+            refused.append(Graded(assignment.name, h.student, "refused", 0.0, reason=h.reason,
+                                  flags=[f"refused at collection: {h.reason}"]))
+        else:
+            taken.append(h)
     archive = root / "downloaded" / assignment.name / "archive"
     archive.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(archive / f"{assignment.name}-submissions.zip", "w") as z:
-        for student in students:
-            z.write(folder / f"{student}.ipynb", f"{student}__{assignment.notebook}")
-    # The file names follow FileNameCollectorPlugin.named_regexp in grading/nbgrader_config.py.
-    result = course.nbgrader(root, "zip_collect", assignment.name, "--force", timeout=300)
-    if result.returncode != 0:
-        raise RuntimeError(f"zip_collect {assignment.name} failed:\n{result.stderr[-3000:]}")
-    return students
+        for h in taken:
+            z.writestr(f"{h.student}__{assignment.notebook}", h.data)
+    if taken:
+        # The file names follow FileNameCollectorPlugin.named_regexp in grading/nbgrader_config.py.
+        result = course.nbgrader(root, "zip_collect", assignment.name, "--force", timeout=300)
+        if result.returncode != 0:
+            raise RuntimeError(f"zip_collect {assignment.name} failed:\n{result.stderr[-3000:]}")
+    return [h.student for h in taken], refused
 
 
 def die_with_parent() -> None:
@@ -121,6 +167,7 @@ def die_with_parent() -> None:
 def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_timeout: int,
               submission_timeout: int, trusted_submissions: bool = False) -> tuple[str, float, str]:
     """nbgrader autograde for one submission, in its own process group; (status, seconds, log tail)."""
+    collection.check_student_id(student)  # nbgrader reads --student as a glob: one safe id, never a pattern
     cmd = [sys.executable, "-m", "servelab.grading.nbgrader_cli", "autograde", assignment.name, f"--student={student}", "--force",
            f"--CourseDirectory.root={root}", f"--CourseDirectory.source_directory={course.SOLUTIONS}",
            f"--SandboxedExecute.timeout={cell_timeout}", f"--SandboxedExecute.run_timeout={submission_timeout}",
@@ -147,22 +194,22 @@ def gradebook_url(root: Path) -> str:
     return os.environ.get("SERVELAB_GRADEBOOK_URL") or f"sqlite:///{root / 'gradebook.db'}"
 
 
-def grade_submission(root: Path, assignment: course.Assignment, student: str, submitted: Path | None = None, *,
+def grade_submission(root: Path, assignment: course.Assignment, student: str, flags: list[str] | None = None, *,
                      cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S,
                      trusted_submissions: bool = False) -> Graded:
     """Grade one student's collected submission in a course directory; the result, as the gradebook holds it.
 
     The course at `root` has had generate_assignment and the submission is in
-    submitted/<student>/<assignment>/. `submitted` (the file as handed in) is read
-    for integrity flags only.
+    submitted/<student>/<assignment>/. `flags`: its integrity flags when already
+    scanned (the parallel graders scan before they claim); otherwise it is scanned here.
     """
+    problem = collection.student_id_problem(student)
+    if problem:
+        return Graded(assignment.name, student, "refused", 0.0, reason=problem, flags=[f"refused: {problem}"])
+    if flags is None:
+        flags = scan(root / "submitted" / student / assignment.name / assignment.notebook)
     status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
                                       submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
-    submitted = submitted or root / "submitted" / student / assignment.name / assignment.notebook
-    try:
-        flags = integrity_flags(nbformat.read(submitted, as_version=4))
-    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
-        flags = [f"not a readable notebook ({type(exc).__name__})"]
     report = trusted.read_report(root / trusted.REPORT_DIR / assignment.name / student / f"{assignment.notebook_id}.json")
     flags = report.get("flags", []) + flags
     grades = read_grades(root, assignment, student) if status == "graded" else {}
@@ -193,7 +240,8 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
 
 def describe(g: Graded) -> str:
     """One submission's line in the grader's log."""
-    return (f"  {g.student:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
+    who = g.student if collection.student_id_problem(g.student) is None else collection.shown(g.student)
+    return (f"  {who:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
             + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
 
 
@@ -221,10 +269,13 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
         result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
         if result.returncode != 0:
             raise RuntimeError(f"generate_assignment {assignment.name} failed:\n{result.stderr[-3000:]}")
-        students = collect(root, assignment, folder)
-        log(f"{assignment.name}: {len(students)} submissions")
+        students, refused = collect(root, assignment, folder)
+        log(f"{assignment.name}: {len(students)} submissions" + (f", {len(refused)} refused" if refused else ""))
+        for g in refused:
+            results.append(g)
+            log(describe(g))
         for student in students:
-            g = grade_submission(root, assignment, student, folder / f"{student}.ipynb", cell_timeout=cell_timeout,
+            g = grade_submission(root, assignment, student, cell_timeout=cell_timeout,
                                  submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
             results.append(g)
             log(describe(g))
@@ -266,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {args.out / 'grades.csv'} ({len(results)} submissions)")
-    return 0 if results and all(g.status == "graded" for g in results) else 1
+    return 0 if results and all(g.status == "graded" for g in results) else 1  # a refusal is for a person to read
 
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@ gradebook or another submission. It prints, one line each:
 A line is written as soon as its cell finishes, so the grader keeps everything
 up to a kernel death, a timeout or a killed sandbox. The kernel writes answers
 to a pipe this runner reads (capture.py); an answer counts only when it arrives
-while its own test cell runs, so a line forged by an answer cell is dropped. Outputs are cut at
+while its own test cell runs, so a line forged by an answer cell is dropped, and only
+when exactly one value for that test arrives then: a second, different value (from a
+thread or a process the submission left running) makes the test's answer
+"more than one answer", worth 0. Outputs are cut at
 MAX_CELL_OUTPUT_CHARS per cell here, before they reach the grader.
 
 `kernel` is the IPython kernel the notebook runs in: it takes the answer pipe
@@ -82,6 +85,7 @@ class _AnswerPipe:
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
         self.buffer = bytearray()
+        self.overflowed = False
         self.lock = threading.Lock()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -95,6 +99,8 @@ class _AnswerPipe:
                 return
             if len(self.buffer) < self.MAX_BYTES:
                 self.buffer += chunk
+            else:
+                self.overflowed = True
 
     def _pump(self) -> None:
         import select
@@ -105,16 +111,24 @@ class _AnswerPipe:
                 self._drain()
 
     def take(self, grade_id: str | None) -> str | None:
-        """Everything written since the last cell ended; the last answer for `grade_id`, if any."""
+        """Everything written since the last cell ended; the one answer for `grade_id`, if any (or "!why not")."""
         with self.lock:
             self._drain()
             data, self.buffer = bytes(self.buffer), bytearray()
-        answer = None
+            overflowed, self.overflowed = self.overflowed, False
+        if overflowed and grade_id is not None:  # what was dropped may have been the test's own answer
+            return f"!more than {self.MAX_BYTES:,} bytes were written to the answer pipe while this test ran; none counts"
+        answers = set()
         for line in data.split(b"\n"):
             gid, sep, text = line.partition(b"\t")
             if sep and grade_id is not None and gid.decode("utf-8", "replace") == grade_id:
-                answer = text.decode("utf-8", "replace")
-        return answer
+                answers.add(text.decode("utf-8", "replace"))
+        if len(answers) > 1:
+            # A test hands one answer over; a second, different one came from other code in the
+            # kernel (a thread or a forked process the submission started), so neither counts.
+            return (f"!more than one answer arrived for this test while it ran ({len(answers)} different ones, "
+                    "so code other than the test wrote to the answer pipe); none counts")
+        return answers.pop() if answers else None
 
 
 def run(timeout: int) -> int:

@@ -2,7 +2,7 @@
 
 The grader's own process calls `execute(nb)`. Inside bubblewrap, with its own
 mount, PID, IPC, UTS and network namespaces, an unprivileged user
-(uid 65534) and no new privileges, runner.py executes the notebook with
+(uid 65534 in a user namespace; as root, a host uid of the grader's own) and no new privileges, runner.py executes the notebook with
 nbclient, the kernel beside it. The sandbox sees:
 
 - read-only: /usr (and /lib, /bin), the Python environment (this venv and its
@@ -42,7 +42,11 @@ from pathlib import Path
 import servelab
 from servelab.paths import REPO_DIR
 
-SANDBOX_UID = 65534  # nobody
+SANDBOX_UID = 65534  # nobody, inside the user namespace an unprivileged grader makes
+# As root there is no user namespace: the runner becomes a uid on the host, one of its own per
+# grader (this base + the grader's pid), because the process limit counts every process of a uid,
+# and a shared uid let one sandbox's fork bomb (or another grader's load) starve the next kernel.
+ROOT_SANDBOX_UID_BASE = 1_000_000_000
 SANDBOX_GRADING_FILES = ("__init__.py", "capture.py", "runner.py")  # all of servelab.grading a sandbox holds
 MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
 MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
@@ -57,6 +61,9 @@ KERNEL_LIMITS = {  # the kernel, on top of LIMITS
     "RLIMIT_AS": 3 * 2**30,  # address space: a memory blow-up is a MemoryError or the kernel's death
     "RLIMIT_CPU": 240,  # CPU seconds for the whole notebook
 }
+NAMESPACE_HINT = ("Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
+                  "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root. If every submission comes "
+                  "from a trusted source, pass --trusted to grade without the sandbox.")
 INSTALL_HINT = ("Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; `make sandbox-deps` does it), "
                 "and allow user namespaces where they are off (sysctl kernel.unprivileged_userns_clone=1). "
                 "If every submission comes from a trusted source, pass --trusted to grade without the sandbox.")
@@ -114,7 +121,10 @@ def _ro_paths() -> list[tuple[str, str]]:
 
 def command(inner: list[str]) -> list[str]:
     """The bubblewrap command line that runs `inner` in the sandbox."""
-    cmd = [_bwrap() or "bwrap"]
+    # The in-memory /tmp, /proc and /dev come first: bubblewrap applies its options in order, and
+    # a tmpfs mounted after the binds would hide every bound path under /tmp (a checkout or a
+    # Python environment there).
+    cmd = [_bwrap() or "bwrap", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     binds = _ro_paths()
     # Folders above each bound path, made readable: bubblewrap would copy a host folder's
     # mode (/root is 0700), and the sandbox's user could not reach the Python inside it.
@@ -135,12 +145,11 @@ def command(inner: list[str]) -> list[str]:
             cmd += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
         elif os.path.isdir(f"/{name}"):
             cmd += ["--ro-bind", f"/{name}", f"/{name}"]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-            "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+    cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
     if os.geteuid() == 0:
-        # As root, the runner itself becomes uid 65534 on the host (not only inside a user
-        # namespace), so the process limit counts the sandbox's processes alone.
+        # As root, the runner itself becomes sandbox_uid() on the host (not only inside a user
+        # namespace), a uid no other process has, so the process limit counts this sandbox alone.
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         cmd += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
@@ -160,11 +169,16 @@ def _environment(cell_timeout: int, sandboxed: bool) -> dict:
     }
     if sandboxed:
         env["PYTHONPATH"] = "/opt/servelab/src"
-        env["SERVELAB_SANDBOX_UID"] = str(SANDBOX_UID)
+        env["SERVELAB_SANDBOX_UID"] = str(sandbox_uid())
     else:
         env["PYTHONPATH"] = str(Path(servelab.__file__).resolve().parent.parent)
         env["SERVELAB_CACHE"] = env["HOME"] = env["TMPDIR"]  # replaced by a scratch folder in execute()
     return env
+
+
+def sandbox_uid() -> int:
+    """The uid the notebook runs as: SANDBOX_UID in a user namespace, or as root a host uid of this grader's own."""
+    return ROOT_SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else SANDBOX_UID
 
 
 def _limits(nproc: int):
@@ -176,7 +190,8 @@ def _limits(nproc: int):
 
 
 def _nproc_limit() -> int:
-    """Root: the sandbox runs as uid 65534, so its own count. Otherwise: this user's processes plus the margin."""
+    """Root: the sandbox runs as a uid of its own (sandbox_uid), so its own count. Otherwise: this user's
+    processes plus the margin."""
     if os.geteuid() == 0:
         return NPROC_MARGIN
     uid = os.geteuid()
@@ -209,8 +224,23 @@ def check() -> None:
         raise SandboxUnavailable(f"bubblewrap could not start ({exc}). {INSTALL_HINT}") from None
     if result.returncode != 0 or result.stdout.strip() != "ok":
         said = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SandboxUnavailable(f"bubblewrap could not make the sandbox: {said[0]}. {INSTALL_HINT}")
+        raise SandboxUnavailable(f"bubblewrap ({_bwrap()}) is installed but could not make the sandbox: "
+                                 f"{said[0][:300]}. {fix_for(said[0])}")
     _checked.add(_bwrap())
+
+
+def fix_for(said: str) -> str:
+    """What to do about what bubblewrap or the sandboxed Python said when the sandbox did not start."""
+    if "execvp" in said or "No such file" in said or "No module named" in said or "ModuleNotFoundError" in said:
+        return (f"The Python environment ({sys.prefix}) or the servelab package is not visible inside the sandbox; "
+                "it must be readable by every user (chmod o+rx on the folders above it), and the sandbox binds "
+                "it at the same path.")
+    if "namespace" in said or "Operation not permitted" in said or "setting up uid map" in said:
+        return NAMESPACE_HINT
+    if "Permission denied" in said:
+        return (f"The sandbox's user (uid {sandbox_uid()}) cannot read the Python environment ({sys.prefix}) or "
+                "the checkout: make the folders above them readable (chmod o+rx), or check out elsewhere.")
+    return INSTALL_HINT
 
 
 class _Reader(threading.Thread):
@@ -307,7 +337,7 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     for line in readers[0].data().split(b"\n"):
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the runner writes plain JSON; anything else is not a report
             continue
         if not isinstance(record, dict):
             continue

@@ -34,7 +34,7 @@ from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from servelab.grading import checkers, sandbox
+from servelab.grading import capture, checkers, sandbox
 from servelab.paths import REPO_DIR
 
 KEYS_DIR = REPO_DIR / "grading" / "keys"
@@ -54,6 +54,46 @@ LIMIT_MESSAGES = {
     "Resource temporarily unavailable": "could not start more processes",
     "Cannot allocate memory": "ran out of memory",
 }
+
+
+class Unreadable(ValueError):
+    """A captured answer the grader does not read; the message says why."""
+
+
+def read_answer(text: str):
+    """A captured answer's JSON, read with bounds: its size, its nesting depth, and the JSON grammar alone.
+
+    The text comes from the sandbox, where submission code can write it directly, so
+    it is checked in one linear pass before json.loads (which recurses per level).
+    """
+    if len(text) > capture.MAX_ANSWER_BYTES:
+        raise Unreadable(f"it is {len(text):,} characters, more than the {capture.MAX_ANSWER_BYTES:,} an answer may hold")
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > capture.MAX_DEPTH + 1:  # capture's depth counts from 0
+                raise Unreadable(f"it is nested more than {capture.MAX_DEPTH} levels deep")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise Unreadable(f"it is not plain JSON ({type(exc).__name__})") from None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number the grader compares")
 
 
 def report_path(report_dir: str, resources: dict) -> Path:
@@ -210,7 +250,7 @@ class SandboxedExecute(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
         if run.status == "did not start":
-            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}. {sandbox.INSTALL_HINT}\n"
+            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}. {sandbox.fix_for(run.detail)}\n"
                                              f"{run.log[-2000:]}")
         flags = []
         for index, cell in enumerate(nb.cells):
@@ -252,8 +292,14 @@ class SandboxedExecute(NbGraderPreprocessor):
                 why = why or next((w for m, w in LIMIT_MESSAGES.items() if m in str(out.get("evalue", ""))), None)
                 if why:
                     flags.append(f"{where} {why} ({out.get('ename')}: {str(out.get('evalue', ''))[:120]})")
-            elif out.get("output_type") == "stream" and "[output cut:" in out.get("text", ""):
-                flags.append(f"{where} printed more than the grader keeps (output cut)")
+            elif out.get("output_type") == "stream":
+                text = str(out.get("text", ""))
+                if "[output cut:" in text:
+                    flags.append(f"{where} printed more than the grader keeps (output cut)")
+                # A limit met by a forked child shows in the cell's stream, not as the cell's own error.
+                why = next((w for m, w in LIMIT_MESSAGES.items() if m in text), None)
+                if why and f"{where} {why}" not in " ".join(flags):
+                    flags.append(f"{where} {why} (said in its output)")
         return flags
 
 
@@ -267,7 +313,7 @@ class ScoreAnswers(NbGraderPreprocessor):
         info = resources["nbgrader"]
         tests = load_tests(info["assignment"], self.keys_dir)
         run = resources.get("servelab", {"answers": {}, "status": "not run", "detail": "", "errors": {}})
-        results = {}
+        results, flags = {}, []
         for index, cell in enumerate(nb.cells):
             if not (cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell)):
                 continue
@@ -276,9 +322,15 @@ class ScoreAnswers(NbGraderPreprocessor):
             if grade_id not in tests:
                 raise KeyError(f"{grade_id!r} has no entry in {Path(self.keys_dir) / (info['assignment'] + '.py')}: "
                                "every autograded test needs a checker and a key there.")
-            scored = self._score(tests[grade_id], run, grade_id, index, cell)
-            points, feedback = scored
-            points = min(max(float(points), 0.0), max_points)
+            slips: dict = {}
+            try:
+                points, feedback, flag, slips = self._score(tests[grade_id], run, grade_id, index, cell)
+                points = min(max(float(points), 0.0), max_points) if points == points else 0.0
+            except Exception as exc:  # noqa: BLE001 - one test's failure costs that test, never the submission
+                points, flag = 0.0, f"{grade_id}: scoring failed ({type(exc).__name__}); scored 0"
+                feedback = f"{grade_id}: the grader could not score this answer; a person will look at it."
+            if flag:
+                flags.append(flag)
             form = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") != "CellTimeoutError"]
             if form and index in run["answers"]:
                 feedback += f"\n(The form check in this cell said: {form[0].get('ename')}: {str(form[0].get('evalue'))[:300]})"
@@ -287,16 +339,18 @@ class ScoreAnswers(NbGraderPreprocessor):
                                        execution_count=cell.get("execution_count"))]
             # slips and the answer (cut to REPORT_ANSWER_CHARS) are for the class report (classroom/report.py)
             results[grade_id] = {"points": round(points, 3), "max_points": max_points, "feedback": feedback,
-                                 "slips": dict(getattr(scored, "slips", {})), "answered": index in run["answers"],
+                                 "slips": slips, "answered": index in run["answers"],
                                  "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS]}
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["tests"] = results
+        report["flags"] = report.get("flags", []) + flags
         write_report(path, report)
         return nb, resources
 
     @staticmethod
-    def _score(spec, run, grade_id, index, cell) -> tuple[float, str]:
+    def _score(spec, run, grade_id, index, cell) -> tuple[float, str, str, dict]:
+        """(points, feedback, a flag for a person or "", the slips the checker named) for one test."""
         check_name, key = spec
         name = key.get("name", grade_id)
         text = run["answers"].get(index)
@@ -309,15 +363,21 @@ class ScoreAnswers(NbGraderPreprocessor):
                 why = f"the notebook stopped before this test ran ({run['status']})"
             else:
                 why = "the test cell handed no answer over"
-            return 0.0, f"{name}: no answer reached the grader: {why}."
+            return 0.0, f"{name}: no answer reached the grader: {why}.", "", {}
         if text.startswith("!"):
-            return 0.0, f"{name}: the answer must be built from plain numbers, strings, lists and dicts ({text[1:200]})."
+            return 0.0, f"{name}: the answer must be built from plain numbers, strings, lists and dicts ({text[1:200]}).", \
+                f"{grade_id}: the answer was not a plain value ({text[1:200]}); scored 0", {}
         try:
-            answer = json.loads(text)
-        except ValueError:
-            return 0.0, f"{name}: the answer could not be read as plain values."
+            answer = read_answer(text)
+        except Unreadable as exc:
+            return 0.0, f"{name}: the answer could not be read as plain values: {exc}.", \
+                f"{grade_id}: the captured answer was not read ({exc}); scored 0", {}
         check = getattr(checkers, check_name)
         try:
-            return check(answer, key)
+            result = check(answer, key)
+            points, feedback = result
+            return points, feedback, "", dict(getattr(result, "slips", {}))
         except Exception as exc:  # noqa: BLE001 - a checker bug must not cost the submission its other grades
-            return 0.0, f"{name}: the checker failed ({type(exc).__name__}: {exc}); a person will look at it."
+            return 0.0, f"{name}: the checker failed ({type(exc).__name__}); a person will look at it.", \
+                f"{grade_id}: the checker failed ({type(exc).__name__}: {str(exc)[:200]}); scored 0", {}
+
