@@ -120,7 +120,8 @@ LESSON25_PARTIAL_POINTS = {
     "warmup2-ridge": 1, "warmup2-tokens": 1,
     "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
     "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
-    "practice2-sufficient": 1, "practice2-missing": 2 * (2 - 1) / 4,
+    "practice2-sufficient": 1,
+    "practice2-missing": 2 * (2 / 4 - 1 / 3),  # 2 of 4 right options, 1 of 3 wrong: share right - share wrong
     "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,
     "rep1-test": 4 * 4.5 / 6,  # batching wrong, gpu_memory_utilization right but without a reason
     "rep3-test": 5 * 3 / 5,  # canary, stages, notify; metrics and triggers miss output drift
