@@ -11,7 +11,7 @@ import numpy as np
 import nbformat
 import pytest
 
-from servelab.grading import capture, checkers, course, keys, lesson25, trusted
+from servelab.grading import capture, checkers, course, keys, trusted
 from servelab.grading import trusted as _trusted
 
 KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
@@ -162,7 +162,7 @@ def test_practice4_feedback_no_longer_sends_learners_to_pipeline_stages():
 
 # --------------------------------------------------------------------------- rep 1: knob names
 
-AUDIT_KEY = keys.knob_audit(keys.config_path(lesson25.AUDIT_CASE), keys.workload_path(lesson25.AUDIT_CASE))
+AUDIT_KEY = keys.knob_audit(keys.config_path(KEYS.AUDIT_CASE), keys.workload_path(KEYS.AUDIT_CASE))
 
 
 def _audit(names: dict[str, str]) -> dict:
