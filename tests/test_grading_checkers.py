@@ -336,3 +336,52 @@ def test_checkers_never_raise_on_odd_answers():
         for answer in odd:
             points, feedback = call(answer)
             assert points == 0 and isinstance(feedback, str) and feedback
+
+
+# --------------------------------------------------------------------------- what a conclusion recommends
+
+# Written as a learner would phrase a conclusion, before reading the checker's patterns: each one says
+# speculation on, speculation off, or leaves the choice open (None: the checker must not guess).
+CONCLUSIONS = [
+    ("Speculation should be enabled at this batch.", "on"),
+    ("I recommend enabling speculative decoding here.", "on"),
+    ("Turn it on: TPOT p99 drops from 80 ms to 55 ms.", "on"),
+    ("Keep ngram speculation on for this workload.", "on"),
+    ("With it enabled TPOT fell 30%, so enable it.", "on"),
+    ("Turning speculation on is worth it at batch 4.", "on"),
+    ("It should not be disabled: the SLO is only met with it.", "on"),
+    ("Speculation should not be enabled at this batch.", "off"),
+    ("...so speculation should not be enabled at this batch", "off"),
+    ("Speculation should never be enabled at batch 64.", "off"),
+    ("With it enabled TPOT got worse, so we should not enable it.", "off"),
+    ("With speculation enabled the p99 went up; I would not enable it.", "off"),
+    ("I would keep it off.", "off"),
+    ("Turning it on is not worth it here.", "off"),
+    ("Leave speculation disabled.", "off"),
+    ("Disable speculative decoding: it costs 12% TPOT at this batch.", "off"),
+    ("Turn it off.", "off"),
+    ("Don't enable spec decode at batch 64.", "off"),
+    ("Do not turn speculation on for this job.", "off"),
+    ("Enabling it isn't worth it: TPOT p99 rose from 40 to 46 ms.", "off"),
+    ("Speculation does not pay at this batch, so switch it off.", "off"),
+    ("Run without speculation.", "off"),
+    ("Even though it was enabled in the seed config, I would not keep it on.", "off"),
+    ("Enable it at batch 4 but not at batch 64.", None),
+    ("Turn it on for short prompts, turn it off for long ones.", None),
+    ("It depends on the batch; measure again at peak.", None),
+    ("The numbers are close; I can't tell.", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("conclusion, says", CONCLUSIONS)
+def test_recommends_reads_the_conclusion_as_written(conclusion, says):
+    assert checkers._recommends(conclusion) == says
+
+
+def test_a_negated_recommendation_is_not_marked_against_the_learner():
+    """The finding: 'should not be enabled' read as 'on' took a point and told the learner something false."""
+    answer = _comparison()
+    answer["conclusion"] = "TPOT p99 is lower without it, so speculation should not be enabled at this batch."
+    points, feedback = checkers.measured_comparison(answer, KEY)
+    assert points == 4, feedback

@@ -407,24 +407,43 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines))
 
 
-# What a conclusion recommends for speculative decoding, read from its verbs. A sentence that
-# names both ("on cost throughput, so turn it off") is read by its recommendation, not its nouns.
-_OFF = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) off|turn(ing)? off|disabl\w*|"
-                  r"keep (it )?off|leave (it )?off|(should|stay|stays|be) off|switch(ed)? (it )?off)\b")
-_ON = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) on|turn(ing)? on|enabl\w*|"
-                 r"keep (it )?on|leave (it )?on|(should|stay|stays|be) on|switch(ed)? (it )?on)\b")
-_NOT = re.compile(r"\b(not|never|don't|do not|shouldn't)\s+$")
+# What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
+# and at the words that join a reason to a recommendation: so, but, because, ...); in each clause a
+# state word (enable, disable, turn/keep/leave ... on/off, without speculation) says on or off, and a
+# negation anywhere in that clause flips it ("should not be enabled", "turning it on is not worth it").
+# Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
+# Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
+_CLAUSES = re.compile(r"[.;:!?,()]|\b(?:so|but|because|since|although|though|while|whereas|however|"
+                      r"therefore|hence|and|then|which)\b")
+_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|speculation|"
+                        r"speculative decoding|spec decode|ngram|n-gram)\s+)?(?:enabled|disabled|on|off)\b")
+_STATE_ON = re.compile(r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b")
+_STATE_OFF = re.compile(r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+                        r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
+                        r"\bwithout\s+(?:it|speculation|speculative decoding|spec decode)\b")
+_NEGATION = re.compile(r"\b(?:not|never|no|nor|neither)\b|n't\b|\bcannot\b")
+_FLIP = {"on": "off", "off": "on"}
 
 
 def _recommends(conclusion: str) -> str | None:
-    """'on', 'off', or None when the conclusion recommends neither (or both) for speculation."""
-    text = conclusion.lower()
-
-    def said(pattern) -> bool:
-        return any(not _NOT.search(text[max(0, m.start() - 12):m.start()]) for m in pattern.finditer(text))
-
-    off, on = said(_OFF), said(_ON)
-    return "off" if off and not on else "on" if on and not off else None
+    """'on', 'off', or None when the conclusion recommends neither, or both (a hedge)."""
+    said: set[str] = set()
+    previous = None
+    for clause in _CLAUSES.split(conclusion.lower().replace("\u2019", "'")):
+        if not clause or not clause.strip():
+            continue
+        clause = _DESCRIBED.sub(" ", clause)
+        states = {"on"} if _STATE_ON.search(clause) else set()
+        states |= {"off"} if _STATE_OFF.search(clause) else set()
+        negated = bool(_NEGATION.search(clause))
+        if len(states) == 1:
+            state = states.pop()
+            previous = _FLIP[state] if negated else state
+            said.add(previous)
+        elif not states and negated and previous and clause.split()[0] == "not":
+            said.add(_FLIP[previous])  # "enable it at batch 4 but not at batch 64": a hedge
+    return said.pop() if len(said) == 1 else None
 
 
 def _comparison_schema(answer: Any):
