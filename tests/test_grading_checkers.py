@@ -204,8 +204,34 @@ def test_knob_audit_key_comes_from_the_reviewer():
     case = "70b-one-gpu-no-tp"
     key = keys.knob_audit(keys.config_path(case), keys.workload_path(case), points=4)
     report = review.review_files(keys.config_path(case), keys.workload_path(case))
-    assert key["verdicts"] == report.verdicts()
+    graded_once = {**key["verdicts"], **{k: report.verdicts()[k] for k in key["follows"]}}
+    assert graded_once == report.verdicts()
     assert set(key["verdicts"].values()) == {"justified", "unjustified", "wrong"}, "the audit case should mix verdicts"
+    # the weights that do not fit are one fault (parallelism), not two
+    assert key["follows"] == {"gpu_memory_utilization": "parallelism"}
+
+
+@pytest.mark.parametrize("because, full", [
+    ("no TTFT was measured at batch 32 against the SLO", True),
+    ("max-num-seqs 32 covers the peak of 24 users", True),
+    ("nobody measured latency at this load", True),
+    ("this looks fine to me", False),
+    ("I checked it very carefully", False),
+    ("it is just not justified at all", False),
+    ("unmeasured", False),
+])
+def test_knob_audit_reason_must_name_a_fact(because, full):
+    answer = {**GOOD_AUDIT, "batching": {"verdict": "unjustified", "because": because}}
+    points, feedback = checkers.knob_audit(answer, AUDIT_KEY)
+    assert points == (4 if full else 3.5), feedback
+
+
+def test_knob_audit_grades_a_repeated_fault_once():
+    key = {**AUDIT_KEY, "follows": {"gpu_memory_utilization": "parallelism"},
+           "reasons": {**AUDIT_KEY["reasons"], "gpu_memory_utilization": "weights exceed what vLLM may use"}}
+    answer = {**GOOD_AUDIT, "gpu_memory_utilization": {"verdict": "justified", "because": "0.9 is the default"}}
+    points, feedback = checkers.knob_audit(answer, key)
+    assert points == 4 and "graded once, under parallelism" in feedback and "not graded" not in feedback
 
 
 # --------------------------------------------------------------------------- measured comparison

@@ -167,7 +167,8 @@ AUDIT_KEY = keys.knob_audit(keys.config_path(KEYS.AUDIT_CASE), keys.workload_pat
 
 def _audit(names: dict[str, str]) -> dict:
     """The reviewer's own verdicts, keyed by the names a learner chose."""
-    return {name: {"verdict": AUDIT_KEY["verdicts"][knob], "because": AUDIT_KEY["reasons"][knob]}
+    verdicts = {**AUDIT_KEY["verdicts"], **{k: "wrong" for k in AUDIT_KEY["follows"]}}
+    return {name: {"verdict": verdicts[knob], "because": AUDIT_KEY["reasons"][knob]}
             for name, knob in names.items()}
 
 
@@ -189,7 +190,7 @@ def test_audit_with_wrong_verdicts_under_yaml_names_still_loses_points():
 
 def test_rep1_question_names_the_knobs():
     question = next(c.source for c in STUDENT.cells if "Fill `audit`" in c.source)
-    for knob in AUDIT_KEY["verdicts"]:
+    for knob in [*AUDIT_KEY["verdicts"], *AUDIT_KEY["follows"]]:
         assert f'"{knob}"' in question, knob
 
 

@@ -916,6 +916,15 @@ print((data_dir() / 'configs' / '70b-one-gpu-no-tp-workload.yaml').read_text())
 # it: a default, or a measurement is missing) or `"wrong"` (a workload fact or a measurement contradicts
 # it), and `because` names that fact or the missing measurement in a sentence.
 #
+# Two cases the rubric settles up front. A setting that trades nothing away is `"justified"` by that
+# fact: unquantized bf16 weights give up no accuracy, and speculation off adds no verification work, so
+# there is no trade for a measurement to back (whether speculation *would* pay here is a question for
+# the next review, with its own on/off measurement). And one fault is graded once: when the weights alone
+# do not fit, `gpu_memory_utilization` reads as wrong only because `parallelism` is, so it is graded under
+# `parallelism` (give it a verdict anyway; its feedback says so). A reason earns its full share when it
+# names a fact (a number, the setting, the workload figure or the measurement it is checked against), not
+# for any four words.
+#
 # When you are done, compare with the reviewer: `servelab review` runs the same checklist as code.
 
 # %% nbgrader={"grade": false, "grade_id": "rep1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]

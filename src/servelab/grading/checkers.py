@@ -280,17 +280,51 @@ def _by_knob(answer: dict, knobs) -> dict:
     return out
 
 
+# The words a reason about each knob names its fact with, beside the reviewer's own reason.
+KNOB_FACTS = {
+    "batching": ("batch", "concurren", "users", "peak", "measur", "ttft", "tpot", "latency", "slo", "queue"),
+    "quantization": ("bf16", "bfloat16", "fp16", "float16", "int8", "fp8", "int4", "awq", "gptq", "unquantized",
+                     "accuracy", "eval", "quality", "weights"),
+    "parallelism": ("fit", "weights", "memory", "gpu", "tensor", "pipeline", "node", "tp", "gb", "gib"),
+    "speculative_decoding": ("verif", "draft", "batch", "accept", "ridge", "memory-bound", "compute", "off",
+                             "measur", "tpot"),
+    "prefix_caching": ("prefix", "prompt", "shared", "system", "hit", "cache"),
+    "max_model_len": ("prompt", "output", "request", "longest", "context", "tokens", "p99"),
+    "gpu_memory_utilization": ("kv", "cache", "weights", "memory", "gb", "gib", "fit", "headroom"),
+}
+# Words every sentence has: sharing one of them with the reviewer's reason names no fact.
+_STOP = frozenset("a an the and or but so of to in on at for by with is are was be it its this that there "
+                  "no not nothing any all fine ok good justify justified unjustified wrong because".split())
+_WORD = re.compile(r"[a-z][a-z0-9-]*|\d[\d,]*(?:\.\d+)?")
+
+
+def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
+    """A reason of four words or more that carries a number or a word of the knob's facts."""
+    if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
+        return False
+    words = set(_WORD.findall(because.lower()))
+    if any(w[0].isdigit() for w in words):
+        return True
+    facts = {w for w in _WORD.findall(reviewer_reason.lower()) if not w[0].isdigit()} - _STOP
+    stems = KNOB_FACTS.get(knob, ())
+    return any(w in facts or w.startswith(stems) for w in words - _STOP)
+
+
 @_checker
 def knob_audit(answer: Any, key: dict) -> Result:
     """A verdict per knob of a serving config, each with the fact or missing measurement behind it.
 
     answer: {knob: {"verdict": justified|unjustified|wrong, "because": text}}.
-    key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason}.
+    key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason},
+    follows {knob: the knob whose finding it repeats} (graded once, under that knob).
     Per knob: full share for the reviewer's verdict with a reason of at least
-    four words, half a share for the right verdict with no real reason.
+    four words that names a fact of this config or workload (a number, or a word
+    of the reviewer's reason or of the knob's own vocabulary), half a share for
+    the right verdict with no real reason.
     """
     name = _name(key)
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
+    follows = key.get("follows", {})
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
                            f"for the knobs {sorted(verdicts)}.")
@@ -309,15 +343,18 @@ def knob_audit(answer: Any, key: dict) -> Result:
         if _normal(verdict) != expected:
             lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reasons.get(knob, '')}")
             continue
-        if isinstance(because, str) and len(because.split()) >= MIN_REASON_WORDS:
+        if _names_a_fact(because, knob, reasons.get(knob, "")):
             earned += 1.0
         else:
             earned += 0.5
             lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
-                         "measurement behind it (a sentence of four words or more).")
-    graded = {n for n in answer if _normal(str(n)) in verdicts
-              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in verdicts)}
-    extra = sorted(set(answer) - graded)
+                         "measurement behind it in a sentence (a number or the setting it is checked against).")
+    for knob, cause in follows.items():
+        lines.append(f"- {knob}: graded once, under {cause}: {reasons.get(knob, '')}")
+    known = set(verdicts) | set(follows)
+    graded = {n for n in answer if _normal(str(n)) in known
+              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)}
+    extra = sorted(set(answer) - graded, key=str)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
     head = f"{name}: {earned:g} of {len(verdicts)} knobs."

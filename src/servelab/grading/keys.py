@@ -179,9 +179,19 @@ def knob_audit(config_path, workload_path, points: float = 4) -> dict:
     from servelab import review
 
     report = review.review_files(config_path, workload_path)
+    verdicts = dict(report.verdicts())
+    fixes = {f.knob: f.fix for f in report.findings}
+    # When the weights alone do not fit, the reviewer reports the one shortfall under parallelism and
+    # again under gpu-memory-utilization (whose fix is "see parallelism"): grade that fault once.
+    follows = {}
+    if (verdicts.get("parallelism") == "wrong" and verdicts.get("gpu_memory_utilization") == "wrong"
+            and "parallelism" in fixes.get("gpu_memory_utilization", "")):
+        follows["gpu_memory_utilization"] = "parallelism"
+        del verdicts["gpu_memory_utilization"]
     return {
         "name": "knob audit",
         "points": points,
-        "verdicts": dict(report.verdicts()),
+        "verdicts": verdicts,
+        "follows": follows,
         "reasons": {f.knob: f.reason for f in report.findings},
     }
