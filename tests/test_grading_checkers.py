@@ -330,6 +330,8 @@ def test_rollout_plan_full_marks():
 @pytest.mark.parametrize("change, says", [
     ({"canary_fraction": 0.5}, "canary"),
     ({"canary_hours": 0}, "canary"),
+    ({"canary_hours": 2}, "daily peak"),
+    ({"canary_hours": 24 * 30}, "still a canary"),
     ({"stages": [1.0]}, "stages"),
     ({"stages": [0.5, 0.25, 1.0]}, "stages"),
     ({"metrics": ["ttft_ms_p99", "output_tok_s"],
@@ -411,3 +413,14 @@ def test_a_negated_recommendation_is_not_marked_against_the_learner():
     answer["conclusion"] = "TPOT p99 is lower without it, so speculation should not be enabled at this batch."
     points, feedback = checkers.measured_comparison(answer, KEY)
     assert points == 4, feedback
+
+
+def test_rollout_plan_canary_hours_bounds_are_the_questions():
+    from servelab.grading import course
+    import nbformat
+    question = next(c.source for c in nbformat.read(course.get("lesson25").source, as_version=4).cells
+                    if c.get("id") == "rep3-question")
+    low, high = checkers.CANARY_HOURS
+    assert f"from {low}" in question and f"to {high}" in question
+    assert checkers.rollout_plan({**PLAN, "canary_hours": low}, {"points": 5}).points == 5
+    assert checkers.rollout_plan({**PLAN, "canary_hours": high}, {"points": 5}).points == 5

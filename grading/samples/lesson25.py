@@ -69,7 +69,8 @@ LESSON25_PARTIAL_POINTS = {
     "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
     "practice2-sufficient": 1, "practice2-missing": 2 * (2 - 1) / 4,
     "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,
-    "rep1-test": 4 * 4.5 / 6,  # batching wrong, gpu_memory_utilization right but without a reason
+    # batching wrong; gpu_memory_utilization repeats the parallelism fault, so it is graded under parallelism
+    "rep1-test": 4 * 4 / 5,
     "rep3-test": 5 * 3 / 5,  # canary, stages, notify; metrics and triggers miss output drift
 }
 
@@ -144,12 +145,23 @@ warmup3_compute_bound = True
 practice1 = {"knob": "batching", "verdict": "wrong", "slo_met": False, "slo_miss_ms": 700,
              "useful_batch_limit": 20, "cap_explains_miss": True}
 """,
-    # the serving team's own on-call is not a downstream party
+    # every verdict right, but one reason is four words that name no fact of this config
+    "rep1-answer": """
+audit = {
+    "batching": {"verdict": "unjustified", "because": "this looks fine to me"},
+    "quantization": {"verdict": "justified", "because": "bf16 weights, nothing quantized, no accuracy trade"},
+    "parallelism": {"verdict": "wrong", "because": "141 GB of weights do not fit one 127 GB H200"},
+    "speculative_decoding": {"verdict": "justified", "because": "speculation is off, so nothing to verify"},
+    "max_model_len": {"verdict": "justified", "because": "8,192 covers the longest request of 4,700 tokens"},
+    "gpu_memory_utilization": {"verdict": "wrong", "because": "the weights exceed what 0.9 of one GPU allows"},
+}
+""",
+    # the serving team's own on-call is not a downstream party, and a two-hour canary sees no daily peak
     "rep3-answer": """
 rollout = {
     "change": "float16 -> int8",
     "canary_fraction": 0.05,
-    "canary_hours": 24,
+    "canary_hours": 2,
     "stages": [0.05, 0.25, 0.5, 1.0],
     "metrics": ["ttft_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
     "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
@@ -158,7 +170,8 @@ rollout = {
 }
 """,
 }
-LESSON25_NEAR_MISS_LOSSES = {"warmup3-tokens": 1, "practice1-test": 3 * 2 / 6, "rep3-test": 5 * 1 / 5}
+LESSON25_NEAR_MISS_LOSSES = {"warmup3-tokens": 1, "practice1-test": 3 * 2 / 6, "rep1-test": 4 * 0.5 / 5,
+                             "rep3-test": 5 * 2 / 5}
 
 # Code a hostile learner puts in an answer cell. Every attempt is wrapped so the
 # notebook runs on; what it finds would change practice 5's answer to the right one.

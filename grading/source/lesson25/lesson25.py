@@ -209,7 +209,8 @@ for batch in (1, 8, 32):
 # Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7` (the
 # recap's `a`: the chance that one draft token is accepted given the ones before it were, not the
 # "draft acceptance rate" vLLM logs, which is accepted / drafted tokens):
-# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step;
+# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step, to
+#   three significant figures or more (two figures cannot tell the sum apart from a shortcut);
 # - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
 #   at batch 64;
 # - `warmup3_compute_bound`: `True` if that step is past the H200's ridge (warm-up 2), else `False`.
@@ -559,6 +560,13 @@ _capture('practice1-test', practice1)
 assert isinstance(practice1, dict), "practice1 should be a dict"
 _missing = {'knob', 'verdict', 'slo_met', 'slo_miss_ms', 'useful_batch_limit', 'cap_explains_miss'} - set(practice1)
 assert not _missing, f"practice1 is missing the keys {sorted(_missing)}"
+_forms = {'knob': str, 'verdict': str, 'slo_met': bool, 'cap_explains_miss': bool}
+for _field, _form in _forms.items():
+    assert isinstance(practice1[_field], _form), \
+        f"practice1['{_field}'] should be {'True or False' if _form is bool else 'a string'}, not {practice1[_field]!r}"
+for _field in ('slo_miss_ms', 'useful_batch_limit'):
+    assert isinstance(practice1[_field], (int, float)) and not isinstance(practice1[_field], bool), \
+        f"practice1['{_field}'] should be a number, not {practice1[_field]!r}"
 
 # %% [markdown] id="practice2-question"
 # **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
@@ -1000,7 +1008,8 @@ assert isinstance(audit, dict) and audit, "audit should be a dict with one entry
 # Fill `rollout` for switching a chat fleet from float16 to int8:
 # - `"change"`: what changes;
 # - `"canary_fraction"`: the share of traffic the canary gets (a fraction, 0 to 0.25);
-# - `"canary_hours"`: how long the canary runs;
+# - `"canary_hours"`: how long the canary runs, from 24 (it must live through one daily traffic peak)
+#   to 168 (a canary that runs longer than a week is the rollout without its stages);
 # - `"stages"`: the traffic fractions of the rolling rollout after a clean canary, ending at `1.0`;
 # - `"metrics"`: the metric names you watch (latency, throughput, and one that sees output-distribution
 #   drift);

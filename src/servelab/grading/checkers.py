@@ -541,6 +541,9 @@ DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "a
 DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
                     "partner", "integrator", "api_owner", "dependent")
 MAX_CANARY_FRACTION = 0.25
+# A canary must live through one daily traffic peak (24 h) and should not outlast a week (168 h): by then
+# it is the rollout, run without its stages.
+CANARY_HOURS = (24, 168)
 DIRECTIONS = ("above", "below")
 
 
@@ -548,7 +551,7 @@ DIRECTIONS = ("above", "below")
 def rollout_plan(answer: Any, key: dict) -> Result:
     """The structure of a staged rollout: canary, watched metrics, rollback triggers, who is told.
 
-    answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": > 0,
+    answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": 24 to 168,
              "stages": increasing fractions ending at 1.0,
              "metrics": [metric names], "rollback_triggers": [{"metric", "threshold", "direction"}],
              "notify": [who is told before rollout]}.
@@ -563,11 +566,14 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     parts, lines = 0, []
 
     fraction, hours = _as_number(answer.get("canary_fraction")), _as_number(answer.get("canary_hours"))
-    if fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION and hours is not None and hours > 0:
+    low, high = CANARY_HOURS
+    if (fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION
+            and hours is not None and low <= hours <= high):
         parts += 1
     else:
         lines.append(f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
-                     "a canary is a small slice) and canary_hours > 0, long enough to see a daily peak.")
+                     f"a canary is a small slice) and canary_hours from {low} to {high}: long enough to see a "
+                     "daily peak, short enough that it is still a canary.")
 
     stages = answer.get("stages")
     nums = [_as_number(s) for s in stages] if isinstance(stages, list) else []

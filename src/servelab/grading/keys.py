@@ -108,8 +108,8 @@ def tokens_per_verify_step(acceptance_rate: float, num_speculative_tokens: int, 
         "value": value,
         "unit": "tokens",
         "points": points,
-        # Tighter than the default 1 %: a x k (2.8 at a = 0.7, k = 4) sits 1 % from the answer (2.7731)
-        # and is a slip, while 2.77 or 2.773 (the answer rounded) stays well inside.
+        # Tighter than the default 1 %: a x k (2.8 at a = 0.7, k = 4) sits 1 % from the answer (2.7731),
+        # so the question asks for three significant figures; 2.77 or 2.773 stays well inside.
         "rel_tol": 0.002,
         "hints": [
             {"value": k + 1, "feedback": "That assumes every draft token is accepted; the first rejection ends the run, so weight each position by a^i."},
@@ -118,7 +118,9 @@ def tokens_per_verify_step(acceptance_rate: float, num_speculative_tokens: int, 
                          "tokens, which already counts the cut-off at the first rejection). Here a is Leviathan's "
                          "per-token acceptance probability: position i counts only if positions 1..i-1 were "
                          "accepted too, so the terms are a^i, not a."},
-            {"value": a * k, "feedback": "That is a x k: the accepted drafts if a were vLLM's draft acceptance rate, and "
+            {"value": a * k, "feedback": "That is a x k, or the answer cut to two figures: the question asks for "
+                                         "three, since two cannot tell them apart. If you computed a x k: it is "
+                                         "the accepted drafts if a were vLLM's draft acceptance rate, and "
                                          "without the token the target model always contributes itself (the bonus or "
                                          "correction token). Here a is the per-token probability: sum a^i for i = 0..k."},
             {"value": value - 1, "feedback": "You left out the token the target model always contributes itself (the bonus or correction token)."},
