@@ -163,4 +163,5 @@ def test_every_claim_box_is_marked_and_cites_evidence():
         cites = ("simulator" in box or "servelab review" in box or "https://docs.vllm.ai" in box
                  or "vLLM 0.32" in box or "Little's law" in box)
         assert cites, box[:120]
-    assert re.search(r"docs\.vllm\.ai/en/latest/features/spec_decode\.html", TEXT)
+    assert re.search(r"docs\.vllm\.ai/en/latest/features/speculative_decoding/", TEXT)
+    assert "spec_decode.html" not in TEXT and "v0.8.3" not in TEXT, "stale vLLM links"

@@ -88,14 +88,15 @@ PRACTICE4_KEY = {
                  "feedback": "The knob at fault is the tensor-parallel degree."},
         "verdict": {"expect": "wrong",
                     "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
-                                "with 8 on a 4-GPU node: it is wrong, not just unmeasured."},
+                                "with 8 on this one 4-GPU node: it is wrong, not just unmeasured."},
         "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
         "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
         "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
-                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 "
-                                            "here (vLLM does not start with more). If the model does not fit on 4, the "
-                                            "fix is more GPUs or a smaller model, not pipeline stages: each stage needs "
-                                            "GPUs of its own too."},
+                                "feedback": "On this one 4-GPU node a tensor-parallel group has at most 4 GPUs (vLLM "
+                                            "does not start when TP x PP exceeds the GPUs it has). With more nodes vLLM "
+                                            "can run TP across them (on Ray), but every all-reduce then crosses the "
+                                            "network, so that is a choice to measure; vLLM's guide keeps TP inside a "
+                                            "node and adds pipeline stages across nodes, each with GPUs of its own."},
     },
 }
 
@@ -103,7 +104,7 @@ PRACTICE5_KEY = {
     "name": "practice 5", "points": 1, "correct": "b",
     "options": {
         "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
-        "b": "It is the best of the four, for its first half: memory-bound, verification rides on weights read "
+        "b": "It comes closest, for its first half: memory-bound, verification rides on weights read "
              "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
              "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
              "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "

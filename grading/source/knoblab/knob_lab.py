@@ -15,8 +15,9 @@
 # %% [markdown] id="intro"
 # # Lab: every knob of the checklist, measured
 #
-# The lesson's checklist has five knobs: batching, quantization (precision), parallelism, speculative
-# decoding and prefix caching, plus the KV cache size behind them. In this lab you measure each of them
+# The lesson's checklist has four knobs: batching, quantization (precision), parallelism and
+# speculative decoding. This lab measures those and a fifth the reviewer also checks, prefix caching,
+# plus the KV cache size behind them. In this lab you measure each of them
 # the way vLLM's own benchmarks do: a real OpenAI-compatible vLLM server per setting, loaded by vLLM's
 # serving benchmark (`vllm bench serve`) with Poisson arrivals at a request rate, or with a fixed number
 # of users, and read TTFT and TPOT percentiles, throughput, and the server's own counters from its

@@ -198,8 +198,12 @@ lab.save_comparison(comparison)
 # ```
 # vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8000 --no-enable-prefix-caching
 # vllm serve meta-llama/Llama-3.1-8B-Instruct --port 8001 --no-enable-prefix-caching \
-#     --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'
+#     --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
 # ```
+#
+# Name both n-gram bounds: given only `prompt_lookup_max`, vLLM 0.32.0 sets the minimum to the same
+# value (`SpeculativeConfig`), so a lone `"prompt_lookup_max": 4` searches only 4-grams, not the 2- to
+# 4-grams the lab's own engines use.
 #
 # The batch size becomes the number of streamed requests in flight; TTFT and TPOT come from the stream,
 # the acceptance rate from each server's `/metrics`. Those counters are server-wide: on a shared server

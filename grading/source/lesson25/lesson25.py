@@ -56,6 +56,11 @@ from servelab.paths import data_dir
 # contexts it outweighs the weights (warm-up 1's batch reads about 34 GB of KV cache per step
 # against about 16 GB of Llama-3.1-8B weights).
 #
+# **GB and GiB.** A datasheet's GB is 10^9 bytes; `nvidia-smi` and vLLM's logs count MiB and GiB
+# (2^20 and 2^30 bytes), and report the capacity the driver sees. They differ by 7.4% per GiB: an H200
+# sold as "141 GB" reports 143,771 MiB (150.8e9 bytes, 140.4 GiB), an H100 "80 GB" reports 81,559 MiB
+# (85.5e9 bytes). This lesson's memory sums use bytes throughout and name GB (10^9) where they round.
+#
 # **Quantization (lesson 9).** Storing weights in fewer bits (fp8 or int8: 1 byte per parameter;
 # int4 schemes such as AWQ or GPTQ: about half a byte) shrinks the weights and the bytes each decode
 # step reads, so memory-bound decode gets faster and more memory is left for KV cache. The price is
@@ -65,7 +70,10 @@ from servelab.paths import data_dir
 #
 # **Parallelism (lesson 21).** Tensor parallelism (TP) splits every layer's matrices over GPUs
 # inside a node: each GPU holds 1/TP of the weights and the GPUs all-reduce activations twice per
-# layer over NVLink, so TP must divide the attention heads and stays inside a node. Pipeline
+# layer, so TP must divide the attention heads. vLLM can run one TP group across nodes (its multi-node
+# runtime is Ray), but then every all-reduce crosses the network instead of NVLink, so vLLM's guide
+# keeps TP inside a node and uses PP across nodes; TP across nodes is a choice to measure, not a
+# mistake by definition ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/). Pipeline
 # parallelism (PP) puts consecutive layers on different GPUs or nodes and passes activations between
 # stages. A replica uses TP x PP GPUs; vLLM will not start if the deployment has fewer. Data
 # parallelism runs independent replicas, each with its own copy of the weights. Split a model only
@@ -322,8 +330,9 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # > a cap on a batch the scheduler forms continuously from the requests that are there. With 10 users
 # > a cap of 128 runs batches of at most 10; the only rounding is up to the nearest captured CUDA-graph
 # > size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
-# > TTFT; it says nothing about GPU utilization (a batch of 128 on an H200 is already past the ridge, see
-# > warm-up 2). What the item should ask: does the cap bind at the workload's peak (requests queue), and
+# > TTFT; it says nothing about GPU utilization. (Nor is a batch of 128 "full" in the roofline's sense: a
+# > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
+# > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
 # > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
 # > *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
 # > H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
@@ -337,7 +346,7 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # >
 # > What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
 # > budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
-# > preemption (`vllm:num_preemptions`), CPU-side tokenization, warm-up spikes counted in the p99, or a
+# > preemption (`vllm:num_preemptions_total`, a counter), CPU-side tokenization, warm-up spikes counted in the p99, or a
 # > load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
 # > a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
 # > `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
@@ -349,13 +358,14 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # %% [markdown] id="claim-parallelism"
 # > **Check the claim: item 3, "8-way tensor parallelism on a 4-GPU node ... communication paid for nothing"**
 # >
-# > It is worse than wasted communication: vLLM does not start. It needs tensor-parallel-size x
-# > pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when the node has fewer.
-# > vLLM's guide ("Distributed Inference and Serving", *How to decide the distributed inference strategy*,
-# > https://docs.vllm.ai/en/v0.8.3/serving/distributed_serving.html) sets tensor-parallel-size to the GPUs
-# > in a node and pipeline-parallel-size to the number of nodes: pipeline stages spread a model over
-# > more nodes, they cannot add GPUs a node does not have. `servelab review` on
-# > `data/configs/practice-4-tp8-on-4-gpus.yaml` says so ("vLLM will not start").
+# > On one 4-GPU node it is worse than wasted communication: vLLM does not start. It needs
+# > tensor-parallel-size x pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when
+# > the deployment has fewer. With a second node it would start: vLLM runs a TP group across nodes on
+# > Ray. But every layer's two all-reduces then cross the network instead of NVLink, so vLLM's guide
+# > ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/) sets
+# > tensor-parallel-size to the GPUs in a node and pipeline-parallel-size to the number of nodes. TP
+# > across nodes is a choice that needs a measurement against the SLO, not an impossibility. `servelab
+# > review` on `data/configs/practice-4-tp8-on-4-gpus.yaml` says the first part ("vLLM will not start").
 
 # %% [markdown] id="claim-spec-threshold"
 # > **Check the claim: item 4, "disabled for batch size > 64"**
@@ -418,11 +428,28 @@ print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ng
 # > Quantization does shift the output distribution; speculative decoding does not. vLLM documents it as
 # > lossless: the rejection sampler reproduces the target model's distribution, "up to the precision limits
 # > of hardware numerics" (vLLM docs, "Speculative Decoding", section *Lossless guarantees of Speculative
-# > Decoding*, https://docs.vllm.ai/en/latest/features/spec_decode.html). Rejections are not failures but
-# > the mechanism: at a = 0.7 about 30% of drafted tokens are rejected, every step, by design. What a
-# > downstream consumer can notice is numerics: a batch computed with verify steps rounds differently, so
+# > Decoding*, https://docs.vllm.ai/en/latest/features/speculative_decoding/). Rejections are not failures
+# > but the mechanism. At k = 4, a = 0.7 a sequence keeps on average a + a^2 + a^3 + a^4 = 1.77 of its 4
+# > drafts (44%); 1 - a^4 = 0.76 of them (19%) are rejected outright, one per step that stops early; the
+# > other 1.47 (37%) are never judged, discarded because an earlier draft was rejected (the cell below
+# > computes it). Every step, by design. The guarantee holds for the standard rejection sampler (and
+# > block verification); current vLLM docs also describe an opt-in *lossy* verification policy, FLy
+# > (https://docs.vllm.ai/en/latest/features/speculative_decoding/fly/), that "does not preserve the target
+# > distribution". vLLM 0.32.0's `rejection_sample_method` offers `"standard"`, `"block"` and
+# > `"synthetic"` (a benchmarking mode that accepts at a set rate, also not lossless); FLy is not in
+# > 0.32.0. A config that sets anything but the standard sampler or block verification owes its callers
+# > the same canary as quantization. What a downstream consumer can notice with the standard sampler is
+# > numerics: a batch computed with verify steps rounds differently, so
 # > exact-match tests and logprob comparisons at temperature 0 can differ in rare tokens. Tell callers
 # > who rely on exact outputs; watch the eval gate for quantization, where the shift is real.
+
+# %% id="draft-fates"
+a, k = 0.7, 4
+accepted = sum(a ** i for i in range(1, k + 1))       # draft i is kept if drafts 1..i are accepted
+rejected = sum(a ** (i - 1) * (1 - a) for i in range(1, k + 1))  # judged and rejected: at most one per step
+discarded = k - accepted - rejected                      # after an earlier rejection, never judged
+for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", discarded)):
+    print(f"{label:9s} {n:.2f} of {k} drafts ({n / k:.0%})")
 
 # %% [markdown] id="primary-source"
 # ### Saying when the usual answer is wrong, and settling a disputed claim from the primary source
@@ -683,8 +710,9 @@ _missing = {'knob', 'verdict', 'configured', 'gpus_available', 'max_tensor_paral
 assert not _missing, f"practice4 is missing the keys {sorted(_missing)}"
 
 # %% [markdown] id="practice5-question"
-# **5. ▢** Which statement correctly describes when speculative decoding helps versus when it can hurt
-# overall fleet throughput?
+# **5. ▢** Which statement comes closest to describing when speculative decoding helps versus when it
+# can hurt overall fleet throughput? (None is right in every clause: pick the best, then find the clause
+# of it that does not hold; the reveal after this practice says which.)
 #
 # - a) Speculative decoding always reduces latency and always improves throughput, so it should be
 #   enabled on all deployments
@@ -838,8 +866,12 @@ print(f"256 sessions need {need / 1e12:.2f} TB; 640 GB holds about {fits:.0f} fu
 #
 # Optimize for throughput (tokens per second per GPU, cost per million tokens), not latency: offline
 # batch inference with the largest batch memory allows, pushing every step well past the ridge; no TTFT
-# or ITL SLO, only a deadline for the whole job. Turn speculative decoding off (at batches this large it is
-# past its break-even and costs throughput), allow long queues, use quantization if its accuracy loss on
+# or ITL SLO, only a deadline for the whole job. Do not switch speculative decoding off by reflex:
+# summarization is n-gram speculation's best case (a summary copies phrases from its document; the vLLM
+# blog post of 2024-10-17 measured its n-gram gains on CNN/DailyMail, a summarization set), and long
+# documents keep each decode step reading a large KV cache, so the step stays memory-bound at batches
+# where a chat workload's would not (MagicDec's point). Measure throughput on and off at the job's own
+# batch and document length, and keep whichever finishes sooner. Allow long queues, use quantization if its accuracy loss on
 # this task is measured and acceptable, and check the job finishes before morning from measured
 # tokens per second, with a checkpoint so a failure does not restart it.
 # </details>
@@ -1059,7 +1091,8 @@ assert not _missing, f"rollout is missing the keys {sorted(_missing)}"
 # ## Going further
 #
 # - Docs: "Speculative Decoding", vLLM Project
-#   (https://docs.vllm.ai/en/latest/features/spec_decode.html)
+#   (https://docs.vllm.ai/en/latest/features/speculative_decoding/), and its method pages (n-gram, draft
+#   model, EAGLE, MTP, dynamic speculative decoding, FLy) under that address
 # - Paper: "Fast Inference from Transformers via Speculative Decoding", Leviathan et al., 2022
 #   (https://arxiv.org/abs/2211.17192)
 # - Resources: the vLLM blog post on speculative decoding (2024-10-17) measures the flip this lesson
