@@ -157,8 +157,9 @@ def test_simulator_docstring_states_the_break_even_not_the_ridge():
 
 
 def test_every_claim_box_is_marked_and_cites_evidence():
-    boxes = [c.source for c in STUDENT.cells if c.source.startswith("> **Check the claim:")]
+    boxes = [c.source for c in STUDENT.cells if c.source.startswith("<details><summary><b>Check the claim:</b>")]
     assert len(boxes) >= 9
+    assert all(box.rstrip().endswith("</details>") for box in boxes), "every correction is a collapsed reveal"
     for box in boxes:
         cites = ("simulator" in box or "servelab review" in box or "https://docs.vllm.ai" in box
                  or "vLLM 0.32" in box or "Little's law" in box)

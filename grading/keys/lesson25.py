@@ -17,6 +17,28 @@ AUDIT_CASE = "70b-one-gpu-no-tp"
 
 # --------------------------------------------------------------------------- the keys that are judgement
 
+PREDICT_KEY = {
+    "name": "prediction (which claims are wrong)", "points": 2,
+    "correct": ["padding", "tp8_wasted", "disable_above_64", "alters_outputs", "latency_improves",
+                "util_means_compute"],
+    "options": {
+        "padding": "vLLM does not pad: max-num-seqs caps a batch formed from the requests that are there (the "
+                   "reveal after practice 1).",
+        "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
+        "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
+        "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
+        "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator still gives "
+                            "1.7x at batch 64 (the reveal after the quiz).",
+        "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
+        "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary.",
+        "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
+                            "(the reveal after practice 5).",
+        "util_means_compute": "utilization.gpu counts time a kernel runs, near 100% in memory-bound decode too "
+                              "(the reveal after practice 2).",
+        "measure_on_off": "this one holds: it is the lesson's own settlement.",
+    },
+}
+
 PRACTICE1_KEY = {
     "name": "practice 1", "points": 3,
     "fields": {
@@ -136,6 +158,7 @@ TESTS = {
     "warmup3-tokens": ("number", keys.tokens_per_verify_step(0.7, 4, points=1)),
     "warmup3-verified": ("number", keys.verified_tokens_per_step(64, 4, points=1)),
     "warmup3-bound": ("yes_no", keys.is_compute_bound(64, 4, "H200", points=1)),
+    "predict-test": ("selection", PREDICT_KEY),
     "practice1-test": ("fields", PRACTICE1_KEY),
     "practice2-sufficient": ("choice", PRACTICE2_SUFFICIENT_KEY),
     "practice2-missing": ("selection", PRACTICE2_MISSING_KEY),

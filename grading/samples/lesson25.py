@@ -25,6 +25,8 @@ warmup3_tokens_per_verify_step = k + 1
 warmup3_verified_tokens_per_step = 64 * (k + 1)
 warmup3_compute_bound = True
 """,
+    # two wrong claims spotted, and one that holds marked wrong
+    "predict-answer": 'predicted_wrong = ["padding", "disable_above_64", "memory_bound_pays"]',
     # the cap blamed for the miss ('wrong', lowering it would fix TTFT), and the batch limit taken from the config
     "practice1-answer": """
 practice1 = {"knob": "batching", "verdict": "wrong", "slo_met": False, "slo_miss_ms": 700,
@@ -66,6 +68,7 @@ LESSON25_PARTIAL_POINTS = {
     "warmup1-per-token": 0, "warmup1-batch": 0,
     "warmup2-ridge": 1, "warmup2-tokens": 1,
     "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
+    "predict-test": 2 * (2 - 1) / 6,
     "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
     "practice2-sufficient": 1, "practice2-missing": 2 * (2 - 1) / 4,
     "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,

@@ -194,12 +194,14 @@ assert isinstance(warmup2_ridge_tokens_per_step, numbers.Real) and type(warmup2_
 # latency for little throughput.
 
 # %% [markdown] id="claim-kv-reads"
-# > **Check the claim: "below the ridge, a bigger batch is nearly free"**
-# >
+# <details><summary><b>Check the claim:</b> "below the ridge, a bigger batch is nearly free" (open it once you have answered)</summary>
+#
 # > Only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
 # > contexts it outweighs the weights: warm-up 1's batch (32 sequences of 8,192 tokens) holds about 34 GB
 # > of KV cache, read each step, against about 16 GB of weights. The simulator (a model, not a
 # > measurement) shows what that does to the step time, below the ridge all the way:
+#
+# </details>
 
 # %% id="kv-reads"
 long_context = simulate.default_simulator(llama_8b, h200, context_len=8192)
@@ -318,82 +320,44 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # memory bandwidth is the bottleneck. Disabled for batch size > 64 where compute becomes the bottleneck
 # and the extra verification cost would lower fleet throughput."
 
-# %% [markdown]
-# The checklist's questions are the right ones. Four of its claims are not, and the boxes below say
-# which part holds, with evidence you can run or look up.
+# %% [markdown] id="predict-question"
+# The checklist's questions are the right ones. Some of its claims, and of the text that follows, are
+# not. **Predict before you read on.** Each practice below tests one of them, and after each practice
+# a collapsed *Check the claim* box reveals what holds, with evidence you can run or look up. Mark now
+# which of these claims you think are wrong; the reveals will show how your prediction did.
+#
+# | option | claim (from the checklist and the text below) |
+# |---|---|
+# | `"padding"` | with 10 users, a batch size of 128 means padding with 118 empty requests |
+# | `"cap_needs_measurement"` | the batching cap must be backed by measurements on the actual workload |
+# | `"tp8_wasted"` | 8-way tensor parallelism on one 4-GPU node pays communication for nothing |
+# | `"memory_bound_pays"` | speculation cuts inter-token latency while decode is memory-bandwidth-bound |
+# | `"disable_above_64"` | speculation should be disabled above batch 64, where compute becomes the bottleneck |
+# | `"alters_outputs"` | speculative decoding silently alters the output distribution |
+# | `"int8_shifts_outputs"` | switching float16 to int8 can shift outputs enough for an eval gate to notice |
+# | `"latency_improves"` | at high concurrency fleet throughput falls even as per-request latency improves |
+# | `"util_means_compute"` | GPUs pegged at 100% utilization mean compute is the bottleneck |
+# | `"measure_on_off"` | the settlement is throughput and latency measured with the feature on and off |
+#
+# `predicted_wrong`: a list of the options you think are wrong.
 
-# %% [markdown] id="claim-batching"
-# > **Check the claim: item 1, "padding with 118 empty requests" and "12% utilization"**
-# >
-# > vLLM does not pad. `max-num-seqs` is "the maximum number of sequences to be processed in a single
-# > iteration" (vLLM API docs, `SchedulerConfig`, https://docs.vllm.ai/en/latest/api/vllm/config/scheduler/):
-# > a cap on a batch the scheduler forms continuously from the requests that are there. With 10 users
-# > a cap of 128 runs batches of at most 10; the only rounding is up to the nearest captured CUDA-graph
-# > size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
-# > TTFT; it says nothing about GPU utilization. (Nor is a batch of 128 "full" in the roofline's sense: a
-# > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
-# > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
-# > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
-# > *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
-# > H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
+# %% nbgrader={"grade": false, "grade_id": "predict-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+predicted_wrong = ["padding", "tp8_wasted", "disable_above_64", "alters_outputs", "latency_improves",
+                   "util_means_compute"]
+### END SOLUTION
 
-# %% [markdown] id="claim-ttft-driver"
-# > **Check the claim: item 1's fix for a TTFT miss: "a smaller batch"**
-# >
-# > When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
-# > 500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
-# > not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
-# >
-# > What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
-# > budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
-# > preemption (`vllm:num_preemptions_total`, a counter), CPU-side tokenization, warm-up spikes counted in the p99, or a
-# > load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
-# > a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
-# > `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
-# > https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero with a long prefill points
-# > at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
-# > at the batching cap only when the cap is below the load. `servelab review` reads a config the same
-# > way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
-
-# %% [markdown] id="claim-parallelism"
-# > **Check the claim: item 3, "8-way tensor parallelism on a 4-GPU node ... communication paid for nothing"**
-# >
-# > On one 4-GPU node it is worse than wasted communication: vLLM does not start. It needs
-# > tensor-parallel-size x pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when
-# > the deployment has fewer. With a second node it would start: vLLM runs a TP group across nodes on
-# > Ray. But every layer's two all-reduces then cross the network instead of NVLink, so vLLM's guide
-# > ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/) sets
-# > tensor-parallel-size to the GPUs in a node and pipeline-parallel-size to the number of nodes. TP
-# > across nodes is a choice that needs a measurement against the SLO, not an impossibility. `servelab
-# > review` on `data/configs/practice-4-tp8-on-4-gpus.yaml` says the first part ("vLLM will not start").
-
-# %% [markdown] id="claim-spec-threshold"
-# > **Check the claim: item 4, "disabled for batch size > 64"**
-# >
-# > The template's form is right (name the batch and the bottleneck); its number is a guess, and past the
-# > ridge is where speculation starts to *cost*, not where it stops *paying*. A verify step of B(k+1)
-# > tokens keeps only E = (1 - a^(k+1)) / (1 - a) of each sequence's k + 1 positions, so past the ridge
-# > speculation yields E x ridge / (k + 1) tokens per weight read against B without it. The break-even
-# > batch is near **ridge tokens x E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = 4, a = 0.7,
-# > that is 206 x 2.77 / 5, about **114**, while the ridge batch (206 / 5) is 41. The simulator, which adds
-# > KV reads and per-step overheads, puts the crossover near **132**. "Disabled above 64" would switch
-# > speculation off where, by the simulator, it still gives 1.7x at batch 64 and 1.2x at batch 100. Settle it with the measurement
-# > the lesson asks for (on and off at your batch), and read the simulator's numbers below as a model,
-# > not a measurement.
-
-# %% [markdown]
-# The roofline simulator in `servelab.simulate` (a model, not a measurement) puts numbers on item 4:
-# the speedup of n-gram speculation (k = 4, a = 0.7) over plain decoding, for Llama-3.1-8B on an
-# H200, as the batch grows, next to where the step turns compute-bound and where the roofline alone
-# puts break-even.
-
-# %% id="speedup-by-batch"
-sim = simulate.default_simulator(llama_8b, h200)
-for batch in (1, 8, 32, 64, 128, 256):
-    print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
-print(f"ridge batch (B x 5 tokens reach the ridge): {sim.ridge_batch(4):.0f}")
-print(f"roofline break-even (ridge x E / (k + 1)):   {sim.break_even_batch(4, 0.7):.0f}")
-print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ngram'):.0f}")
+# %% nbgrader={"grade": true, "grade_id": "predict-test", "locked": true, "points": 2, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('predict-test', predicted_wrong)
+### END HIDDEN TESTS
+assert isinstance(predicted_wrong, list) and all(isinstance(o, str) for o in predicted_wrong), \
+    "predicted_wrong should be a list of option names, such as ['padding']"
+_unknown = set(predicted_wrong) - {'padding', 'cap_needs_measurement', 'tp8_wasted', 'memory_bound_pays',
+                                   'disable_above_64', 'alters_outputs', 'int8_shifts_outputs',
+                                   'latency_improves', 'util_means_compute', 'measure_on_off'}
+assert not _unknown, f"predicted_wrong has options that are not in the table: {sorted(_unknown)}"
 
 # %% [markdown] id="rollout"
 # ### Carrying a change through what others depend on
@@ -421,35 +385,6 @@ print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ng
 # the serving fleet looks fine (same request throughput, same p99) but the downstream eval pipeline
 # silently starts failing. A staged rollout catches this because someone watching the eval gate's
 # acceptance rate during the canary phase sees it drop and asks why before rolling out at scale.
-
-# %% [markdown] id="claim-lossless"
-# > **Check the claim: speculative decoding "silently alters the output distribution", "rare verification failures"**
-# >
-# > Quantization does shift the output distribution; speculative decoding does not. vLLM documents it as
-# > lossless: the rejection sampler reproduces the target model's distribution, "up to the precision limits
-# > of hardware numerics" (vLLM docs, "Speculative Decoding", section *Lossless guarantees of Speculative
-# > Decoding*, https://docs.vllm.ai/en/latest/features/speculative_decoding/). Rejections are not failures
-# > but the mechanism. At k = 4, a = 0.7 a sequence keeps on average a + a^2 + a^3 + a^4 = 1.77 of its 4
-# > drafts (44%); 1 - a^4 = 0.76 of them (19%) are rejected outright, one per step that stops early; the
-# > other 1.47 (37%) are never judged, discarded because an earlier draft was rejected (the cell below
-# > computes it). Every step, by design. The guarantee holds for the standard rejection sampler (and
-# > block verification); current vLLM docs also describe an opt-in *lossy* verification policy, FLy
-# > (https://docs.vllm.ai/en/latest/features/speculative_decoding/fly/), that "does not preserve the target
-# > distribution". vLLM 0.32.0's `rejection_sample_method` offers `"standard"`, `"block"` and
-# > `"synthetic"` (a benchmarking mode that accepts at a set rate, also not lossless); FLy is not in
-# > 0.32.0. A config that sets anything but the standard sampler or block verification owes its callers
-# > the same canary as quantization. What a downstream consumer can notice with the standard sampler is
-# > numerics: a batch computed with verify steps rounds differently, so
-# > exact-match tests and logprob comparisons at temperature 0 can differ in rare tokens. Tell callers
-# > who rely on exact outputs; watch the eval gate for quantization, where the shift is real.
-
-# %% id="draft-fates"
-a, k = 0.7, 4
-accepted = sum(a ** i for i in range(1, k + 1))       # draft i is kept if drafts 1..i are accepted
-rejected = sum(a ** (i - 1) * (1 - a) for i in range(1, k + 1))  # judged and rejected: at most one per step
-discarded = k - accepted - rejected                      # after an earlier rejection, never judged
-for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", discarded)):
-    print(f"{label:9s} {n:.2f} of {k} drafts ({n / k:.0%})")
 
 # %% [markdown] id="primary-source"
 # ### Saying when the usual answer is wrong, and settling a disputed claim from the primary source
@@ -495,60 +430,33 @@ for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", d
 #    tokens/sec with it off. Per-request latency is slightly higher with spec decode off (258ms vs
 #    245ms) but fleet throughput is the bottleneck for this SLO, not per-request latency."
 
-# %% [markdown] id="claim-latency-throughput"
-# > **Check the claim: "fleet throughput may fall even as per-request latency improves"**
-# >
-# > At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
-# > step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
-# > lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model) at
-# > batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
-# > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
-# > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
-# > nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
-# > pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
-
-# %% id="latency-moves-with-throughput"
-for batch in (8, 64, 256):
-    on, off = sim.step(batch, 4, "ngram"), sim.step(batch)
-    print(f"batch {batch:3d}: TPOT {on.tpot_ms:5.1f} ms on vs {off.tpot_ms:5.1f} ms off; "
-          f"throughput {on.output_tok_s:7,.0f} vs {off.output_tok_s:7,.0f} tok/s")
-
-# %% [markdown] id="claim-bottleneck"
-# > **Check the claim: the bottleneck heuristics in step 1**
-# >
-# > "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's `utilization.gpu` is "percent
-# > of time over the past sample period during which one or more kernels was executing on the GPU"
-# > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
-# > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
-# > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
-# > https://docs.vllm.ai/en/latest/configuration/engine_args.html), for weights and KV cache at start, so
-# > memory use is always high. (And "CPU-limited" is a third thing:
-# > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
-# > carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
-# > Compute's achieved DRAM bandwidth and tensor-core throughput as a share of peak); and, settling it,
-# > throughput and TPOT measured with the feature on and off at your batch (step 2).
-
-# %% [markdown] id="claim-littles-law"
-# > **Check the claim: the numbers in "cite what you measured"**
-# >
-# > The form is the one to copy; the numbers do not add up. Little's law: requests in the system = arrival
-# > rate x time each spends there. 256 requests in flight at 80 requests/s means each spends 256 / 80 =
-# > 3.2 s on average, so 245 ms and 258 ms cannot be end-to-end latencies. And if the batch is full at 256,
-# > 3,400 tok/s is 256 / 3,400 = 75 ms per token per sequence (80 ms with speculation), so they are not
-# > TPOT either. A consistent citation, with TPOT derived from the same measurement:
-# > "Speculative decoding is off: at 256 concurrent requests (80 requests/s, 3.2 s mean time in the
-# > system) we measured 3,400 output tok/s without it and 3,200 with it, mean TPOT 75 ms vs 80 ms.
-# > It loses on both metrics here, as expected past the break-even batch." `servelab review` on
-# > `data/configs/lesson-3200-vs-3400.yaml` checks such a citation against the config.
-
-# %% id="littles-law"
-in_flight, arrivals_per_s = 256, 80
-print(f"mean time in the system: {in_flight / arrivals_per_s:.1f} s (Little's law)")
-for label, tok_s in (("off", 3400), ("on", 3200)):
-    print(f"speculation {label}: mean TPOT {in_flight / tok_s * 1000:.0f} ms at {tok_s:,} tok/s")
-
 # %% [markdown]
 # ## Practice
+
+# %% [markdown] id="choosing-the-method"
+# ### Choosing the speculative method
+#
+# "Speculative decoding" is four families of drafter in vLLM, and the review question "does it pay at
+# this batch?" has a second half: with which drafter? vLLM's own guide ("Speculative Decoding", *Method
+# Selection at a Glance*, https://docs.vllm.ai/en/latest/features/speculative_decoding/) rates the
+# model-based methods the best latency reduction and n-gram a modest one "without increasing workload
+# during peak traffic". What each needs, and when each pays:
+#
+# | method (`speculative_config`) | what it needs | when it pays |
+# |---|---|---|
+# | n-gram, `"method": "ngram"` with `prompt_lookup_min`/`max` | nothing: drafts are copied from the prompt (and output so far) where its last n tokens recur | output that repeats its input: summaries, code edits, answers quoting retrieved text. No draft weights and no extra forward pass, only a CPU-side search per step; acceptance collapses on open-ended chat |
+# | draft model, `"method": "draft_model"`, `"model": ...` | a small model with the target's vocabulary; its weights and KV cache in GPU memory | general text, when a same-family small model exists (Llama-3.2-1B for Llama-3.1-8B). Its k forward passes per step cost real time, so it needs a high acceptance to pay |
+# | EAGLE / EAGLE-3, `"method": "eagle"` or `"eagle3"`, `"model": ...` | a drafting head trained on *this* target's hidden states (published per target model) | usually the highest acceptance per unit of draft cost; only where a head exists for your exact target |
+# | MTP, `"method": "mtp"` | a target trained with multi-token-prediction layers (DeepSeek-V3 and its successors, some Qwen models): the drafter ships inside the checkpoint | whenever the model has them: no second model to manage |
+#
+# Whichever drafter, the roofline argument of item 4 holds: verification rides on weight reads below the
+# ridge and costs FLOPs above it, and a cheaper drafter (n-gram) moves the break-even less than a costly
+# one. vLLM 0.32.0 can also change k with the batch inside one engine: `num_speculative_tokens_per_batch_size`
+# in `speculative_config` takes inclusive ranges `[[range_start, range_end, k], ...]`; the first range must
+# start at batch 1, ranges may not overlap, and a k of 0 turns speculation off for that range (vLLM 0.32.0,
+# `SpeculativeConfig` and `v1/spec_decode/dynamic/utils.py`; "Dynamic Speculative Decoding" in the guide
+# above). For the break-even of 114 above, `[[1, 64, 4], [65, 128, 2], [129, 1024, 0]]` keeps speculation
+# where the model says it pays; measure before trusting the ranges.
 
 # %% [markdown] id="practice1-question"
 # **1. ▢** A configuration proposes batch size 256 for a workload that stated SLO is "p99 TTFT under
@@ -594,6 +502,43 @@ for _field, _form in _forms.items():
 for _field in ('slo_miss_ms', 'useful_batch_limit'):
     assert isinstance(practice1[_field], (int, float)) and not isinstance(practice1[_field], bool), \
         f"practice1['{_field}'] should be a number, not {practice1[_field]!r}"
+
+# %% [markdown] id="claim-batching"
+# <details><summary><b>Check the claim:</b> item 1, "padding with 118 empty requests" and "12% utilization" (open it once you have answered)</summary>
+#
+# > vLLM does not pad. `max-num-seqs` is "the maximum number of sequences to be processed in a single
+# > iteration" (vLLM API docs, `SchedulerConfig`, https://docs.vllm.ai/en/latest/api/vllm/config/scheduler/):
+# > a cap on a batch the scheduler forms continuously from the requests that are there. With 10 users
+# > a cap of 128 runs batches of at most 10; the only rounding is up to the nearest captured CUDA-graph
+# > size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
+# > TTFT; it says nothing about GPU utilization. (Nor is a batch of 128 "full" in the roofline's sense: a
+# > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
+# > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
+# > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
+# > *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
+# > H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
+#
+# </details>
+
+# %% [markdown] id="claim-ttft-driver"
+# <details><summary><b>Check the claim:</b> item 1's fix for a TTFT miss: "a smaller batch" (open it once you have answered)</summary>
+#
+# > When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
+# > 500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
+# > not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
+# >
+# > What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
+# > budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
+# > preemption (`vllm:num_preemptions_total`, a counter), CPU-side tokenization, warm-up spikes counted in the p99, or a
+# > load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
+# > a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
+# > `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
+# > https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero with a long prefill points
+# > at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
+# > at the batching cap only when the cap is below the load. `servelab review` reads a config the same
+# > way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
+#
+# </details>
 
 # %% [markdown] id="practice2-question"
 # **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
@@ -644,6 +589,44 @@ assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in p
 # nearly for free, but past its break-even batch it lowers fleet throughput and raises TPOT, so only throughput and latency
 # measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
 
+# %% [markdown] id="claim-bottleneck"
+# <details><summary><b>Check the claim:</b> the bottleneck heuristics in step 1 (open it once you have answered)</summary>
+#
+# > "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's `utilization.gpu` is "percent
+# > of time over the past sample period during which one or more kernels was executing on the GPU"
+# > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
+# > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
+# > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+# > https://docs.vllm.ai/en/latest/configuration/engine_args.html), for weights and KV cache at start, so
+# > memory use is always high. (And "CPU-limited" is a third thing:
+# > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
+# > carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
+# > Compute's achieved DRAM bandwidth and tensor-core throughput as a share of peak); and, settling it,
+# > throughput and TPOT measured with the feature on and off at your batch (step 2).
+#
+# </details>
+
+# %% [markdown] id="claim-littles-law"
+# <details><summary><b>Check the claim:</b> the numbers in "cite what you measured" (open it once you have answered)</summary>
+#
+# > The form is the one to copy; the numbers do not add up. Little's law: requests in the system = arrival
+# > rate x time each spends there. 256 requests in flight at 80 requests/s means each spends 256 / 80 =
+# > 3.2 s on average, so 245 ms and 258 ms cannot be end-to-end latencies. And if the batch is full at 256,
+# > 3,400 tok/s is 256 / 3,400 = 75 ms per token per sequence (80 ms with speculation), so they are not
+# > TPOT either. A consistent citation, with TPOT derived from the same measurement:
+# > "Speculative decoding is off: at 256 concurrent requests (80 requests/s, 3.2 s mean time in the
+# > system) we measured 3,400 output tok/s without it and 3,200 with it, mean TPOT 75 ms vs 80 ms.
+# > It loses on both metrics here, as expected past the break-even batch." `servelab review` on
+# > `data/configs/lesson-3200-vs-3400.yaml` checks such a citation against the config.
+#
+# </details>
+
+# %% id="littles-law"
+in_flight, arrivals_per_s = 256, 80
+print(f"mean time in the system: {in_flight / arrivals_per_s:.1f} s (Little's law)")
+for label, tok_s in (("off", 3400), ("on", 3200)):
+    print(f"speculation {label}: mean TPOT {in_flight / tok_s * 1000:.0f} ms at {tok_s:,} tok/s")
+
 # %% [markdown] id="practice3-question"
 # **3. ▢** A team wants to switch their serving quantization from float16 to int8 and roll it out all at
 # once to the entire fleet. What is the problem with this plan?
@@ -682,6 +665,37 @@ assert isinstance(practice3_problems, list) and all(isinstance(x, str) for x in 
 # before the canary starts. Set rollback triggers in advance (for example, eval acceptance down more than
 # 2 points, or p99 TTFT over the SLO), then roll out in stages if the canary is clean.
 
+# %% [markdown] id="claim-lossless"
+# <details><summary><b>Check the claim:</b> speculative decoding "silently alters the output distribution", "rare verification failures" (open it once you have answered)</summary>
+#
+# > Quantization does shift the output distribution; speculative decoding does not. vLLM documents it as
+# > lossless: the rejection sampler reproduces the target model's distribution, "up to the precision limits
+# > of hardware numerics" (vLLM docs, "Speculative Decoding", section *Lossless guarantees of Speculative
+# > Decoding*, https://docs.vllm.ai/en/latest/features/speculative_decoding/). Rejections are not failures
+# > but the mechanism. At k = 4, a = 0.7 a sequence keeps on average a + a^2 + a^3 + a^4 = 1.77 of its 4
+# > drafts (44%); 1 - a^4 = 0.76 of them (19%) are rejected outright, one per step that stops early; the
+# > other 1.47 (37%) are never judged, discarded because an earlier draft was rejected (the cell below
+# > computes it). Every step, by design. The guarantee holds for the standard rejection sampler (and
+# > block verification); current vLLM docs also describe an opt-in *lossy* verification policy, FLy
+# > (https://docs.vllm.ai/en/latest/features/speculative_decoding/fly/), that "does not preserve the target
+# > distribution". vLLM 0.32.0's `rejection_sample_method` offers `"standard"`, `"block"` and
+# > `"synthetic"` (a benchmarking mode that accepts at a set rate, also not lossless); FLy is not in
+# > 0.32.0. A config that sets anything but the standard sampler or block verification owes its callers
+# > the same canary as quantization. What a downstream consumer can notice with the standard sampler is
+# > numerics: a batch computed with verify steps rounds differently, so
+# > exact-match tests and logprob comparisons at temperature 0 can differ in rare tokens. Tell callers
+# > who rely on exact outputs; watch the eval gate for quantization, where the shift is real.
+#
+# </details>
+
+# %% id="draft-fates"
+a, k = 0.7, 4
+accepted = sum(a ** i for i in range(1, k + 1))       # draft i is kept if drafts 1..i are accepted
+rejected = sum(a ** (i - 1) * (1 - a) for i in range(1, k + 1))  # judged and rejected: at most one per step
+discarded = k - accepted - rejected                      # after an earlier rejection, never judged
+for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", discarded)):
+    print(f"{label:9s} {n:.2f} of {k} drafts ({n / k:.0%})")
+
 # %% [markdown] id="practice4-question"
 # **4. ▢** A configuration states "tensor parallelism: 8-way, on 4 GPUs." What is wrong with this?
 #
@@ -708,6 +722,20 @@ _capture('practice4-test', practice4)
 assert isinstance(practice4, dict), "practice4 should be a dict"
 _missing = {'knob', 'verdict', 'configured', 'gpus_available', 'max_tensor_parallel'} - set(practice4)
 assert not _missing, f"practice4 is missing the keys {sorted(_missing)}"
+
+# %% [markdown] id="claim-parallelism"
+# <details><summary><b>Check the claim:</b> item 3, "8-way tensor parallelism on a 4-GPU node ... communication paid for nothing" (open it once you have answered)</summary>
+#
+# > On one 4-GPU node it is worse than wasted communication: vLLM does not start. It needs
+# > tensor-parallel-size x pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when
+# > the deployment has fewer. With a second node it would start: vLLM runs a TP group across nodes on
+# > Ray. But every layer's two all-reduces then cross the network instead of NVLink, so vLLM's guide
+# > ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/) sets
+# > tensor-parallel-size to the GPUs in a node and pipeline-parallel-size to the number of nodes. TP
+# > across nodes is a choice that needs a measurement against the SLO, not an impossibility. `servelab
+# > review` on `data/configs/practice-4-tp8-on-4-gpus.yaml` says the first part ("vLLM will not start").
+#
+# </details>
 
 # %% [markdown] id="practice5-question"
 # **5. ▢** Which statement comes closest to describing when speculative decoding helps versus when it
@@ -738,6 +766,27 @@ _capture('practice5-test', practice5_answer)
 ### END HIDDEN TESTS
 assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()').strip().lower() in ['a', 'b', 'c', 'd'], \
     "practice5_answer should be one letter: a, b, c, d"
+
+# %% [markdown] id="claim-latency-throughput"
+# <details><summary><b>Check the claim:</b> "fleet throughput may fall even as per-request latency improves" (open it once you have answered)</summary>
+#
+# > At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
+# > step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
+# > lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model) at
+# > batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
+# > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
+# > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
+# > nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
+# > pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
+#
+# </details>
+
+# %% id="latency-moves-with-throughput"
+sim = simulate.default_simulator(llama_8b, h200)
+for batch in (8, 64, 256):
+    on, off = sim.step(batch, 4, "ngram"), sim.step(batch)
+    print(f"batch {batch:3d}: TPOT {on.tpot_ms:5.1f} ms on vs {off.tpot_ms:5.1f} ms off; "
+          f"throughput {on.output_tok_s:7,.0f} vs {off.output_tok_s:7,.0f} tok/s")
 
 # %% [markdown] id="quiz-question"
 # ## Quiz: speculation at peak
@@ -787,6 +836,36 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 #   sampled from the same distribution whatever else is in the batch, so acceptance does not drop.
 # - **D** is wrong: speculation speeds up decode, not prefill; at peak the extra cost is verification
 #   work in decode steps, and prompt processing has no sequential token loop to shorten.
+
+# %% [markdown] id="claim-spec-threshold"
+# <details><summary><b>Check the claim:</b> item 4, "disabled for batch size > 64" (open it once you have answered)</summary>
+#
+# > The template's form is right (name the batch and the bottleneck); its number is a guess, and past the
+# > ridge is where speculation starts to *cost*, not where it stops *paying*. A verify step of B(k+1)
+# > tokens keeps only E = (1 - a^(k+1)) / (1 - a) of each sequence's k + 1 positions, so past the ridge
+# > speculation yields E x ridge / (k + 1) tokens per weight read against B without it. The break-even
+# > batch is near **ridge tokens x E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = 4, a = 0.7,
+# > that is 206 x 2.77 / 5, about **114**, while the ridge batch (206 / 5) is 41. The simulator, which adds
+# > KV reads and per-step overheads, puts the crossover near **132**. "Disabled above 64" would switch
+# > speculation off where, by the simulator, it still gives 1.7x at batch 64 and 1.2x at batch 100. Settle it with the measurement
+# > the lesson asks for (on and off at your batch), and read the simulator's numbers below as a model,
+# > not a measurement.
+#
+# </details>
+
+# %% [markdown]
+# The roofline simulator in `servelab.simulate` (a model, not a measurement) puts numbers on item 4:
+# the speedup of n-gram speculation (k = 4, a = 0.7) over plain decoding, for Llama-3.1-8B on an
+# H200, as the batch grows, next to where the step turns compute-bound and where the roofline alone
+# puts break-even.
+
+# %% id="speedup-by-batch"
+sim = simulate.default_simulator(llama_8b, h200)
+for batch in (1, 8, 32, 64, 128, 256):
+    print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
+print(f"ridge batch (B x 5 tokens reach the ridge): {sim.ridge_batch(4):.0f}")
+print(f"roofline break-even (ridge x E / (k + 1)):   {sim.break_even_batch(4, 0.7):.0f}")
+print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ngram'):.0f}")
 
 # %% [markdown]
 # ## Extension problems (ungraded, with worked answers)
