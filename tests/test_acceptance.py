@@ -37,3 +37,16 @@ def test_the_labs_recorded_runs_give_a_near_0_9():
     assert all(0.8 < x.acceptance_rate < 0.97 and x.acceptance_rate > x.draft_acceptance_rate for x in accs)
     assert acceptance.from_record({"method": "none", "num_speculative_tokens": 0}) is None
     assert "break-even batch" in acceptance.table(accs)
+
+
+def test_the_lab_turns_the_learners_own_records_into_a_with_one_call():
+    import nbformat
+
+    from servelab.grading import course
+
+    nb = nbformat.read(course.get("lab25").source, as_version=4)
+    cell = next(c for c in nb.cells if c.get("id") == "acceptance")
+    assert "acceptance.from_records(" in cell.source and "lab.book.all_records()" in cell.source
+    assert len(cell.source.splitlines()) <= 10, "the computation belongs in servelab.acceptance"
+    text = "\n".join(c.source for c in nb.cells)
+    assert "{{" not in text, "every measured place is filled from bench/results/"

@@ -68,6 +68,19 @@ lab
 # differences of less than about 2x as possibly noise, and measure again to see how much they move.
 # {{ knobs_intro.kept }}
 
+# %% [markdown] id="how-many-requests"
+# **How many requests a p99 needs.** `vllm bench serve` reports the p99 of the requests it ran,
+# interpolated between the sorted values (numpy's percentile). Only one request in a hundred lies above
+# the true p99, so with n requests the reported p99 sits among the slowest n/100 of them: at 20 requests
+# (the batching point below) it is interpolated between the two slowest, in effect the maximum. The
+# slowest of n requests lies above the true p99 only with probability 1 - 0.99^n: 18% at n = 20, 63% at
+# n = 100, 95% at n = 299. A distribution-free 95% interval for the p99 comes from the binomial
+# distribution of how many requests fall below it: at n = 1,000 it runs from the 983rd to the 996th
+# request in sorted order, at n = 500 from the 491st to the slowest. So read a p99 from fewer than about
+# 300 requests as "the slowest request of this run", compare two such p99s only when they differ by more
+# than the run-to-run spread, and check an SLO's p99 with several hundred requests at the SLO's load
+# (`--num-prompts 500` or more), or state the interval with the number.
+
 # %% [markdown] id="knob-batching"
 # ### Batching: max-num-seqs against 20 concurrent users (Practice 1, measured)
 #

@@ -1,9 +1,11 @@
 """The spec-decode lab's measured parts: what the build fills into spec_decode_lab.py's {{ ... }} places.
 
 The lab's text quotes what was measured on the course's machine, never numbers typed in by hand:
-- the flip benchmark (bench/flip.py -> bench/results/flip-cpu.json), in section 2;
+- the flip benchmark (bench/flip.py -> bench/results/flip-cpu.json), in the introduction and section 2;
+- the verify step against tokens per step (bench/ridge_cpu.py -> bench/results/ridge-cpu.json), in section 1;
 - the class's load (bench/class.py --students 20 -> the "load" section of bench/results/class.json), in section 4;
-- rep 2's solution, from the recorded measurements (data/measurements/): speculation on and off at batch 64.
+- rep 2's solution, from the recorded measurements (data/measurements/): speculation on and off at batch 64;
+- the acceptance those recorded runs show, in vLLM's terms and the lesson's (servelab.acceptance).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[3]
 FLIP_RESULT = REPO_DIR / "bench" / "results" / "flip-cpu.json"
 CLASS_RESULT = REPO_DIR / "bench" / "results" / "class.json"
+RIDGE_RESULT = REPO_DIR / "bench" / "results" / "ridge-cpu.json"
 WHY_BATCHES = ("1", "8", "64")
 REP2_BATCH = 64  # the solution's comparison: speculation on and off at a high batch, where throughput is the SLO
 
 
 def context() -> dict:
     """Every value the lab's text names, by the name it uses."""
-    return {**_flip(), "class_load": _class_load(), "rep2_solution": _rep2_solution()}
+    return {**_flip(), "class_load": _class_load(), "rep2_solution": _rep2_solution(),
+            "recorded_acceptance": _recorded_acceptance(), "ridge": _ridge()}
 
 
 def _machine(result: dict) -> str:
@@ -33,8 +37,22 @@ def _flip() -> dict:
     flip = json.loads(FLIP_RESULT.read_text())
     row = {str(r["batch_size"]): r for r in flip["table"]}
     why = flip["why_adaptive_does_not_recover"]
+    table = sorted(flip["table"], key=lambda r: r["batch_size"])
+    first, last = table[0], table[-1]
+
+    def share(r, key):
+        return f"{r['none_roofline'][key]:.0%}"
+
     return {
         "flip_machine": _machine(flip),
+        # what the plain step reaches of this CPU's measured roofline, from the smallest batch to the largest
+        "flip_roofline": {
+            "batches": f"{first['batch_size']} to {last['batch_size']}",
+            "bandwidth": f"{share(first, 'bandwidth_fraction')} to {share(last, 'bandwidth_fraction')}",
+            "compute": f"{share(first, 'compute_fraction')} to {share(last, 'compute_fraction')}",
+            "ridge": f"{flip['roofline']['ridge_flop_per_byte']:.1f}",
+            "crossover": f"{flip['crossover_batch']:.1f}",
+        },
         "flip_tok_s": {key: " / ".join(f"{row[b][key]:.0f}" for b in WHY_BATCHES)
                        for key in ("adaptive_tok_s", "none_tok_s", "ngram_tok_s")},
         "flip_ms": {key: " / ".join(f"{why[b][key]:.3g}" for b in WHY_BATCHES)
@@ -97,3 +115,58 @@ def _rep2_solution() -> str:
             f"{spec['output_tok_s']:.1f} tok/s against {base['output_tok_s']:.1f} without it, so the configured "
             "choice (speculation on) is wrong at this batch; turn it off, or route large batches to a plain "
             "engine.")))
+
+
+def _recorded_acceptance() -> dict:
+    from servelab import acceptance
+    from servelab.lab.data import PointBook
+
+    accs = acceptance.from_records(PointBook(read_store=False).all_records())
+    if not accs:
+        raise SystemExit("The recorded measurements have no speculative run with acceptance counters: "
+                         "run `python bench/flip.py` first; the lab's acceptance section quotes them.")
+
+    def span(values, fmt):
+        return f"{fmt.format(min(values))}-{fmt.format(max(values))}"
+
+    return {"ratio": span([x.draft_acceptance_rate for x in accs], "{:.2f}"),
+            "length": span([x.mean_acceptance_length for x in accs], "{:.1f}"),
+            "a": span([x.acceptance_rate for x in accs], "{:.2f}")}
+
+
+def _ridge() -> dict:
+    if not RIDGE_RESULT.is_file():
+        raise SystemExit(f"{RIDGE_RESULT} is missing: run `python bench/ridge_cpu.py` first; the lab's text quotes it.")
+    ridge = json.loads(RIDGE_RESULT.read_text())
+    knee, machine = ridge["knee"], ridge["machine"]
+    k = ridge["points"][0]["num_speculative_tokens"]
+    rows = [f"| {p['batch_size']} | {p['tokens_per_step']} | {p['step_ms']:.0f} |" for p in ridge["points"]]
+    points = ridge["points"]
+    low, high = points[0]["tokens_per_step"], points[-1]["tokens_per_step"]
+    readable = knee["ms_per_token_past_ridge"] > 0 and low <= knee["ridge_tokens_per_step"] <= high
+    if readable:
+        reading = (f"The step takes about {knee['flat_ms']:.0f} ms while it carries few tokens, because it reads the "
+                   f"same weights whatever it carries; past the knee every token adds about "
+                   f"{knee['ms_per_token_past_ridge']:.1f} ms of arithmetic. The knee, this CPU's ridge read from the "
+                   f"measurement, is near {knee['ridge_tokens_per_step']:.0f} tokens per step (its bandwidth and GEMM "
+                   f"probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with k = {k} crosses it "
+                   f"near batch {knee['ridge_tokens_per_step'] / (k + 1):.0f}.")
+    else:
+        first, last = points[0], points[-1]
+        small = [p["step_ms"] for p in points[:len(points) // 2]]
+        scatter = max(small) / min(small)
+        reading = (f"This recorded run was taken while the machine was shared (the load average above, on "
+                   f"{machine['cores']} cores), and it is too noisy to read a knee from: the step took "
+                   f"{first['step_ms'] / 1000:.1f} s at {first['tokens_per_step']} tokens and "
+                   f"{last['step_ms'] / 1000:.1f} s at {last['tokens_per_step']} ({high / low:.0f}x the tokens for "
+                   f"{last['step_ms'] / first['step_ms']:.1f}x the time), but the steps below "
+                   f"{points[len(points) // 2]['tokens_per_step']} tokens scatter by {scatter:.1f}x. The "
+                   f"probe's ridge is {ridge['ridge_tokens_from_probe']:.0f} tokens per step. Rerun "
+                   "`python bench/ridge_cpu.py` on a quiet machine (load average below the core count) to see "
+                   "the flat part and the knee; the lab's text is rebuilt from what it records.")
+    return {
+        "what": ridge["what"], "table": "\n".join(rows), "reading": reading,
+        "machine": f"{machine['cpu']}, {machine['cores']} cores, torch {ridge['versions'].get('torch', '?')}",
+        "load": f"{machine['loadavg_before'][0]:.1f} before, {machine['loadavg_after'][0]:.1f} after",
+        "k": str(k),
+    }
