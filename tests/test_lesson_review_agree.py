@@ -70,7 +70,7 @@ def test_practice_4_key_is_the_reviewers_verdict():
 
 
 def test_rep1_model_answer_is_the_reviewers_audit():
-    scope: dict = {}
+    scope: dict = {"h200": hardware.get("H200")}  # the lesson's presets cell defines it
     exec(samples.solutions(nbformat.read(course.get("lesson25").source, as_version=4))["rep1-answer"], scope)
     report = example(KEYS.AUDIT_CASE)
     assert {knob: entry["verdict"] for knob, entry in scope["audit"].items()} == report["verdicts"]

@@ -1060,8 +1060,9 @@ audit = {
     },
     "parallelism": {
         "verdict": "wrong",
-        "because": "Llama-3-70B's bf16 weights are 141 GB and one H200 at 0.9 utilization offers 127 GB: "
-                   "tensor-parallel-size 1 cannot hold the model; TP 2 is the smallest that fits.",
+        "because": f"Llama-3-70B's bf16 weights are 141 GB and one H200 at 0.9 utilization offers "
+                   f"{0.9 * h200.memory_gb:.0f} GB: tensor-parallel-size 1 cannot hold the model; TP 2 is the "
+                   "smallest that fits.",
     },
     "speculative_decoding": {
         "verdict": "justified",
@@ -1073,7 +1074,8 @@ audit = {
     },
     "gpu_memory_utilization": {
         "verdict": "wrong",
-        "because": "at 0.9 the 141 GB of weights exceed the 127 GB vLLM may use, leaving no KV cache at all.",
+        "because": f"at 0.9 the 141 GB of weights exceed the {0.9 * h200.memory_gb:.0f} GB vLLM may use, "
+                   "leaving no KV cache at all.",
     },
 }
 ### END SOLUTION
