@@ -515,8 +515,9 @@ for _field in ('slo_miss_ms', 'useful_batch_limit'):
 # > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
 # > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
 # > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
-# > *unjustified*, never *wrong*: vLLM's own default is 256, and 1,024 for `vllm serve` on
-# > H100/H200-class GPUs (vLLM 0.32, `EngineArgs.get_batch_defaults`).
+# > *unjustified*, never *wrong*: vLLM's own default is 256 on most GPUs, and 1,024 (for `vllm serve`
+# > and the `LLM` class alike) on GPUs that report at least 70 GiB and are not A100s, such as the H100
+# > and H200 (vLLM 0.32.0, `EngineArgs.get_batch_defaults`).
 #
 # </details>
 
@@ -533,7 +534,7 @@ for _field in ('slo_miss_ms', 'useful_batch_limit'):
 # > load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
 # > a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
 # > `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
-# > https://docs.vllm.ai/en/latest/design/metrics.html). Queue time near zero with a long prefill points
+# > https://docs.vllm.ai/en/latest/design/metrics/). Queue time near zero with a long prefill points
 # > at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
 # > at the batching cap only when the cap is below the load. `servelab review` reads a config the same
 # > way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
@@ -597,7 +598,7 @@ assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in p
 # > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
 # > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
 # > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
-# > https://docs.vllm.ai/en/latest/configuration/engine_args.html), for weights and KV cache at start, so
+# > https://docs.vllm.ai/en/latest/configuration/engine_args/), for weights and KV cache at start, so
 # > memory use is always high. (And "CPU-limited" is a third thing:
 # > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
 # > carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
