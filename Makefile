@@ -1,7 +1,7 @@
 # servelab: two commands do everything on a fresh machine.
 #   make lab    set up, prepare the bundled model, open the lab in JupyterLab
 #   make test   set up, then run the whole test suite (engine, grading, notebooks, browser)
-# Other targets: make test-unit | make lint | make release | make grade | make bench | make clean
+# Other targets: make notebooks | make test-unit | make lint | make release | make grade | make bench | make clean
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -20,7 +20,7 @@ LAB_PORT ?= 8888
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model quantized-model lab test test-fast test-unit lint nbval release grade bench browser-deps sandbox-deps class-deps clean
+.PHONY: setup model quantized-model lab test test-fast test-unit lint nbval notebooks release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
@@ -140,6 +140,14 @@ lint: setup
 nbval: setup
 	# The lab reads recorded measurements under nbval instead of starting the engine.
 	SERVELAB_OFFLINE=1 $(PY) -m pytest --nbval-lax -p no:cacheprovider lessons labs solutions
+
+# Every generated notebook from the course's text sources (grading/source/<assignment>/<notebook>.py):
+# build the instructor notebooks in solutions/ (measured parts filled from bench/results/), release the
+# student versions to lessons/ and labs/ (nbgrader generate_assignment), write the sample submissions.
+notebooks: setup
+	$(PY) -m servelab.grading.author
+	$(PY) -m servelab.grading.release
+	$(PY) -m servelab.grading.samples
 
 release: setup
 	$(PY) -m servelab.grading.release

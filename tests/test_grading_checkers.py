@@ -204,8 +204,34 @@ def test_knob_audit_key_comes_from_the_reviewer():
     case = "70b-one-gpu-no-tp"
     key = keys.knob_audit(keys.config_path(case), keys.workload_path(case), points=4)
     report = review.review_files(keys.config_path(case), keys.workload_path(case))
-    assert key["verdicts"] == report.verdicts()
+    graded_once = {**key["verdicts"], **{k: report.verdicts()[k] for k in key["follows"]}}
+    assert graded_once == report.verdicts()
     assert set(key["verdicts"].values()) == {"justified", "unjustified", "wrong"}, "the audit case should mix verdicts"
+    # the weights that do not fit are one fault (parallelism), not two
+    assert key["follows"] == {"gpu_memory_utilization": "parallelism"}
+
+
+@pytest.mark.parametrize("because, full", [
+    ("no TTFT was measured at batch 32 against the SLO", True),
+    ("max-num-seqs 32 covers the peak of 24 users", True),
+    ("nobody measured latency at this load", True),
+    ("this looks fine to me", False),
+    ("I checked it very carefully", False),
+    ("it is just not justified at all", False),
+    ("unmeasured", False),
+])
+def test_knob_audit_reason_must_name_a_fact(because, full):
+    answer = {**GOOD_AUDIT, "batching": {"verdict": "unjustified", "because": because}}
+    points, feedback = checkers.knob_audit(answer, AUDIT_KEY)
+    assert points == (4 if full else 3.5), feedback
+
+
+def test_knob_audit_grades_a_repeated_fault_once():
+    key = {**AUDIT_KEY, "follows": {"gpu_memory_utilization": "parallelism"},
+           "reasons": {**AUDIT_KEY["reasons"], "gpu_memory_utilization": "weights exceed what vLLM may use"}}
+    answer = {**GOOD_AUDIT, "gpu_memory_utilization": {"verdict": "justified", "because": "0.9 is the default"}}
+    points, feedback = checkers.knob_audit(answer, key)
+    assert points == 4 and "graded once, under parallelism" in feedback and "not graded" not in feedback
 
 
 # --------------------------------------------------------------------------- measured comparison
@@ -304,6 +330,8 @@ def test_rollout_plan_full_marks():
 @pytest.mark.parametrize("change, says", [
     ({"canary_fraction": 0.5}, "canary"),
     ({"canary_hours": 0}, "canary"),
+    ({"canary_hours": 2}, "daily peak"),
+    ({"canary_hours": 24 * 30}, "still a canary"),
     ({"stages": [1.0]}, "stages"),
     ({"stages": [0.5, 0.25, 1.0]}, "stages"),
     ({"metrics": ["ttft_ms_p99", "output_tok_s"],
@@ -336,3 +364,63 @@ def test_checkers_never_raise_on_odd_answers():
         for answer in odd:
             points, feedback = call(answer)
             assert points == 0 and isinstance(feedback, str) and feedback
+
+
+# --------------------------------------------------------------------------- what a conclusion recommends
+
+# Written as a learner would phrase a conclusion, before reading the checker's patterns: each one says
+# speculation on, speculation off, or leaves the choice open (None: the checker must not guess).
+CONCLUSIONS = [
+    ("Speculation should be enabled at this batch.", "on"),
+    ("I recommend enabling speculative decoding here.", "on"),
+    ("Turn it on: TPOT p99 drops from 80 ms to 55 ms.", "on"),
+    ("Keep ngram speculation on for this workload.", "on"),
+    ("With it enabled TPOT fell 30%, so enable it.", "on"),
+    ("Turning speculation on is worth it at batch 4.", "on"),
+    ("It should not be disabled: the SLO is only met with it.", "on"),
+    ("Speculation should not be enabled at this batch.", "off"),
+    ("...so speculation should not be enabled at this batch", "off"),
+    ("Speculation should never be enabled at batch 64.", "off"),
+    ("With it enabled TPOT got worse, so we should not enable it.", "off"),
+    ("With speculation enabled the p99 went up; I would not enable it.", "off"),
+    ("I would keep it off.", "off"),
+    ("Turning it on is not worth it here.", "off"),
+    ("Leave speculation disabled.", "off"),
+    ("Disable speculative decoding: it costs 12% TPOT at this batch.", "off"),
+    ("Turn it off.", "off"),
+    ("Don't enable spec decode at batch 64.", "off"),
+    ("Do not turn speculation on for this job.", "off"),
+    ("Enabling it isn't worth it: TPOT p99 rose from 40 to 46 ms.", "off"),
+    ("Speculation does not pay at this batch, so switch it off.", "off"),
+    ("Run without speculation.", "off"),
+    ("Even though it was enabled in the seed config, I would not keep it on.", "off"),
+    ("Enable it at batch 4 but not at batch 64.", None),
+    ("Turn it on for short prompts, turn it off for long ones.", None),
+    ("It depends on the batch; measure again at peak.", None),
+    ("The numbers are close; I can't tell.", None),
+    ("", None),
+]
+
+
+@pytest.mark.parametrize("conclusion, says", CONCLUSIONS)
+def test_recommends_reads_the_conclusion_as_written(conclusion, says):
+    assert checkers._recommends(conclusion) == says
+
+
+def test_a_negated_recommendation_is_not_marked_against_the_learner():
+    """The finding: 'should not be enabled' read as 'on' took a point and told the learner something false."""
+    answer = _comparison()
+    answer["conclusion"] = "TPOT p99 is lower without it, so speculation should not be enabled at this batch."
+    points, feedback = checkers.measured_comparison(answer, KEY)
+    assert points == 4, feedback
+
+
+def test_rollout_plan_canary_hours_bounds_are_the_questions():
+    from servelab.grading import course
+    import nbformat
+    question = next(c.source for c in nbformat.read(course.get("lesson25").source, as_version=4).cells
+                    if c.get("id") == "rep3-question")
+    low, high = checkers.CANARY_HOURS
+    assert f"from {low}" in question and f"to {high}" in question
+    assert checkers.rollout_plan({**PLAN, "canary_hours": low}, {"points": 5}).points == 5
+    assert checkers.rollout_plan({**PLAN, "canary_hours": high}, {"points": 5}).points == 5

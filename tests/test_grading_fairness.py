@@ -11,7 +11,7 @@ import numpy as np
 import nbformat
 import pytest
 
-from servelab.grading import capture, checkers, course, keys, lesson25, trusted
+from servelab.grading import capture, checkers, course, keys, trusted
 from servelab.grading import trusted as _trusted
 
 KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
@@ -131,6 +131,29 @@ def test_warmup3_a_times_k_is_named_as_a_slip():
     assert "a x k" in feedback and "bonus" in feedback
 
 
+def test_warmup3_question_states_the_precision_its_tolerance_needs():
+    # 2.8 is both a x k and 2.7731 cut to two figures: the question must ask for three, and the
+    # feedback on 2.8 must not accuse a learner who only rounded.
+    question = next(c.source for c in STUDENT.cells if c.get("id") == "warmup3-question")
+    assert "three significant figures" in question
+    _, feedback = checkers.number(2.8, keys.tokens_per_verify_step(0.7, 4))
+    assert "two figures" in feedback and "three" in feedback
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("verdict", "no", None), ("slo_met", "no", "True or False"), ("cap_explains_miss", 0, "True or False"),
+    ("slo_miss_ms", "700 ms", "a number"), ("useful_batch_limit", True, "a number"), ("knob", 7, "a string"),
+])
+def test_practice1_visible_test_checks_each_fields_form(field, value, says):
+    answer = {"knob": "batching", "verdict": "unjustified", "slo_met": False, "slo_miss_ms": 700,
+              "useful_batch_limit": 20, "cap_explains_miss": False, field: value}
+    if says is None:  # a string verdict is a form the content checker grades
+        visible("practice1-test", practice1=answer)
+        return
+    with pytest.raises(AssertionError, match=f"practice1\\['{field}'\\] should be {says}"):
+        visible("practice1-test", practice1=answer)
+
+
 def test_warmup3_vllm_acceptance_rate_reading_gets_its_own_feedback():
     # A learner who reads a = 0.7 as vLLM's "draft acceptance rate" computes 1 + a k = 3.8.
     points, feedback = checkers.number(1 + 0.7 * 4, keys.tokens_per_verify_step(0.7, 4))
@@ -162,12 +185,13 @@ def test_practice4_feedback_no_longer_sends_learners_to_pipeline_stages():
 
 # --------------------------------------------------------------------------- rep 1: knob names
 
-AUDIT_KEY = keys.knob_audit(keys.config_path(lesson25.AUDIT_CASE), keys.workload_path(lesson25.AUDIT_CASE))
+AUDIT_KEY = keys.knob_audit(keys.config_path(KEYS.AUDIT_CASE), keys.workload_path(KEYS.AUDIT_CASE))
 
 
 def _audit(names: dict[str, str]) -> dict:
     """The reviewer's own verdicts, keyed by the names a learner chose."""
-    return {name: {"verdict": AUDIT_KEY["verdicts"][knob], "because": AUDIT_KEY["reasons"][knob]}
+    verdicts = {**AUDIT_KEY["verdicts"], **{k: "wrong" for k in AUDIT_KEY["follows"]}}
+    return {name: {"verdict": verdicts[knob], "because": AUDIT_KEY["reasons"][knob]}
             for name, knob in names.items()}
 
 
@@ -189,7 +213,7 @@ def test_audit_with_wrong_verdicts_under_yaml_names_still_loses_points():
 
 def test_rep1_question_names_the_knobs():
     question = next(c.source for c in STUDENT.cells if "Fill `audit`" in c.source)
-    for knob in AUDIT_KEY["verdicts"]:
+    for knob in [*AUDIT_KEY["verdicts"], *AUDIT_KEY["follows"]]:
         assert f'"{knob}"' in question, knob
 
 

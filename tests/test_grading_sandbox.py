@@ -291,7 +291,7 @@ def test_the_honest_students_rows_are_byte_for_byte_those_of_a_class_without_att
     assert set(honest) == set(HONEST)
     for student in HONEST:
         assert hostile[student] == honest[student], student
-    assert float(honest["aaa_perfect"].split(",")[9]) == 28.0
+    assert float(honest["aaa_perfect"].split(",")[9]) == 30.0  # every autograded point of lesson 25
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS) + list(TAMPERING))

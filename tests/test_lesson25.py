@@ -1,6 +1,7 @@
 """Lesson 25 as a notebook: every section of the lesson is there, it runs, and it grades as designed."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_points():
     keyed = trusted.load_tests("lesson25")
     tests = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "code"}
     written = {k: c for k, c in _grade_cells(SOURCE).items() if c.cell_type == "markdown"}
-    assert sum(c.metadata.nbgrader.points for c in tests.values()) == 28
+    assert sum(c.metadata.nbgrader.points for c in tests.values()) == 30  # 28 + the prediction's 2
     assert sum(c.metadata.nbgrader.points for c in written.values()) == 11
     assert set(keyed) == set(tests), "every autograded test has exactly one checker and key in grading/keys/lesson25.py"
     for grade_id, cell in tests.items():
@@ -171,3 +172,36 @@ def test_nbval_passes_on_student_and_instructor_versions():
         cwd=REPO_DIR, capture_output=True, text=True, env=env, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- predict, then reveal
+
+# Each correction opens after the practice it belongs to, so no reveal answers a later practice.
+REVEALS = {
+    "claim-batching": "practice1", "claim-ttft-driver": "practice1",
+    "claim-bottleneck": "practice2", "claim-littles-law": "practice2",
+    "claim-lossless": "practice3", "claim-parallelism": "practice4",
+    "claim-latency-throughput": "practice5", "claim-spec-threshold": "quiz",
+}
+STEPS = ["practice1", "practice2", "practice3", "practice4", "practice5", "quiz", "rep1"]
+
+
+def test_each_reveal_sits_after_its_practice_and_before_the_next():
+    at = {c.get("id"): i for i, c in enumerate(STUDENT.cells)}
+    predict = at["predict-question"]
+    for box, practice in REVEALS.items():
+        after = STEPS[STEPS.index(practice) + 1]
+        assert at[f"{practice}-question"] < at[box] < at[f"{after}-question"], (box, practice)
+        assert at[box] > predict, f"{box} comes before the prediction it reveals"
+        assert STUDENT.cells[at[box]].source.startswith("<details>"), f"{box} should open collapsed"
+
+
+def test_the_prediction_table_offers_exactly_the_keys_options():
+    from servelab.grading import trusted
+
+    KEYS = trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
+
+    question = next(c.source for c in STUDENT.cells if c.get("id") == "predict-question")
+    offered = set(re.findall(r'^\| `"(\w+)"` \|', question, re.M))
+    assert offered == set(KEYS.PREDICT_KEY["options"])
+    assert 0 < len(KEYS.PREDICT_KEY["correct"]) < len(offered), "a prediction needs claims that hold, too"

@@ -1,4 +1,8 @@
-"""The release: student versions are generated from solutions/, and the committed ones are current."""
+"""The release: every assignment's notebooks come from its text source, and the committed ones are current.
+
+grading/source/<assignment>/<notebook>.py -> solutions/ (servelab.grading.author) -> lessons/, labs/
+(nbgrader generate_assignment) -> grading/submissions/ (servelab.grading.samples): `make notebooks`.
+"""
 
 import copy
 import json
@@ -10,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from servelab.grading import author, course, lesson25, release
+from servelab.grading import author, course, release, samples
 from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")
@@ -23,16 +27,47 @@ def _nbgrader_env():
     return env
 
 
-def test_committed_student_versions_match_the_release():
-    assert release.release(check=True) == []
+@pytest.mark.parametrize("assignment", course.ASSIGNMENTS, ids=lambda a: a.name)
+def test_every_assignment_is_what_make_notebooks_writes_from_its_text_source(assignment, tmp_path):
+    """One staleness check per assignment, every step: text -> instructor -> student -> samples."""
+    assert assignment.text.is_file() and assignment.source.is_file() and assignment.student.is_file()
+    assert assignment.source.read_text() == author.dumps(author.build(assignment)), \
+        f"{assignment.source} is stale: run make notebooks"
+    assert release.release([assignment], check=True) == []
+    expected = samples.make_samples(assignment, tmp_path)
+    assert expected == json.loads(samples.EXPECTED.read_text())[assignment.name]
+    for student in expected:
+        fresh = (tmp_path / assignment.name / f"{student}.ipynb").read_text()
+        assert fresh == (samples.SUBMISSIONS / assignment.name / f"{student}.ipynb").read_text(), \
+            f"grading/submissions/{assignment.name}/{student}.ipynb is stale: run make notebooks"
 
 
-def test_solutions_are_what_the_builder_writes():
-    committed = nbformat.read(LESSON.source, as_version=4)
-    assert release.comparable(committed) == release.comparable(lesson25.build())
-    # and written byte for byte the same way
-    fresh = json.dumps(lesson25.build(), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    assert LESSON.source.read_text() == fresh
+def test_the_build_sees_an_edit_to_the_text_source(tmp_path, monkeypatch):
+    """An author's one-sentence fix in the text file reaches the instructor notebook, and --check says so."""
+    lesson_text = tmp_path / "lesson25" / "lesson25.py"
+    lesson_text.parent.mkdir()
+    lesson_text.write_text(LESSON.text.read_text().replace("Reviewing a Serving Configuration",
+                                                           "Reviewing a Serving Configuration, edited", 1))
+    monkeypatch.setattr(course, "TEXT_SOURCES", tmp_path)
+    built = author.build(LESSON)
+    assert built.cells[0].source.startswith("# Lesson 25. Reviewing a Serving Configuration, edited")
+    assert author.main(["--check", "lesson25"]) == 1
+
+
+def test_a_place_the_build_cannot_fill_is_a_clear_error(tmp_path, monkeypatch):
+    folder = tmp_path / "lab25"
+    folder.mkdir()
+    (folder / "spec_decode_lab.py").write_text("# %% [markdown]\n# Measured: {{ no_such_value }}\n")
+    (folder / "measured.py").write_text("def context():\n    return {'flip_machine': 'x'}\n")
+    monkeypatch.setattr(course, "TEXT_SOURCES", tmp_path)
+    with pytest.raises(author.BuildError, match="no_such_value"):
+        author.build(course.get("lab25"))
+
+
+def test_the_text_source_carries_nbgrader_metadata_in_cell_headers():
+    text = LESSON.text.read_text()
+    assert '# %% nbgrader={"grade": false, "grade_id": "warmup1-answer"' in text
+    assert "### BEGIN SOLUTION" in text and "### BEGIN HIDDEN TESTS" in text
 
 
 def test_the_comparison_sees_edits_but_not_volatile_fields():

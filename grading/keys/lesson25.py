@@ -17,6 +17,28 @@ AUDIT_CASE = "70b-one-gpu-no-tp"
 
 # --------------------------------------------------------------------------- the keys that are judgement
 
+PREDICT_KEY = {
+    "name": "prediction (which claims are wrong)", "points": 2,
+    "correct": ["padding", "tp8_wasted", "disable_above_64", "alters_outputs", "latency_improves",
+                "util_means_compute"],
+    "options": {
+        "padding": "vLLM does not pad: max-num-seqs caps a batch formed from the requests that are there (the "
+                   "reveal after practice 1).",
+        "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
+        "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
+        "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
+        "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator still gives "
+                            "1.7x at batch 64 (the reveal after the quiz).",
+        "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
+        "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary.",
+        "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
+                            "(the reveal after practice 5).",
+        "util_means_compute": "utilization.gpu counts time a kernel runs, near 100% in memory-bound decode too "
+                              "(the reveal after practice 2).",
+        "measure_on_off": "this one holds: it is the lesson's own settlement.",
+    },
+}
+
 PRACTICE1_KEY = {
     "name": "practice 1", "points": 3,
     "fields": {
@@ -88,14 +110,15 @@ PRACTICE4_KEY = {
                  "feedback": "The knob at fault is the tensor-parallel degree."},
         "verdict": {"expect": "wrong",
                     "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
-                                "with 8 on a 4-GPU node: it is wrong, not just unmeasured."},
+                                "with 8 on this one 4-GPU node: it is wrong, not just unmeasured."},
         "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
         "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
         "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
-                                "feedback": "A tensor-parallel group cannot span more GPUs than the node has: at most 4 "
-                                            "here (vLLM does not start with more). If the model does not fit on 4, the "
-                                            "fix is more GPUs or a smaller model, not pipeline stages: each stage needs "
-                                            "GPUs of its own too."},
+                                "feedback": "On this one 4-GPU node a tensor-parallel group has at most 4 GPUs (vLLM "
+                                            "does not start when TP x PP exceeds the GPUs it has). With more nodes vLLM "
+                                            "can run TP across them (on Ray), but every all-reduce then crosses the "
+                                            "network, so that is a choice to measure; vLLM's guide keeps TP inside a "
+                                            "node and adds pipeline stages across nodes, each with GPUs of its own."},
     },
 }
 
@@ -103,7 +126,7 @@ PRACTICE5_KEY = {
     "name": "practice 5", "points": 1, "correct": "b",
     "options": {
         "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
-        "b": "It is the best of the four, for its first half: memory-bound, verification rides on weights read "
+        "b": "It comes closest, for its first half: memory-bound, verification rides on weights read "
              "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
              "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
              "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
@@ -135,6 +158,7 @@ TESTS = {
     "warmup3-tokens": ("number", keys.tokens_per_verify_step(0.7, 4, points=1)),
     "warmup3-verified": ("number", keys.verified_tokens_per_step(64, 4, points=1)),
     "warmup3-bound": ("yes_no", keys.is_compute_bound(64, 4, "H200", points=1)),
+    "predict-test": ("selection", PREDICT_KEY),
     "practice1-test": ("fields", PRACTICE1_KEY),
     "practice2-sufficient": ("choice", PRACTICE2_SUFFICIENT_KEY),
     "practice2-missing": ("selection", PRACTICE2_MISSING_KEY),

@@ -2,9 +2,11 @@
 
 - checkers: one pure function per kind of answer, (answer, key) -> Result(points, feedback)
 - keys: the keys of computed answers, built from servelab's own presets and reviewer
-- author, lesson25: the instructor notebook, built from readable Python and Markdown
+- author: builds the instructor notebooks in solutions/ from their text sources in grading/source/
+  (jupytext percent files, instructor-only, with the keys: no solution text is in this package)
 - release: nbgrader generate_assignment -> lessons/ and labs/
-- samples: sample submissions (perfect, partial, empty, hostile) made from the source notebook
+- samples: sample submissions (perfect, partial, empty, hostile) made from the notebooks, as
+  grading/samples/<assignment>.py defines them
 - pipeline: zip_collect, autograde, generate_feedback, export on the samples -> grades.csv
 - sandbox, runner, capture: the bubblewrap sandbox a submission runs in, the nbclient runner and
   kernel inside it, and the hidden tests' answer hand-over

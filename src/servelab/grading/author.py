@@ -1,130 +1,139 @@
-"""Cell builders for nbgrader source notebooks, so a lesson reads as Python and Markdown.
+"""Build the instructor notebooks in solutions/ from the course's text sources in grading/source/.
 
-Each builder returns one nbformat cell with nbgrader's metadata already set:
-`md` and `code` are plain cells; `answer` is an autograded answer (a solution
-region the release replaces with `raise NotImplementedError()`); `test` is a
-locked test cell with a visible part that checks the answer's form and a
-hidden part that carries the points; `written` is a manually graded answer in
-words. Answer and test cells are tagged `raises-exception`, so nbval passes on
-the student version, where they raise until the learner answers.
+    python -m servelab.grading.author            # grading/source/<assignment>/<notebook>.py -> solutions/
+    python -m servelab.grading.author --check    # exit 1 if a committed instructor notebook is stale
 
-`capture` writes the hidden part every autograded test shares: it hands the
-answer to the grader as plain JSON and nothing else. The key and the checker
-that compares them live outside every notebook, in grading/keys/<assignment>.py.
+Each source is a jupytext percent file: it opens in JupyterLab as a notebook (with
+jupytext installed) and diffs as text. nbgrader's metadata sits in the cell
+headers (`# %% nbgrader={...}`), solution regions between `### BEGIN SOLUTION`
+and `### END SOLUTION`, hidden tests between `### BEGIN HIDDEN TESTS` and
+`### END HIDDEN TESTS`. A header's `id="..."` names the cell; an nbgrader cell is
+named by its grade_id, the rest `cell-NNN` by position.
+
+Parts measured on the course's machine (tables and numbers from bench/results/,
+rep 2's solution from the recorded measurements) are `{{ ... }}` places,
+filled by the build from grading/source/<assignment>/measured.py. It lives
+beside the source, out of the package, with the keys: nothing here holds an
+answer, and the package students install holds none either.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
-import textwrap
+import sys
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-RAISES = "raises-exception"
+from servelab.grading import course
+
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
-def _clean(text: str) -> str:
-    return textwrap.dedent(text).strip("\n")
+class BuildError(RuntimeError):
+    pass
 
 
-def _nbgrader(grade_id: str, *, grade: bool, solution: bool, locked: bool, points: float | None = None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
-    if points is not None:
-        meta["points"] = points
-    return meta
+def measured(assignment: course.Assignment) -> dict:
+    """The values the source's {{ ... }} places name, from its measured.py (none without one)."""
+    path = assignment.text.parent / "measured.py"
+    if not path.is_file():
+        return {}
+    spec = importlib.util.spec_from_file_location(f"servelab_measured_{assignment.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.context()
 
 
-def md(text: str, cell_id: str | None = None):
-    """A plain Markdown cell (lesson text)."""
-    cell = new_markdown_cell(_clean(text))
-    cell.id = cell_id or ""  # numbered by notebook()
-    return cell
+def _fill(source: str, values: dict, where: str) -> str:
+    import jinja2
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    try:
+        # A place that fills with nothing at a cell's end leaves no blank line behind.
+        return env.from_string(source).render(values).strip("\n")
+    except jinja2.TemplateError as exc:
+        raise BuildError(f"{where}: {exc}. Name a value measured.py's context() returns.") from exc
 
 
-def code(source: str, cell_id: str | None = None):
-    """A plain code cell that runs the same in both versions."""
-    cell = new_code_cell(_clean(source))
-    cell.id = cell_id or ""  # numbered by notebook()
-    return cell
+def build(assignment: course.Assignment) -> nbformat.NotebookNode:
+    """The instructor notebook of one assignment, built the same way every time."""
+    import jupytext
 
-
-def answer(grade_id: str, solution: str, preamble: str = ""):
-    """An autograded answer: `preamble` stays for the learner, `solution` is cleared on release."""
-    parts = [_clean(preamble)] if preamble else []
-    parts += ["### BEGIN SOLUTION", _clean(solution), "### END SOLUTION"]
-    cell = new_code_cell("\n".join(parts))
-    cell.id = grade_id
-    cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=False, solution=True, locked=False)
-    cell.metadata["tags"] = [RAISES]
-    return cell
-
-
-def test(grade_id: str, points: float, visible: str, hidden: str):
-    """A locked autograder test: `hidden` (see capture) hands the answer over first, `visible` checks its form."""
-    source = _clean(hidden).replace("GRADE_ID", repr(grade_id)) + "\n" + _clean(visible)
-    cell = new_code_cell(source)
-    cell.id = grade_id
-    cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=True, solution=False, locked=True, points=points)
-    cell.metadata["tags"] = [RAISES]
-    return cell
-
-
-def written(grade_id: str, points: float, model_answer: str):
-    """A manually graded answer in words; the model answer is the instructor's and is cleared on release."""
-    cell = new_markdown_cell(_clean(model_answer))
-    cell.id = grade_id
-    cell.metadata["nbgrader"] = _nbgrader(grade_id, grade=True, solution=True, locked=False, points=points)
-    return cell
-
-
-def capture(answer_expr: str) -> str:
-    """The hidden part of a test: hand `answer_expr` to the grader as plain JSON (see capture.py).
-
-    It holds no key and awards nothing: the grader compares the answer with the key
-    in its own process (trusted.py), from grading/keys/<assignment>.py.
-    """
-    return "\n".join([
-        "### BEGIN HIDDEN TESTS",
-        "from servelab.grading.capture import capture as _capture",
-        f"_capture(GRADE_ID, {answer_expr})",
-        "### END HIDDEN TESTS",
-    ])
-
-
-def notebook(cells: list) -> nbformat.NotebookNode:
-    """A notebook with deterministic cell ids and the standard Python kernel."""
-    seen: set[str] = set()
-    for number, cell in enumerate(cells):
-        if not cell.id:
-            cell.id = f"cell-{number:03d}"
-        if cell.id in seen:
-            raise ValueError(f"two cells share the id {cell.id!r}")
-        seen.add(cell.id)
+    if not assignment.text.is_file():
+        raise BuildError(f"{assignment.text} is missing: it is the text source of {assignment.source.name}.")
+    text = jupytext.read(assignment.text, fmt="py:percent")
+    values = measured(assignment)
+    cells, seen = [], set()
+    for number, cell in enumerate(text.cells):
+        metadata = dict(cell.metadata)
+        name = metadata.pop("id", None) or metadata.get("nbgrader", {}).get("grade_id") or f"cell-{number:03d}"
+        if name in seen:
+            raise BuildError(f"{assignment.text}: two cells share the id {name!r}; give one another id=\"...\".")
+        seen.add(name)
+        source = _fill(cell.source, values, f"{assignment.text.name}, cell {name}") if values else cell.source
+        made = new_markdown_cell(source) if cell.cell_type == "markdown" else new_code_cell(source)
+        made.id, made.metadata = name, nbformat.from_dict(metadata)
+        cells.append(made)
     nb = new_notebook(cells=cells)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     return nb
 
 
+def dumps(nb: nbformat.NotebookNode) -> str:
+    """A notebook's text, the same every time (sorted keys, one trailing newline)."""
+    nbformat.validate(nb)
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
 def write(nb: nbformat.NotebookNode, path: str | Path) -> Path:
-    """Write a notebook the same way every time (sorted keys, one trailing newline)."""
+    """Write a notebook the same way every time."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.validate(nb)
-    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    path.write_text(text)
+    path.write_text(dumps(nb))
     return path
 
 
-def write_source(nb: nbformat.NotebookNode, path: Path) -> int:
-    """A builder's command: write the instructor notebook to path and say where it went."""
-    written_to = write(nb, path)
+def _shown(path: Path) -> str:
     try:
-        shown = written_to.relative_to(Path.cwd())
+        return str(path.relative_to(course.REPO_DIR))
     except ValueError:
-        shown = written_to
-    print(f"wrote {shown}")
-    return 0
+        return str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.grading.author", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 if stale")
+    parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one with a text source)")
+    args = parser.parse_args(argv)
+    chosen = [course.get(a) for a in args.assignments] or [a for a in course.ASSIGNMENTS if a.text.is_file()]
+    if not chosen:
+        print(f"No text sources in {course.TEXT_SOURCES}: nothing to build.", file=sys.stderr)
+        return 1
+    stale = []
+    for assignment in chosen:
+        try:
+            fresh = dumps(build(assignment))
+        except BuildError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        shown = f"{_shown(assignment.text)} -> {_shown(assignment.source)}"
+        if args.check:
+            if not assignment.source.is_file() or assignment.source.read_text() != fresh:
+                stale.append(f"{_shown(assignment.source)} differs from what {_shown(assignment.text)} builds: "
+                             "run make notebooks")
+        else:
+            assignment.source.parent.mkdir(parents=True, exist_ok=True)
+            assignment.source.write_text(fresh)
+            print(f"built {shown}")
+    for line in stale:
+        print(line, file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -307,17 +307,51 @@ def _by_knob(answer: dict, knobs) -> dict:
     return out
 
 
+# The words a reason about each knob names its fact with, beside the reviewer's own reason.
+KNOB_FACTS = {
+    "batching": ("batch", "concurren", "users", "peak", "measur", "ttft", "tpot", "latency", "slo", "queue"),
+    "quantization": ("bf16", "bfloat16", "fp16", "float16", "int8", "fp8", "int4", "awq", "gptq", "unquantized",
+                     "accuracy", "eval", "quality", "weights"),
+    "parallelism": ("fit", "weights", "memory", "gpu", "tensor", "pipeline", "node", "tp", "gb", "gib"),
+    "speculative_decoding": ("verif", "draft", "batch", "accept", "ridge", "memory-bound", "compute", "off",
+                             "measur", "tpot"),
+    "prefix_caching": ("prefix", "prompt", "shared", "system", "hit", "cache"),
+    "max_model_len": ("prompt", "output", "request", "longest", "context", "tokens", "p99"),
+    "gpu_memory_utilization": ("kv", "cache", "weights", "memory", "gb", "gib", "fit", "headroom"),
+}
+# Words every sentence has: sharing one of them with the reviewer's reason names no fact.
+_STOP = frozenset("a an the and or but so of to in on at for by with is are was be it its this that there "
+                  "no not nothing any all fine ok good justify justified unjustified wrong because".split())
+_WORD = re.compile(r"[a-z][a-z0-9-]*|\d[\d,]*(?:\.\d+)?")
+
+
+def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
+    """A reason of four words or more that carries a number or a word of the knob's facts."""
+    if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
+        return False
+    words = set(_WORD.findall(because.lower()))
+    if any(w[0].isdigit() for w in words):
+        return True
+    facts = {w for w in _WORD.findall(reviewer_reason.lower()) if not w[0].isdigit()} - _STOP
+    stems = KNOB_FACTS.get(knob, ())
+    return any(w in facts or w.startswith(stems) for w in words - _STOP)
+
+
 @_checker
 def knob_audit(answer: Any, key: dict) -> Result:
     """A verdict per knob of a serving config, each with the fact or missing measurement behind it.
 
     answer: {knob: {"verdict": justified|unjustified|wrong, "because": text}}.
-    key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason}.
+    key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason},
+    follows {knob: the knob whose finding it repeats} (graded once, under that knob).
     Per knob: full share for the reviewer's verdict with a reason of at least
-    four words, half a share for the right verdict with no real reason.
+    four words that names a fact of this config or workload (a number, or a word
+    of the reviewer's reason or of the knob's own vocabulary), half a share for
+    the right verdict with no real reason.
     """
     name = _name(key)
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
+    follows = key.get("follows", {})
     if not isinstance(answer, dict):
         return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
                            f"for the knobs {sorted(verdicts)}.")
@@ -339,16 +373,19 @@ def knob_audit(answer: Any, key: dict) -> Result:
             slips[f"{knob}-{_normal(verdict)}"] = (f"{knob} called {_normal(verdict)}; the review says {expected}: "
                                                    f"{reasons.get(knob, '')}")
             continue
-        if isinstance(because, str) and len(because.split()) >= MIN_REASON_WORDS:
+        if _names_a_fact(because, knob, reasons.get(knob, "")):
             earned += 1.0
         else:
             earned += 0.5
             lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
-                         "measurement behind it (a sentence of four words or more).")
+                         "measurement behind it in a sentence (a number or the setting it is checked against).")
             slips[f"{knob}-no-reason"] = f"{knob}: the right verdict with no workload fact or missing measurement behind it"
-    graded = {n for n in answer if _normal(str(n)) in verdicts
-              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in verdicts)}
-    extra = sorted(set(answer) - graded)
+    for knob, cause in follows.items():
+        lines.append(f"- {knob}: graded once, under {cause}: {reasons.get(knob, '')}")
+    known = set(verdicts) | set(follows)
+    graded = {n for n in answer if _normal(str(n)) in known
+              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)}
+    extra = sorted(set(answer) - graded, key=str)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
     head = f"{name}: {earned:g} of {len(verdicts)} knobs."
@@ -459,24 +496,43 @@ def _named(catalogue: dict, *slips: str) -> dict:
     return {slip: catalogue[slip] for slip in slips}
 
 
-# What a conclusion recommends for speculative decoding, read from its verbs. A sentence that
-# names both ("on cost throughput, so turn it off") is read by its recommendation, not its nouns.
-_OFF = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) off|turn(ing)? off|disabl\w*|"
-                  r"keep (it )?off|leave (it )?off|(should|stay|stays|be) off|switch(ed)? (it )?off)\b")
-_ON = re.compile(r"\b(turn(ing)? (it|speculation|speculative decoding|spec decode) on|turn(ing)? on|enabl\w*|"
-                 r"keep (it )?on|leave (it )?on|(should|stay|stays|be) on|switch(ed)? (it )?on)\b")
-_NOT = re.compile(r"\b(not|never|don't|do not|shouldn't)\s+$")
+# What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
+# and at the words that join a reason to a recommendation: so, but, because, ...); in each clause a
+# state word (enable, disable, turn/keep/leave ... on/off, without speculation) says on or off, and a
+# negation anywhere in that clause flips it ("should not be enabled", "turning it on is not worth it").
+# Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
+# Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
+_CLAUSES = re.compile(r"[.;:!?,()]|\b(?:so|but|because|since|although|though|while|whereas|however|"
+                      r"therefore|hence|and|then|which)\b")
+_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|speculation|"
+                        r"speculative decoding|spec decode|ngram|n-gram)\s+)?(?:enabled|disabled|on|off)\b")
+_STATE_ON = re.compile(r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b")
+_STATE_OFF = re.compile(r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+                        r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
+                        r"\bwithout\s+(?:it|speculation|speculative decoding|spec decode)\b")
+_NEGATION = re.compile(r"\b(?:not|never|no|nor|neither)\b|n't\b|\bcannot\b")
+_FLIP = {"on": "off", "off": "on"}
 
 
 def _recommends(conclusion: str) -> str | None:
-    """'on', 'off', or None when the conclusion recommends neither (or both) for speculation."""
-    text = conclusion.lower()
-
-    def said(pattern) -> bool:
-        return any(not _NOT.search(text[max(0, m.start() - 12):m.start()]) for m in pattern.finditer(text))
-
-    off, on = said(_OFF), said(_ON)
-    return "off" if off and not on else "on" if on and not off else None
+    """'on', 'off', or None when the conclusion recommends neither, or both (a hedge)."""
+    said: set[str] = set()
+    previous = None
+    for clause in _CLAUSES.split(conclusion.lower().replace("\u2019", "'")):
+        if not clause or not clause.strip():
+            continue
+        clause = _DESCRIBED.sub(" ", clause)
+        states = {"on"} if _STATE_ON.search(clause) else set()
+        states |= {"off"} if _STATE_OFF.search(clause) else set()
+        negated = bool(_NEGATION.search(clause))
+        if len(states) == 1:
+            state = states.pop()
+            previous = _FLIP[state] if negated else state
+            said.add(previous)
+        elif not states and negated and previous and clause.split()[0] == "not":
+            said.add(_FLIP[previous])  # "enable it at batch 4 but not at batch 64": a hedge
+    return said.pop() if len(said) == 1 else None
 
 
 def _comparison_schema(answer: Any):
@@ -537,6 +593,9 @@ DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "a
 DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
                     "partner", "integrator", "api_owner", "dependent")
 MAX_CANARY_FRACTION = 0.25
+# A canary must live through one daily traffic peak (24 h) and should not outlast a week (168 h): by then
+# it is the rollout, run without its stages.
+CANARY_HOURS = (24, 168)
 DIRECTIONS = ("above", "below")
 # The slips the rollout plan recognises, by id (Result.slips).
 ROLLOUT_SLIPS = {
@@ -554,7 +613,7 @@ ROLLOUT_SLIPS = {
 def rollout_plan(answer: Any, key: dict) -> Result:
     """The structure of a staged rollout: canary, watched metrics, rollback triggers, who is told.
 
-    answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": > 0,
+    answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": 24 to 168,
              "stages": increasing fractions ending at 1.0,
              "metrics": [metric names], "rollback_triggers": [{"metric", "threshold", "direction"}],
              "notify": [who is told before rollout]}.
@@ -569,11 +628,14 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     parts, lines, missed = 0, [], []
 
     fraction, hours = _as_number(answer.get("canary_fraction")), _as_number(answer.get("canary_hours"))
-    if fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION and hours is not None and hours > 0:
+    low, high = CANARY_HOURS
+    if (fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION
+            and hours is not None and low <= hours <= high):
         parts += 1
     else:
         lines.append(f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
-                     "a canary is a small slice) and canary_hours > 0, long enough to see a daily peak.")
+                     f"a canary is a small slice) and canary_hours from {low} to {high}: long enough to see a "
+                     "daily peak, short enough that it is still a canary.")
         missed.append("no-canary")
 
     stages = answer.get("stages")

@@ -1,7 +1,10 @@
 """The nbgrader course directory the release and the grading pipeline work in.
 
-The course's source of truth is solutions/ (the instructor notebooks); its
-configuration is grading/nbgrader_config.py. A course directory is made fresh
+The course's text sources are grading/source/<assignment>/<notebook>.py (jupytext
+percent files, built into solutions/ by servelab.grading.author); nbgrader's source
+of truth is solutions/ (the instructor notebooks); its configuration is
+grading/nbgrader_config.py. All of it is instructor-only and stays in the
+checkout: none of it is package data. A course directory is made fresh
 for each run in a throwaway place, with `source_directory` pointing at
 solutions/, so nothing nbgrader writes ends up in the repository.
 """
@@ -20,6 +23,7 @@ from servelab.paths import REPO_DIR
 SOLUTIONS = REPO_DIR / "solutions"
 GRADING = REPO_DIR / "grading"
 CONFIG = GRADING / "nbgrader_config.py"
+TEXT_SOURCES = GRADING / "source"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,11 @@ class Assignment:
     @property
     def source(self) -> Path:
         return SOLUTIONS / self.name / self.notebook
+
+    @property
+    def text(self) -> Path:
+        """The text source the instructor notebook is built from (a jupytext percent file)."""
+        return TEXT_SOURCES / self.name / f"{self.notebook_id}.py"
 
     @property
     def student(self) -> Path:

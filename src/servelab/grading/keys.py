@@ -109,8 +109,8 @@ def tokens_per_verify_step(acceptance_rate: float, num_speculative_tokens: int, 
         "value": value,
         "unit": "tokens",
         "points": points,
-        # Tighter than the default 1 %: a x k (2.8 at a = 0.7, k = 4) sits 1 % from the answer (2.7731)
-        # and is a slip, while 2.77 or 2.773 (the answer rounded) stays well inside.
+        # Tighter than the default 1 %: a x k (2.8 at a = 0.7, k = 4) sits 1 % from the answer (2.7731),
+        # so the question asks for three significant figures; 2.77 or 2.773 stays well inside.
         "rel_tol": 0.002,
         "hints": [
             {"slip": "all-accepted", "value": k + 1, "feedback": "That assumes every draft token is accepted; the first rejection ends the run, so weight each position by a^i."},
@@ -119,7 +119,9 @@ def tokens_per_verify_step(acceptance_rate: float, num_speculative_tokens: int, 
                          "tokens, which already counts the cut-off at the first rejection). Here a is Leviathan's "
                          "per-token acceptance probability: position i counts only if positions 1..i-1 were "
                          "accepted too, so the terms are a^i, not a."},
-            {"slip": "a-times-k", "value": a * k, "feedback": "That is a x k: the accepted drafts if a were vLLM's draft acceptance rate, and "
+            {"slip": "a-times-k", "value": a * k, "feedback": "That is a x k, or the answer cut to two figures: the question asks for "
+                                         "three, since two cannot tell them apart. If you computed a x k: it is "
+                                         "the accepted drafts if a were vLLM's draft acceptance rate, and "
                                          "without the token the target model always contributes itself (the bonus or "
                                          "correction token). Here a is the per-token probability: sum a^i for i = 0..k."},
             {"slip": "no-bonus-token", "value": value - 1, "feedback": "You left out the token the target model always contributes itself (the bonus or correction token)."},
@@ -180,9 +182,19 @@ def knob_audit(config_path, workload_path, points: float = 4) -> dict:
     from servelab import review
 
     report = review.review_files(config_path, workload_path)
+    verdicts = dict(report.verdicts())
+    fixes = {f.knob: f.fix for f in report.findings}
+    # When the weights alone do not fit, the reviewer reports the one shortfall under parallelism and
+    # again under gpu-memory-utilization (whose fix is "see parallelism"): grade that fault once.
+    follows = {}
+    if (verdicts.get("parallelism") == "wrong" and verdicts.get("gpu_memory_utilization") == "wrong"
+            and "parallelism" in fixes.get("gpu_memory_utilization", "")):
+        follows["gpu_memory_utilization"] = "parallelism"
+        del verdicts["gpu_memory_utilization"]
     return {
         "name": "knob audit",
         "points": points,
-        "verdicts": dict(report.verdicts()),
+        "verdicts": verdicts,
+        "follows": follows,
         "reasons": {f.knob: f.reason for f in report.findings},
     }

@@ -13,9 +13,10 @@ Modules, one idea each:
 - engines: warm engines in a small pool, and how one point is measured on each backend
 - app: the widgets and the wiring
 - rep2: real-world rep 2, the measured comparison the grader checks
-- notebook: writes the instructor notebook, solutions/lab25/spec_decode_lab.ipynb
-- knoblab, knobcharts, knob_notebook: the knob lab (every checklist knob on a real vLLM server,
-  servelab.knobs), its side-by-side charts, and its notebook, solutions/knoblab/knob_lab.ipynb
+- knoblab, knobcharts: the knob lab (every checklist knob on a real vLLM server, servelab.knobs) and
+  its side-by-side charts
+
+The labs' notebooks are built from their text sources in grading/source/ (instructor-only).
 
 Live measurement happens only on a click on Measure, and never where
 offline_reason() says why not (nbgrader's autograde, SERVELAB_OFFLINE=1).

@@ -1,0 +1,1187 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] id="intro"
+# # Lesson 25. Reviewing a Serving Configuration
+#
+# **Mission link:** The mission ends here: "defend the latency and throughput numbers it produces."
+# That defense is not a solo exercise. You will need to review someone else's configuration, trace
+# each choice back to the workload it claims to serve, and spot the mismatch before it reaches production.
+#
+# **Primary source:** Docs: "Speculative Decoding", vLLM Project
+#
+# **Prerequisites:** Lesson 2, Lesson 6, Lesson 12, Lesson 18, Lesson 22, Lesson 23. The recap below
+# restates what this lesson leans on, so this notebook stands on its own.
+#
+# **How this notebook is graded.** Each question has an answer cell (replace
+# `raise NotImplementedError()` with your answer) and a test cell below it. The test you can see
+# checks only the *form* of your answer; the points are awarded when the notebook is graded, with
+# feedback that names the assumption that was off. Cells marked *YOUR ANSWER HERE* are answers in
+# words, read by a person. Run the notebook top to bottom before you submit.
+
+# %% id="imports"
+from servelab import hardware, modelspec, simulate
+from servelab.paths import data_dir
+
+# %% [markdown] id="recap"
+# ## Recap: what this lesson leans on
+#
+# **Memory footprint (lesson 2).** A served model holds two things in GPU memory: its weights,
+# `num_params x bytes per parameter`, read once per decode step whatever the batch; and the KV
+# cache, which grows with every token of context:
+#
+# $$\text{KV bytes per token} = 2\,(\text{K and V}) \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times \text{bytes per value}$$
+#
+# and a batch multiplies it: `KV bytes = per token x tokens per sequence x batch size`. Weights are
+# shared by the whole batch; KV cache is not.
+#
+# **The batch trade-off (lesson 6).** A decode step reads all the weights once and does
+# `2 x num_params` FLOPs per token it carries. Its arithmetic intensity is about
+# `2 x tokens per step / bytes per parameter` FLOP per byte. The hardware's *ridge point*,
+# `peak FLOP/s / memory bytes/s`, splits two regimes: below it the step waits on memory, so adding
+# sequences costs no extra weight reads (throughput rises, per-token latency rises slowly); above it
+# the step waits on arithmetic, so every extra token costs time (throughput flattens, latency rises).
+# "Below the ridge" is not "free": each sequence's KV cache is read every step too, and at long
+# contexts it outweighs the weights (warm-up 1's batch reads about 34 GB of KV cache per step
+# against about 16 GB of Llama-3.1-8B weights).
+#
+# **GB and GiB.** A datasheet's GB is 10^9 bytes; `nvidia-smi` and vLLM's logs count MiB and GiB
+# (2^20 and 2^30 bytes), and report the capacity the driver sees. They differ by 7.4% per GiB: an H200
+# sold as "141 GB" reports 143,771 MiB (150.8e9 bytes, 140.4 GiB), an H100 "80 GB" reports 81,559 MiB
+# (85.5e9 bytes). This lesson's memory sums use bytes throughout and name GB (10^9) where they round.
+#
+# **Quantization (lesson 9).** Storing weights in fewer bits (fp8 or int8: 1 byte per parameter;
+# int4 schemes such as AWQ or GPTQ: about half a byte) shrinks the weights and the bytes each decode
+# step reads, so memory-bound decode gets faster and more memory is left for KV cache. The price is
+# accuracy, which depends on the task: measure it on your own task. A KV cache can be quantized
+# separately (`kv-cache-dtype fp8` halves bytes per token). Quantization does change the output
+# distribution, slightly, which is why it is rolled out with a canary.
+#
+# **Parallelism (lesson 21).** Tensor parallelism (TP) splits every layer's matrices over GPUs
+# inside a node: each GPU holds 1/TP of the weights and the GPUs all-reduce activations twice per
+# layer, so TP must divide the attention heads. vLLM can run one TP group across nodes (its multi-node
+# runtime is Ray), but then every all-reduce crosses the network instead of NVLink, so vLLM's guide
+# keeps TP inside a node and uses PP across nodes; TP across nodes is a choice to measure, not a
+# mistake by definition ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/). Pipeline
+# parallelism (PP) puts consecutive layers on different GPUs or nodes and passes activations between
+# stages. A replica uses TP x PP GPUs; vLLM will not start if the deployment has fewer. Data
+# parallelism runs independent replicas, each with its own copy of the weights. Split a model only
+# when it does not fit (or when a measured latency needs it): a model that fits on one GPU serves
+# more per GPU as replicas.
+#
+# **Speculative decoding (lesson 18).** A cheap drafter (an n-gram lookup or a small draft model)
+# proposes `k` tokens; the target model verifies all `k + 1` positions in one forward pass and keeps
+# the accepted prefix plus one token of its own. With acceptance rate `a` per draft token
+# (Leviathan et al., 2022) a verify step yields on average
+#
+# $$\frac{1 - a^{k+1}}{1 - a} \text{ tokens per sequence,}$$
+#
+# and it pushes `batch x (k + 1)` tokens through the target model.
+#
+# **SLOs (lesson 23).** A service level objective names a metric, a percentile, a threshold and the
+# load it holds at: "p99 TTFT under 500 ms at 20 concurrent users". TTFT is time to first token;
+# TPOT is a request's time per output token after the first, (end-to-end latency - TTFT) /
+# (output tokens - 1); ITL is the gap between successive streamed chunks. Without speculation each
+# chunk is one token and the two agree; with it a step can deliver several tokens at once, so ITL
+# measures per step and TPOT per token. Throughput is output tokens per second across all requests.
+# A configuration is defended against its SLO, with measurements.
+
+# %% id="presets"
+llama_8b = modelspec.preset("Llama-3.1-8B")
+h200 = hardware.get("H200")
+print(llama_8b)
+print(h200)
+
+# %% [markdown]
+# ## Warm-up
+#
+# Answer each warm-up by computing with the formulas above. Use the model's config values
+# (`llama_8b.num_layers`, `llama_8b.num_kv_heads`, ...) but write the formula out yourself.
+
+# %% [markdown] id="warmup1-question"
+# **1. ▢** Lesson 2 named the formula that governs a serving configuration's memory footprint. What
+# causes the cache to grow, and what does batching do to that cost?
+#
+# Compute for Llama-3.1-8B in bfloat16 (2 bytes per value):
+# - `warmup1_kv_bytes_per_token`: KV cache bytes one token adds;
+# - `warmup1_kv_bytes_batch`: KV cache bytes for a batch of 32 sequences of 8,192 tokens each.
+
+# %% nbgrader={"grade": false, "grade_id": "warmup1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+warmup1_kv_bytes_per_token = 2 * llama_8b.num_layers * llama_8b.num_kv_heads * llama_8b.head_dim * 2
+warmup1_kv_bytes_batch = warmup1_kv_bytes_per_token * 8192 * 32
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "warmup1-per-token", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup1-per-token', warmup1_kv_bytes_per_token)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup1_kv_bytes_per_token, numbers.Real) and type(warmup1_kv_bytes_per_token).__name__ not in ('bool', 'bool_'), \
+    "warmup1_kv_bytes_per_token should be a number (bytes), not " + type(warmup1_kv_bytes_per_token).__name__
+
+# %% nbgrader={"grade": true, "grade_id": "warmup1-batch", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup1-batch', warmup1_kv_bytes_batch)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup1_kv_bytes_batch, numbers.Real) and type(warmup1_kv_bytes_batch).__name__ not in ('bool', 'bool_'), \
+    "warmup1_kv_bytes_batch should be a number (bytes), not " + type(warmup1_kv_bytes_batch).__name__
+
+# %% [markdown]
+# In two or three sentences: what makes the cache grow, and what does batching do to that cost?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "warmup1-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# The cache grows with every token of context: each token adds K and V for every layer and KV head
+# (128 KiB per token for Llama-3.1-8B in bf16). Batching multiplies it, because each sequence keeps
+# its own cache: 32 sequences of 8K tokens hold about 34 GB. Batching amortizes the weight reads
+# across sequences, but not the KV cache, which is why memory, not compute, often caps the batch.
+
+# %% [markdown] id="warmup2-question"
+# **2. ▢** Lesson 6 said throughput and per-token latency trade against each other via batch size.
+# What actually governs which direction the trade moves?
+#
+# Compute for an H200 (dense bf16 peak and memory bandwidth from `hardware.get("H200")`):
+# - `warmup2_ridge_flop_per_byte`: the roofline ridge point, FLOP per byte;
+# - `warmup2_ridge_tokens_per_step`: the tokens a bf16 decode step must carry before it turns
+#   compute-bound (2 FLOP per parameter per token, 2 bytes per parameter read once per step).
+
+# %% nbgrader={"grade": false, "grade_id": "warmup2-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+warmup2_ridge_flop_per_byte = h200.peak_tflops * 1e12 / (h200.bandwidth_gb_s * 1e9)
+warmup2_ridge_tokens_per_step = warmup2_ridge_flop_per_byte * 2 / 2  # x bytes per param / 2 FLOP per param
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "warmup2-ridge", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup2-ridge', warmup2_ridge_flop_per_byte)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup2_ridge_flop_per_byte, numbers.Real) and type(warmup2_ridge_flop_per_byte).__name__ not in ('bool', 'bool_'), \
+    "warmup2_ridge_flop_per_byte should be a number (FLOP per byte), not " + type(warmup2_ridge_flop_per_byte).__name__
+
+# %% nbgrader={"grade": true, "grade_id": "warmup2-tokens", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup2-tokens', warmup2_ridge_tokens_per_step)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup2_ridge_tokens_per_step, numbers.Real) and type(warmup2_ridge_tokens_per_step).__name__ not in ('bool', 'bool_'), \
+    "warmup2_ridge_tokens_per_step should be a number (tokens), not " + type(warmup2_ridge_tokens_per_step).__name__
+
+# %% [markdown]
+# In two or three sentences: what governs which direction the trade moves?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "warmup2-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# Whether the decode step is memory-bandwidth-bound or compute-bound at that batch. Below the ridge
+# (about 206 tokens per step on an H200 in bf16) the step waits on memory reads, so a bigger
+# batch adds throughput at a small latency cost (the weights are read once for all, but each
+# sequence's KV cache is read too); above it the step waits on arithmetic, so a bigger batch adds
+# latency for little throughput.
+
+# %% [markdown] id="claim-kv-reads"
+# <details><summary><b>Check the claim:</b> "below the ridge, a bigger batch is nearly free" (open it once you have answered)</summary>
+#
+# > Only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
+# > contexts it outweighs the weights: warm-up 1's batch (32 sequences of 8,192 tokens) holds about 34 GB
+# > of KV cache, read each step, against about 16 GB of weights. The simulator (a model, not a
+# > measurement) shows what that does to the step time, below the ridge all the way:
+#
+# </details>
+
+# %% id="kv-reads"
+long_context = simulate.default_simulator(llama_8b, h200, context_len=8192)
+print(f"weights {llama_8b.weight_bytes('bfloat16') / 1e9:.0f} GB, "
+      f"KV cache at batch 32 x 8,192 tokens {llama_8b.kv_bytes(8192, 32, 'bfloat16') / 1e9:.0f} GB")
+for batch in (1, 8, 32):
+    step = long_context.step(batch)
+    print(f"batch {batch:2d}: {step.bound}-bound, TPOT {step.tpot_ms:5.1f} ms")
+
+# %% [markdown] id="warmup3-question"
+# **3. ▢** Lesson 18 said speculative decoding verifies several tokens in one forward pass, roughly
+# the cost of generating one token normally, because decoding is memory-bandwidth-bound. Does that
+# mechanism change when your batch size gets very large?
+#
+# Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7` (the
+# recap's `a`: the chance that one draft token is accepted given the ones before it were, not the
+# "draft acceptance rate" vLLM logs, which is accepted / drafted tokens):
+# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step, to
+#   three significant figures or more (two figures cannot tell the sum apart from a shortcut);
+# - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
+#   at batch 64;
+# - `warmup3_compute_bound`: `True` if that step is past the H200's ridge (warm-up 2), else `False`.
+
+# %% nbgrader={"grade": false, "grade_id": "warmup3-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+a, k = 0.7, 4
+warmup3_tokens_per_verify_step = (1 - a ** (k + 1)) / (1 - a)
+warmup3_verified_tokens_per_step = 64 * (k + 1)
+warmup3_compute_bound = warmup3_verified_tokens_per_step > h200.ridge_tokens_per_step()
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "warmup3-tokens", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup3-tokens', warmup3_tokens_per_verify_step)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup3_tokens_per_verify_step, numbers.Real) and type(warmup3_tokens_per_verify_step).__name__ not in ('bool', 'bool_'), \
+    "warmup3_tokens_per_verify_step should be a number (tokens), not " + type(warmup3_tokens_per_verify_step).__name__
+
+# %% nbgrader={"grade": true, "grade_id": "warmup3-verified", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup3-verified', warmup3_verified_tokens_per_step)
+### END HIDDEN TESTS
+import numbers
+assert isinstance(warmup3_verified_tokens_per_step, numbers.Real) and type(warmup3_verified_tokens_per_step).__name__ not in ('bool', 'bool_'), \
+    "warmup3_verified_tokens_per_step should be a number (tokens), not " + type(warmup3_verified_tokens_per_step).__name__
+
+# %% nbgrader={"grade": true, "grade_id": "warmup3-bound", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('warmup3-bound', warmup3_compute_bound)
+### END HIDDEN TESTS
+assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compute_bound should be True or False"
+
+# %% [markdown]
+# In two or three sentences: does the mechanism change at very large batch, and why?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "warmup3-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# Yes. At batch 64 with k = 4 a verify step carries 320 tokens, past the H200's ridge of about 206:
+# the step is compute-bound, so verifying k + 1 positions per sequence costs real FLOPs instead of
+# riding on weight reads, and every rejected draft token is wasted arithmetic. The "nearly free"
+# premise of lesson 18 holds only below the ridge.
+
+# %% [markdown] id="checklist"
+# ## Know this
+#
+# ### The review checklist: does each knob match the stated workload?
+#
+# When you review a serving configuration, walk through this list. For each one, ask: is this choice
+# actually justified by the workload's stated bottleneck, or was it cargo-culted from a different
+# workload's defaults?
+#
+# **1. Is the batching configuration matched to the workload's concurrency and SLO?**
+#
+# Lesson 6 teaches that batch size trades throughput against per-token latency. A configuration that
+# states "batch size = 128, SLO = 300ms p99 TTFT" needs to show that batch size 128 actually delivers
+# 300ms under the stated concurrency. If the workload is 10 concurrent users, a batch of 128 means
+# padding with 118 empty requests or wasting GPU time on an artificially large batch. If the workload
+# is 1000 concurrent users and batch 128 means only 12% utilization, the configuration is leaving
+# throughput on the table. The knob must be chosen with measurements on the actual workload, not guessed.
+#
+# **2. Is the quantization scheme actually earning its keep for this workload's latency target?**
+#
+# Lesson 9 teaches the trade: lower bit-width quantization saves memory and speeds up decode
+# (bandwidth-bound), but loses accuracy and may speed up prefill differently depending on the
+# implementation. Before adopting int4 quantization because another team did, measure your own task's
+# accuracy loss at your own batch size. Some workloads are insensitive to the loss; some are not. A
+# configuration that says "int4 quantization" without citing its measured accuracy impact on this task
+# has not actually justified that choice.
+#
+# **3. Does the parallelism strategy actually address a real bottleneck?**
+#
+# Lesson 21 teaches tensor parallelism and pipeline parallelism as two different ways to split a model
+# across GPUs. A configuration that uses 8-way tensor parallelism on a 4-GPU node is nonsensical: you
+# have already split across all the GPUs you have, and the high communication cost (NVLink or network)
+# is being paid for nothing. The choice should trace back to a measurement: "the model is too large to
+# fit on any single GPU's memory, so we need parallelism; at 4 GPUs tensor parallelism bottlenecks on
+# communication, so we added pipeline parallelism for the remaining stages." Without that story, the
+# configuration has knobs turned but not choices made.
+#
+# **4. Is speculative decoding actually turned on for the right reason, for this workload's batch size?**
+#
+# Lesson 18 says speculative decoding is a latency lever: it reduces per-token latency by verifying
+# multiple tokens per expensive forward pass. Lesson 23 established that in production, you cite an
+# SLO. The vLLM docs are explicit: speculative decoding reduces inter-token latency "under
+# medium-to-low QPS (queries per second), memory-bound workloads." The detail is load-bearing. When
+# batch size is small (low QPS), the system is memory-bandwidth-bound and speculative decoding's extra
+# verification cost is nearly free (lesson 18's mechanism holds). When batch size is very large (high
+# QPS, compute-bound), the extra verification compute competes for GPU arithmetic and can actually
+# lower throughput: the latency of one individual request may improve, but the fleet's overall
+# throughput may not. A configuration that says "speculative decoding enabled" because "it sounds good"
+# has not actually measured whether the workload is bandwidth-bound or compute-bound at the chosen
+# batch size. Name it: "Speculative decoding enabled for low-QPS workloads with batch size ≤ 32, where
+# memory bandwidth is the bottleneck. Disabled for batch size > 64 where compute becomes the bottleneck
+# and the extra verification cost would lower fleet throughput."
+
+# %% [markdown] id="predict-question"
+# The checklist's questions are the right ones. Some of its claims, and of the text that follows, are
+# not. **Predict before you read on.** Each practice below tests one of them, and after each practice
+# a collapsed *Check the claim* box reveals what holds, with evidence you can run or look up. Mark now
+# which of these claims you think are wrong; the reveals will show how your prediction did.
+#
+# | option | claim (from the checklist and the text below) |
+# |---|---|
+# | `"padding"` | with 10 users, a batch size of 128 means padding with 118 empty requests |
+# | `"cap_needs_measurement"` | the batching cap must be backed by measurements on the actual workload |
+# | `"tp8_wasted"` | 8-way tensor parallelism on one 4-GPU node pays communication for nothing |
+# | `"memory_bound_pays"` | speculation cuts inter-token latency while decode is memory-bandwidth-bound |
+# | `"disable_above_64"` | speculation should be disabled above batch 64, where compute becomes the bottleneck |
+# | `"alters_outputs"` | speculative decoding silently alters the output distribution |
+# | `"int8_shifts_outputs"` | switching float16 to int8 can shift outputs enough for an eval gate to notice |
+# | `"latency_improves"` | at high concurrency fleet throughput falls even as per-request latency improves |
+# | `"util_means_compute"` | GPUs pegged at 100% utilization mean compute is the bottleneck |
+# | `"measure_on_off"` | the settlement is throughput and latency measured with the feature on and off |
+#
+# `predicted_wrong`: a list of the options you think are wrong.
+
+# %% nbgrader={"grade": false, "grade_id": "predict-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+predicted_wrong = ["padding", "tp8_wasted", "disable_above_64", "alters_outputs", "latency_improves",
+                   "util_means_compute"]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "predict-test", "locked": true, "points": 2, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('predict-test', predicted_wrong)
+### END HIDDEN TESTS
+assert isinstance(predicted_wrong, list) and all(isinstance(o, str) for o in predicted_wrong), \
+    "predicted_wrong should be a list of option names, such as ['padding']"
+_unknown = set(predicted_wrong) - {'padding', 'cap_needs_measurement', 'tp8_wasted', 'memory_bound_pays',
+                                   'disable_above_64', 'alters_outputs', 'int8_shifts_outputs',
+                                   'latency_improves', 'util_means_compute', 'measure_on_off'}
+assert not _unknown, f"predicted_wrong has options that are not in the table: {sorted(_unknown)}"
+
+# %% [markdown] id="rollout"
+# ### Carrying a change through what others depend on
+#
+# A serving fleet has live callers mid-request when you deploy a new configuration, model version, or
+# quantization scheme. A config change that silently alters output distribution, such as switching
+# quantization or enabling speculative decoding, can break a downstream consumer (an eval gate, a
+# caller with hardcoded expectations about latency distribution, a system expecting exact output
+# matching) without the serving team knowing why.
+#
+# Safe rollout strategy:
+#
+# 1. **Canary** a new configuration on a small slice of traffic before a full cutover. Not to test
+#    whether the server stays up, but to measure how the change affects output distribution and
+#    latency distribution, and whether a downstream consumer notices.
+# 2. **Stage** the change the same way you stage a model version: a canary, monitoring for regressions
+#    that a downstream consumer might detect before you do, then a rolling rollout if the canary is clean.
+# 3. **Communicate** the change to callers before rolling it out at scale. A configuration change is not
+#    a pure implementation detail; it can shift a latency distribution or output slightly (quantization,
+#    speculative decoding's rare verification failures), and downstream systems built on tight
+#    assumptions might break.
+#
+# This is not paranoia. A real example: switching from float16 to int8 quantization can shift the
+# output distribution enough that an eval gate tuned for float16 outputs starts rejecting valid answers;
+# the serving fleet looks fine (same request throughput, same p99) but the downstream eval pipeline
+# silently starts failing. A staged rollout catches this because someone watching the eval gate's
+# acceptance rate during the canary phase sees it drop and asks why before rolling out at scale.
+
+# %% [markdown] id="primary-source"
+# ### Saying when the usual answer is wrong, and settling a disputed claim from the primary source
+#
+# Speculative decoding is the case study here, because the answer genuinely depends on your workload's
+# current bottleneck.
+#
+# Lesson 18 presents speculative decoding as a latency win: verify multiple tokens cheaply in one
+# forward pass instead of generating them one at a time. That is exactly right for the conditions the
+# paper describes and the conditions that vLLM documents: when the system is memory-bandwidth-bound
+# (small batch, low QPS). In that regime, the extra verification work does cost nearly nothing and the
+# latency per token drops measurably.
+#
+# But at high batch size and high QPS, when the system becomes compute-bound, the extra verification
+# tokens the draft model proposes add compute work that now genuinely competes with other requests for
+# GPU arithmetic. The cost is no longer negligible: the target model's forward pass is doing more work
+# (verifying multiple tokens), and that extra work displaces time that could have been spent generating
+# tokens for other requests in the batch. Per-request latency may still improve (your own request's
+# tokens arrive slightly faster), but fleet throughput (the total tokens generated per second across
+# all requests) may fall, and throughput is what lesson 6's batch-size trade governs and lesson 23's
+# cost-per-million-tokens depends on.
+#
+# The vLLM documentation states this directly: "Speculative Decoding... to reduce inter-token latency
+# under medium-to-low QPS (queries per second), memory-bound workloads." That phrasing is not
+# accidental. Under high QPS, a compute-bound system, speculative decoding can hurt overall throughput
+# even as it improves individual request latency. The right answer is not "turn on speculative
+# decoding" or "turn it off always"; the right answer is "measure your workload's bottleneck first."
+#
+# To settle which is true for your configuration:
+#
+# 1. **Measure your system's current bottleneck** at your actual batch size and QPS: Is memory
+#    bandwidth or arithmetic the limiting factor? Lesson 23's metrics (TTFT, ITL, queue depth) tell
+#    you. If the system is CPU-limited (high queue depth, low memory utilization, all GPUs pegged at
+#    100% utilization), compute is the bottleneck and speculative decoding is likely to hurt. If the
+#    system is memory-limited (high memory utilization, GPUs underutilized), memory bandwidth is the
+#    bottleneck and speculative decoding is likely to help.
+# 2. **Compare two measurements**: measure end-to-end throughput (total tokens/sec across all requests)
+#    and per-request latency with speculative decoding on and off, at your actual batch size and
+#    concurrency.
+# 3. **Cite what you measured.** A configuration should say: "Speculative decoding is disabled because
+#    this workload runs at 256-request batch size and QPS is 80 requests/sec, which is high-concurrency
+#    and compute-bound. We measured throughput at 3,200 tokens/sec with spec decode on and 3,400
+#    tokens/sec with it off. Per-request latency is slightly higher with spec decode off (258ms vs
+#    245ms) but fleet throughput is the bottleneck for this SLO, not per-request latency."
+
+# %% [markdown]
+# ## Practice
+
+# %% [markdown] id="choosing-the-method"
+# ### Choosing the speculative method
+#
+# "Speculative decoding" is four families of drafter in vLLM, and the review question "does it pay at
+# this batch?" has a second half: with which drafter? vLLM's own guide ("Speculative Decoding", *Method
+# Selection at a Glance*, https://docs.vllm.ai/en/latest/features/speculative_decoding/) rates the
+# model-based methods the best latency reduction and n-gram a modest one "without increasing workload
+# during peak traffic". What each needs, and when each pays:
+#
+# | method (`speculative_config`) | what it needs | when it pays |
+# |---|---|---|
+# | n-gram, `"method": "ngram"` with `prompt_lookup_min`/`max` | nothing: drafts are copied from the prompt (and output so far) where its last n tokens recur | output that repeats its input: summaries, code edits, answers quoting retrieved text. No draft weights and no extra forward pass, only a CPU-side search per step; acceptance collapses on open-ended chat |
+# | draft model, `"method": "draft_model"`, `"model": ...` | a small model with the target's vocabulary; its weights and KV cache in GPU memory | general text, when a same-family small model exists (Llama-3.2-1B for Llama-3.1-8B). Its k forward passes per step cost real time, so it needs a high acceptance to pay |
+# | EAGLE / EAGLE-3, `"method": "eagle"` or `"eagle3"`, `"model": ...` | a drafting head trained on *this* target's hidden states (published per target model) | usually the highest acceptance per unit of draft cost; only where a head exists for your exact target |
+# | MTP, `"method": "mtp"` | a target trained with multi-token-prediction layers (DeepSeek-V3 and its successors, some Qwen models): the drafter ships inside the checkpoint | whenever the model has them: no second model to manage |
+#
+# Whichever drafter, the roofline argument of item 4 holds: verification rides on weight reads below the
+# ridge and costs FLOPs above it, and a cheaper drafter (n-gram) moves the break-even less than a costly
+# one. vLLM 0.32.0 can also change k with the batch inside one engine: `num_speculative_tokens_per_batch_size`
+# in `speculative_config` takes inclusive ranges `[[range_start, range_end, k], ...]`; the first range must
+# start at batch 1, ranges may not overlap, and a k of 0 turns speculation off for that range (vLLM 0.32.0,
+# `SpeculativeConfig` and `v1/spec_decode/dynamic/utils.py`; "Dynamic Speculative Decoding" in the guide
+# above). For the break-even of 114 above, `[[1, 64, 4], [65, 128, 2], [129, 1024, 0]]` keeps speculation
+# where the model says it pays; measure before trusting the ranges.
+
+# %% [markdown] id="practice1-question"
+# **1. ▢** A configuration proposes batch size 256 for a workload that stated SLO is "p99 TTFT under
+# 500ms at 20 concurrent users." You measure TTFT at batch 256 and find p99 is 1200ms. What is the
+# configuration's actual error?
+#
+# State exactly what is wrong in `practice1`, a dict with these keys:
+# - `"knob"`: the knob at fault, named as the review checklist names it: `"batching"`,
+#   `"quantization"`, `"parallelism"`, `"speculative_decoding"`, `"prefix_caching"`,
+#   `"max_model_len"` or `"gpu_memory_utilization"`;
+# - `"verdict"`: `"justified"`, `"unjustified"` (no measurement behind it) or `"wrong"` (a measurement
+#   or a fact contradicts it);
+# - `"slo_met"`: `True` or `False`;
+# - `"slo_miss_ms"`: by how many milliseconds the measured p99 misses the target (0 if it meets it);
+# - `"useful_batch_limit"`: the most sequences this workload can put into one batch;
+# - `"cap_explains_miss"`: `True` if lowering the batching cap would bring p99 TTFT under the target,
+#   else `False`.
+
+# %% nbgrader={"grade": false, "grade_id": "practice1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+practice1 = {
+    "knob": "batching",
+    "verdict": "unjustified",
+    "slo_met": False,
+    "slo_miss_ms": 1200 - 500,
+    "useful_batch_limit": 20,
+    "cap_explains_miss": False,
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "practice1-test", "locked": true, "points": 3, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice1-test', practice1)
+### END HIDDEN TESTS
+assert isinstance(practice1, dict), "practice1 should be a dict"
+_missing = {'knob', 'verdict', 'slo_met', 'slo_miss_ms', 'useful_batch_limit', 'cap_explains_miss'} - set(practice1)
+assert not _missing, f"practice1 is missing the keys {sorted(_missing)}"
+_forms = {'knob': str, 'verdict': str, 'slo_met': bool, 'cap_explains_miss': bool}
+for _field, _form in _forms.items():
+    assert isinstance(practice1[_field], _form), \
+        f"practice1['{_field}'] should be {'True or False' if _form is bool else 'a string'}, not {practice1[_field]!r}"
+for _field in ('slo_miss_ms', 'useful_batch_limit'):
+    assert isinstance(practice1[_field], (int, float)) and not isinstance(practice1[_field], bool), \
+        f"practice1['{_field}'] should be a number, not {practice1[_field]!r}"
+
+# %% [markdown] id="claim-batching"
+# <details><summary><b>Check the claim:</b> item 1, "padding with 118 empty requests" and "12% utilization" (open it once you have answered)</summary>
+#
+# > vLLM does not pad. `max-num-seqs` is "the maximum number of sequences to be processed in a single
+# > iteration" (vLLM API docs, `SchedulerConfig`, https://docs.vllm.ai/en/latest/api/vllm/config/scheduler/):
+# > a cap on a batch the scheduler forms continuously from the requests that are there. With 10 users
+# > a cap of 128 runs batches of at most 10; the only rounding is up to the nearest captured CUDA-graph
+# > size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
+# > TTFT; it says nothing about GPU utilization. (Nor is a batch of 128 "full" in the roofline's sense: a
+# > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
+# > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
+# > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
+# > *unjustified*, never *wrong*: vLLM's own default is 256 on most GPUs, and 1,024 (for `vllm serve`
+# > and the `LLM` class alike) on GPUs that report at least 70 GiB and are not A100s, such as the H100
+# > and H200 (vLLM 0.32.0, `EngineArgs.get_batch_defaults`).
+#
+# </details>
+
+# %% [markdown] id="claim-ttft-driver"
+# <details><summary><b>Check the claim:</b> item 1's fix for a TTFT miss: "a smaller batch" (open it once you have answered)</summary>
+#
+# > When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
+# > 500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
+# > not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
+# >
+# > What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
+# > budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and
+# > preemption (`vllm:num_preemptions_total`, a counter), CPU-side tokenization, warm-up spikes counted in the p99, or a
+# > load test that ran at a load the workload never produces. Find which by splitting TTFT into the time
+# > a request waited and the time its prefill took; vLLM exports both as histograms on `/metrics`:
+# > `vllm:request_queue_time_seconds` and `vllm:request_prefill_time_seconds` (vLLM docs, "Metrics",
+# > https://docs.vllm.ai/en/latest/design/metrics/). Queue time near zero with a long prefill points
+# > at prompt length or the chunked-prefill budget; a long queue points at capacity or preemption, and
+# > at the batching cap only when the cap is below the load. `servelab review` reads a config the same
+# > way (try it on `data/configs/practice-1-batch-256.yaml` after practice 1).
+#
+# </details>
+
+# %% [markdown] id="practice2-question"
+# **2. ▢** You are reviewing a configuration that enables speculative decoding, and the justification
+# is "speculative decoding reduces latency, and latency is important." Is this justification sufficient?
+#
+# - `practice2_sufficient`: `"yes"` or `"no"`;
+# - `practice2_missing`: what a sufficient justification would have to state, as a list of option
+#   names chosen from:
+#
+# | option | meaning |
+# |---|---|
+# | `"batch_size"` | the batch size (concurrency) the deployment runs at |
+# | `"bottleneck"` | whether the step is memory-bandwidth-bound or compute-bound at that batch |
+# | `"on_off_measurement"` | throughput and latency measured with speculation on and off, on this workload |
+# | `"slo_metric"` | the SLO metric speculation is meant to move |
+# | `"draft_vendor"` | who trained the draft model |
+# | `"gpu_count"` | the number of GPUs in the node |
+# | `"client_language"` | the programming language of the callers |
+
+# %% nbgrader={"grade": false, "grade_id": "practice2-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+practice2_sufficient = "no"
+practice2_missing = ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "practice2-sufficient", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice2-sufficient', practice2_sufficient)
+### END HIDDEN TESTS
+assert isinstance(practice2_sufficient, str) and practice2_sufficient.strip().lower() in ('yes', 'no'), \
+    "practice2_sufficient should be one of 'yes', 'no'"
+
+# %% nbgrader={"grade": true, "grade_id": "practice2-missing", "locked": true, "points": 2, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice2-missing', practice2_missing)
+### END HIDDEN TESTS
+assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in practice2_missing), \
+    "practice2_missing should be a list of option names (strings)"
+
+# %% [markdown]
+# In two sentences: why is it, or is it not, sufficient?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "practice2-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# No. "Latency is important" names neither the batch size nor whether the step is memory- or
+# compute-bound there, and cites no measurement: at small batch speculation cuts inter-token latency
+# nearly for free, but past its break-even batch it lowers fleet throughput and raises TPOT, so only throughput and latency
+# measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
+
+# %% [markdown] id="claim-bottleneck"
+# <details><summary><b>Check the claim:</b> the bottleneck heuristics in step 1 (open it once you have answered)</summary>
+#
+# > "GPUs pegged at 100% utilization" does not mean compute-bound: nvidia-smi's `utilization.gpu` is "percent
+# > of time over the past sample period during which one or more kernels was executing on the GPU"
+# > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
+# > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
+# > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+# > https://docs.vllm.ai/en/latest/configuration/engine_args/), for weights and KV cache at start, so
+# > memory use is always high. (And "CPU-limited" is a third thing:
+# > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
+# > carries, B(k+1) with speculation, against the ridge point (warm-up 2); a profiler's counters (Nsight
+# > Compute's achieved DRAM bandwidth and tensor-core throughput as a share of peak); and, settling it,
+# > throughput and TPOT measured with the feature on and off at your batch (step 2).
+#
+# </details>
+
+# %% [markdown] id="claim-littles-law"
+# <details><summary><b>Check the claim:</b> the numbers in "cite what you measured" (open it once you have answered)</summary>
+#
+# > The form is the one to copy; the numbers do not add up. Little's law: requests in the system = arrival
+# > rate x time each spends there. 256 requests in flight at 80 requests/s means each spends 256 / 80 =
+# > 3.2 s on average, so 245 ms and 258 ms cannot be end-to-end latencies. And if the batch is full at 256,
+# > 3,400 tok/s is 256 / 3,400 = 75 ms per token per sequence (80 ms with speculation), so they are not
+# > TPOT either. A consistent citation, with TPOT derived from the same measurement:
+# > "Speculative decoding is off: at 256 concurrent requests (80 requests/s, 3.2 s mean time in the
+# > system) we measured 3,400 output tok/s without it and 3,200 with it, mean TPOT 75 ms vs 80 ms.
+# > It loses on both metrics here, as expected past the break-even batch." `servelab review` on
+# > `data/configs/lesson-3200-vs-3400.yaml` checks such a citation against the config.
+#
+# </details>
+
+# %% id="littles-law"
+in_flight, arrivals_per_s = 256, 80
+print(f"mean time in the system: {in_flight / arrivals_per_s:.1f} s (Little's law)")
+for label, tok_s in (("off", 3400), ("on", 3200)):
+    print(f"speculation {label}: mean TPOT {in_flight / tok_s * 1000:.0f} ms at {tok_s:,} tok/s")
+
+# %% [markdown] id="practice3-question"
+# **3. ▢** A team wants to switch their serving quantization from float16 to int8 and roll it out all at
+# once to the entire fleet. What is the problem with this plan?
+#
+# `practice3_problems`: the problems with the plan, as a list of option names chosen from:
+#
+# | option | meaning |
+# |---|---|
+# | `"no_canary"` | nothing sees a regression before the whole fleet does |
+# | `"output_drift"` | int8 can shift the output distribution and break a downstream consumer such as an eval gate |
+# | `"callers_not_told"` | callers with tight assumptions are not told before the change |
+# | `"no_rollback_trigger"` | no metric and threshold say when to roll back |
+# | `"int8_slower"` | int8 makes decode slower than float16 |
+# | `"more_memory"` | int8 weights need more GPU memory than float16 |
+
+# %% nbgrader={"grade": false, "grade_id": "practice3-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+practice3_problems = ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "practice3-test", "locked": true, "points": 2, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice3-test', practice3_problems)
+### END HIDDEN TESTS
+assert isinstance(practice3_problems, list) and all(isinstance(x, str) for x in practice3_problems), \
+    "practice3_problems should be a list of option names (strings)"
+
+# %% [markdown]
+# In three or four sentences: what would you do instead, and what would you watch?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "practice3-explain", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Stage it: canary int8 on a small slice of traffic (say 5 % for a day, across a daily peak), watching
+# latency and throughput and also the downstream eval gate's acceptance rate, since int8 can shift the
+# output distribution while p99 and throughput look unchanged. Tell the callers and the eval-gate owners
+# before the canary starts. Set rollback triggers in advance (for example, eval acceptance down more than
+# 2 points, or p99 TTFT over the SLO), then roll out in stages if the canary is clean.
+
+# %% [markdown] id="claim-lossless"
+# <details><summary><b>Check the claim:</b> speculative decoding "silently alters the output distribution", "rare verification failures" (open it once you have answered)</summary>
+#
+# > Quantization does shift the output distribution; speculative decoding does not. vLLM documents it as
+# > lossless: the rejection sampler reproduces the target model's distribution, "up to the precision limits
+# > of hardware numerics" (vLLM docs, "Speculative Decoding", section *Lossless guarantees of Speculative
+# > Decoding*, https://docs.vllm.ai/en/latest/features/speculative_decoding/). Rejections are not failures
+# > but the mechanism. At k = 4, a = 0.7 a sequence keeps on average a + a^2 + a^3 + a^4 = 1.77 of its 4
+# > drafts (44%); 1 - a^4 = 0.76 of them (19%) are rejected outright, one per step that stops early; the
+# > other 1.47 (37%) are never judged, discarded because an earlier draft was rejected (the cell below
+# > computes it). Every step, by design. The guarantee holds for the standard rejection sampler (and
+# > block verification); current vLLM docs also describe an opt-in *lossy* verification policy, FLy
+# > (https://docs.vllm.ai/en/latest/features/speculative_decoding/fly/), that "does not preserve the target
+# > distribution". vLLM 0.32.0's `rejection_sample_method` offers `"standard"`, `"block"` and
+# > `"synthetic"` (a benchmarking mode that accepts at a set rate, also not lossless); FLy is not in
+# > 0.32.0. A config that sets anything but the standard sampler or block verification owes its callers
+# > the same canary as quantization. What a downstream consumer can notice with the standard sampler is
+# > numerics: a batch computed with verify steps rounds differently, so
+# > exact-match tests and logprob comparisons at temperature 0 can differ in rare tokens. Tell callers
+# > who rely on exact outputs; watch the eval gate for quantization, where the shift is real.
+#
+# </details>
+
+# %% id="draft-fates"
+a, k = 0.7, 4
+accepted = sum(a ** i for i in range(1, k + 1))       # draft i is kept if drafts 1..i are accepted
+rejected = sum(a ** (i - 1) * (1 - a) for i in range(1, k + 1))  # judged and rejected: at most one per step
+discarded = k - accepted - rejected                      # after an earlier rejection, never judged
+for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", discarded)):
+    print(f"{label:9s} {n:.2f} of {k} drafts ({n / k:.0%})")
+
+# %% [markdown] id="practice4-question"
+# **4. ▢** A configuration states "tensor parallelism: 8-way, on 4 GPUs." What is wrong with this?
+#
+# State it in `practice4`, a dict with keys `"knob"` (the knob at fault, named as in practice 1), `"verdict"`
+# (`"justified"`, `"unjustified"` or `"wrong"`), `"configured"` (the tensor-parallel degree asked for),
+# `"gpus_available"` and `"max_tensor_parallel"` (the largest tensor-parallel degree this node supports).
+
+# %% nbgrader={"grade": false, "grade_id": "practice4-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+practice4 = {
+    "knob": "parallelism",
+    "verdict": "wrong",
+    "configured": 8,
+    "gpus_available": 4,
+    "max_tensor_parallel": 4,
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "practice4-test", "locked": true, "points": 2, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice4-test', practice4)
+### END HIDDEN TESTS
+assert isinstance(practice4, dict), "practice4 should be a dict"
+_missing = {'knob', 'verdict', 'configured', 'gpus_available', 'max_tensor_parallel'} - set(practice4)
+assert not _missing, f"practice4 is missing the keys {sorted(_missing)}"
+
+# %% [markdown] id="claim-parallelism"
+# <details><summary><b>Check the claim:</b> item 3, "8-way tensor parallelism on a 4-GPU node ... communication paid for nothing" (open it once you have answered)</summary>
+#
+# > On one 4-GPU node it is worse than wasted communication: vLLM does not start. It needs
+# > tensor-parallel-size x pipeline-parallel-size GPUs, one worker per GPU, and stops with an error when
+# > the deployment has fewer. With a second node it would start: vLLM runs a TP group across nodes on
+# > Ray. But every layer's two all-reduces then cross the network instead of NVLink, so vLLM's guide
+# > ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/) sets
+# > tensor-parallel-size to the GPUs in a node and pipeline-parallel-size to the number of nodes. TP
+# > across nodes is a choice that needs a measurement against the SLO, not an impossibility. `servelab
+# > review` on `data/configs/practice-4-tp8-on-4-gpus.yaml` says the first part ("vLLM will not start").
+#
+# </details>
+
+# %% [markdown] id="practice5-question"
+# **5. ▢** Which statement comes closest to describing when speculative decoding helps versus when it
+# can hurt overall fleet throughput? (None is right in every clause: pick the best, then find the clause
+# of it that does not hold; the reveal after this practice says which.)
+#
+# - a) Speculative decoding always reduces latency and always improves throughput, so it should be
+#   enabled on all deployments
+# - b) Speculative decoding reduces inter-token latency on memory-bandwidth-bound systems (low
+#   concurrency), but at high concurrency where compute is the bottleneck, the extra verification work
+#   can reduce fleet throughput even as per-request latency improves
+# - c) Speculative decoding is only useful for very large batch sizes and should not be enabled for
+#   small batches
+# - d) Speculative decoding reduces throughput and should only be enabled if latency is more important
+#   than throughput
+#
+# `practice5_answer`: the letter of your choice.
+
+# %% nbgrader={"grade": false, "grade_id": "practice5-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+practice5_answer = "b"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "practice5-test", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('practice5-test', practice5_answer)
+### END HIDDEN TESTS
+assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()').strip().lower() in ['a', 'b', 'c', 'd'], \
+    "practice5_answer should be one letter: a, b, c, d"
+
+# %% [markdown] id="claim-latency-throughput"
+# <details><summary><b>Check the claim:</b> "fleet throughput may fall even as per-request latency improves" (open it once you have answered)</summary>
+#
+# > At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
+# > step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
+# > lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model) at
+# > batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
+# > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
+# > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
+# > nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
+# > pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
+#
+# </details>
+
+# %% id="latency-moves-with-throughput"
+sim = simulate.default_simulator(llama_8b, h200)
+for batch in (8, 64, 256):
+    on, off = sim.step(batch, 4, "ngram"), sim.step(batch)
+    print(f"batch {batch:3d}: TPOT {on.tpot_ms:5.1f} ms on vs {off.tpot_ms:5.1f} ms off; "
+          f"throughput {on.output_tok_s:7,.0f} vs {off.output_tok_s:7,.0f} tok/s")
+
+# %% [markdown] id="quiz-question"
+# ## Quiz: speculation at peak
+#
+# Speculative decoding with a small draft model cut inter-token latency by about 2x at low traffic. At
+# peak, with about 200 sequences batched per replica, aggregate throughput is 15% lower than with
+# speculation disabled. What explains this, and what is the fix?
+#
+# - A) The draft model's KV cache doubles memory per sequence, shrinking the batch; the fix is to let
+#   the draft model share the target model's KV cache.
+# - B) Batching shifts the target model's sampling distribution and lowers acceptance; the fix is greedy
+#   decoding at peak so more drafts are accepted.
+# - C) At large batch, decode is compute-bound, so verifying draft tokens that get rejected burns scarce
+#   FLOPs; scale back or disable speculation as batch grows.
+# - D) Speculation only speeds up prefill, so at peak, when prefill dominates, it just adds overhead; the
+#   fix is to apply it to prompt processing alone.
+#
+# `quiz_answer`: the letter of your choice.
+
+# %% nbgrader={"grade": false, "grade_id": "quiz-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+quiz_answer = "C"
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "quiz-test", "locked": true, "points": 1, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('quiz-test', quiz_answer)
+### END HIDDEN TESTS
+assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().lower() in ['a', 'b', 'c', 'd'], \
+    "quiz_answer should be one letter: A, B, C, D"
+
+# %% [markdown]
+# Say why each of the other three options is wrong, one or two sentences each.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "quiz-distractors", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Speculative decoding trades extra compute for fewer sequential steps. That is free while decode is
+# memory-bandwidth-bound and compute is idle, and still pays, at a shrinking margin, a little past the
+# ridge, up to a break-even batch near ridge x E / (k + 1). At batch 200 the GPU is compute-saturated
+# and past that break-even (about 114 for an 8B model on an H200 at k = 4, a = 0.7), so the rejected
+# draft tokens cost more than the accepted ones save, and the speculation length should adapt to
+# load (C).
+#
+# - **A** is wrong: the draft model's KV cache is real but small (a draft has a fraction of the target's
+#   layers and width); it cannot cost 15 % of fleet throughput, and sharing caches is not the fix.
+# - **B** is wrong: batching does not change the target model's output distribution; each sequence is
+#   sampled from the same distribution whatever else is in the batch, so acceptance does not drop.
+# - **D** is wrong: speculation speeds up decode, not prefill; at peak the extra cost is verification
+#   work in decode steps, and prompt processing has no sequential token loop to shorten.
+
+# %% [markdown] id="claim-spec-threshold"
+# <details><summary><b>Check the claim:</b> item 4, "disabled for batch size > 64" (open it once you have answered)</summary>
+#
+# > The template's form is right (name the batch and the bottleneck); its number is a guess, and past the
+# > ridge is where speculation starts to *cost*, not where it stops *paying*. A verify step of B(k+1)
+# > tokens keeps only E = (1 - a^(k+1)) / (1 - a) of each sequence's k + 1 positions, so past the ridge
+# > speculation yields E x ridge / (k + 1) tokens per weight read against B without it. The break-even
+# > batch is near **ridge tokens x E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = 4, a = 0.7,
+# > that is 206 x 2.77 / 5, about **114**, while the ridge batch (206 / 5) is 41. The simulator, which adds
+# > KV reads and per-step overheads, puts the crossover near **132**. "Disabled above 64" would switch
+# > speculation off where, by the simulator, it still gives 1.7x at batch 64 and 1.2x at batch 100. Settle it with the measurement
+# > the lesson asks for (on and off at your batch), and read the simulator's numbers below as a model,
+# > not a measurement.
+#
+# </details>
+
+# %% [markdown]
+# The roofline simulator in `servelab.simulate` (a model, not a measurement) puts numbers on item 4:
+# the speedup of n-gram speculation (k = 4, a = 0.7) over plain decoding, for Llama-3.1-8B on an
+# H200, as the batch grows, next to where the step turns compute-bound and where the roofline alone
+# puts break-even.
+
+# %% id="speedup-by-batch"
+sim = simulate.default_simulator(llama_8b, h200)
+for batch in (1, 8, 32, 64, 128, 256):
+    print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
+print(f"ridge batch (B x 5 tokens reach the ridge): {sim.ridge_batch(4):.0f}")
+print(f"roofline break-even (ridge x E / (k + 1)):   {sim.break_even_batch(4, 0.7):.0f}")
+print(f"simulator crossover (with overheads):        {sim.crossover_batch(4, 'ngram'):.0f}")
+
+# %% [markdown]
+# ## Extension problems (ungraded, with worked answers)
+#
+# Related capacity questions, each with a worked answer you can check your reasoning against.
+# Try each before you open its answer.
+
+# %% [markdown]
+# **E1.** Your 70B-class model servers each handle about 40 concurrent chats with 4K-token contexts.
+# Product raises the maximum context to 32K tokens, and many users start using it. What is the main
+# capacity consequence?
+
+# %%
+# Llama-3.1-70B: Llama-3-70B's shape with a 128K context (Llama-3-70B stops at 8,192 positions).
+llama_70b = modelspec.preset("Llama-3.1-70B")
+print(f"{llama_70b.name}: {llama_70b.max_position_embeddings:,} positions")
+for tokens in (4096, 32768):
+    per_seq = llama_70b.kv_bytes(tokens, 1, "bfloat16") / 1e9
+    print(f"{tokens:6d} tokens: {per_seq:5.2f} GB of KV per sequence, {40 * per_seq:6.1f} GB for 40 chats")
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# KV cache per sequence grows linearly with context: 8x the tokens is 8x the cache (about 1.3 GB to
+# 10.7 GB per sequence for Llama-3.1-70B in bf16). The 40 chats that needed about 54 GB of cache would
+# need about 430 GB. With the weights and the memory unchanged, the sessions a server holds at full
+# context fall roughly 8x: KV memory becomes the binding constraint, so you need more replicas (or a
+# smaller cache per token: fewer KV heads, an fp8 cache), not faster compute. Long prefills also
+# raise TTFT for everyone sharing the server.
+# </details>
+
+# %% [markdown]
+# **E2.** A 70B-class model (80 layers, grouped-query attention with 8 KV heads of dimension 128) is
+# served in fp16 on one 8-GPU node with about 640 GB of total HBM. Product wants 256 concurrent sessions,
+# each holding a full 32K-token context. What is the binding constraint, and what does it imply?
+
+# %%
+kv_per_session = llama_70b.kv_bytes(32768, 1, "float16")
+need = llama_70b.weight_bytes("float16") + 256 * kv_per_session
+fits = (640e9 - llama_70b.weight_bytes("float16")) // kv_per_session
+print(f"KV per token {llama_70b.kv_bytes_per_token('float16'):,.0f} B, per session {kv_per_session / 1e9:.1f} GB")
+print(f"256 sessions need {need / 1e12:.2f} TB; 640 GB holds about {fits:.0f} full sessions")
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# KV cache memory. Per token: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes, so one 32K
+# session holds about 10.7 GB, and 256 sessions need about 2.75 TB, on top of about 141 GB of fp16
+# weights, against 640 GB of HBM. One node holds about 46 full-context sessions. It implies about six
+# such nodes (or a smaller cache per token: fp8 KV halves it), or a product limit on concurrent long
+# contexts; adding compute does nothing for it.
+# </details>
+
+# %% [markdown]
+# **E3.** Your server reserves a contiguous KV region sized for max_tokens = 8,192 for every request at
+# admission, but the average sequence ends near 600 tokens. The node reports out-of-KV-memory at about
+# 20 concurrent requests while GPU compute sits at 30%. Which change best raises concurrency without
+# restricting legitimate long outputs?
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# Allocate the KV cache in blocks on demand (paged attention, as vLLM does) instead of reserving the
+# worst case at admission. Each request reserves 8,192 tokens of cache but uses about 600, so over 90 %
+# of the reserved memory sits empty; paging lets the same memory hold roughly 8,192 / 600, about 13x,
+# as many average sequences, while a long output still gets its blocks as it grows (with preemption if
+# memory runs out). Lowering max_tokens would also raise concurrency, but it restricts the legitimate
+# long outputs.
+# </details>
+
+# %% [markdown]
+# **E4.** You must summarize 10 million documents overnight, and no user is waiting on any single result.
+# How should you configure the serving stack compared with your interactive chat deployment?
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# Optimize for throughput (tokens per second per GPU, cost per million tokens), not latency: offline
+# batch inference with the largest batch memory allows, pushing every step well past the ridge; no TTFT
+# or ITL SLO, only a deadline for the whole job. Do not switch speculative decoding off by reflex:
+# summarization is n-gram speculation's best case (a summary copies phrases from its document; the vLLM
+# blog post of 2024-10-17 measured its n-gram gains on CNN/DailyMail, a summarization set), and long
+# documents keep each decode step reading a large KV cache, so the step stays memory-bound at batches
+# where a chat workload's would not (MagicDec's point). Measure throughput on and off at the job's own
+# batch and document length, and keep whichever finishes sooner. Allow long queues, use quantization if its accuracy loss on
+# this task is measured and acceptable, and check the job finishes before morning from measured
+# tokens per second, with a checkpoint so a failure does not restart it.
+# </details>
+
+# %% [markdown]
+# **E5.** You serve a 7B-parameter model in fp16 (about 14 GB of weights) for a chat app. Users say
+# single-conversation token generation is too slow, and you are choosing new GPU hardware. Which
+# hardware spec most directly increases per-sequence decode speed?
+
+# %%
+weights = 14e9  # bytes, 7B parameters in fp16
+for name in ("L4", "A100", "H100", "H200"):
+    gpu = hardware.get(name)
+    print(f"{name:5s} {gpu.bandwidth_gb_s:6.0f} GB/s -> at most {gpu.bandwidth_gb_s * 1e9 / weights:4.0f} tokens/s per sequence")
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# Memory bandwidth. One sequence decodes one token per step, and each step reads all 14 GB of weights,
+# so the step is memory-bandwidth-bound: the ceiling is bandwidth / weight bytes (about 340 tokens/s
+# on an H200's 4.8 TB/s, before overheads). Peak FLOPs barely matter at batch 1, and more memory
+# capacity only helps if it is also faster.
+# </details>
+
+# %% [markdown]
+# **E6.** Your RAG workload sends 8K-token prompts and gets ~150-token answers from a 70B-class model.
+# You plan to move prefill and decode onto separate GPU pools so long prefills stop stalling decode.
+# What new resource must you size carefully?
+
+# %%
+per_request = llama_70b.kv_bytes(8192, 1, "bfloat16")
+print(f"KV cache to move per request: {per_request / 1e9:.2f} GB")
+for requests_per_s in (10, 50):
+    print(f"{requests_per_s} requests/s -> {requests_per_s * per_request / 1e9:.0f} GB/s from prefill to decode")
+
+# %% [markdown]
+# <details><summary>Worked answer</summary>
+#
+# The interconnect between the pools: each request's KV cache has to move from the prefill GPUs to the
+# decode GPUs. An 8K-token prompt on Llama-3.1-70B is about 2.7 GB of bf16 KV cache, so 10 requests per
+# second is about 27 GB/s of transfer, and the transfer time adds to TTFT. Size the link bandwidth
+# (NVLink, RDMA networking) and the decode pool's KV memory to the request rate, or the transfer
+# becomes the new bottleneck.
+# </details>
+
+# %% [markdown]
+# ## Real-world reps
+#
+# The lesson's three reps, each in a form the grader can check. In your own work, do them on your own
+# configuration as well.
+
+# %% [markdown] id="rep1-question"
+# ### Rep 1. ▢ Knob audit
+#
+# Take a serving configuration from your own work (or a public config, such as vLLM's example
+# deployments). For each knob (batch size, quantization, parallelism, speculative decoding, prefix
+# caching), check whether the configuration cites the workload it was tuned for and the measurement
+# that justified that choice. Write down which knobs are justified and which are just defaults.
+#
+# Paste your configuration as you have it: the `vllm serve ...` command line from a shell script or a
+# Dockerfile, a Kubernetes manifest (Deployment, StatefulSet, LeaderWorkerSet, KServe
+# InferenceService), production-stack Helm values, or the YAML `vllm serve --config` reads.
+# `servelab review CONFIG --workload WORKLOAD.yaml` reads each of them; add `--gpu` and
+# `--gpus-per-node` where the file does not say which GPUs it runs on. Thirteen public configs,
+# reviewed, are in `data/configs/public/`.
+#
+# Here, audit `data/configs/70b-one-gpu-no-tp.yaml` against the workload it claims to serve,
+# `data/configs/70b-one-gpu-no-tp-workload.yaml`. Both are printed below.
+
+# %% id="rep1-show"
+# The settings alone: the file's comment header is for the people who wrote it.
+settings = [line for line in (data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').read_text().splitlines() if not line.startswith("#")]
+print("\n".join(settings))
+print((data_dir() / 'configs' / '70b-one-gpu-no-tp-workload.yaml').read_text())
+
+# %% [markdown]
+# Fill `audit`: one entry per knob of the config, named as the checklist names them (`"batching"`,
+# `"quantization"`, `"parallelism"`, `"speculative_decoding"`, `"max_model_len"`,
+# `"gpu_memory_utilization"`; the config's own names, such as `"max-num-seqs"` or
+# `"tensor-parallel-size"`, are read as the same knobs), each `{"verdict": ..., "because": ...}`, where the
+# verdict is `"justified"` (a workload fact or a measurement backs it), `"unjustified"` (nothing backs
+# it: a default, or a measurement is missing) or `"wrong"` (a workload fact or a measurement contradicts
+# it), and `because` names that fact or the missing measurement in a sentence.
+#
+# Two cases the rubric settles up front. A setting that trades nothing away is `"justified"` by that
+# fact: unquantized bf16 weights give up no accuracy, and speculation off adds no verification work, so
+# there is no trade for a measurement to back (whether speculation *would* pay here is a question for
+# the next review, with its own on/off measurement). And one fault is graded once: when the weights alone
+# do not fit, `gpu_memory_utilization` reads as wrong only because `parallelism` is, so it is graded under
+# `parallelism` (give it a verdict anyway; its feedback says so). A reason earns its full share when it
+# names a fact (a number, the setting, the workload figure or the measurement it is checked against), not
+# for any four words.
+#
+# When you are done, compare with the reviewer: `servelab review` runs the same checklist as code.
+
+# %% nbgrader={"grade": false, "grade_id": "rep1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+audit = {
+    "batching": {
+        "verdict": "unjustified",
+        "because": "max-num-seqs 32 covers the peak of 24 concurrent users, but no TTFT or TPOT measured "
+                   "at this batch and load is cited against the SLO.",
+    },
+    "quantization": {
+        "verdict": "justified",
+        "because": "weights are served unquantized in bf16, so there is no accuracy trade to justify.",
+    },
+    "parallelism": {
+        "verdict": "wrong",
+        "because": f"Llama-3-70B's bf16 weights are 141 GB and one H200 at 0.9 utilization offers "
+                   f"{0.9 * h200.memory_gb:.0f} GB: tensor-parallel-size 1 cannot hold the model; TP 2 is the "
+                   "smallest that fits.",
+    },
+    "speculative_decoding": {
+        "verdict": "justified",
+        "because": "it is off, so no verification work is added to any decode step.",
+    },
+    "max_model_len": {
+        "verdict": "justified",
+        "because": "8,192 covers the longest request (3,500 prompt + 1,200 output tokens) with modest headroom.",
+    },
+    "gpu_memory_utilization": {
+        "verdict": "wrong",
+        "because": f"at 0.9 the 141 GB of weights exceed the {0.9 * h200.memory_gb:.0f} GB vLLM may use, "
+                   "leaving no KV cache at all.",
+    },
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "rep1-test", "locked": true, "points": 4, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('rep1-test', audit)
+### END HIDDEN TESTS
+assert isinstance(audit, dict) and audit, "audit should be a dict with one entry per knob"
+
+# %% [markdown] id="rep2"
+# ### Rep 2. Measured comparison (in the lab)
+#
+# Pick one config knob from the above and compare two different settings on the same workload,
+# measuring throughput and latency with each. Record which metric matters more for your SLO and
+# whether the configured choice is the right one.
+#
+# You do this rep in the lab, `labs/spec_decode_lab.ipynb`, with a live engine: measure speculation on
+# and off at one batch size on one workload, then hand in
+#
+# ```python
+# comparison = {
+#     "knob": "speculative_decoding",
+#     "slo_metric": "output_tok_s",        # the Measurement field your SLO is stated in
+#     "measurements": [record_a, record_b],  # two Measurement dicts (record.to_dict()), same workload
+#     "better": 0,                           # index of the setting that better serves the SLO metric
+#     "conclusion": "...",                   # one or two sentences
+# }
+# ```
+#
+# The grader checks the records' schema, their arithmetic (`output_tokens / elapsed_s` is
+# `output_tok_s`), their plausibility against the roofline simulator, and that your conclusion follows
+# from your own numbers.
+
+# %% [markdown] id="rep3-question"
+# ### Rep 3. ▢ Rollout plan
+#
+# Tomorrow: design a safe rollout plan for a configuration change you are planning (e.g., switching
+# quantization, enabling a feature, changing batch size). Include who needs to be notified, what
+# metrics you will monitor in the canary, and what would trigger a rollback.
+#
+# Fill `rollout` for switching a chat fleet from float16 to int8:
+# - `"change"`: what changes;
+# - `"canary_fraction"`: the share of traffic the canary gets (a fraction, 0 to 0.25);
+# - `"canary_hours"`: how long the canary runs, from 24 (it must live through one daily traffic peak)
+#   to 168 (a canary that runs longer than a week is the rollout without its stages);
+# - `"stages"`: the traffic fractions of the rolling rollout after a clean canary, ending at `1.0`;
+# - `"metrics"`: the metric names you watch (latency, throughput, and one that sees output-distribution
+#   drift);
+# - `"rollback_triggers"`: a list of `{"metric": one of your metrics, "threshold": a number,
+#   "direction": "above" or "below"}`;
+# - `"notify"`: who is told before the rollout.
+
+# %% nbgrader={"grade": false, "grade_id": "rep3-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
+### BEGIN SOLUTION
+rollout = {
+    "change": "serving quantization float16 -> int8 on the chat fleet",
+    "canary_fraction": 0.05,
+    "canary_hours": 24,
+    "stages": [0.05, 0.25, 0.5, 1.0],
+    "metrics": ["ttft_ms_p99", "tpot_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
+    "rollback_triggers": [
+        {"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+        {"metric": "tpot_ms_p99", "threshold": 60, "direction": "above"},
+        {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"},
+    ],
+    "notify": ["eval gate owners", "client teams calling the chat API", "serving on-call"],
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "rep3-test", "locked": true, "points": 5, "schema_version": 3, "solution": false} tags=["raises-exception"]
+### BEGIN HIDDEN TESTS
+from servelab.grading.capture import capture as _capture
+_capture('rep3-test', rollout)
+### END HIDDEN TESTS
+assert isinstance(rollout, dict), "rollout should be a dict"
+_missing = {'change', 'canary_fraction', 'canary_hours', 'stages', 'metrics', 'rollback_triggers', 'notify'} - set(rollout)
+assert not _missing, f"rollout is missing the keys {sorted(_missing)}"
+
+# %% [markdown]
+# In a short paragraph: why these thresholds, this canary size and duration, and these people?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "rep3-explain", "locked": false, "points": 3, "schema_version": 3, "solution": true}
+# 5 % of traffic for 24 hours sees a full daily peak while limiting how many callers a bad change
+# reaches. The latency thresholds are the SLO's (p99 TTFT 500 ms) plus the current p99 TPOT with
+# headroom, so a rollback fires before callers feel it; throughput is watched to confirm the memory
+# saving pays. The eval gate's acceptance rate is the one metric that sees int8 shifting the output
+# distribution: it sat near 0.99 on float16, so a drop below 0.97 rolls back before the change reaches
+# everyone. The eval-gate owners and the client teams are told first because they are the ones whose
+# assumptions break silently; the on-call needs to know what changed when an alert fires.
+
+# %% [markdown] id="going-further"
+# ## Going further
+#
+# - Docs: "Speculative Decoding", vLLM Project
+#   (https://docs.vllm.ai/en/latest/features/speculative_decoding/), and its method pages (n-gram, draft
+#   model, EAGLE, MTP, dynamic speculative decoding, FLy) under that address
+# - Paper: "Fast Inference from Transformers via Speculative Decoding", Leviathan et al., 2022
+#   (https://arxiv.org/abs/2211.17192)
+# - Resources: the vLLM blog post on speculative decoding (2024-10-17) measures the flip this lesson
+#   describes: up to 2.8x faster at QPS 1, up to 1.8x slower at high QPS; MagicDec shows why long
+#   contexts keep decode memory-bound, so speculation can help even at large batch.
+#
+# Not landing? Reread the primary source at the top, since this lesson compresses it and compression
+# is where understanding leaks. Check the glossary for any term that felt slippery.
+#
+# If the lesson itself is unclear rather than the material, that is a defect: open an issue.
