@@ -150,6 +150,9 @@ def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None 
     # The venv's own tools first, as if it were activated: nbgrader's gradebook runs `alembic`,
     # and a terminal opened in the lab should find `servelab` and `nbgrader`.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # formgrader's submission pages get a Content-Security-Policy (servelab.grading.page_policy)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        filter(None, [str(REPO_DIR / "grading" / "jupyter"), env.get("JUPYTER_CONFIG_PATH")]))
     env.pop("NBGRADER_EXECUTION", None)  # the lab would think it is being graded and never measure
     say(f"Starting JupyterLab in {root} (its log: {log_path}) ...")
     with open(log_path, "wb") as log:
