@@ -102,7 +102,15 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     monkeypatch.setattr(hub.ClassSettings, "course_dir", property(lambda s: s.state / "course"))
     monkeypatch.setattr(hub.subprocess, "run", lambda *a, **k: None)  # chown to a user this machine may not have
     monkeypatch.setattr(hub.pwd, "getpwnam", lambda name: type("P", (), {"pw_dir": str(local.state / "no-home")}))
+    # The students' environment and the closed checkout are the class test's (they need root and users).
+    env = local.state / "env" / "venv"
+    monkeypatch.setattr(hub.studentenv, "build", lambda state: (env / "bin" / "python", env / "servelab"))
+    monkeypatch.setattr(hub.ClassHub, "close_checkout", lambda self: None)
+    monkeypatch.setattr(hub.ClassHub, "_check_python_for", staticmethod(lambda user, python=None: None))
     hub.ClassHub(local).lay_out()
+    assert local.student_python == str(env / "bin" / "python")
+    assert hub.single_user_command(local, "student")[0] == local.student_python
+    assert hub.lab_environment(local, "instructor")["SERVELAB_SANDBOX_PACKAGE"] == str(env / "servelab")
     for role in ROLES:
         folder = local.jupyter_dir(role)
         assert json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] \
