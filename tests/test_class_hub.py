@@ -381,24 +381,39 @@ def _other_checkouts() -> list[str]:
 def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
     """As a class user, search every file they can read for the keys' values and the solutions' text.
 
-    Markers are derived here from grading/keys/ and solutions/ (secrets_helpers.py, with its rule for
-    dropping generic ones), each also as JSON writes it (a notebook holds text that way). The walk skips
-    /proc, /sys and /dev, files over SIZE_CAP_KIB, the folder holding the markers themselves, the
+    The student is sl-cat, who typed one short answer: a student's own answers are theirs. Markers are
+    derived here from grading/keys/ and solutions/ (secrets_helpers.py, with its rule for dropping
+    generic ones), each also as JSON writes it (a notebook holds text that way). The walk skips /proc,
+    /sys and /dev, files over SIZE_CAP_KIB (counted), the folder holding the markers themselves, the
     student's own feedback (released to them on purpose), and other clones of the course (reported).
-    In the same students' environment, the released lesson and both labs run as before.
+    First, in the same students' environment, the released lesson and both labs run as before.
     """
     import secrets_helpers
 
     s = klass["settings"]
-    student = "sl-ana"
+    student = "sl-cat"
+    home = pwd.getpwnam(student).pw_dir
+    # The students' environment is the wheel, installed as any package is, and it runs the course.
+    shown = as_user(student, s.student_python, "-m", "pip", "show", "servelab")
+    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
+    assert f"Location: {Path(s.student_package).parent}" in shown.stdout, shown.stdout
+    work = Path(home) / "run-course"
+    work.mkdir()
+    for a in course.ASSIGNMENTS:
+        shutil.copy(a.student, work / a.student.name)
+    subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
+    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
+                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin"},
+                  cwd=work, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+
     markers = secrets_helpers.markers()
-    patterns = sorted({m for m in markers} | {json.dumps(m)[1:-1] for m in markers})
+    patterns = sorted(set(markers) | {json.dumps(m)[1:-1] for m in markers})
     scan = Path(tempfile.mkdtemp(prefix="servelab-scan-"))
     try:
         scan.chmod(0o755)
         (scan / "markers.txt").write_text("\n".join(patterns) + "\n")
         (scan / "markers.txt").chmod(0o644)
-        home = pwd.getpwnam(student).pw_dir
         skipped = ["/proc", "/sys", "/dev", str(scan), *_other_checkouts(), *map(str, Path(home).glob("*/feedback"))]
         prune = " -o ".join(f"-path {shlex.quote(p)}" for p in skipped)
         walk = f"find / \\( {prune} \\) -prune -o -type f -readable"
@@ -418,20 +433,6 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
         assert found == {}, found
     finally:
         shutil.rmtree(scan, ignore_errors=True)
-
-    # The students' environment is the wheel, installed as any package is, and it runs the course.
-    shown = as_user(student, s.student_python, "-m", "pip", "show", "servelab")
-    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
-    assert f"Location: {Path(s.student_package).parent}" in shown.stdout, shown.stdout
-    work = Path(home) / "run-course"
-    work.mkdir()
-    for a in course.ASSIGNMENTS:
-        shutil.copy(a.student, work / a.student.name)
-    subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
-    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
-                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin"},
-                  cwd=work, timeout=900)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
 
 
 # Each notebook top to bottom in a kernel of the students' environment; only cells tagged

@@ -70,7 +70,9 @@ def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_read
     from servelab.classroom import studentenv
 
     python, package = studentenv.build(tmp_path)
+    # servelab.grading.capture and .runner: what the grading sandbox runs from the students' package
     probe = subprocess.run([str(python), "-c", "import servelab, servelab.lab, servelab.paths as p, vllm; "
+                            "import servelab.grading.capture, servelab.grading.runner; "
                             "print(servelab.__file__); print(p.data_dir()); "
                             "print((p.data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').is_file())"],
                            capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -82,3 +84,5 @@ def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_read
     assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
     gone = subprocess.run([str(python), "-c", "import servelab.grading.lesson25"], capture_output=True, text=True)
     assert "ModuleNotFoundError" in gone.stderr
+    files = [(str(p.relative_to(package)), p.read_bytes()) for p in package.rglob("*") if p.is_file()]
+    assert _found(files) == {}

@@ -46,6 +46,16 @@ def _link_tree(src: Path, dst: Path, skip=lambda name: False) -> None:
                     ignore=lambda folder, names: [n for n in names if Path(folder) == src and skip(n)])
 
 
+# The checkout's top-level folders a wheel is not built from (the course folder, venvs, outputs).
+NOT_FOR_THE_WHEEL = (".venv", ".venv-quantize", ".git", ".class", "grading", "solutions", "tests", "bench", "build",
+                     "dist", "test-artifacts")
+
+
+def _not_for_the_wheel(folder: str, names: list[str]) -> list[str]:
+    top = Path(folder) == REPO_DIR
+    return [n for n in names if (top and n in NOT_FOR_THE_WHEEL) or n == "__pycache__" or n.endswith(".egg-info")]
+
+
 def _python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
@@ -61,9 +71,7 @@ def build_wheel(out: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="servelab-wheel-") as tmp:
         # Build from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
         src = Path(tmp) / "servelab"
-        shutil.copytree(REPO_DIR, src, ignore=shutil.ignore_patterns(
-            ".venv*", ".git", ".class", "grading", "solutions", "tests", "bench", "__pycache__", "*.egg-info",
-            "build", "test-artifacts", "node_modules"))
+        shutil.copytree(REPO_DIR, src, ignore=_not_for_the_wheel)
         result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                                  "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
     wheels = list(out.glob("servelab-*.whl"))
