@@ -386,27 +386,13 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
     generic ones), each also as JSON writes it (a notebook holds text that way). The walk skips /proc,
     /sys and /dev, files over SIZE_CAP_KIB (counted), the folder holding the markers themselves, the
     student's own feedback (released to them on purpose), and other clones of the course (reported).
-    First, in the same students' environment, the released lesson and both labs run as before.
+    Then, in the same students' environment, the released lesson and both labs run as before.
     """
     import secrets_helpers
 
     s = klass["settings"]
     student = "sl-cat"
     home = pwd.getpwnam(student).pw_dir
-    # The students' environment is the wheel, installed as any package is, and it runs the course.
-    shown = as_user(student, s.student_python, "-m", "pip", "show", "servelab")
-    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
-    assert f"Location: {Path(s.student_package).parent}" in shown.stdout, shown.stdout
-    work = Path(home) / "run-course"
-    work.mkdir()
-    for a in course.ASSIGNMENTS:
-        shutil.copy(a.student, work / a.student.name)
-    subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
-    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
-                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin"},
-                  cwd=work, timeout=900)
-    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-
     markers = secrets_helpers.markers()
     patterns = sorted(set(markers) | {json.dumps(m)[1:-1] for m in markers})
     scan = Path(tempfile.mkdtemp(prefix="servelab-scan-"))
@@ -434,6 +420,22 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
     finally:
         shutil.rmtree(scan, ignore_errors=True)
 
+    # The students' environment is the wheel, installed as any package is, and it runs the course.
+    shown = as_user(student, s.student_python, "-m", "pip", "show", "servelab")
+    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
+    assert f"Location: {Path(s.student_package).parent}" in shown.stdout, shown.stdout
+    work = Path(home) / "run-course"
+    work.mkdir()
+    for a in course.ASSIGNMENTS:
+        shutil.copy(a.student, work / a.student.name)
+    subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
+    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
+                  # runuser's env keeps the test's own variables: the results store goes back to the student's
+                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin",
+                       "SERVELAB_RESULTS": f"{home}/.cache/servelab/results.jsonl"},
+                  cwd=work, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+
 
 # Each notebook top to bottom in a kernel of the students' environment; only cells tagged
 # raises-exception (answers not yet written) may raise, as under nbval.
@@ -445,6 +447,7 @@ for path in sys.argv[1:]:
     nbclient.NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3").execute()
     for cell in nb.cells:
         errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-        assert not errors or "raises-exception" in cell.metadata.get("tags", []), (path, cell.id, errors[0].ename)
+        assert not errors or "raises-exception" in cell.metadata.get("tags", []), \
+            (path, cell.id, "\n".join(errors[0].traceback)[-3000:])
     print("ran", path)
 """
