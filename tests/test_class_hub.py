@@ -405,10 +405,10 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
         walk = f"find / \\( {prune} \\) -prune -o -type f -readable"
         script = (f"{walk} -size -{SIZE_CAP_KIB}k -print0 > ~/files.0; tr -cd '\\0' < ~/files.0 | wc -c; "
                   f"{walk} -size +{SIZE_CAP_KIB - 1}k -print | wc -l; "
-                  f"xargs -0 -n 2000 grep -lF -f {scan / 'markers.txt'} -- < ~/files.0; rm -f ~/files.0; true")
+                  f"xargs -0 -n 2000 grep -lFZ -f {scan / 'markers.txt'} -- < ~/files.0; rm -f ~/files.0; true")
         result = as_user(student, "bash", "-c", script, timeout=900)
-        lines = result.stdout.splitlines()
-        searched, over_cap, hits = int(lines[0]), int(lines[1]), lines[2:]
+        searched, over_cap, listed = result.stdout.split("\n", 2)  # two counts, then the hits' names, NUL-ended
+        searched, over_cap, hits = int(searched), int(over_cap), [p for p in listed.split("\0") if p]
         found = {}
         for path in hits:
             data = Path(path).read_bytes().decode("utf-8", "replace")
