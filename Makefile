@@ -99,8 +99,10 @@ class-deps: setup $(CHP)
 	  command -v apt-get >/dev/null || { echo "Install PostgreSQL and Node.js 18+ for the class."; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm >/dev/null; }
-	@# Every class user's server runs this venv's Python: folders above it must let them through
-	@# (pyenv under /root is mode 700). Only the traversal bit is added, nothing becomes listable.
+	@# Students' servers run a venv of the base Python that `servelab class up` makes outside the checkout
+	@# (the checkout itself is closed to class users while the class runs): folders above the base Python
+	@# must let them through (pyenv under /root is mode 700). Only the traversal bit is added, nothing
+	@# becomes listable.
 	@if [ "$$(id -u)" = 0 ]; then d=$$(dirname $$(readlink -f $(PY))); while [ "$$d" != / ]; do \
 	  if [ $$(( 0$$(stat -c %a "$$d") & 1 )) = 0 ]; then echo "chmod o+x $$d (class users run $(PY))"; chmod o+x "$$d"; fi; \
 	  d=$$(dirname "$$d"); done; fi

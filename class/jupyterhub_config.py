@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from servelab.classroom.hub import ClassSettings, lab_environment
+from servelab.classroom.hub import ClassSettings, lab_environment, single_user_command
 from servelab.paths import REPO_DIR
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
@@ -36,7 +36,8 @@ c.Authenticator.allowed_users = set(settings.instructors + settings.students)
 c.JupyterHub.load_groups = {"instructors": {"users": settings.instructors},
                             "students": {"users": settings.students}}
 
-# Each user's server: this environment's JupyterLab, run as that user in their home folder.
+# Each user's server, run as that user in their home folder: a student's from the students' environment
+# (<state>/env, a built wheel of servelab), an instructor's from this checkout's venv (pre_spawn_hook).
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
@@ -50,8 +51,10 @@ def role_of(name: str) -> str:
 
 
 def pre_spawn_hook(spawner):
-    """The role's nbgrader extensions and config, and the lab's shared servers (the gradebook for instructors)."""
+    """The role's environment and command, nbgrader extensions and config, and the lab's shared servers
+    (the gradebook for instructors)."""
     role = role_of(spawner.user.name)
+    spawner.cmd = single_user_command(settings, role)
     env = lab_environment(settings, role)
     if role == "instructor":
         # formgrader draws submissions through the course's nbgrader_config.py (sanitized, see

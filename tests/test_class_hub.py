@@ -23,6 +23,7 @@ import os
 import pwd
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,7 @@ from browser_helpers import (CELLS, chromium, free_port, menu, require_chromium,
 from servelab.classroom.hub import ClassHub, ClassSettings
 from servelab.classroom.postgres import Postgres
 from servelab.classroom.servers import ClassServers
-from servelab.grading import samples
+from servelab.grading import course, samples
 from servelab.knobs import read_metrics
 from servelab.paths import REPO_DIR
 from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
@@ -209,6 +210,17 @@ def type_the_answer(page, klass, student: str) -> None:
     screenshot(page, f"class-2-{student}-typed-an-answer")
 
 
+def the_students_lab_runs_the_wheel(klass, student: str) -> None:
+    """The student's JupyterLab and its kernel run the students' environment, never the checkout's venv."""
+    python = klass["settings"].student_python
+    ps = subprocess.run(["ps", "-u", student, "-o", "args="], capture_output=True, text=True).stdout.splitlines()
+    server = [line for line in ps if "jupyterhub.singleuser" in line]
+    kernels = [line for line in ps if "ipykernel" in line]
+    assert server and all(line.startswith(python) for line in server), ps
+    assert kernels and all(line.startswith(python) for line in kernels), ps
+    assert not any(str(REPO_DIR) in line for line in ps), ps
+
+
 def requests_served(klass) -> float:
     return read_metrics(klass["shared"].url).get("vllm:request_success", 0.0)
 
@@ -265,6 +277,8 @@ def test_a_week_of_class(klass):
                 answer = json.loads((samples.SUBMISSIONS / "lab25" / f"{lab}.ipynb").read_text())
                 save_as_student(page, LAB_FILE["lab25"], answer)
             measure_a_live_point(page, klass, student)
+            if student == "sl-ana":
+                the_students_lab_runs_the_wheel(klass, student)
             page.goto(f"{klass['hub'].url}/user/{student}/lab?reset", wait_until="domcontentloaded")
             page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=LOGIN_TIMEOUT_MS)
             open_assignments(page)
@@ -284,7 +298,8 @@ def test_a_week_of_class(klass):
         # The instructor collects, autogrades with two graders into PostgreSQL, and returns feedback.
         for assignment in ("lesson25", "lab25"):
             instructor_nbgrader(klass, "collect", assignment)
-        env = {"SERVELAB_GRADEBOOK_URL": s.gradebook_url, "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor"))}
+        env = {"SERVELAB_GRADEBOOK_URL": s.gradebook_url, "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")),
+               "SERVELAB_SANDBOX_PACKAGE": s.student_package}  # as the instructor's server has it (lab_environment)
         graded = as_user(INSTRUCTOR, sys.executable, "-m", "servelab.grading.parallel", "--course", str(s.course_dir),
                          "--workers=2", "--cell-timeout=30", "lesson25", "lab25", env=env, cwd=s.course_dir, timeout=900)
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-2000:]
@@ -302,7 +317,7 @@ def test_a_week_of_class(klass):
                        s.course_dir / "submitted"):
             refused = as_user("sl-ana", "ls", str(target))
             assert refused.returncode != 0 and "Permission denied" in refused.stderr, (target, refused.stdout)
-        peek = as_user("sl-ana", sys.executable, "-c", "import psycopg2; psycopg2.connect(host='127.0.0.1', "
+        peek = as_user("sl-ana", s.student_python, "-c", "import psycopg2; psycopg2.connect(host='127.0.0.1', "
                        f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')")
         assert peek.returncode != 0 and "password" in peek.stderr, peek.stderr  # the gradebook is the instructor's
 
@@ -347,3 +362,92 @@ def test_a_week_of_class(klass):
         finally:
             screenshot(page, "class-6-instructor-formgrader")
         page.close()
+
+
+# --- what a student can read -------------------------------------------------------------------------
+SIZE_CAP_KIB = 4096  # files above it are counted and skipped: shared libraries, wheels' data, fonts
+
+
+def _other_checkouts() -> list[str]:
+    """Other clones of the course on this machine: the instructor's to close, not the class's (class up
+    closes the one it runs from). Reported, and left out of the walk."""
+    found = subprocess.run(["find", "/", "-maxdepth", "5", "(", "-path", "/proc", "-o", "-path", "/sys", "-o",
+                            "-path", "/dev", ")", "-prune", "-o", "-type", "d", "-path", "*/grading/keys", "-print"],
+                           capture_output=True, text=True, timeout=300).stdout.split()
+    clones = {str(Path(keys).parent.parent) for keys in found if (Path(keys).parent.parent / "src" / "servelab").is_dir()}
+    return sorted(c for c in clones if Path(c).resolve() != REPO_DIR)
+
+
+def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
+    """As a class user, search every file they can read for the keys' values and the solutions' text.
+
+    The student is sl-cat, who typed one short answer: a student's own answers are theirs. Markers are
+    derived here from grading/keys/ and solutions/ (secrets_helpers.py, with its rule for dropping
+    generic ones), each also as JSON writes it (a notebook holds text that way). The walk skips /proc,
+    /sys and /dev, files over SIZE_CAP_KIB (counted), the folder holding the markers themselves, the
+    student's own feedback (released to them on purpose), and other clones of the course (reported).
+    Then, in the same students' environment, the released lesson and both labs run as before.
+    """
+    import secrets_helpers
+
+    s = klass["settings"]
+    student = "sl-cat"
+    home = pwd.getpwnam(student).pw_dir
+    markers = secrets_helpers.markers()
+    patterns = sorted(set(markers) | {json.dumps(m)[1:-1] for m in markers})
+    scan = Path(tempfile.mkdtemp(prefix="servelab-scan-"))
+    try:
+        scan.chmod(0o755)
+        (scan / "markers.txt").write_text("\n".join(patterns) + "\n")
+        (scan / "markers.txt").chmod(0o644)
+        skipped = ["/proc", "/sys", "/dev", str(scan), *_other_checkouts(), *map(str, Path(home).glob("*/feedback"))]
+        prune = " -o ".join(f"-path {shlex.quote(p)}" for p in skipped)
+        walk = f"find / \\( {prune} \\) -prune -o -type f -readable"
+        script = (f"{walk} -size -{SIZE_CAP_KIB}k -print0 > ~/files.0; tr -cd '\\0' < ~/files.0 | wc -c; "
+                  f"{walk} -size +{SIZE_CAP_KIB - 1}k -print | wc -l; "
+                  f"xargs -0 -n 2000 grep -lFZ -f {scan / 'markers.txt'} -- < ~/files.0; rm -f ~/files.0; true")
+        result = as_user(student, "bash", "-c", script, timeout=900)
+        searched, over_cap, listed = result.stdout.split("\n", 2)  # two counts, then the hits' names, NUL-ended
+        searched, over_cap, hits = int(searched), int(over_cap), [p for p in listed.split("\0") if p]
+        found = {}
+        for path in hits:
+            data = Path(path).read_bytes().decode("utf-8", "replace")
+            found[path] = [f"{m[:60]!r} ({markers.get(m) or 'as JSON'})" for m in patterns if m in data][:3]
+        print(f"searched {searched} files as {student} ({over_cap} over {SIZE_CAP_KIB} KiB skipped), "
+              f"{len(markers)} markers ({len(patterns)} patterns); skipped {skipped}; hits: {found}")
+        assert searched > 10_000 and len(markers) > 100
+        assert found == {}, found
+    finally:
+        shutil.rmtree(scan, ignore_errors=True)
+
+    # The students' environment is the wheel, installed as any package is, and it runs the course.
+    shown = as_user(student, s.student_python, "-m", "pip", "show", "servelab")
+    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
+    assert f"Location: {Path(s.student_package).parent}" in shown.stdout, shown.stdout
+    work = Path(home) / "run-course"
+    work.mkdir()
+    for a in course.ASSIGNMENTS:
+        shutil.copy(a.student, work / a.student.name)
+    subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
+    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
+                  # runuser's env keeps the test's own variables: the results store goes back to the student's
+                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin",
+                       "SERVELAB_RESULTS": f"{home}/.cache/servelab/results.jsonl"},
+                  cwd=work, timeout=900)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+
+
+# Each notebook top to bottom in a kernel of the students' environment; only cells tagged
+# raises-exception (answers not yet written) may raise, as under nbval.
+RUN_ALL = """
+import sys, nbformat, nbclient, servelab
+assert "site-packages" in servelab.__file__, servelab.__file__
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, allow_errors=True, kernel_name="python3").execute()
+    for cell in nb.cells:
+        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+        trace = chr(10).join(errors[0].traceback)[-3000:] if errors else ""
+        assert not errors or "raises-exception" in cell.metadata.get("tags", []), (path, cell.id, trace)
+    print("ran", path)
+"""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -15,7 +19,23 @@ from servelab.lab.data import class_defaults
 
 REPO = Path(__file__).resolve().parent.parent
 VALUES = yaml.safe_load((REPO / "class" / "z2jh-values.yaml").read_text())
+STACK = yaml.safe_load((REPO / "class" / "vllm-stack-values.yaml").read_text())
 ROLES = ("student", "instructor")
+
+
+def spawn(role: str, user_id: int, name: str = "someone"):
+    """What the values' pre_spawn_hook does to a KubeSpawner for one user of a role (run, not parsed)."""
+    hook_source = VALUES["hub"]["extraConfig"]["servelab-roles"]
+    c = SimpleNamespace(KubeSpawner=SimpleNamespace())
+    scope = {"c": c}
+    exec(compile(hook_source, "hub.extraConfig.servelab-roles", "exec"), scope)
+    group = "instructors" if role == "instructor" else "students"
+    spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
+                              environment={}, volume_mounts=[], image=VALUES["singleuser"]["image"]["name"],
+                              uid=None, gid=None, container_security_context=None)
+    os.environ.setdefault("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
+    c.KubeSpawner.pre_spawn_hook(spawner)
+    return spawner
 
 
 def extra_file(role: str, kind: str):
@@ -58,10 +78,11 @@ def test_same_course_and_an_exchange_every_pod_mounts(role, local):
     pod = assigned(extra_file(role, "nbgrader")["stringData"])
     here = nbgrader_settings(local, role)
     assert pod["CourseDirectory"]["course_id"] == here["CourseDirectory"]["course_id"] == local.course_id
-    mounts = {m["mountPath"]: m for m in VALUES["singleuser"]["storage"]["extraVolumeMounts"]}
-    assert pod["Exchange"]["root"] in mounts  # the exchange is the shared volume, in every pod
-    volume = next(v for v in VALUES["singleuser"]["storage"]["extraVolumes"] if v["name"] == mounts[pod["Exchange"]["root"]]["name"])
-    assert "persistentVolumeClaim" in volume
+    mounts = {m["mountPath"]: m for m in spawn(role, 1).volume_mounts}
+    exchange = f"{pod['Exchange']['root']}/{local.course_id}"
+    assert any(exchange.startswith(path) or path.startswith(exchange) for path in mounts)  # the shared volume
+    volumes = {v["name"]: v for v in VALUES["singleuser"]["storage"]["extraVolumes"]}
+    assert all("persistentVolumeClaim" in volumes[m["name"]] for m in mounts.values())
     assert ("root" in pod["CourseDirectory"]) == ("root" in here["CourseDirectory"]) == (role == "instructor")
     # instructors' servers (the formgrader) read the course's own config: gradebook URL, autograde limits
     pod_loads = re.findall(r"load_subconfig\('([^']+)'\)", extra_file(role, "nbgrader")["stringData"])
@@ -86,6 +107,108 @@ def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_grade
     assert class_defaults({}) == {}
 
 
+def test_login_is_the_institutions_with_the_two_groups_and_tls():
+    config = VALUES["hub"]["config"]
+    assert config["JupyterHub"]["authenticator_class"] == "generic-oauth"  # not Z2JH's default dummy login
+    oauth = config["GenericOAuthenticator"]
+    assert oauth["manage_groups"] is True and set(oauth["allowed_groups"]) == {"instructors", "students"}
+    assert oauth["oauth_callback_url"].startswith("https://")
+    env = VALUES["hub"]["extraEnv"]
+    assert {env[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET")} == {"servelab-oauth"}
+    https = VALUES["proxy"]["https"]
+    assert https["enabled"] is True and https["hosts"] and https["type"] == "letsencrypt"
+    assert https["hosts"][0] in oauth["oauth_callback_url"]
+
+
+def test_a_students_pod_reads_releases_and_feedback_and_writes_only_inbound():
+    student, other, teacher = spawn("student", 7), spawn("student", 8), spawn("instructor", 1)
+    mounts = {m["mountPath"].rsplit("/", 1)[-1]: m for m in student.volume_mounts}
+    assert set(mounts) == {"outbound", "feedback", "inbound"}  # not the whole exchange, not the course
+    assert mounts["outbound"]["readOnly"] and mounts["feedback"]["readOnly"] and not mounts["inbound"].get("readOnly")
+    assert all(m["subPath"].endswith(name) for name, m in mounts.items())
+    assert len({student.uid, other.uid, teacher.uid}) == 3 and student.uid >= 1000  # nbgrader's distinct uids
+    assert student.image == VALUES["singleuser"]["image"]["name"] and teacher.image != student.image
+    assert "SERVELAB_GRADEBOOK_URL" not in student.environment
+    assert {m["mountPath"] for m in teacher.volume_mounts} >= {"/srv/nbgrader/exchange", "/home/jovyan/servelab"}
+
+
+def test_graders_run_in_instructors_pods_with_what_bubblewrap_needs():
+    student, teacher = spawn("student", 7), spawn("instructor", 1)
+    context = teacher.container_security_context
+    assert context["seccompProfile"]["type"] == "Unconfined" and context["appArmorProfile"]["type"] == "Unconfined"
+    assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in context and context["procMount"] == "Default"
+    assert student.container_security_context is None  # students' pods keep the chart's defaults
+    assert "bubblewrap" in (REPO / "class" / "instructor.Dockerfile").read_text()
+
+
+def test_the_gradebook_password_is_a_secret_never_a_value():
+    text = yaml.safe_dump(VALUES)  # the values, not the comments that explain them
+    assert "postgresql+psycopg2://" not in text and not re.search(r"password\s*:", text, re.I)
+    assert VALUES["hub"]["extraEnv"]["SERVELAB_GRADEBOOK_URL"]["valueFrom"]["secretKeyRef"] == \
+        {"name": "servelab-gradebook", "key": "url"}
+
+
+def test_the_lab_servers_come_from_production_stack_and_user_pods_may_reach_them_and_postgres():
+    specs = {s["name"]: s for s in STACK["servingEngineSpec"]["modelSpec"]}
+    assert set(specs) == {"off", "ngram"} and len({s["modelURL"] for s in specs.values()}) == 1
+    for spec in specs.values():
+        assert spec["requestGPU"] >= 1 and "--no-enable-prefix-caching" in spec["vllmConfig"]["extraArgs"]
+    spec_args = specs["ngram"]["vllmConfig"]["extraArgs"]
+    speculative = json.loads(spec_args[spec_args.index("--speculative-config") + 1])
+    assert speculative["method"] == "ngram" and speculative["num_speculative_tokens"] == 4
+    assert "--speculative-config" not in specs["off"]["vllmConfig"]["extraArgs"]
+    env = VALUES["singleuser"]["extraEnv"]
+    assert env["SERVELAB_REMOTE_OFF_URL"].startswith("http://vllm-off-engine-service.")
+    assert env["SERVELAB_REMOTE_ON_URL"].startswith("http://vllm-ngram-engine-service.")
+    policy = VALUES["singleuser"]["networkPolicy"]
+    assert policy["enabled"] is True
+    rules = [(rule["to"][0]["podSelector"]["matchLabels"], rule["ports"][0]["port"]) for rule in policy["egress"]]
+    assert (STACK["servingEngineSpec"]["labels"], 8000) in rules  # vLLM's own port in the engine pods
+    assert any(port == 5432 for _, port in rules)  # the gradebook's PostgreSQL, for instructors' graders
+
+
+def build_context(dockerfile: str) -> list[str]:
+    """The files of this checkout (and a built wheel) that enter a Dockerfile's build context, reading its
+    <Dockerfile>.dockerignore as Docker does: the last pattern a path (or a folder above it) matches decides."""
+    patterns = [line.strip() for line in (REPO / "class" / f"{dockerfile}.dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    files += ["dist/servelab-0.1.0-py3-none-any.whl", ".venv/bin/python", ".git/config"]
+
+    def ignored(path: str) -> bool:
+        verdict = False
+        parts = path.split("/")
+        prefixes = ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        for pattern in patterns:
+            keep = pattern.startswith("!")
+            glob = pattern.lstrip("!").replace("**/", "")
+            if any(fnmatch.fnmatch(p, glob) or fnmatch.fnmatch(p.rsplit("/", 1)[-1], glob) for p in prefixes):
+                verdict = not keep
+        return verdict
+    return sorted(f for f in files if not ignored(f))
+
+
+def test_the_student_image_holds_the_wheel_and_nothing_of_the_course_folder():
+    assert build_context("student.Dockerfile") == ["dist/servelab-0.1.0-py3-none-any.whl"]
+    dockerfile = (REPO / "class" / "student.Dockerfile").read_text()
+    copies = [line for line in dockerfile.splitlines() if line.startswith(("COPY", "ADD"))]
+    assert copies and all(line.split()[1].startswith("dist/") for line in copies)
+    assert re.search(r"pip install .*\.whl", dockerfile.replace("${SERVELAB_WHEEL}", "x.whl"))
+    assert VALUES["singleuser"]["image"]["name"].endswith("/student")
+
+
+def test_the_instructor_image_holds_the_keys_and_solutions_for_the_grader():
+    context = build_context("instructor.Dockerfile")
+    assert "grading/keys/lesson25.py" in context and "solutions/lesson25/lesson25.ipynb" in context
+    assert not any(f.startswith((".venv", ".git/", "dist/")) for f in context)
+    dockerfile = (REPO / "class" / "instructor.Dockerfile").read_text()
+    image = VALUES["singleuser"]["image"]
+    assert f"FROM {image['name']}:{image['tag']}" in dockerfile and "o-rwx" in dockerfile
+    assert "registry.example.edu/servelab/instructor" in VALUES["hub"]["extraConfig"]["servelab-roles"]
+
+
 def test_same_single_user_server():
     local_hub = (REPO / "class" / "jupyterhub_config.py").read_text()
     assert VALUES["singleuser"]["cmd"] == "jupyterhub-singleuser" and '"jupyterhub-singleuser"' in local_hub
@@ -102,7 +225,15 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     monkeypatch.setattr(hub.ClassSettings, "course_dir", property(lambda s: s.state / "course"))
     monkeypatch.setattr(hub.subprocess, "run", lambda *a, **k: None)  # chown to a user this machine may not have
     monkeypatch.setattr(hub.pwd, "getpwnam", lambda name: type("P", (), {"pw_dir": str(local.state / "no-home")}))
+    # The students' environment and the closed checkout are the class test's (they need root and users).
+    env = local.state / "env" / "venv"
+    monkeypatch.setattr(hub.studentenv, "build", lambda state: (env / "bin" / "python", env / "servelab"))
+    monkeypatch.setattr(hub.ClassHub, "close_checkout", lambda self: None)
+    monkeypatch.setattr(hub.ClassHub, "_check_python_for", staticmethod(lambda user, python=None: None))
     hub.ClassHub(local).lay_out()
+    assert local.student_python == str(env / "bin" / "python")
+    assert hub.single_user_command(local, "student")[0] == local.student_python
+    assert hub.lab_environment(local, "instructor")["SERVELAB_SANDBOX_PACKAGE"] == str(env / "servelab")
     for role in ROLES:
         folder = local.jupyter_dir(role)
         assert json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] \

@@ -10,13 +10,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import secrets_helpers
 
 import servelab
 from servelab.grading import course
 from servelab.paths import REPO_DIR
-
-sys.path.insert(0, str(Path(__file__).parent))
-import secrets_helpers  # noqa: E402
 
 MARKERS = secrets_helpers.markers()
 
@@ -64,4 +62,27 @@ def test_a_built_wheel_holds_no_answer(wheel):
     names = [n for n, _ in files]
     assert "servelab/lab/rep2.py" in names  # what a learner's notebook imports is there
     assert not any(n.startswith(("grading/", "solutions/")) or n.endswith(".ipynb") for n in names)
+    assert _found(files) == {}
+
+
+def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_reads(tmp_path):
+    """What `servelab class up` gives students' servers: servelab installed from a wheel, not editable."""
+    from servelab.classroom import studentenv
+
+    python, package = studentenv.build(tmp_path)
+    # servelab.grading.capture and .runner: what the grading sandbox runs from the students' package
+    probe = subprocess.run([str(python), "-c", "import servelab, servelab.lab, servelab.paths as p, vllm; "
+                            "import servelab.grading.capture, servelab.grading.runner; "
+                            "print(servelab.__file__); print(p.data_dir()); "
+                            "print((p.data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').is_file())"],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    where, data, config = probe.stdout.split()
+    assert Path(where).parent == package and Path(data) == package / "data" and config == "True"
+    assert str(REPO_DIR) not in where
+    shown = subprocess.run([str(python), "-m", "pip", "show", "servelab"], capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
+    gone = subprocess.run([str(python), "-c", "import servelab.grading.lesson25"], capture_output=True, text=True)
+    assert "ModuleNotFoundError" in gone.stderr
+    files = [(str(p.relative_to(package)), p.read_bytes()) for p in package.rglob("*") if p.is_file()]
     assert _found(files) == {}

@@ -52,6 +52,8 @@ NOT_RUN = {
     "make test-fast": "a part of the test suite itself",
     "make bench": "40 minutes on 2 cores; run by hand",
     "make class-deps": "a prerequisite of make test, so every test run runs it",
+    "make notebooks": "rewrites committed notebooks; tests/test_release.py checks each of its three steps for every "
+                      "assignment (build, release, samples) by comparing instead of writing",
     "make quantized-model": "installs llm-compressor into a venv of its own for make bench's precision knob; by hand",
     "make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu": "installs from PyTorch's index: needs the network",
 }

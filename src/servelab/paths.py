@@ -14,6 +14,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 # In a source checkout, data/ sits two levels above src/servelab.
 REPO_DIR = PACKAGE_DIR.parent.parent
+# A source checkout (its pyproject.toml two levels up), as opposed to an installed wheel.
+IN_CHECKOUT = PACKAGE_DIR.parent.name == "src" and (REPO_DIR / "pyproject.toml").is_file()
 
 
 def cache_dir() -> Path:
@@ -42,8 +44,10 @@ def logs_dir() -> Path:
 
 
 def data_dir() -> Path:
-    """The project's data/ folder (workloads, configs, recorded measurements)."""
+    """The project's data/ folder (workloads, configs, recorded measurements): the checkout's, or the wheel's copy."""
     env = os.environ.get("SERVELAB_DATA")
     if env:
         return Path(env)
-    return REPO_DIR / "data"
+    # An installed wheel carries data/ inside the package (setup.py ships it as servelab/data).
+    shipped = PACKAGE_DIR / "data"
+    return shipped if shipped.is_dir() else REPO_DIR / "data"

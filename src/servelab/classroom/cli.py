@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..paths import REPO_DIR
+from .hub import DEFAULT_STATE
 from .errors import ClassError
 
 
@@ -21,7 +21,8 @@ def _names(text: str) -> list[str]:
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="class_command", required=True)
     up = sub.add_parser("up", help="the gradebook's PostgreSQL, nbgrader's exchange and the hub, on 127.0.0.1")
-    up.add_argument("--state", type=Path, default=REPO_DIR / ".class", help="where the class keeps everything")
+    up.add_argument("--state", type=Path, default=DEFAULT_STATE,
+                    help="where the class keeps everything, outside the checkout (the checkout is closed to class users)")
     up.add_argument("--instructors", type=_names, required=True, help="system users, comma-separated")
     up.add_argument("--students", type=_names, default=[], help="system users, comma-separated")
     up.add_argument("--port", type=int, default=8000, help="the hub's port (the next two are taken too)")
@@ -32,7 +33,7 @@ def add_arguments(parser) -> None:
     up.set_defaults(class_func=cmd_up)
 
     servers = sub.add_parser("servers", help="the two shared vLLM servers the lab's remote backend uses")
-    servers.add_argument("--state", type=Path, default=REPO_DIR / ".class")
+    servers.add_argument("--state", type=Path, default=DEFAULT_STATE)
     servers.add_argument("--model", default="", help="folder or hub id (default: the bundled model, on CPU)")
     servers.add_argument("--off-port", type=int, default=8100)
     servers.add_argument("--on-port", type=int, default=8101)

@@ -9,12 +9,18 @@ node and configurable-http-proxy, free ports, the users), then lays out:
                                       nbgrader's extensions the role gets (students: assignment list;
                                       instructors: also formgrader, course list, create assignment)
     <state>/hub/                      JupyterHub's own database, cookie secret and log
+    <state>/env/                      the students' environment: a built wheel of servelab installed
+                                      in a venv every user can read (classroom/studentenv.py)
     <state>/class.json                the settings class/jupyterhub_config.py reads
 
 makes every class user's home folder private (mode 700; Debian's default is 755),
-and starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in
-with their system password (JupyterHub's PAM authenticator) and each gets a
-single-user JupyterLab from this environment, run as that user.
+closes the checkout to class users (it holds the keys, solutions/ and the sample
+submissions: mode 750, group CHECKOUT_GROUP, the instructors; put back on stop), and
+starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in with
+their system password (JupyterHub's PAM authenticator) and each gets a single-user
+JupyterLab run as that user: a student's from the students' environment (the wheel,
+never the checkout), an instructor's from this checkout's venv, which grades with
+the keys. The sandbox that grades a submission mounts the students' servelab.
 
 The same settings are what class/z2jh-values.yaml carries for Zero to JupyterHub
 (tests/test_class_hub.py checks both).
@@ -22,6 +28,7 @@ The same settings are what class/z2jh-values.yaml carries for Zero to JupyterHub
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -35,11 +42,15 @@ from pathlib import Path
 
 from ..grading import course
 from ..paths import REPO_DIR
+from . import studentenv
 from .errors import ClassError, require_port
 
 CONFIG = REPO_DIR / "class" / "jupyterhub_config.py"
 CHP_VERSION = "4.6.3"  # configurable-http-proxy; 5.x needs node 22
 HUB_PORT = 8000
+# Outside the checkout: students reach the exchange and their environment through it, and the checkout is closed.
+DEFAULT_STATE = Path("/var/lib/servelab-class")
+CHECKOUT_GROUP = "servelab-instructors"  # who may read the checkout while a class runs
 START_TIMEOUT_S = 180  # until the hub answers; a cold hub on 2 busy cores takes 5 to 20 s
 STUDENT_EXTENSIONS = ("assignment_list", "validate_assignment")
 INSTRUCTOR_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
@@ -54,7 +65,7 @@ LAB_PLUGINS = {  # nbgrader's JupyterLab plugins by server extension (create-ass
 class ClassSettings:
     """One class: who is in it, where it lives, which servers the lab uses."""
 
-    state: Path = REPO_DIR / ".class"
+    state: Path = DEFAULT_STATE
     course_id: str = "servelab"
     instructors: list[str] = field(default_factory=list)
     students: list[str] = field(default_factory=list)
@@ -62,6 +73,8 @@ class ClassSettings:
     remote_off_url: str = ""  # the lab's shared server without speculation (servelab class servers prints it)
     remote_on_url: str = ""  # ... and with n-gram speculation
     gradebook_url: str = ""  # SERVELAB_GRADEBOOK_URL, handed to instructors only
+    student_python: str = ""  # the students' environment's Python (<state>/env/venv), set by lay_out
+    student_package: str = ""  # ... and the servelab it installed, which the grading sandbox mounts
 
     @property
     def exchange(self) -> Path:
@@ -139,7 +152,19 @@ def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
            "SERVELAB_MODELS": shared_models_dir()}
     if role == "instructor" and settings.gradebook_url:
         env["SERVELAB_GRADEBOOK_URL"] = settings.gradebook_url
+    if role == "instructor":
+        env["SERVELAB_SANDBOX_PACKAGE"] = settings.student_package  # submissions run the students' servelab
+    if role == "student" and settings.student_python:
+        # Nothing of the checkout's venv on a student's PATH: its folders are closed to them.
+        env["PATH"] = os.pathsep.join([str(Path(settings.student_python).parent), "/usr/local/bin", "/usr/bin", "/bin"])
     return {k: v for k, v in env.items() if v}
+
+
+def single_user_command(settings: ClassSettings, role: str) -> list[str]:
+    """What the hub runs for a role's server: students the wheel's environment, instructors this venv."""
+    if role == "student" and settings.student_python:
+        return [settings.student_python, "-m", "jupyterhub.singleuser"]
+    return [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 
 
 def chp_command() -> str:
@@ -164,6 +189,7 @@ class ClassHub:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.log_path = settings.state / "hub" / "jupyterhub.log"
+        self._checkout_was: tuple[int, int] | None = None  # the checkout's mode and group before the class
 
     @property
     def url(self) -> str:
@@ -177,22 +203,26 @@ class ClassHub:
                              "start it with sudo (sudo .venv/bin/servelab class up ...).")
         if not s.instructors:
             raise ClassError("A class needs at least one instructor: --instructors NAME (a system user).")
+        state = Path(s.state).resolve()
+        if state == REPO_DIR or REPO_DIR in state.parents:
+            raise ClassError(f"The class's state folder {state} is inside the checkout, which class users cannot "
+                             f"read while the class runs: use --state outside it (default {DEFAULT_STATE}).")
         for name in s.instructors + s.students:
             try:
                 pwd.getpwnam(name)
             except KeyError:
                 raise ClassError(f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
                                  "or remove it from the roster.") from None
-        self._check_python_for(s.students[0] if s.students else s.instructors[0])
+        self._check_python_for(s.instructors[0])
         chp = chp_command()
         for port, what in ((s.port, "hub"), (s.port + 1, "hub's proxy API"), (s.port + 2, "hub's internal API")):
             require_port(port, what, "--port")
         return chp
 
     @staticmethod
-    def _check_python_for(user: str) -> None:
-        """Every user's server runs this environment's Python: the user must be able to run it."""
-        python = Path(sys.executable)
+    def _check_python_for(user: str, python: Path | None = None) -> None:
+        """A user's server runs `python` (default: this environment's): the user must be able to run it."""
+        python = Path(python or sys.executable)
         probe = subprocess.run(["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
                                capture_output=True, text=True, cwd="/")
         if probe.returncode == 0:
@@ -225,6 +255,11 @@ class ClassHub:
             home = Path(pwd.getpwnam(name).pw_dir)
             if home.is_dir():
                 home.chmod(home.stat().st_mode & 0o700)
+        python, package = studentenv.build(s.state)
+        s.student_python, s.student_package = str(python), str(package)
+        self.close_checkout()
+        if s.students:
+            self._check_python_for(s.students[0], python)
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
             course.make(s.course_dir)
@@ -235,6 +270,28 @@ class ClassHub:
         hub.chmod(0o700)
         (s.state / "class.json").write_text(s.to_json())
         (s.state / "class.json").chmod(0o600)  # it holds the gradebook's password
+
+    def close_checkout(self) -> None:
+        """Class users cannot read the checkout (keys, solutions/, samples); the instructors can, as a group."""
+        try:
+            grp.getgrnam(CHECKOUT_GROUP)
+        except KeyError:
+            subprocess.run(["groupadd", "--system", CHECKOUT_GROUP], check=True, capture_output=True)
+        for name in self.settings.instructors:
+            subprocess.run(["usermod", "-aG", CHECKOUT_GROUP, name], check=True, capture_output=True)
+        was = REPO_DIR.stat()
+        if self._checkout_was is None:
+            self._checkout_was = (was.st_mode & 0o7777, was.st_gid)
+        os.chown(REPO_DIR, -1, grp.getgrnam(CHECKOUT_GROUP).gr_gid)
+        REPO_DIR.chmod(0o750)
+
+    def reopen_checkout(self) -> None:
+        """The checkout's mode and group as they were before the class."""
+        if self._checkout_was is not None:
+            mode, gid = self._checkout_was
+            os.chown(REPO_DIR, -1, gid)
+            REPO_DIR.chmod(mode)
+            self._checkout_was = None
 
     # --- running ------------------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> float:
@@ -267,15 +324,18 @@ class ClassHub:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
+        """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM); reopen the checkout."""
         try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
-            self.proc.wait()
+            if self.proc is None or self.proc.poll() is not None:
+                return
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+        finally:
+            self.reopen_checkout()
 
     def __enter__(self):
         self.start()

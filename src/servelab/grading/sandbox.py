@@ -102,13 +102,18 @@ def bwrap_version(missing: str = "not installed") -> str:
         return missing
 
 
+def _package() -> Path:
+    """The servelab package the sandbox mounts: the class's student install where the hub names it."""
+    return Path(os.environ.get("SERVELAB_SANDBOX_PACKAGE") or Path(servelab.__file__).resolve().parent)
+
+
 def _ro_paths() -> list[tuple[str, str]]:
     """(source, destination) pairs the sandbox sees read-only."""
     paths = [("/usr", "/usr")]
     for prefix in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix)}:
         if not prefix.startswith("/usr/") and prefix != "/usr":
             paths.append((prefix, prefix))
-    package = Path(servelab.__file__).resolve().parent
+    package = _package()
     paths.append((str(package), f"/opt/servelab/src/{package.name}"))
     data = REPO_DIR / "data"
     if data.is_dir():
@@ -135,7 +140,7 @@ def command(inner: list[str]) -> list[str]:
         cmd += ["--ro-bind", src, dest]
     # Of the grading package the sandbox sees only what runs there: the instructor's lesson
     # builder holds the model answers, and nothing else in it is for a submission's eyes.
-    package = Path(servelab.__file__).resolve().parent
+    package = _package()
     inside = f"/opt/servelab/src/{package.name}/grading"
     cmd += ["--tmpfs", inside]
     for name in SANDBOX_GRADING_FILES:

@@ -1,0 +1,125 @@
+"""The environment every class user's server runs: a built wheel of servelab, never the checkout.
+
+    <state>/env/wheel/servelab-*.whl    the package, built from this checkout (pip wheel)
+    <state>/env/deps/                   the heavy dependencies (vLLM, torch, JupyterLab, nbgrader, ...):
+                                        this venv's site-packages without servelab, as hard links
+    <state>/env/venv/                   a venv of the base Python: the wheel installed in it (not editable),
+                                        deps/ added as a site folder by a .pth file, Jupyter's share/ and etc/
+
+The checkout holds the keys, the instructor notebooks and the sample submissions, so
+class users must never need it: nothing here points into it. Hard links cost no disk and
+about 4 s for this venv's 4 GB (bench: `python -m servelab.classroom.studentenv --time`);
+where the state is on another filesystem they become copies. Every file stays as this
+venv has it (readable by all); the folders are made readable by all, the checkout is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+from ..paths import IN_CHECKOUT, REPO_DIR
+from .errors import ClassError
+
+# What of this venv's site-packages the student env must not see: the checkout's own editable install.
+EDITABLE = ("servelab", "__editable__")
+JUPYTER_DIRS = ("share/jupyter", "etc/jupyter")  # lab extensions (nbgrader, widgets, plotly), server config
+
+
+def _link_tree(src: Path, dst: Path, skip=lambda name: False) -> None:
+    """dst as a hard-linked copy of src (a copy where linking fails: another filesystem)."""
+    def copy(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, symlinks=True, copy_function=copy,
+                    ignore=lambda folder, names: [n for n in names if Path(folder) == src and skip(n)])
+
+
+# The checkout's top-level folders a wheel is not built from (the course folder, venvs, outputs).
+NOT_FOR_THE_WHEEL = (".venv", ".venv-quantize", ".git", ".class", "grading", "solutions", "tests", "bench", "build",
+                     "dist", "test-artifacts")
+
+
+def _not_for_the_wheel(folder: str, names: list[str]) -> list[str]:
+    top = Path(folder) == REPO_DIR
+    return [n for n in names if (top and n in NOT_FOR_THE_WHEEL) or n == "__pycache__" or n.endswith(".egg-info")]
+
+
+def _python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def build_wheel(out: Path) -> Path:
+    """A wheel of this checkout, built by pip with this venv's setuptools (no network)."""
+    if not IN_CHECKOUT:
+        raise ClassError("The class's student environment is built from a servelab checkout; this servelab is "
+                         f"installed at {REPO_DIR}. Run `servelab class up` from the checkout's .venv.")
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="servelab-wheel-") as tmp:
+        # Build from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
+        src = Path(tmp) / "servelab"
+        shutil.copytree(REPO_DIR, src, ignore=_not_for_the_wheel)
+        result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                                 "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
+    wheels = list(out.glob("servelab-*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        raise ClassError(f"Building servelab's wheel for the students failed:\n{result.stderr[-2000:]}")
+    return wheels[0]
+
+
+def build(state: Path) -> tuple[Path, Path]:
+    """Make <state>/env; return the Python every student's server runs and the servelab it installed."""
+    env = Path(state) / "env"
+    env.mkdir(parents=True, exist_ok=True)
+    wheel = build_wheel(env / "wheel")
+    site = Path(sysconfig.get_paths()["purelib"])
+    _link_tree(site, env / "deps", skip=lambda name: name.startswith(EDITABLE) or name == "__pycache__")
+    venv = env / "venv"
+    if venv.exists():
+        shutil.rmtree(venv)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300)
+    python = _python(venv)
+    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                  check=True, capture_output=True, text=True).stdout.strip())
+    # `import site; site.addsitedir(...)`: deps/ is a site folder, so its own .pth files work as in this venv.
+    (purelib / "zz-servelab-deps.pth").write_text(f"import site; site.addsitedir({str(env / 'deps')!r})\n")
+    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                             "--no-index", "--force-reinstall", "-q", str(wheel)],
+                            capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        raise ClassError(f"Installing servelab's wheel into the students' environment failed:\n{result.stderr[-2000:]}")
+    for folder in JUPYTER_DIRS:
+        if (Path(sys.prefix) / folder).is_dir():
+            _link_tree(Path(sys.prefix) / folder, venv / folder)
+    for folder, dirs, _files in os.walk(env):
+        for d in [folder, *[os.path.join(folder, x) for x in dirs]]:
+            os.chmod(d, os.stat(d).st_mode | 0o555)
+    return python, purelib / "servelab"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.classroom.studentenv", description=__doc__.split("\n")[0])
+    parser.add_argument("state", type=Path, help="the class's state folder (the env goes to STATE/env)")
+    args = parser.parse_args(argv)
+    start = time.monotonic()
+    python, package = build(args.state)
+    print(f"{python}, servelab in {package} ({time.monotonic() - start:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
