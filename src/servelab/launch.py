@@ -101,7 +101,10 @@ def install_lab_settings(prefix: str | Path = sys.prefix) -> Path | None:
         if path.exists() and path.read_text() == text:
             return path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        # a new file, swapped in: the folder may be a hard-linked copy of another environment's (a class's students')
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
     except OSError as exc:
         say(f"Could not write {path} ({exc.strerror}): JupyterLab will ask about its news once; "
             "answer No, or make that folder writable.")

@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..launch import install_lab_settings
 from ..paths import IN_CHECKOUT, REPO_DIR
 from .errors import ClassError
 
@@ -105,6 +106,7 @@ def build(state: Path) -> tuple[Path, Path]:
     for folder in JUPYTER_DIRS:
         if (Path(sys.prefix) / folder).is_dir():
             _link_tree(Path(sys.prefix) / folder, venv / folder)
+    install_lab_settings(venv)  # JupyterLab's news question off for every student (servelab.launch.LAB_SETTINGS)
     for folder, dirs, _files in os.walk(env):
         for d in [folder, *[os.path.join(folder, x) for x in dirs]]:
             os.chmod(d, os.stat(d).st_mode | 0o555)
