@@ -147,10 +147,23 @@ def test_expert_parallel_with_data_parallel_charges_each_rank_its_share():
     assert finding.verdict == "justified" and "expert-parallel group of TP 1 x DP 8 = 8 GPUs" in finding.evidence
 
 
-def test_data_parallel_without_expert_parallel_holds_every_expert_per_rank():
-    cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B-FP8 --data-parallel-size 8", gpu="H100", **{"gpus-per-node": 8})
-    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg))
-    assert checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload())).verdict == "wrong"
+def test_data_parallel_without_expert_parallel_still_shards_the_experts_over_every_gpu():
+    """vLLM 0.32 flattens TP across DP in the fused MoE layer whether or not enable-expert-parallel is
+    set (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py). Qwen3-235B-A22B
+    in bf16 at DP 4 x TP 2 on 8 H100: experts 94 x 128 x 3 x 4096 x 1536 x 2 B = 454.2 GB over 8 GPUs, the
+    rest 16.0 GB whole per rank: 16.0 + 454.2 x 2/8 = 129.5 GB per rank (not 470.2)."""
+    cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B --data-parallel-size 4 --tensor-parallel-size 2 "
+                 "--max-model-len 16384", gpu="H100", **{"gpus-per-node": 8})
+    experts = 94 * 128 * 3 * 4096 * 1536 * 2
+    assert arithmetic.expert_gb(cfg) == pytest.approx(experts / 1e9)
+    assert arithmetic.expert_parallel_group(cfg) == 8
+    rest = arithmetic.weight_gb(cfg) - experts / 1e9
+    assert round(rest, 1) == 16.0
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(rest + experts / 1e9 * 2 / 8)
+    assert round(arithmetic.rank_weight_gb(cfg), 1) == 129.5
+    finding = checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "justified"
+    assert "MoE tensor-parallel group (no enable-expert-parallel) of TP 2 x DP 4 = 8 GPUs" in finding.evidence
 
 
 def test_expert_parallel_inside_tp_alone_shards_as_tp_does():

@@ -1,9 +1,9 @@
 """The numbers every check leans on, worked out once per review: per-rank weights and KV.
 
 Weights: the model's own layout and checkpoint quantization (modelspec), the config's
-quantization, then what one replica holds: TP x PP GPUs per replica; with expert
-parallelism across data-parallel ranks, attention, embeddings and dense layers whole in
-each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
+quantization, then what one replica holds: TP x PP GPUs per replica; a mixture of experts
+under data parallelism (expert-parallel or not), attention, embeddings and dense layers whole
+in each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
 EAGLE head, DeepSeek's MTP layer); LoRA slots. KV: per token across a replica's TP GPUs,
 sliding and chunked windows applied, the draft's layers included. Facts holds the results.
 """
@@ -57,7 +57,7 @@ class Facts:
     kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
     weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
     rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
-    expert_parallel_size: int = 0  # GPUs the experts are sharded across (0: no expert parallelism)
+    expert_parallel_size: int = 0  # GPUs the experts are sharded across, TP x DP (0: a dense model)
     decoder_params_b: float = 0.0  # the language model's parameters, without vision / audio towers
 
     def to_dict(self) -> dict:
@@ -83,9 +83,13 @@ def expert_gb(cfg: ServingConfig) -> float:
 
 
 def expert_parallel_group(cfg: ServingConfig) -> int:
-    """GPUs the experts are sharded across. vLLM's expert parallelism spans TP x DP; without it
-    each data-parallel rank holds every expert, split only by its own tensor parallelism."""
-    if cfg.expert_parallel and cfg.model.is_moe:
+    """GPUs a mixture of experts' routed experts are sharded across: TP x DP, with or without
+    expert parallelism. vLLM 0.32's fused MoE layer flattens TP across the data-parallel ranks
+    (FusedMoEParallelConfig.make and flatten_tp_across_dp_and_pcp, in
+    vllm/model_executor/layers/fused_moe/config.py): with enable-expert-parallel each of the
+    TP x DP GPUs owns whole experts (EP size TP x DP); without it each holds a 1/(TP x DP) slice
+    of every expert (MoE TP size TP x DP). Dense models: TP alone."""
+    if cfg.model.is_moe:
         return cfg.tensor_parallel_size * cfg.data_parallel_size
     return cfg.tensor_parallel_size
 
@@ -106,7 +110,8 @@ def lora_gb(cfg: ServingConfig) -> float:
 
 def rank_weight_gb(cfg: ServingConfig) -> float:
     """Weights one data-parallel rank's GPUs (TP x PP of them) hold: attention, embeddings and dense
-    layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
+    layers whole (replicated per rank), the experts 1/DP of them (expert_parallel_group: vLLM shards
+    the experts across every rank's GPUs, expert parallelism or not)."""
     experts = expert_gb(cfg)
     share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
     return weight_gb(cfg) - experts + experts * share + draft_gb(cfg) + lora_gb(cfg)
@@ -173,7 +178,7 @@ def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
         weight_dtype=cfg.weight_dtype,
         weight_gb=round(weight_gb(cfg), 2),
         rank_weight_gb=round(weights, 2),
-        expert_parallel_size=expert_parallel_group(cfg) if cfg.expert_parallel and cfg.model.is_moe else 0,
+        expert_parallel_size=expert_parallel_group(cfg) if cfg.model.is_moe else 0,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kv_bytes_per_token=round(kv_token, 1),
         hardware=cfg.hardware.name,

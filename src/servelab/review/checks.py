@@ -491,7 +491,8 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
                        "none here; see gpu_memory_utilization for the KV cache.", setting)
 
     if f.expert_parallel_size > f.shards:
-        reason = (f"expert parallelism shards the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
+        how = "expert parallelism shards" if cfg.expert_parallel else "vLLM shards (tensor-parallel across the data-parallel ranks)"
+        reason = (f"{how} the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
                   f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
                   f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}.")
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
@@ -543,12 +544,15 @@ def weights_line(cfg: ServingConfig, f: Facts) -> str:
     """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
     draft = draft_gb(cfg)
     with_draft = f" with the draft's {gb(draft)}" if draft else ""
-    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: EP shards as TP would
+    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: the experts shard as TP does
         return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype}{with_draft})"
     experts = expert_gb(cfg)
     tp = cfg.tensor_parallel_size
+    # vLLM 0.32 shards the experts over TP x DP with or without expert parallelism
+    # (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py).
+    group = "expert-parallel group" if cfg.expert_parallel else "MoE tensor-parallel group (no enable-expert-parallel)"
     return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
-            f"expert-parallel group of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+            f"{group} of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
             f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
             f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
             + (f" + draft {gb(draft)}" if draft else "") + f" = {gb(f.rank_weight_gb)} per rank")
