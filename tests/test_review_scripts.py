@@ -97,6 +97,43 @@ def test_lora_slots_take_memory_worked_by_hand():
     assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg) + arithmetic.lora_gb(cfg))
 
 
+def test_lora_a_or_b_is_whole_on_every_tensor_parallel_gpu():
+    """vLLM 0.32 (vllm/lora/layers/base_linear.py): column-parallel q/k/v and gate/up keep lora_a
+    (r x input) whole on every GPU, row-parallel o and down keep lora_b (output x r) whole. Llama 3.3 70B,
+    TP 8, 16 slots of rank 16, per GPU per layer per rank: q/k/v 3 x 8192 + (8192 + 2 x 1024) / 8,
+    o 8192 / 8 + 8192, gate/up 2 x 8192 + 2 x 28672 / 8, down 28672 / 8 + 8192 = 70,400;
+    x 80 layers x 16 x 16 slots x 2 bytes = 2.88 GB per GPU (not 23.1 / 8 split as the weights are)."""
+    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 8 --enable-lora --max-loras 16 "
+            "--lora-modules adapter0=/models/qsq")
+    cfg = cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    per_gpu = 70_400 * 80 * 16 * 16 * 2 / 1e9
+    assert arithmetic.lora_gb(cfg) / 8 == pytest.approx(per_gpu)
+    assert round(per_gpu, 2) == 2.88
+    sharded = cfg_of(text + " --fully-sharded-loras", gpu="H100", **{"gpus-per-node": 8})
+    by_hand = (4 * 8192 + 2 * 8192 + 2 * 1024 + 3 * 8192 + 3 * 28672) * 80 * 16 * 16 * 2 / 1e9  # every buffer 1/TP
+    assert arithmetic.lora_gb(sharded) == pytest.approx(by_hand)
+
+
+def test_lora_on_a_mixture_of_experts_counts_the_expert_buffers():
+    """FusedMoEWithLoRA (vllm/lora/layers/fused_moe.py) allocates, per slot and layer, for each of the
+    128 local experts (no expert parallelism: all of them, width 768 / TP 2 = 384): w13 lora_a
+    2 x 64 x 2048, w2 lora_b 2048 x 64, w13 lora_b 2 x 384 x 64, w2 lora_a 64 x 384 = 59,768,832
+    elements; attention 64 x (3 x 2048 + 5120 / 2 + 4096 / 2 + 2048) = 819,200. Qwen3-30B-A3B, 48 layers,
+    8 slots, bf16: 46.5 GB per GPU at TP 2 (the attention-only count said 0.86 GB)."""
+    cfg = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+                 "--max-model-len 16384 --tensor-parallel-size 2", gpu="H100", **{"gpus-per-node": 8})
+    experts = 2 * 128 * 64 * 2048 + 128 * 2048 * 64 + 2 * 128 * 384 * 64 + 128 * 64 * 384
+    assert experts == 59_768_832
+    per_gpu = (experts + 819_200) * 48 * 8 * 2 / 1e9
+    assert arithmetic.lora_gb(cfg) / 2 == pytest.approx(per_gpu)
+    assert round(per_gpu, 1) == 46.5
+    # With expert parallelism each GPU holds 64 whole experts at the full width.
+    ep = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+                "--tensor-parallel-size 2 --enable-expert-parallel", gpu="H100", **{"gpus-per-node": 8})
+    ep_experts = 2 * 64 * 64 * 2048 + 64 * 2048 * 64 + 3 * 64 * 768 * 64
+    assert arithmetic.lora_gb(ep) / 2 == pytest.approx((ep_experts + 819_200) * 48 * 8 * 2 / 1e9)
+
+
 def test_adapter_trained_on_another_base_is_wrong(tmp_path):
     _adapter(tmp_path, "sql", "Qwen/Qwen2.5-32B-Instruct", 16)
     cfg = cfg_of("vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4 --enable-lora --lora-modules sql=./sql",

@@ -95,17 +95,53 @@ def expert_parallel_group(cfg: ServingConfig) -> int:
 
 
 def lora_gb(cfg: ServingConfig) -> float:
-    """GPU memory vLLM preallocates for LoRA: max-loras slots, each holding A (in x rank) and
-    B (rank x out) for every attention projection and dense MLP projection of every layer."""
+    """GPU memory vLLM 0.32 preallocates for LoRA, summed over one replica's TP x PP GPUs:
+    max-loras slots of max-lora-rank r, each GPU holding, per layer, the buffers its layers'
+    LoRA wrappers allocate.
+
+    Dense projections (vllm/lora/layers/base_linear.py, column_parallel_linear.py,
+    row_parallel_linear.py): a column-parallel layer (q/k/v, gate/up) keeps lora_a
+    (r x its whole input) on every GPU and lora_b sliced 1/TP; a row-parallel layer (o, down)
+    keeps lora_a sliced and lora_b (its whole output x r) on every GPU. fully-sharded-loras
+    slices the whole halves too (the rank of lora_a, the output of lora_b).
+
+    Routed experts (FusedMoEWithLoRA, vllm/lora/layers/fused_moe.py): per slot and local expert,
+    w13 lora_a 2 x r x hidden, w13 lora_b 2 x moe-width-per-partition x r, w2 lora_a
+    r x moe-width-per-partition, w2 lora_b hidden x r; local experts are E / (TP x DP) with
+    expert parallelism and all E without, where the width is sliced over TP x DP instead
+    (expert_parallel_group). enable-moe-shared-loras keeps one w13 lora_a and one w2 lora_b
+    for all local experts. Shared experts are ordinary MLPs and count as dense projections."""
     if not cfg.lora:
         return 0.0
     m = cfg.model
+    tp, r = cfg.tensor_parallel_size, cfg.max_lora_rank
+    whole = 1 if cfg.fully_sharded_loras else tp  # the "whole" half is on every GPU unless fully sharded
+
+    def column(inputs: int, outputs: int, slices: int = 1) -> float:  # elements over the TP GPUs
+        return slices * r * inputs * whole + r * outputs
+
+    def row(inputs: int, outputs: int) -> float:
+        return r * inputs + r * outputs * whole
+
     h, hd = m.hidden_size, m.head_dim
     q, kv = m.num_heads * hd, m.num_kv_heads * hd
-    attention = (h + q) + 2 * (h + kv) + (q + h)
-    mlp = 3 * (h + (m.dense_intermediate_size or m.intermediate_size))
-    per_rank_unit = sum(attention + (0 if m.is_moe_layer(i) else mlp) for i in range(m.num_layers))
-    return cfg.max_loras * cfg.max_lora_rank * per_rank_unit * DTYPE_BYTES[cfg.dtype] / 1e9
+    attention = column(h, q + 2 * kv, slices=3) + row(q, h)
+
+    def mlp(width: int) -> float:
+        return column(h, 2 * width, slices=2) + row(width, h) if width else 0.0
+
+    dense = mlp(m.dense_intermediate_size or m.intermediate_size)
+    experts = 0.0
+    if m.is_moe:
+        group = expert_parallel_group(cfg)
+        local = m.num_experts // group if cfg.expert_parallel else m.num_experts
+        width = m.moe_intermediate_size if cfg.expert_parallel else m.moe_intermediate_size / group
+        shared_a = 1 if cfg.moe_shared_loras else local
+        sliced = group if cfg.fully_sharded_loras else 1  # w13 lora_a's rank, w2 lora_b's hidden
+        per_gpu = (2 * shared_a * r * h + shared_a * h * r) / sliced + 3 * local * width * r
+        experts = per_gpu * tp + mlp(m.shared_expert_intermediate_size)
+    elements = sum(attention + (experts if m.is_moe_layer(i) else dense) for i in range(m.num_layers))
+    return cfg.max_loras * elements * DTYPE_BYTES[cfg.dtype] / 1e9
 
 
 def rank_weight_gb(cfg: ServingConfig) -> float:

@@ -1100,9 +1100,14 @@ def same_model(a: str, b: str) -> bool:
 
 
 def lora_memory(cfg: ServingConfig) -> str:
+    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+    what = "attention, MLP and expert projection" if cfg.model.is_moe else "attention and MLP projection"
+    whole = "" if cfg.fully_sharded_loras or cfg.tensor_parallel_size == 1 else \
+        "; without fully-sharded-loras one half of each is whole on every tensor-parallel GPU"
     return (f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
-            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every attention and dense MLP "
-            f"projection in {cfg.dtype}), taken from the KV cache")
+            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every {what} "
+            f"in {cfg.dtype}" + (f", {gb(lora_gb(cfg) / shards)} on each of {shards} GPUs" if shards > 1 else "")
+            + f"{whole}), taken from the KV cache")
 
 
 def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:

@@ -34,6 +34,7 @@ REVIEWED_KEYS = (
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
     "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
+    "fully-sharded-loras", "enable-moe-shared-loras",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -158,6 +159,8 @@ class ServingConfig:
     lora: bool = False  # --enable-lora
     max_loras: int = DEFAULT_MAX_LORAS  # adapter slots vLLM preallocates on the GPU
     max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+    fully_sharded_loras: bool = False  # --fully-sharded-loras: LoRA buffers sliced over TP on both halves
+    moe_shared_loras: bool = False  # --enable-moe-shared-loras: one w13 lora_a and w2 lora_b for all experts
     adapters: tuple[Adapter, ...] = ()
     load_format: str = "auto"
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
@@ -313,6 +316,8 @@ def read_config(doc: Doc) -> ServingConfig:
     max_loras = as_int(doc, *swap(get("max-loras", DEFAULT_MAX_LORAS)), minimum=1)
     max_lora_rank = as_int(doc, *swap(get("max-lora-rank", DEFAULT_MAX_LORA_RANK)), minimum=1)
     adapters = _read_adapters(doc, *swap(get("lora-modules")))
+    fully_sharded_loras = as_bool(doc, *swap(get("fully-sharded-loras", False)))
+    moe_shared_loras = as_bool(doc, *swap(get("enable-moe-shared-loras", False)))
     value, path = get("load-format", "auto")
     load_format = as_str(doc, path, value).lower() if value is not None else "auto"
     chunked = as_bool(doc, *swap(get("enable-chunked-prefill", True)))
@@ -332,6 +337,7 @@ def read_config(doc: Doc) -> ServingConfig:
         quantization_source=quantization_source, not_reviewed=not_reviewed,
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
         lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
+        fully_sharded_loras=fully_sharded_loras, moe_shared_loras=moe_shared_loras,
         load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
