@@ -124,9 +124,9 @@ def test_cached_flags_match_the_installed_vllm():
 
 
 def test_every_flag_vllm_knows_is_accepted_and_listed_as_not_reviewed(tmp_path):
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-transfer-config '{\"kv_connector\":\"NixlConnector\"}' "
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --compilation-config '{\"level\": 3}' "
                  "--max-cudagraph-capture-size 512 --async-scheduling", gpu="H100")
-    assert {"kv-transfer-config", "max-cudagraph-capture-size", "async-scheduling"} <= set(cfg.not_reviewed)
+    assert {"compilation-config", "max-cudagraph-capture-size", "async-scheduling"} <= set(cfg.not_reviewed)
     (tmp_path / "serve.sh").write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --async-scheduling\n")
     (tmp_path / "workload.yaml").write_text(json.dumps(WORKLOAD))  # JSON is YAML
     report = review.review_files(tmp_path / "serve.sh", tmp_path / "workload.yaml", deployment={"gpu": "H100"})

@@ -274,3 +274,40 @@ def test_nvfp4_is_four_and_a_half_bits():
     ct = modelspec.ModelSpec.from_config({**base, "quantization_config": {"quant_method": "compressed-tensors",
         "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}})
     assert modelopt.quant_bytes == ct.quant_bytes == 0.5625
+
+
+# --- windows only where vLLM's hybrid KV cache manager runs ----------------------------------
+
+def test_windows_cap_the_kv_only_with_the_hybrid_kv_cache_manager():
+    """vLLM 0.32 (vllm/config/vllm.py, HMA runtime rules; vllm/v1/core/kv_cache_utils.py,
+    unify_hybrid_kv_cache_specs) caches sliding and chunked layers in full when the hybrid KV cache
+    manager is off. gpt-oss-20b: 24 layers x 8 KV heads x 64 x 2 (K, V) x 2 bytes = 2,048 B per layer;
+    12 layers slide over 128 tokens. A 131,072-token sequence: (12 x 131,072 + 12 x 128) x 2,048 = 3.22 GB
+    capped, 24 x 131,072 x 2,048 = 6.44 GB with --disable-hybrid-kv-cache-manager."""
+    capped = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072", gpu="H100")
+    full = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072 --disable-hybrid-kv-cache-manager", gpu="H100")
+    assert arithmetic.kv_seq_bytes(capped, 131072) == (12 * 131072 + 12 * 128) * 2048
+    assert arithmetic.kv_seq_bytes(full, 131072) == 24 * 131072 * 2048
+    assert "disable-hybrid-kv-cache-manager" in arithmetic.kv_windows_off(full)
+    finding = checks.check_max_model_len(full, None, arithmetic.derive(full, _workload()))
+    assert "cache the full context" in finding.evidence
+
+
+def test_chunked_attention_with_eagle_or_a_connector_without_hma_caches_the_full_context():
+    """Llama 4 Scout at TP 8: one KV head per GPU x 8 GPUs, 48 layers x 8 x 128 x 2 x 2 bytes = 196,608 B per
+    token in full; 36 of 48 layers see an 8,192-token chunk. vLLM turns the manager off for chunked local
+    attention with an EAGLE draft, and for a KV connector that lacks SupportsHMA (LMCacheConnectorV1)."""
+    base = "vllm serve meta-llama/Llama-4-Scout-17B-16E-Instruct --tensor-parallel-size 8 --max-model-len 262144"
+    deployment = {"gpu": "H100", "gpus-per-node": 8}
+    capped = cfg_of(base, **deployment)
+    tokens = 100_000
+    assert arithmetic.kv_seq_bytes(capped, tokens) == pytest.approx((12 * tokens + 36 * 8192) * 196_608 / 48)
+    eagle = cfg_of(base + " --speculative-config '{\"method\": \"eagle3\", \"model\": \"nvidia/Llama-4-Scout-EAGLE3\", "
+                   "\"num_speculative_tokens\": 3}'", **deployment)
+    assert arithmetic.kv_seq_bytes(eagle, tokens) == tokens * 196_608
+    lmcache = cfg_of(base + " --kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\", \"kv_role\": \"kv_both\"}'",
+                     **deployment)
+    assert arithmetic.kv_seq_bytes(lmcache, tokens) == tokens * 196_608
+    nixl = cfg_of(base + " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'",
+                  **deployment)
+    assert arithmetic.kv_seq_bytes(nixl, tokens) == arithmetic.kv_seq_bytes(capped, tokens)

@@ -5,7 +5,8 @@ quantization, then what one replica holds: TP x PP GPUs per replica; a mixture o
 under data parallelism (expert-parallel or not), attention, embeddings and dense layers whole
 in each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
 EAGLE head, DeepSeek's MTP layer); LoRA slots. KV: per token across a replica's TP GPUs,
-sliding and chunked windows applied, the draft's layers included. Facts holds the results.
+sliding and chunked windows applied where vLLM's hybrid KV cache manager runs, the draft's
+layers included. Facts holds the results.
 """
 
 from __future__ import annotations
@@ -176,9 +177,46 @@ def draft_gb(cfg: ServingConfig) -> float:
     return 0.0
 
 
+# vLLM 0.32's speculative methods that run on the target's hidden states
+# (SpeculativeConfig.use_eagle, vllm/config/speculative.py); MTP methods are normalized to "mtp".
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark") + MTP_METHODS
+# KV connectors of vLLM 0.32 that do not subclass SupportsHMA
+# (vllm/distributed/kv_transfer/kv_connector/factory.py and v1/*): with one of these and no
+# explicit choice, vLLM turns the hybrid KV cache manager off.
+CONNECTORS_WITHOUT_HMA = frozenset(("ExampleConnector", "LMCacheConnectorV1", "LMCacheMPConnector",
+                                    "FlexKVConnectorV1", "HF3FSKVConnector"))
+
+
+def kv_windows_off(cfg: ServingConfig) -> str:
+    """Why vLLM caches a model's sliding-window or chunked layers in full, or "" where it caps them.
+
+    vLLM 0.32 drops KV outside a layer's window only in its hybrid KV cache manager. It turns the
+    manager off (VllmConfig.__post_init__, vllm/config/vllm.py, "Hybrid KV cache manager (HMA)
+    runtime rules") for --disable-hybrid-kv-cache-manager, chunked local attention with an
+    EAGLE-style draft, or a KV connector without HMA support when the flag is not given; and then
+    unify_hybrid_kv_cache_specs (vllm/v1/core/kv_cache_utils.py) promotes the window layers of a
+    model that mixes them with full attention to full attention. A model whose every layer is
+    windowed keeps its window."""
+    m = cfg.model
+    if not m.sliding_layers or m.sliding_layers >= m.num_layers:
+        return ""
+    kind = "chunked local attention" if m.window_kind == "chunked" else "sliding-window"
+    if cfg.hybrid_kv_cache is False:
+        return f"disable-hybrid-kv-cache-manager turns vLLM's hybrid KV cache manager off, so its {kind} layers cache the full context"
+    if m.window_kind == "chunked" and cfg.spec is not None and cfg.spec.method in EAGLE_METHODS:
+        return (f"vLLM turns the hybrid KV cache manager off for chunked local attention with a {cfg.spec.method} "
+                "draft, so its chunked layers cache the full context")
+    if cfg.hybrid_kv_cache is None and cfg.kv_connector in CONNECTORS_WITHOUT_HMA:
+        return (f"kv-transfer-config's {cfg.kv_connector} does not support the hybrid KV cache manager, so vLLM "
+                f"turns it off and the {kind} layers cache the full context")
+    return ""
+
+
 def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
-    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included."""
-    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included;
+    windows capped only where vLLM's hybrid KV cache manager runs (kv_windows_off)."""
+    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size,
+                                windows=not kv_windows_off(cfg))
     draft = draft_spec(cfg)
     if draft is not None:
         return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)

@@ -24,7 +24,8 @@ from .. import hardware, modelspec
 from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .arithmetic import Facts, default_batched_tokens, derive, draft_gb, expert_gb, kv_seq_bytes, lora_gb
+from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, expert_gb, kv_seq_bytes, kv_windows_off,
+                         lora_gb)
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
@@ -882,6 +883,9 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
                   f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
                   f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions")
+    windows_off = kv_windows_off(cfg)
+    if windows_off:
+        arithmetic += f" ({windows_off})"
     right = _pow2_at_least(longest)
 
     if model_max and m > model_max:

@@ -34,7 +34,7 @@ REVIEWED_KEYS = (
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
     "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
-    "fully-sharded-loras", "enable-moe-shared-loras",
+    "fully-sharded-loras", "enable-moe-shared-loras", "disable-hybrid-kv-cache-manager", "kv-transfer-config",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -162,6 +162,8 @@ class ServingConfig:
     fully_sharded_loras: bool = False  # --fully-sharded-loras: LoRA buffers sliced over TP on both halves
     moe_shared_loras: bool = False  # --enable-moe-shared-loras: one w13 lora_a and w2 lora_b for all experts
     adapters: tuple[Adapter, ...] = ()
+    hybrid_kv_cache: bool | None = None  # False: --disable-hybrid-kv-cache-manager; True: --no-disable-...; None: vLLM decides
+    kv_connector: str = ""  # kv-transfer-config's kv_connector
     load_format: str = "auto"
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
@@ -318,6 +320,9 @@ def read_config(doc: Doc) -> ServingConfig:
     adapters = _read_adapters(doc, *swap(get("lora-modules")))
     fully_sharded_loras = as_bool(doc, *swap(get("fully-sharded-loras", False)))
     moe_shared_loras = as_bool(doc, *swap(get("enable-moe-shared-loras", False)))
+    value, path = get("disable-hybrid-kv-cache-manager")
+    hybrid_kv_cache = None if value is None else not as_bool(doc, path, value)
+    kv_connector = _read_kv_connector(doc, *swap(get("kv-transfer-config")))
     value, path = get("load-format", "auto")
     load_format = as_str(doc, path, value).lower() if value is not None else "auto"
     chunked = as_bool(doc, *swap(get("enable-chunked-prefill", True)))
@@ -338,6 +343,7 @@ def read_config(doc: Doc) -> ServingConfig:
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
         lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
         fully_sharded_loras=fully_sharded_loras, moe_shared_loras=moe_shared_loras,
+        hybrid_kv_cache=hybrid_kv_cache, kv_connector=kv_connector,
         load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
@@ -500,6 +506,22 @@ def _read_adapters(doc: Doc, path: tuple, value: Any) -> tuple[Adapter, ...]:
         out.append(Adapter(name=name.strip(), path=where.strip(), base=base, rank=rank, source=source,
                            line=doc.line(path)))
     return tuple(out)
+
+
+def _read_kv_connector(doc: Doc, path: tuple, value: Any) -> str:
+    """kv-transfer-config's kv_connector (JSON on the command line, a mapping in YAML)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise doc.error(path, f"{label(path)}: not valid JSON ({exc.msg}); "
+                                  "write it as a YAML mapping instead") from None
+    if not isinstance(value, dict):
+        raise doc.error(path, f"{label(path)}: must be a mapping with kv_connector and kv_role")
+    connector = value.get("kv_connector") or ""
+    return connector if isinstance(connector, str) else ""
 
 
 def _read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:
