@@ -193,3 +193,15 @@ spec:
         cfg_of(manifest)
     assert "--var MAX_SEQS=VALUE" in str(info.value)
     assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).max_num_seqs == 48
+
+
+# --- how a shell reads a command line -------------------------------------------------------
+
+def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
+    """YAML reads `vllm serve M --x '{"temperature": 0.6}'` as a one-key mapping; it is a command line."""
+    path = tmp_path / "serve.sh"
+    path.write_text("# deployment: {gpu: H100, gpus-per-node: 1}\nvllm serve meta-llama/Llama-3.1-8B-Instruct "
+                    "--max-model-len 16384 --override-generation-config '{\"temperature\": 0.6}'\n")
+    cfg = read_config(forms.load(path))
+    assert (cfg.model_name, cfg.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
+    assert "override-generation-config" in cfg.not_reviewed

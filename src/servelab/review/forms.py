@@ -56,7 +56,8 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     text = read_text(path, "serving config", "UTF-8")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
-    if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):
+    if not roots and not _looks_like_command(text) or \
+            len(roots) == 1 and not _is_manifest_or_helm(roots) and not _is_command_line(roots[0]):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
     return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment,
                  variables=variables)
@@ -65,6 +66,14 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
     return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
                or _has_key(n, "modelArtifacts") or _is_skypilot(n) for n in roots)
+
+
+def _is_command_line(node: yaml.MappingNode) -> bool:
+    """A command line YAML reads as a mapping: `vllm serve M --x '{"a": 1}'` parses as the key
+    `vllm serve M --x '{"a"` (a plain scalar may hold spaces and quotes). A vLLM config's keys
+    are flag names, never a command."""
+    return any(isinstance(key, yaml.ScalarNode) and key.style is None and " " in key.value
+               and _looks_like_command(key.value) for key, _ in node.value)
 
 
 def _is_skypilot(node: yaml.Node) -> bool:
