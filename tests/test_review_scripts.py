@@ -205,3 +205,23 @@ def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
     cfg = read_config(forms.load(path))
     assert (cfg.model_name, cfg.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
     assert "override-generation-config" in cfg.not_reviewed
+
+
+def test_a_comment_inside_a_continuation_ends_the_command_as_bash_does():
+    """bash: `# --max-model-len 8192 \\` is a comment to the end of its line, the `\\` included, so
+    the command ends there and `--max-num-seqs 64` runs as a command of its own."""
+    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+            "  # --max-model-len 8192 \\\n  --max-num-seqs 64\n")
+    with pytest.raises(review.ReviewInputError, match=r"run.sh:4: `--max-num-seqs` starts a command of its own, "
+                                                      r"because line 3 ends"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    # A comment after the last continued line ends nothing early.
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+                 "  --max-num-seqs 64  # the SLO's batch\n", gpu="H100", **{"gpus-per-node": 8})
+    assert (cfg.tensor_parallel_size, cfg.max_num_seqs) == (4, 64)
+
+
+def test_a_backslash_then_a_space_passes_a_space_and_ends_the_command():
+    text = "vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\ \n  --max-num-seqs 64\n"
+    with pytest.raises(review.ReviewInputError, match=r"run.sh:2: `\\` is followed by a space, so bash passes a ' '"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})

@@ -304,20 +304,60 @@ def _looks_like_command(text: str) -> bool:
 
 
 def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
-    """Shell words with the line each is on; comments dropped, `\\` continuations joined."""
+    """Shell words with the line each is on, as bash reads them: comments dropped, and a line
+    continues onto the next only where it ends in a `\\` outside a comment or quotes. A `\\`
+    inside a comment ends the command there (bash's comment runs to the newline), and `\\`
+    followed by a space passes a literal space and ends the command."""
     out: list[tuple[str, int]] = []
     try:
+        continuing, command_line = False, None
         for number, line in enumerate(text.splitlines(), first_line):
-            out += [(word, number) for word in _split(line.rstrip().removesuffix("\\"))]
-            if not line.rstrip().endswith("\\"):
+            line = line.rstrip("\r")
+            words = _split(line.removesuffix("\\")) if _continues(line) else _split(line)
+            if line.rstrip() != line and _continues(line.rstrip()):
+                raise _ShellLineError(
+                    number, "`\\` is followed by a space, so bash passes a ' ' argument (which vLLM "
+                    "refuses) and ends the command on this line instead of continuing it: delete the space after `\\`")
+            if words and not continuing and command_line is not None and words[0].startswith("-"):
+                raise _ShellLineError(
+                    number, f"`{words[0]}` starts a command of its own, because line {command_line} "
+                    "ends the command above without a `\\` continuation (a comment inside a continuation "
+                    "runs to the end of its line, `\\` and all): bash never passes these flags to vLLM; "
+                    "move the comment out of the continuation, or end the line above with `\\`")
+            out += [(word, number) for word in words]
+            was_continuing, continuing = continuing, _continues(line)
+            if not continuing:
+                if was_continuing or words:
+                    command_line = number
                 out.append((";", number))  # a line without a continuation ends the command
         return out
+    except _ShellLineError:
+        raise
     except ValueError:  # a quoted value spans lines: split the whole text, at its first line
         try:
             return [(word, first_line) for word in _split(text.replace("\\\n", " "))]
         except ValueError as exc:
             raise ReviewInputError(f"line {first_line}: cannot split the command line ({exc}); "
                                    "check its quotes") from None
+
+
+class _ShellLineError(ReviewInputError):
+    """A line bash reads otherwise than it looks; the caller names the file."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line, self.message = line, message
+
+
+def _continues(line: str) -> bool:
+    """The line ends in a `\\` bash reads as a continuation: outside quotes and comments, unescaped."""
+    if not line.endswith("\\"):
+        return False
+    try:
+        _split(line)
+    except ValueError as exc:  # shlex: a trailing escape with nothing after it
+        return "escaped" in str(exc)
+    return False  # the `\\` sat in a comment, or was itself escaped
 
 
 def _split(text: str) -> list[str]:
@@ -329,7 +369,10 @@ def _split(text: str) -> list[str]:
 
 def _from_command_text(builder: _Builder, text: str, first_line: int, env: dict[str, str] | None = None) -> None:
     builder.form = builder.form or "vllm serve command line"
-    tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+    try:
+        tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+    except _ShellLineError as exc:
+        raise builder.error(exc.line, exc.message) from None
     for word, line in tokens:  # a benchmark run beside the server: its settings are not production's
         if word.split("=")[0] in _BENCHMARK_ONLY:
             builder.benchmark.append((word.split("=")[0].lstrip("-").replace("_", "-"), line))
