@@ -148,6 +148,30 @@ def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
     assert "--use-v2-block-manager was removed" in finding.evidence and "delete it" in finding.fix
 
 
+def test_old_speculative_and_device_flags_are_findings_naming_what_replaced_them():
+    """vLLM 0.32's parser (vllm_flags.json) has none of these; speculation is speculative-config or its
+    --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py)."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
+                 "--num-speculative-tokens 5 --device cuda --worker-use-ray --calculate-kv-scales --max-num-seqs 32",
+                 gpu="H100")
+    assert [name for name, _, _ in cfg.removed_flags] == [
+        "speculative-model", "num-speculative-tokens", "device", "worker-use-ray", "calculate-kv-scales"]
+    assert cfg.max_num_seqs == 32 and cfg.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+    finding = review.checks.check_removed_flags(cfg)
+    assert "--speculative-model: use --speculative-config" in finding.fix
+    assert "--worker-use-ray: use --distributed-executor-backend ray" in finding.fix
+
+
+def test_spec_shorthand_flags_make_the_speculative_config():
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-method eagle3 "
+                 "--spec-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --spec-tokens 3", gpu="H100")
+    assert (cfg.spec.method, cfg.spec.draft_model, cfg.spec.num_speculative_tokens) == (
+        "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
+    with pytest.raises(review.ReviewInputError, match="mutually exclusive"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-tokens 3 "
+               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", gpu="H100")
+
+
 def test_removed_flag_in_yaml_and_its_value_are_set_aside():
     doc = review.schema.Doc("c.yaml", {"model": "meta-llama/Llama-3.1-8B-Instruct", "swap_space": 16,
                                        "max-num-seqs": 8, "deployment": {"gpu": "L4", "gpus-per-node": 1}},

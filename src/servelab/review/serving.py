@@ -35,6 +35,7 @@ REVIEWED_KEYS = (
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
     "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
     "fully-sharded-loras", "enable-moe-shared-loras", "disable-hybrid-kv-cache-manager", "kv-transfer-config",
+    "spec-method", "spec-model", "spec-tokens",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -311,7 +312,7 @@ def read_config(doc: Doc) -> ServingConfig:
     else:
         max_model_len = as_int(doc, path, value, minimum=1)
 
-    spec = _read_spec(doc, *swap(get("speculative-config")))
+    spec = _read_spec(doc, *_speculative_config(doc, get))
     eager = as_bool(doc, *swap(get("enforce-eager", False)))
     expert_parallel = as_bool(doc, *swap(get("enable-expert-parallel", False)))
     lora = as_bool(doc, *swap(get("enable-lora", False)))
@@ -337,7 +338,8 @@ def read_config(doc: Doc) -> ServingConfig:
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched, spec=spec,
         prefix_caching=prefix, gpu_memory_utilization=util, max_model_len=max_model_len,
         hardware=hw, gpus_per_node=gpus_per_node, nodes=nodes, internode_gb_s=internode,
-        set_keys=frozenset(k for k in fields if fields[k][0] is not None), doc=doc,
+        set_keys=frozenset(k for k in fields if fields[k][0] is not None)
+        | ({"speculative-config"} if spec is not None else set()), doc=doc,
         enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
         quantization_source=quantization_source, not_reviewed=not_reviewed,
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
@@ -522,6 +524,29 @@ def _read_kv_connector(doc: Doc, path: tuple, value: Any) -> str:
         raise doc.error(path, f"{label(path)}: must be a mapping with kv_connector and kv_role")
     connector = value.get("kv_connector") or ""
     return connector if isinstance(connector, str) else ""
+
+
+def _speculative_config(doc: Doc, get) -> tuple[tuple, Any]:
+    """speculative-config with vLLM 0.32's --spec-method / --spec-model / --spec-tokens shorthand
+    merged in, each exclusive with the same key in the JSON (EngineArgs.create_speculative_config,
+    vllm/engine/arg_utils.py)."""
+    value, path = get("speculative-config")
+    shorthand = {key: get(flag) for flag, key in (("spec-method", "method"), ("spec-model", "model"),
+                                                   ("spec-tokens", "num_speculative_tokens")) if get(flag)[0] is not None}
+    if not shorthand:
+        return path, value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise doc.error(path, f"{label(path)}: not valid JSON ({exc.msg})") from None
+    merged = dict(value) if isinstance(value, dict) else {}
+    for key, (given, where) in shorthand.items():
+        if key in merged:
+            raise doc.error(where, f"--{where[-1]} and speculative-config's {key} are mutually exclusive "
+                                   "(vLLM refuses both): keep one")
+        merged[key] = int(given) if key == "num_speculative_tokens" and str(given).isdigit() else given
+    return (path if value is not None else next(iter(shorthand.values()))[1]), merged
 
 
 def _read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:
