@@ -404,3 +404,19 @@ spec:
     with pytest.raises(review.ReviewInputError) as info:
         read_config(forms.parse(text, name="deploy.yaml"))
     assert "deploy.yaml:13:" in str(info.value) and "whole number" in str(info.value)
+
+
+def test_lengths_read_as_vllm_reads_them():
+    """vLLM 0.32's human_readable_int / human_readable_int_or_auto (vllm/utils/argparse_utils.py):
+    k = 1,000 and K = 1,024; max-model-len also takes auto or -1 (the model's length, fitted to memory)."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K --max-num-batched-tokens 16k",
+                 gpu="H100")
+    assert (cfg.max_model_len, cfg.max_num_batched_tokens) == (32 * 1024, 16_000)
+    assert cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100").max_model_len == 25_600
+    for auto in ("auto", "-1"):
+        cfg = cfg_of(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {auto}", gpu="H100")
+        assert cfg.max_model_len_auto and cfg.max_model_len == 131_072  # max_position_embeddings
+    with pytest.raises(review.ReviewInputError, match="did you mean 1.5k"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 1.5K", gpu="H100")
+    with pytest.raises(review.ReviewInputError, match="must be at least 1"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens -1", gpu="H100")

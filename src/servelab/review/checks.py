@@ -877,7 +877,7 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
 def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-model-len against the workload's longest request and the KV cache it must fit in."""
     m, longest = cfg.max_model_len, f.longest_request_tokens
-    setting = cfg.knob("max-model-len", m)
+    setting = cfg.knob("max-model-len", f"auto ({m})" if cfg.max_model_len_auto else m)
     model_max = cfg.model.max_position_embeddings
     one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
     arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
@@ -897,6 +897,13 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
         reason = (f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
                   f"({f.longest_basis}), so vLLM rejects those requests.")
         return Finding("max_model_len", "wrong", reason, arithmetic, f"set max-model-len to {fmt(right)}.", setting)
+    if cfg.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
+        # vLLM 0.32 fits an auto / -1 length to the KV memory at start (vllm/config/model.py, _get_and_verify_max_len).
+        reason = (f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
+                  f"the {gb(f.kv_budget_gb)} KV budget holds, which is less than one {fmt(m)}-token sequence "
+                  f"({gb(one_seq_gb)}): the served length depends on the memory left, not on the workload.")
+        return Finding("max_model_len", "unjustified", reason, arithmetic,
+                       f"set max-model-len to {fmt(right)}, which covers every request.", setting)
     if f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
         reason = (f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache and the budget is "
                   f"{gb(f.kv_budget_gb)}, so vLLM refuses to start.")

@@ -17,7 +17,7 @@ from .. import hardware, modelspec
 from ..hardware import Hardware
 from ..modelspec import ModelSpec
 from . import defaults, vllm_flags
-from .schema import (Doc, ReviewInputError, as_bool, as_int, as_number, as_str, choice, label, mapping, required,
+from .schema import (Doc, ReviewInputError, as_bool, as_human_int, as_int, as_number, as_str, choice, label, mapping, required,
                      suggest, swap)
 
 # vLLM's defaults for the knobs under review, used when a config leaves one out.
@@ -165,6 +165,7 @@ class ServingConfig:
     adapters: tuple[Adapter, ...] = ()
     hybrid_kv_cache: bool | None = None  # False: --disable-hybrid-kv-cache-manager; True: --no-disable-...; None: vLLM decides
     kv_connector: str = ""  # kv-transfer-config's kv_connector
+    max_model_len_auto: bool = False  # max-model-len auto / -1: vLLM fits the model's length to the KV memory
     load_format: str = "auto"
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
@@ -299,18 +300,19 @@ def read_config(doc: Doc) -> ServingConfig:
     batch_defaults = defaults.batch_defaults(hw, tp * pp)
     max_num_seqs = as_int(doc, *swap(get("max-num-seqs", batch_defaults.max_num_seqs)), minimum=1)
     value, path = get("max-num-batched-tokens")
-    max_batched = None if value is None else as_int(doc, path, value, minimum=1)
+    max_batched = None if value is None else as_human_int(doc, path, value, minimum=1)
     prefix = as_bool(doc, *swap(get("enable-prefix-caching", DEFAULT_PREFIX_CACHING)))
     util = as_number(doc, *swap(get("gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION)),
                    above=0, maximum=1)
     value, path = get("max-model-len")
-    if value is None:
+    max_model_len_auto = value is not None and as_human_int(doc, path, value, minimum=1, auto=True) == -1
+    if value is None or max_model_len_auto:  # auto / -1: the model's length, fitted to memory at start
         max_model_len = model.max_position_embeddings
         if not max_model_len:
             raise doc.error((), "max-model-len is not set and the model's config.json has no "
                                 "max_position_embeddings: set max-model-len")
     else:
-        max_model_len = as_int(doc, path, value, minimum=1)
+        max_model_len = as_human_int(doc, path, value, minimum=1)
 
     spec = _read_spec(doc, *_speculative_config(doc, get))
     eager = as_bool(doc, *swap(get("enforce-eager", False)))
@@ -345,7 +347,7 @@ def read_config(doc: Doc) -> ServingConfig:
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
         lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
         fully_sharded_loras=fully_sharded_loras, moe_shared_loras=moe_shared_loras,
-        hybrid_kv_cache=hybrid_kv_cache, kv_connector=kv_connector,
+        hybrid_kv_cache=hybrid_kv_cache, kv_connector=kv_connector, max_model_len_auto=max_model_len_auto,
         load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
