@@ -420,3 +420,19 @@ def test_lengths_read_as_vllm_reads_them():
         cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 1.5K", gpu="H100")
     with pytest.raises(review.ReviewInputError, match="must be at least 1"):
         cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens -1", gpu="H100")
+
+
+def test_gpu_names_resolve_to_the_part_they_name():
+    """GKE: nvidia-tesla-a100 is the 40 GB A100 and nvidia-a100-80gb the 80 GB one; an H100 NVL has 94 GB
+    and an H100 PCIe 2.0 TB/s (datasheets, cited in hardware.PRESETS); an unknown part says how to describe it."""
+    from servelab import hardware
+    assert hardware.get("nvidia-tesla-a100").name == "A100-40GB"
+    assert hardware.get("nvidia-a100-80gb").name == "A100"
+    assert (hardware.get("NVIDIA H100 NVL").name, hardware.get("NVIDIA H100 NVL").memory_gb) == ("H100-NVL", 94)
+    pcie = hardware.get("NVIDIA H100 PCIe")
+    assert (pcie.name, pcie.bandwidth_gb_s) == ("H100-PCIE", 2000) and hardware.get("H100").bandwidth_gb_s == 3350
+    assert hardware.get("nvidia-h100-80gb").name == "H100"
+    assert (hardware.get("A800").interconnect_gb_s, hardware.get("MI325X").memory_gb, hardware.get("T4").dtype) == (
+        400, 256, "float16")
+    with pytest.raises(review.ReviewInputError, match="unknown GPU type 'GH200'.*deployment.hardware-file"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="GH200")

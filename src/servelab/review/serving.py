@@ -385,9 +385,9 @@ def _read_hardware(doc: Doc, deployment: dict) -> Hardware:
         return hardware.get(name)
     except hardware.UnknownHardware:
         raise doc.error(path, f"deployment.gpu: unknown GPU type {name!r}. Known types: "
-                              f"{', '.join(hardware.PRESETS)}. Use one of these, or give "
-                              "deployment.hardware-file (a machine measured with "
-                              "hardware.measure_this_machine())") from None
+                              f"{', '.join(hardware.PRESETS)}. Use one of these, or describe the GPU in a JSON file "
+                              "(name, memory_gb, bandwidth_gb_s, peak_tflops, dtype: from its datasheet, or "
+                              "hardware.measure_this_machine()) and give it as deployment.hardware-file") from None
 
 
 # Model ids teams write, reduced to the presets' names: 'meta-llama/Meta-Llama-3-70B-Instruct'
