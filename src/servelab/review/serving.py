@@ -35,7 +35,7 @@ REVIEWED_KEYS = (
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
     "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
     "fully-sharded-loras", "enable-moe-shared-loras", "disable-hybrid-kv-cache-manager", "kv-transfer-config",
-    "spec-method", "spec-model", "spec-tokens",
+    "spec-method", "spec-model", "spec-tokens", "performance-mode", "all2all-backend",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -296,9 +296,8 @@ def read_config(doc: Doc) -> ServingConfig:
     tp = as_int(doc, *swap(get("tensor-parallel-size", 1)), minimum=1)
     pp = as_int(doc, *swap(get("pipeline-parallel-size", 1)), minimum=1)
     dp = as_int(doc, *swap(get("data-parallel-size", 1)), minimum=1)
-    # Left out, vLLM picks both by platform, GPU memory and world size (review/defaults.py).
-    batch_defaults = defaults.batch_defaults(hw, tp * pp)
-    max_num_seqs = as_int(doc, *swap(get("max-num-seqs", batch_defaults.max_num_seqs)), minimum=1)
+    value, path = get("max-num-seqs")
+    given_seqs = None if value is None else as_int(doc, path, value, minimum=1)
     value, path = get("max-num-batched-tokens")
     max_batched = None if value is None else as_human_int(doc, path, value, minimum=1)
     prefix = as_bool(doc, *swap(get("enable-prefix-caching", DEFAULT_PREFIX_CACHING)))
@@ -329,6 +328,18 @@ def read_config(doc: Doc) -> ServingConfig:
     value, path = get("load-format", "auto")
     load_format = as_str(doc, path, value).lower() if value is not None else "auto"
     chunked = as_bool(doc, *swap(get("enable-chunked-prefill", True)))
+    # Left out, vLLM picks both by platform, GPU memory, world size and the rules around them
+    # (review/defaults.py, serve_defaults).
+    value, path = get("performance-mode", "balanced")
+    mode = as_str(doc, path, value).lower()
+    value, path = get("all2all-backend", "")
+    backend = as_str(doc, path, value).lower() if value else ""
+    batched_dp = backend in defaults.BATCHED_DP_BACKENDS and expert_parallel and dp > 1
+    max_num_seqs, tokens, _ = defaults.serve_defaults(
+        hw, tp * pp, max_num_seqs=given_seqs, max_num_batched_tokens=max_batched, max_model_len=max_model_len,
+        chunked_prefill=chunked, performance_mode=mode, batched_dp_moe=batched_dp)
+    if max_batched is None and (mode == "throughput" or batched_dp or not chunked):
+        max_batched = tokens  # a default other than the platform's, which the checks would otherwise assume
     not_reviewed = tuple(sorted(k for k in fields if k not in REVIEWED_KEYS and k != "deployment"
                                 and k not in UNWEIGHED_FLAGS))
 
