@@ -311,3 +311,25 @@ def test_chunked_attention_with_eagle_or_a_connector_without_hma_caches_the_full
     nixl = cfg_of(base + " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'",
                   **deployment)
     assert arithmetic.kv_seq_bytes(nixl, tokens) == arithmetic.kv_seq_bytes(capped, tokens)
+
+
+def test_a_smaller_layout_keeps_tensor_parallelism_inside_a_node():
+    """Llama 3.1 405B at TP 8 x PP 3 on 3 x 8 H100: 811.7 GB of bf16 weights + 165.2 GB of KV at the peak
+    (128 x 2,500 tokens x 516,096 B) = 976.9 GB fit on TP 8 x PP 2 (16 x 77.0 = 1,232 GB): the fix names that
+    layout, never TP 16 across nodes, and a pipeline stage is not called an all-reduce."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8 --pipeline-parallel-size 3 "
+                 "--max-model-len 16384", gpu="H100", **{"gpus-per-node": 8, "nodes": 3})
+    wl = review.workload_spec.read_workload(review.schema.Doc("w", {
+        **WORKLOAD, "concurrency": {"typical": 32, "peak": 128},
+        "prompt-tokens": {"mean": 2000, "p99": 8000}, "output-tokens": {"mean": 500, "p99": 2000}}, "workload"))
+    f = arithmetic.derive(cfg, wl)
+    assert round(f.rank_weight_gb + f.kv_gb_peak, 1) == 976.9
+    finding = checks.check_parallelism(cfg, wl, f)
+    assert finding.verdict == "unjustified"
+    assert "serve one replica at tensor-parallel-size 8 x pipeline-parallel-size 2 on 16 of the GPUs" in finding.fix
+    assert "tensor-parallel-size 16" not in finding.fix and "all-reduce" not in finding.reason
+    # TP 16 over two nodes of 8 starts (vLLM runs it over Ray): unjustified without a measurement, not wrong.
+    across = cfg_of("vllm serve meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 16 --max-model-len 16384",
+                    gpu="H100", **{"gpus-per-node": 8, "nodes": 2})
+    finding = checks.check_parallelism(across, wl, arithmetic.derive(across, wl))
+    assert finding.verdict == "unjustified" and "spans nodes" in finding.reason

@@ -472,13 +472,31 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         reason = f"pipeline-parallel-size {pp} exceeds the model's {cfg.model.num_layers} layers."
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if tp > gpn:
+        # vLLM runs tensor parallelism across nodes (Ray or multiprocessing over the network): it starts,
+        # and is slow, so without a measurement it is unjustified, not wrong.
         slower = hw.interconnect_gb_s / cfg.internode_gb_s if cfg.internode_gb_s else float("inf")
+        measured = [ev for ev in wl.evidence if ev.metric in LOAD_METRICS and has_slo(ev, wl)
+                    and ev.setting.get("tensor-parallel-size") == tp and not slo_break(ev, wl)
+                    and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)] if wl is not None else []
         reason = (f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
                   f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
-                  f"NVLink ({slower:.0f}x slower).")
-        fix = ("keep tensor parallelism inside a node: "
-               + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg))
-        return Finding("parallelism", "wrong", reason, _join(layout, memory), fix, setting)
+                  f"NVLink ({slower:.0f}x slower)")
+        inside = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+        fix = "keep tensor parallelism inside a node: " + _parallel_layout(need, f.capacity_gb_per_gpu, gpn,
+                                                                          cfg.nodes, cfg.model, cfg)
+        if measured and (inside is None or inside[0] * inside[1] >= f.shards):
+            return Finding("parallelism", "justified", reason + ", and the SLO measured at this layout is met.",
+                           _join(layout, memory, _cite(measured)), "none.", setting)
+        if measured:
+            reason += (f"; the SLO measured at TP {tp} is met, but tensor-parallel-size {inside[0]}"
+                       + (f" x pipeline-parallel-size {inside[1]}" if inside[1] > 1 else "")
+                       + " holds the model without crossing the network, and no measurement shows it misses the SLO.")
+            return Finding("parallelism", "unjustified", reason, _join(layout, memory, _cite(measured)),
+                           fix + f" Or cite p99 TPOT there against TP {tp} showing that only TP {tp} meets the SLO.",
+                           setting)
+        return Finding("parallelism", "unjustified", reason + "; no measurement shows the SLO met this way.",
+                       _join(layout, memory), fix + f" Or cite p99 TPOT and TTFT measured at TP {tp} across nodes "
+                       "that meet the SLO.", setting)
     if not f.weights_fit:
         reason = (f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
                   f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
@@ -500,9 +518,11 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
-    # The fewest GPUs (a power of two dividing the heads) that hold weights and the peak's KV cache.
-    fewest = 1 if fits_one else next((c for c in (2, 4, 8, 16, 32) if c < f.shards and cfg.model.num_heads % c == 0
-                                      and c * f.capacity_gb_per_gpu >= need), None)
+    # The fewest GPUs that hold weights and the peak's KV cache in a layout the review accepts
+    # (TP inside a node, dividing the heads; pipeline stages across nodes).
+    smaller = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+    fewest_layout = (1, 1) if fits_one else (smaller if smaller and smaller[0] * smaller[1] < f.shards else None)
+    fewest = fewest_layout[0] * fewest_layout[1] if fewest_layout else None
     if fewest is None:
         reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
                   f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
@@ -529,15 +549,23 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         reason = (f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
                   f"TP {tp} show the split buys latency the workload needs.")
         return Finding("parallelism", "justified", reason, evidence, "none.", setting)
+    small_tp, small_pp = fewest_layout
+    cost = ("a wider all-reduce per layer" if pp == 1 else
+            "more pipeline stages (each a hand-off between GPUs and idle time while the stages fill)" if tp == small_tp
+            else "a wider all-reduce per layer and more pipeline stages")
     if fewest == 1:
         reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
-                  "an all-reduce per layer for a latency bottleneck no measurement shows.")
+                  f"{cost} for a latency bottleneck no measurement shows.")
     else:
         reason = (f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
-                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays a wider all-reduce per layer for a "
+                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays {cost} for a "
                   "latency bottleneck no measurement shows.")
-    fix = (f"serve {f.shards // fewest} replicas at tensor-parallel-size {fewest} (data parallel), or cite p99 TPOT at "
-           f"TP {fewest} against TP {tp} showing that only TP {tp} meets the SLO.")
+    smaller_setting = f"tensor-parallel-size {small_tp}" + (f" x pipeline-parallel-size {small_pp}" if small_pp > 1 else "")
+    copies = f.shards // fewest
+    serve = (f"serve {copies} replicas at {smaller_setting} (data parallel)" if copies > 1 else
+             f"serve one replica at {smaller_setting} on {fewest} of the GPUs")
+    fix = (f"{serve}, or cite p99 TPOT at {smaller_setting} against {setting} showing that only "
+           f"{setting} meets the SLO.")
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
@@ -574,9 +602,8 @@ def _or(options: list[str]) -> str:
     return options[0] if len(options) == 1 else ", ".join(options[:-1]) + ", or " + options[-1]
 
 
-def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
-                     cfg: ServingConfig | None = None) -> str:
-    """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
+def _smallest_layout(need: float, capacity: float, gpn: int, nodes: int, model) -> tuple[int, int] | None:
+    """(TP, PP) of the fewest GPUs that hold `need`: TP inside a node (dividing the heads), PP for the rest."""
     total = gpn * nodes
 
     def fitting(tps, pps):
@@ -586,11 +613,20 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
     # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node.
     layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
     layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
-    if not layouts:
+    return min(layouts)[2:] if layouts else None
+
+
+def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
+                     cfg: ServingConfig | None = None) -> str:
+    """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
+    total = gpn * nodes
+    layout = _smallest_layout(need, capacity, gpn, nodes, model)
+    if layout is None:
         savers = memory_savers(cfg) if cfg is not None else ["quantize the weights", "use kv-cache-dtype fp8"]
         return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
                 f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
-    gpus, _, tp, pp = min(layouts)
+    tp, pp = layout
+    gpus = tp * pp
     if pp == 1:
         replicas = total // tp
         more = f"; the {total} GPUs then serve {replicas} replicas (data-parallel-size {replicas})" if replicas > 1 else ""
