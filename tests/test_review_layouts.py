@@ -333,3 +333,33 @@ def test_a_smaller_layout_keeps_tensor_parallelism_inside_a_node():
                     gpu="H100", **{"gpus-per-node": 8, "nodes": 2})
     finding = checks.check_parallelism(across, wl, arithmetic.derive(across, wl))
     assert finding.verdict == "unjustified" and "spans nodes" in finding.reason
+
+
+# --- configs vLLM will not start -----------------------------------------------------------
+
+def test_a_quantization_argument_against_the_checkpoints_own_is_wrong():
+    """ModelConfig._verify_quantization (vllm/config/model.py): Maverick-FP8's quantization_config says
+    fbgemm_fp8, so --quantization fp8 stops vLLM at start; awq_marlin on an AWQ checkpoint is vLLM's override."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 --quantization fp8 "
+                 "--tensor-parallel-size 8 --max-model-len 8192", gpu="H100", **{"gpus-per-node": 8})
+    assert cfg.quantization_mismatch == "fbgemm_fp8"
+    finding = checks.check_quantization(cfg, _workload(), arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "wrong" and "vLLM refuses to start" in finding.reason
+    same = cfg_of("vllm serve meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 --quantization fbgemm_fp8 "
+                  "--tensor-parallel-size 8", gpu="H100", **{"gpus-per-node": 8})
+    assert not same.quantization_mismatch
+
+
+def test_an_eagle_head_for_another_hidden_size_is_wrong_and_an_unknown_head_is_not_counted():
+    """yuhuili/EAGLE3-LLaMA3.1-Instruct-8B is 4,096 wide; Llama 3.3 70B's hidden states are 8,192."""
+    spec = "'{\"method\": \"eagle3\", \"model\": \"%s\", \"num_speculative_tokens\": 3}'"
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --max-model-len 16384 --speculative-config "
+                 + spec % "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", gpu="H100", **{"gpus-per-node": 2})
+    finding = checks.check_speculative_decoding(cfg, _workload(), arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "wrong" and "hidden size 4,096" in finding.reason and "8,192" in finding.reason
+    unknown = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --max-model-len 16384 --speculative-config "
+                     + spec % "acme/EAGLE3-Llama-3.3-70B", gpu="H100", **{"gpus-per-node": 2})
+    assert arithmetic.draft_gb(unknown) == 0
+    finding = checks.check_speculative_decoding(unknown, _workload(), arithmetic.derive(unknown, _workload()))
+    assert "acme/EAGLE3-Llama-3.3-70B is not in the catalogue, so its weights and KV cache are not counted" \
+        in finding.evidence

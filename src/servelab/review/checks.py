@@ -24,8 +24,8 @@ from .. import hardware, modelspec
 from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, expert_gb, kv_seq_bytes, kv_windows_off,
-                         lora_gb)
+from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, draft_spec, expert_gb, kv_seq_bytes,
+                         kv_windows_off, lora_gb)
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
@@ -321,6 +321,15 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
     """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
     bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
     kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
+    if cfg.quantization_mismatch:
+        # ModelConfig._verify_quantization (vllm/config/model.py): a quantization argument that differs
+        # from the checkpoint's quantization_config stops vLLM at start.
+        setting = cfg.knob("quantization", cfg.quantization)
+        reason = (f"the checkpoint is already quantized ({cfg.quantization_mismatch}, its quantization_config) and "
+                  f"quantization {cfg.quantization} names another method, so vLLM refuses to start.")
+        evidence = f"checkpoint quantization_config: {cfg.quantization_mismatch}; weights {gb(f.weight_gb)}"
+        return Finding("quantization", "wrong", reason, evidence,
+                       "delete quantization: vLLM reads the checkpoint's own method.", setting)
     if cfg.quantization is None and kv_quantized:
         return _check_kv_quantization(cfg, wl, f)
     if cfg.quantization is None:
@@ -783,6 +792,18 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
         setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
         return Finding("speculative_decoding", evidence=evidence, setting=setting, **spec_off_verdict(wl, f, ev, math_))
     setting = cfg.knob("speculative-config", f"{{{cfg.spec.describe()}}}")
+    draft = draft_spec(cfg)
+    if draft is not None and cfg.spec.method in ("eagle", "eagle3") and draft.hidden_size != cfg.model.hidden_size:
+        # An EAGLE head reads the target's hidden states: its fc layer takes target_hidden_size (its own
+        # hidden_size unless the config says otherwise) per auxiliary state (vllm/model_executor/models/llama_eagle3.py).
+        reason = (f"the {cfg.spec.method} head {cfg.spec.draft_model} has hidden size {fmt(draft.hidden_size)} and "
+                  f"the target {cfg.model.name} {fmt(cfg.model.hidden_size)}: the head reads the target's hidden "
+                  "states, so it was trained for another base and cannot load against this one.")
+        return Finding("speculative_decoding", "wrong", reason, evidence,
+                       f"use an {cfg.spec.method} head trained for {cfg.model.name}, or turn speculation off.", setting)
+    if cfg.spec.draft_model and draft is None:
+        evidence = _join(evidence, f"the draft {cfg.spec.draft_model} is not in the catalogue, so its weights and KV "
+                                   "cache are not counted in the memory findings: leave room for them")
     verdict = spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
     return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
 

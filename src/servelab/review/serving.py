@@ -55,6 +55,10 @@ SPECULATIVE_KEYS = (
     "acceptance_method", "quantization", "max_model_len", "revision",
 )
 
+# --quantization values vLLM 0.32 accepts on a checkpoint of the other name: the Marlin kernels
+# override awq / gptq checkpoints (override_quantization_method, vllm/model_executor/layers/quantization/).
+_QUANT_FAMILY = {"awq_marlin": "awq", "gptq_marlin": "gptq", "marlin": "gptq", "gptq_marlin_24": "gptq"}
+
 # `quantization:` values and the bytes per weight they leave.
 QUANTIZATION_WEIGHT_DTYPE = {
     "awq": "int4", "awq_marlin": "int4", "gptq": "int4", "gptq_marlin": "int4", "marlin": "int4",
@@ -165,6 +169,7 @@ class ServingConfig:
     adapters: tuple[Adapter, ...] = ()
     hybrid_kv_cache: bool | None = None  # False: --disable-hybrid-kv-cache-manager; True: --no-disable-...; None: vLLM decides
     kv_connector: str = ""  # kv-transfer-config's kv_connector
+    quantization_mismatch: str = ""  # the checkpoint's quant_method where --quantization names another
     max_model_len_auto: bool = False  # max-model-len auto / -1: vLLM fits the model's length to the KV memory
     load_format: str = "auto"
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
@@ -272,7 +277,7 @@ def read_config(doc: Doc) -> ServingConfig:
     dtype = torch_dtype if str(value).lower() == "auto" else choice(doc, path, value, DTYPE_NAMES, "dtype")
 
     value, path = get("quantization")
-    quantization_from_name, quantization_source = False, ""
+    quantization_from_name, quantization_source, quantization_mismatch = False, "", ""
     if model.quant_method and (value is None or str(value).strip().lower() in ("none", "", model.quant_method)):
         quantization, quantization_from_name, quantization_source = model.quant_method, True, "checkpoint"
     elif value is None or (isinstance(value, str) and value.strip().lower() in ("none", "")):
@@ -285,6 +290,9 @@ def read_config(doc: Doc) -> ServingConfig:
             raise doc.error(path, f"{label(path)}: unknown quantization {value!r}"
                                   f"{suggest(text, tuple(QUANTIZATION_WEIGHT_DTYPE), 'methods')}")
         quantization = text
+        if model.quant_method and _QUANT_FAMILY.get(text, text) != _QUANT_FAMILY.get(model.quant_method,
+                                                                                     model.quant_method):
+            quantization_mismatch = model.quant_method
     if quantization_source == "checkpoint":
         weight_dtype = CHECKPOINT_WEIGHT_DTYPE.get(model.quant_bytes, "int8")
     else:
@@ -359,6 +367,7 @@ def read_config(doc: Doc) -> ServingConfig:
         lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
         fully_sharded_loras=fully_sharded_loras, moe_shared_loras=moe_shared_loras,
         hybrid_kv_cache=hybrid_kv_cache, kv_connector=kv_connector, max_model_len_auto=max_model_len_auto,
+        quantization_mismatch=quantization_mismatch,
         load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
