@@ -25,7 +25,7 @@ from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
 from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, draft_spec, expert_gb, kv_seq_bytes,
-                         kv_windows_off, lora_gb)
+                         kv_windows_off, lora_gb, rank_weight_gb)
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
@@ -632,6 +632,12 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
     layout = _smallest_layout(need, capacity, gpn, nodes, model)
     if layout is None:
         savers = memory_savers(cfg) if cfg is not None else ["quantize the weights", "use kv-cache-dtype fp8"]
+        weights = rank_weight_gb(cfg) if cfg is not None else 0.0
+        if weights > total * capacity:  # a smaller batch or KV cache cannot help: the weights alone do not fit
+            savers = [s for s in savers if s == "quantize the weights"]
+            where = f"all {total} GPUs hold" if total > 1 else "the one GPU holds"
+            return (f"the weights alone need {gb(weights)} and {where} {gb(total * capacity)}: "
+                    f"{_or(savers + ['add GPUs'])}.")
         return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
                 f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
     tp, pp = layout
@@ -992,7 +998,8 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
         reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
                   f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
-                       _or(["split the model over more GPUs (see parallelism)"] + memory_savers(cfg)[:1]) + ".", setting)
+                       _or(["split the model over more GPUs (see parallelism)"]
+                           + [m for m in memory_savers(cfg) if m == "quantize the weights"]) + ".", setting)
     if f.kv_gb_peak > f.kv_budget_gb:
         needed = (f.rank_weight_gb + f.kv_gb_peak) / total
         fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
