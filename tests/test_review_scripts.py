@@ -225,3 +225,18 @@ def test_a_backslash_then_a_space_passes_a_space_and_ends_the_command():
     text = "vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\ \n  --max-num-seqs 64\n"
     with pytest.raises(review.ReviewInputError, match=r"run.sh:2: `\\` is followed by a space, so bash passes a ' '"):
         cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_variable_only_running_the_script_knows_is_refused_with_why():
+    branches = ('if [ "$MODE" = "big" ]; then\n  TP=8\nelse\n  TP=2\nfi\n'
+                "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\n")
+    with pytest.raises(review.ReviewInputError, match=r"\$TP is assigned inside the if on line 1 \(line 4\), so its "
+                                                      r"value depends on which branch runs.*--var TP=VALUE"):
+        cfg_of(branches, gpu="H100", **{"gpus-per-node": 8})
+    assert cfg_of(branches, variables={"TP": "8"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 8
+    loop = "for TP in 2 4 8; do\n  vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\ndone\n"
+    with pytest.raises(review.ReviewInputError, match=r"\$TP is set by the for loop on line 1"):
+        cfg_of(loop, gpu="H100", **{"gpus-per-node": 8})
+    output = "NGPU=$(nvidia-smi -L | wc -l)\nvllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $NGPU\n"
+    with pytest.raises(review.ReviewInputError, match=r"\$NGPU is assigned a command's output on line 1"):
+        cfg_of(output, gpu="H100", **{"gpus-per-node": 8})

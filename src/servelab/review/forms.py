@@ -145,6 +145,7 @@ class _Builder:
     def __init__(self, name: str, base_dir: Path | None, variables: dict[str, str] | None = None):
         self.name, self.base_dir = name, base_dir
         self.variables = dict(variables or {})  # the environment a script's $VARS resolve from
+        self.shell_notes: dict[str, str] = {}  # why a script's variable has no value the reviewer can know
         self.data: dict[str, Any] = {}
         self.lines: dict[tuple, int] = {}
         self.deployment: dict[str, Any] = {}
@@ -234,7 +235,7 @@ class _Builder:
         """A value the review weighs must not still carry a $VARIABLE the script never assigned."""
         missing = shell.unresolved(word) if isinstance(word, str) else []
         if missing and flag in REVIEWED_KEYS:
-            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing))
+            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing, self.shell_notes))
 
     def comment_deployment(self, text: str) -> None:
         for number, line in enumerate(text.splitlines(), 1):
@@ -370,7 +371,7 @@ def _split(text: str) -> list[str]:
 def _from_command_text(builder: _Builder, text: str, first_line: int, env: dict[str, str] | None = None) -> None:
     builder.form = builder.form or "vllm serve command line"
     try:
-        tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+        tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}, builder.shell_notes), first_line)
     except _ShellLineError as exc:
         raise builder.error(exc.line, exc.message) from None
     for word, line in tokens:  # a benchmark run beside the server: its settings are not production's
