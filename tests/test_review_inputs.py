@@ -436,3 +436,10 @@ def test_gpu_names_resolve_to_the_part_they_name():
         400, 256, "float16")
     with pytest.raises(review.ReviewInputError, match="unknown GPU type 'GH200'.*deployment.hardware-file"):
         cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="GH200")
+
+
+def test_a_workload_with_qps_alone_says_how_to_get_concurrency():
+    doc = review.schema.Doc("w.yaml", {"qps": {"typical": 5, "peak": 20}, "prompt-tokens": {"mean": 1000},
+                                       "output-tokens": {"mean": 200}}, "workload")
+    with pytest.raises(review.ReviewInputError, match=r"qps but no 'concurrency'.*Little's law"):
+        review.workload_spec.read_workload(doc)
