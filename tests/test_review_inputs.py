@@ -443,3 +443,12 @@ def test_a_workload_with_qps_alone_says_how_to_get_concurrency():
                                        "output-tokens": {"mean": 200}}, "workload")
     with pytest.raises(review.ReviewInputError, match=r"qps but no 'concurrency'.*Little's law"):
         review.workload_spec.read_workload(doc)
+
+
+def test_a_ray_serve_llm_config_is_named_as_a_form_not_read(tmp_path):
+    path = tmp_path / "serve.yaml"
+    path.write_text("applications:\n- name: llm_app\n  import_path: ray.serve.llm:build_openai_app\n  args:\n"
+                    "    llm_configs:\n      - model_loading_config: {model_id: q, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
+                    "        engine_kwargs: {tensor_parallel_size: 2}\n")
+    with pytest.raises(review.ReviewInputError, match="a Ray Serve LLM config .* is not a form the reviewer reads"):
+        review.forms.load(path)

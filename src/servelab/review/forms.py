@@ -56,6 +56,11 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     text = read_text(path, "serving config", "UTF-8")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
+    if len(roots) == 1 and _has_key(roots[0], "applications") and "llm_configs" in text:
+        raise ReviewInputError(
+            f"{name}: a Ray Serve LLM config (applications: ... llm_configs) is not a form the reviewer reads: "
+            "write the model and its engine_kwargs as a vLLM YAML config (model: ..., tensor-parallel-size: ..., "
+            "with a deployment block) and review that")
     if not roots and not _looks_like_command(text) or \
             len(roots) == 1 and not _is_manifest_or_helm(roots) and not _is_command_line(roots[0]):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
