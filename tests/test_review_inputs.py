@@ -452,3 +452,14 @@ def test_a_ray_serve_llm_config_is_named_as_a_form_not_read(tmp_path):
                     "        engine_kwargs: {tensor_parallel_size: 2}\n")
     with pytest.raises(review.ReviewInputError, match="a Ray Serve LLM config .* is not a form the reviewer reads"):
         review.forms.load(path)
+
+
+def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("defaults: &d\n  max-model-len: 16384\n  max-num-seqs: 32\nserving:\n  <<: *d\n  max-num-seqs: 64\n")
+    doc = review.schema.load_yaml(path, "serving config")
+    assert doc.data["serving"] == {"max-model-len": 16384, "max-num-seqs": 64}
+    assert doc.line(("serving", "max-num-seqs")) == 6
+    path.write_text("model: a\nmodel: b\n")
+    with pytest.raises(review.ReviewInputError, match="c.yaml:2: model: duplicate key"):
+        review.schema.load_yaml(path, "serving config")

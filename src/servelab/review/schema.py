@@ -109,15 +109,21 @@ def load_yaml(path: str | Path, role: str) -> Doc:
 def _record_lines(doc: Doc, node: yaml.Node, path: tuple) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
+        seen_own: dict[str, bool] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 continue
             key, line = key_node.value, key_node.start_mark.line + 1
-            if key in seen:
+            # A merge key (`<<: *anchor`) puts the anchor's keys first (PyYAML's flatten_mapping);
+            # they lie outside this mapping's own lines, and a key of its own overrides them.
+            own = node.start_mark.index <= key_node.start_mark.index <= node.end_mark.index
+            if not own and key in seen:
+                continue
+            if key in seen and seen_own.get(key):
                 raise ReviewInputError(
                     f"{doc.name}:{line}: {label(path + (key,))}: duplicate key "
                     f"(already given on line {seen[key]}); keep one")
-            seen[key] = line
+            seen[key], seen_own[key] = line, own
             doc.lines[path + (key,)] = line
             _record_lines(doc, value_node, path + (key,))
     elif isinstance(node, yaml.SequenceNode):
