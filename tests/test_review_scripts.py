@@ -240,3 +240,13 @@ def test_a_variable_only_running_the_script_knows_is_refused_with_why():
     output = "NGPU=$(nvidia-smi -L | wc -l)\nvllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $NGPU\n"
     with pytest.raises(review.ReviewInputError, match=r"\$NGPU is assigned a command's output on line 1"):
         cfg_of(output, gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_required_variable_and_a_bash_array_are_named():
+    text = "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size ${TP:?set TP first}\n"
+    with pytest.raises(review.ReviewInputError, match=r"--tensor-parallel-size \$\{TP\}: \$TP is not assigned"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    assert cfg_of(text, variables={"TP": "4"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 4
+    with pytest.raises(review.ReviewInputError, match=r"\$\{ARGS\[@\]\} expands a bash array"):
+        cfg_of('ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
+               gpu="H100", **{"gpus-per-node": 8})

@@ -186,6 +186,10 @@ class _Builder:
             token, line = tokens[i]
             if token in _SEPARATORS:
                 break
+            if re.fullmatch(r"\$\{\w+\[[@*]\]\}|\$\w+\[[@*]\]", token):
+                raise self.error(line, f"{token} expands a bash array into flags, which the reviewer does not "
+                                       "evaluate: write those flags out in the command, or review the command "
+                                       "line the script prints (bash -x shows it)")
             if not token.startswith("-") or token in ("-", "--"):
                 raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
                                        "that contain spaces")

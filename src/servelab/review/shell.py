@@ -9,6 +9,7 @@ flag keeps its line number):
 - the environment the reviewer is given (`servelab review --var NAME=VALUE`, or a
   Kubernetes container's `env`), which `${NAME:-default}` prefers over its default and a
   plain assignment overrides, as in the shell;
+- `${NAME:?message}` (the script stops unless NAME is set: its value must be passed in);
 - `$((...))` integer arithmetic (+ - * / % and parentheses; / truncates as bash's does).
 
 Single-quoted text is left alone, as the shell leaves it. What cannot be resolved (a
@@ -24,7 +25,7 @@ import re
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ASSIGNMENT = re.compile(rf"^\s*(?:export\s+|readonly\s+|local\s+|declare\s+(?:-\w+\s+)?)?({_NAME})=(.*?)\s*$")
-_REFERENCE = re.compile(rf"\$\{{({_NAME})(?:(:?[-=])([^}}]*))?\}}|\$({_NAME})")
+_REFERENCE = re.compile(rf"\$\{{({_NAME})(?:(:?[-=?])([^}}]*))?\}}|\$({_NAME})")
 _ARITHMETIC = re.compile(r"\$\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)\)")
 _LEFT = re.compile(rf"\$\(\(|\$\{{?{_NAME}|\$\(")
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
@@ -123,6 +124,8 @@ def _references(text: str, env: dict[str, str]) -> str:
         op, default = m.group(2), m.group(3)
         value = env.get(name)
         if op and (value is None or (op.startswith(":") and value == "")):
+            if op.endswith("?"):  # ${NAME:?message}: bash stops the script; the value must come from outside
+                return "${" + name + "}"  # the message dropped, so the word stays one word with its name
             if _LEFT.search(default or ""):
                 return m.group(0)
             if op.endswith("="):
