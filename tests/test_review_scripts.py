@@ -250,3 +250,17 @@ def test_a_required_variable_and_a_bash_array_are_named():
     with pytest.raises(review.ReviewInputError, match=r"\$\{ARGS\[@\]\} expands a bash array"):
         cfg_of('ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
                gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_dockerfile_exec_form_runs_entrypoint_then_cmd():
+    """Docker's exec form runs ENTRYPOINT's words then CMD's, with no shell (no $VAR expansion)."""
+    text = ('FROM vllm/vllm-openai:v0.11.0\nENV MODEL meta-llama/Llama-3.1-8B-Instruct\n'
+            'ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
+            'CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", "--max-num-seqs", "64"]\n')
+    cfg = cfg_of(text, gpu="H100")
+    assert (cfg.model_name, cfg.max_model_len, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 16384, 64)
+    assert cfg.doc.line(("max-num-seqs",)) == 4
+    # CMD alone: the vllm/vllm-openai image's own ENTRYPOINT ["vllm", "serve"] comes first.
+    cfg = cfg_of('FROM vllm/vllm-openai:latest\nCMD ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "32"]\n',
+                 gpu="H100")
+    assert (cfg.model_name, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 32)

@@ -18,6 +18,7 @@ or the command line's --gpu / --gpus-per-node / --nodes.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -101,8 +102,8 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
         _from_llm_d(builder, roots[0], select)
     elif roots and _is_skypilot(roots[0]):
         _from_skypilot(builder, roots[0])
-    elif _looks_like_command(text):
-        _from_command_text(builder, text, 1)
+    elif _looks_like_command(text) or _DOCKER_FROM.search(text):
+        _from_command_text(builder, _dockerfile_exec_form(text), 1)
     else:
         raise ReviewInputError(
             f"{name}: not a serving config in any form the reviewer reads: expected a vllm YAML config "
@@ -307,6 +308,43 @@ def _scalar(text: str) -> Any:
 
 
 # --- command lines --------------------------------------------------------------------
+
+_DOCKER_FROM = re.compile(r"^\s*FROM\s+(\S*/)?vllm/vllm-openai\b", re.M | re.I)
+_DOCKER_FROM_LINE = re.compile(r"^[ \t]*FROM[ \t]+.*$", re.M | re.I)
+_DOCKER_EXEC = re.compile(r"^([ \t]*)(ENTRYPOINT|CMD)[ \t]+(\[.*\])[ \t]*$", re.M)
+
+
+def _dockerfile_exec_form(text: str) -> str:
+    """A Dockerfile's JSON (exec) form ENTRYPOINT ["..."] and CMD ["..."] as the one command line
+    Docker runs, ENTRYPOINT then CMD, on CMD's line (other lines keep theirs). With CMD alone on
+    the vllm/vllm-openai image, its own ENTRYPOINT ["vllm", "serve"] (the vllm-openai target of
+    vLLM's docker/Dockerfile) comes first. Exec form has no shell: $VARS in it stay as written."""
+    found = {}
+    for m in _DOCKER_EXEC.finditer(text):
+        try:
+            words = json.loads(m.group(3))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(words, list) and all(isinstance(w, str) for w in words):
+            found[m.group(2).upper()] = (m, words)
+    vllm_image = bool(_DOCKER_FROM.search(text))
+    if vllm_image:  # Dockerfile instructions are not commands: FROM goes, ENV assigns
+        text = _DOCKER_FROM_LINE.sub("", text)
+        text = re.sub(r"^[ \t]*ENV[ \t]+(\w+)[ \t]+(?!.*=)(.+)$", r"\1=\2", text, flags=re.M)
+        text = re.sub(r"^[ \t]*ENV[ \t]+", "", text, flags=re.M)
+        found = {k: (next(m2 for m2 in _DOCKER_EXEC.finditer(text) if m2.group(2).upper() == k), w)
+                 for k, (_, w) in found.items()}
+    if not found:
+        return text
+    entry = found["ENTRYPOINT"][1] if "ENTRYPOINT" in found else (["vllm", "serve"] if vllm_image else [])
+    cmd = found["CMD"][1] if "CMD" in found else []
+    last = found.get("CMD", found.get("ENTRYPOINT"))[0]
+    lines = text.splitlines()
+    for key, (m, _) in found.items():
+        number = text.count("\n", 0, m.start())
+        lines[number] = " ".join(shlex.quote(w) for w in entry + cmd) if m is last else ""
+    return "\n".join(lines) + "\n"
+
 
 def _looks_like_command(text: str) -> bool:
     return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b",
