@@ -376,3 +376,14 @@ def test_when_the_weights_alone_do_not_fit_no_fix_asks_for_a_smaller_batch():
     memory = checks.check_gpu_memory_utilization(cfg, _workload(), f)
     assert parallelism.fix == "the weights alone need 65.2 GB and the one GPU holds 43.5 GB: add GPUs."
     assert "max-num-seqs" not in parallelism.fix + memory.fix and "kv-cache-dtype" not in memory.fix
+
+
+def test_a_request_longer_than_the_model_supports_is_not_fixed_by_a_longer_max_model_len():
+    """gpt-oss-20b supports 131,072 positions; a p99 request of 200,000 + 4,000 tokens needs more."""
+    cfg = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072", gpu="H100")
+    wl = review.workload_spec.read_workload(review.schema.Doc("w", {
+        **WORKLOAD, "prompt-tokens": {"mean": 100000, "p99": 200000}, "output-tokens": {"mean": 1000, "p99": 4000}},
+        "workload"))
+    finding = checks.check_max_model_len(cfg, wl, arithmetic.derive(cfg, wl))
+    assert finding.verdict == "wrong" and "262,144" not in finding.fix
+    assert "the model supports 131,072 positions" in finding.fix

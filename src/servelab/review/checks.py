@@ -959,7 +959,11 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     if m < longest:
         reason = (f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
                   f"({f.longest_basis}), so vLLM rejects those requests.")
-        return Finding("max_model_len", "wrong", reason, arithmetic, f"set max-model-len to {fmt(right)}.", setting)
+        fix = f"set max-model-len to {fmt(right)}."
+        if model_max and right > model_max:  # no length this model supports covers them
+            fix = (f"the model supports {fmt(model_max)} positions, fewer than those requests need: cap prompt + "
+                   f"output at {fmt(model_max)} tokens (max-model-len {fmt(model_max)}), or serve a longer-context model.")
+        return Finding("max_model_len", "wrong", reason, arithmetic, fix, setting)
     if cfg.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
         # vLLM 0.32 fits an auto / -1 length to the KV memory at start (vllm/config/model.py, _get_and_verify_max_len).
         reason = (f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
