@@ -160,7 +160,7 @@ class ServingConfig:
     pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
     quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
-    expert_parallel: bool = False  # experts sharded across TP x DP GPUs instead of tensor-parallel in each rank
+    expert_parallel: bool = False  # whole experts per GPU over TP x DP (without it, each expert sliced over TP x DP)
     lora: bool = False  # --enable-lora
     max_loras: int = DEFAULT_MAX_LORAS  # adapter slots vLLM preallocates on the GPU
     max_lora_rank: int = DEFAULT_MAX_LORA_RANK
