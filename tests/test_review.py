@@ -210,7 +210,7 @@ BAD_CONFIG = [
     ("yaml syntax error", "max-num-seqs: 256", "max-num-seqs: [256", "max-model-len",
      ["YAML syntax error"]),
     ("unknown gpu", "gpu: H100", "gpu: V100", "gpu: V100",
-     ["unknown GPU type 'V100'", "H200, H100, A100, A100-40GB, L40S, L4, H20, B200, MI300X"]),
+     ["unknown GPU type 'V100'", "H200, H100, A100, A100-40GB, H100-PCIE, H100-NVL, A800, MI325X, T4, L40S, L4, H20, B200, MI300X"]),
     ("unknown model", "meta-llama/Llama-3.1-8B-Instruct", "tiiuae/falcon-40b-instruct", "model:",
      ["not in servelab's model catalogue", "model-config"]),
     ("missing model config", "  nodes: 1", "  nodes: 1\n  model-config: nowhere/config.json", "model-config",

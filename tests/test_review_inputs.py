@@ -124,9 +124,9 @@ def test_cached_flags_match_the_installed_vllm():
 
 
 def test_every_flag_vllm_knows_is_accepted_and_listed_as_not_reviewed(tmp_path):
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-transfer-config '{\"kv_connector\":\"NixlConnector\"}' "
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --compilation-config '{\"level\": 3}' "
                  "--max-cudagraph-capture-size 512 --async-scheduling", gpu="H100")
-    assert {"kv-transfer-config", "max-cudagraph-capture-size", "async-scheduling"} <= set(cfg.not_reviewed)
+    assert {"compilation-config", "max-cudagraph-capture-size", "async-scheduling"} <= set(cfg.not_reviewed)
     (tmp_path / "serve.sh").write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --async-scheduling\n")
     (tmp_path / "workload.yaml").write_text(json.dumps(WORKLOAD))  # JSON is YAML
     report = review.review_files(tmp_path / "serve.sh", tmp_path / "workload.yaml", deployment={"gpu": "H100"})
@@ -146,6 +146,30 @@ def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
     finding = review.checks.check_removed_flags(cfg)
     assert finding.verdict == "wrong" and "will not start with --use-v2-block-manager (line 1)" in finding.reason
     assert "--use-v2-block-manager was removed" in finding.evidence and "delete it" in finding.fix
+
+
+def test_old_speculative_and_device_flags_are_findings_naming_what_replaced_them():
+    """vLLM 0.32's parser (vllm_flags.json) has none of these; speculation is speculative-config or its
+    --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py)."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
+                 "--num-speculative-tokens 5 --device cuda --worker-use-ray --calculate-kv-scales --max-num-seqs 32",
+                 gpu="H100")
+    assert [name for name, _, _ in cfg.removed_flags] == [
+        "speculative-model", "num-speculative-tokens", "device", "worker-use-ray", "calculate-kv-scales"]
+    assert cfg.max_num_seqs == 32 and cfg.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+    finding = review.checks.check_removed_flags(cfg)
+    assert "--speculative-model: use --speculative-config" in finding.fix
+    assert "--worker-use-ray: use --distributed-executor-backend ray" in finding.fix
+
+
+def test_spec_shorthand_flags_make_the_speculative_config():
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-method eagle3 "
+                 "--spec-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --spec-tokens 3", gpu="H100")
+    assert (cfg.spec.method, cfg.spec.draft_model, cfg.spec.num_speculative_tokens) == (
+        "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
+    with pytest.raises(review.ReviewInputError, match="mutually exclusive"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-tokens 3 "
+               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", gpu="H100")
 
 
 def test_removed_flag_in_yaml_and_its_value_are_set_aside():
@@ -380,3 +404,62 @@ spec:
     with pytest.raises(review.ReviewInputError) as info:
         read_config(forms.parse(text, name="deploy.yaml"))
     assert "deploy.yaml:13:" in str(info.value) and "whole number" in str(info.value)
+
+
+def test_lengths_read_as_vllm_reads_them():
+    """vLLM 0.32's human_readable_int / human_readable_int_or_auto (vllm/utils/argparse_utils.py):
+    k = 1,000 and K = 1,024; max-model-len also takes auto or -1 (the model's length, fitted to memory)."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K --max-num-batched-tokens 16k",
+                 gpu="H100")
+    assert (cfg.max_model_len, cfg.max_num_batched_tokens) == (32 * 1024, 16_000)
+    assert cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100").max_model_len == 25_600
+    for auto in ("auto", "-1"):
+        cfg = cfg_of(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {auto}", gpu="H100")
+        assert cfg.max_model_len_auto and cfg.max_model_len == 131_072  # max_position_embeddings
+    with pytest.raises(review.ReviewInputError, match="did you mean 1.5k"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 1.5K", gpu="H100")
+    with pytest.raises(review.ReviewInputError, match="must be at least 1"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens -1", gpu="H100")
+
+
+def test_gpu_names_resolve_to_the_part_they_name():
+    """GKE: nvidia-tesla-a100 is the 40 GB A100 and nvidia-a100-80gb the 80 GB one; an H100 NVL has 94 GB
+    and an H100 PCIe 2.0 TB/s (datasheets, cited in hardware.PRESETS); an unknown part says how to describe it."""
+    from servelab import hardware
+    assert hardware.get("nvidia-tesla-a100").name == "A100-40GB"
+    assert hardware.get("nvidia-a100-80gb").name == "A100"
+    assert (hardware.get("NVIDIA H100 NVL").name, hardware.get("NVIDIA H100 NVL").memory_gb) == ("H100-NVL", 94)
+    pcie = hardware.get("NVIDIA H100 PCIe")
+    assert (pcie.name, pcie.bandwidth_gb_s) == ("H100-PCIE", 2000) and hardware.get("H100").bandwidth_gb_s == 3350
+    assert hardware.get("nvidia-h100-80gb").name == "H100"
+    assert (hardware.get("A800").interconnect_gb_s, hardware.get("MI325X").memory_gb, hardware.get("T4").dtype) == (
+        400, 256, "float16")
+    with pytest.raises(review.ReviewInputError, match="unknown GPU type 'GH200'.*deployment.hardware-file"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="GH200")
+
+
+def test_a_workload_with_qps_alone_says_how_to_get_concurrency():
+    doc = review.schema.Doc("w.yaml", {"qps": {"typical": 5, "peak": 20}, "prompt-tokens": {"mean": 1000},
+                                       "output-tokens": {"mean": 200}}, "workload")
+    with pytest.raises(review.ReviewInputError, match=r"qps but no 'concurrency'.*Little's law"):
+        review.workload_spec.read_workload(doc)
+
+
+def test_a_ray_serve_llm_config_is_named_as_a_form_not_read(tmp_path):
+    path = tmp_path / "serve.yaml"
+    path.write_text("applications:\n- name: llm_app\n  import_path: ray.serve.llm:build_openai_app\n  args:\n"
+                    "    llm_configs:\n      - model_loading_config: {model_id: q, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
+                    "        engine_kwargs: {tensor_parallel_size: 2}\n")
+    with pytest.raises(review.ReviewInputError, match="a Ray Serve LLM config .* is not a form the reviewer reads"):
+        review.forms.load(path)
+
+
+def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("defaults: &d\n  max-model-len: 16384\n  max-num-seqs: 32\nserving:\n  <<: *d\n  max-num-seqs: 64\n")
+    doc = review.schema.load_yaml(path, "serving config")
+    assert doc.data["serving"] == {"max-model-len": 16384, "max-num-seqs": 64}
+    assert doc.line(("serving", "max-num-seqs")) == 6
+    path.write_text("model: a\nmodel: b\n")
+    with pytest.raises(review.ReviewInputError, match="c.yaml:2: model: duplicate key"):
+        review.schema.load_yaml(path, "serving config")

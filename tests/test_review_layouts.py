@@ -67,9 +67,10 @@ def test_chunked_local_attention_caps_three_layers_in_four():
 
 
 def test_vision_tower_counts_in_memory_not_in_a_decode_step():
-    """Qwen2.5-VL-72B's vision encoder: 32 blocks of 1,280: 4 x 1280^2 + 3 x 1280 x 3456 (gated) = 19.8M each."""
+    """Qwen2.5-VL-72B's vision encoder: 32 blocks of 1,280: 4 x 1280^2 + 3 x 1280 x 3420 (gated) = 19.7M each
+    (vision_config.intermediate_size 3,420 in the model's config.json)."""
     m = modelspec.from_catalogue("Qwen/Qwen2.5-VL-72B-Instruct")
-    assert m.tower_params == 32 * (4 * 1280 ** 2 + 3 * 1280 * 3456) == 634_388_480
+    assert m.tower_params == 32 * (4 * 1280 ** 2 + 3 * 1280 * 3420) == 629_964_800
     assert m.num_params == m.decoder_params + m.tower_params
     assert m.active_params == m.decoder_params
     assert m.weight_bytes("bfloat16") == m.num_params * 2
@@ -147,10 +148,23 @@ def test_expert_parallel_with_data_parallel_charges_each_rank_its_share():
     assert finding.verdict == "justified" and "expert-parallel group of TP 1 x DP 8 = 8 GPUs" in finding.evidence
 
 
-def test_data_parallel_without_expert_parallel_holds_every_expert_per_rank():
-    cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B-FP8 --data-parallel-size 8", gpu="H100", **{"gpus-per-node": 8})
-    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg))
-    assert checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload())).verdict == "wrong"
+def test_data_parallel_without_expert_parallel_still_shards_the_experts_over_every_gpu():
+    """vLLM 0.32 flattens TP across DP in the fused MoE layer whether or not enable-expert-parallel is
+    set (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py). Qwen3-235B-A22B
+    in bf16 at DP 4 x TP 2 on 8 H100: experts 94 x 128 x 3 x 4096 x 1536 x 2 B = 454.2 GB over 8 GPUs, the
+    rest 16.0 GB whole per rank: 16.0 + 454.2 x 2/8 = 129.5 GB per rank (not 470.2)."""
+    cfg = cfg_of("vllm serve Qwen/Qwen3-235B-A22B --data-parallel-size 4 --tensor-parallel-size 2 "
+                 "--max-model-len 16384", gpu="H100", **{"gpus-per-node": 8})
+    experts = 94 * 128 * 3 * 4096 * 1536 * 2
+    assert arithmetic.expert_gb(cfg) == pytest.approx(experts / 1e9)
+    assert arithmetic.expert_parallel_group(cfg) == 8
+    rest = arithmetic.weight_gb(cfg) - experts / 1e9
+    assert round(rest, 1) == 16.0
+    assert arithmetic.rank_weight_gb(cfg) == pytest.approx(rest + experts / 1e9 * 2 / 8)
+    assert round(arithmetic.rank_weight_gb(cfg), 1) == 129.5
+    finding = checks.check_parallelism(cfg, None, arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "justified"
+    assert "MoE tensor-parallel group (no enable-expert-parallel) of TP 2 x DP 4 = 8 GPUs" in finding.evidence
 
 
 def test_expert_parallel_inside_tp_alone_shards_as_tp_does():
@@ -261,3 +275,115 @@ def test_nvfp4_is_four_and_a_half_bits():
     ct = modelspec.ModelSpec.from_config({**base, "quantization_config": {"quant_method": "compressed-tensors",
         "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}})
     assert modelopt.quant_bytes == ct.quant_bytes == 0.5625
+
+
+# --- windows only where vLLM's hybrid KV cache manager runs ----------------------------------
+
+def test_windows_cap_the_kv_only_with_the_hybrid_kv_cache_manager():
+    """vLLM 0.32 (vllm/config/vllm.py, HMA runtime rules; vllm/v1/core/kv_cache_utils.py,
+    unify_hybrid_kv_cache_specs) caches sliding and chunked layers in full when the hybrid KV cache
+    manager is off. gpt-oss-20b: 24 layers x 8 KV heads x 64 x 2 (K, V) x 2 bytes = 2,048 B per layer;
+    12 layers slide over 128 tokens. A 131,072-token sequence: (12 x 131,072 + 12 x 128) x 2,048 = 3.22 GB
+    capped, 24 x 131,072 x 2,048 = 6.44 GB with --disable-hybrid-kv-cache-manager."""
+    capped = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072", gpu="H100")
+    full = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072 --disable-hybrid-kv-cache-manager", gpu="H100")
+    assert arithmetic.kv_seq_bytes(capped, 131072) == (12 * 131072 + 12 * 128) * 2048
+    assert arithmetic.kv_seq_bytes(full, 131072) == 24 * 131072 * 2048
+    assert "disable-hybrid-kv-cache-manager" in arithmetic.kv_windows_off(full)
+    finding = checks.check_max_model_len(full, None, arithmetic.derive(full, _workload()))
+    assert "cache the full context" in finding.evidence
+
+
+def test_chunked_attention_with_eagle_or_a_connector_without_hma_caches_the_full_context():
+    """Llama 4 Scout at TP 8: one KV head per GPU x 8 GPUs, 48 layers x 8 x 128 x 2 x 2 bytes = 196,608 B per
+    token in full; 36 of 48 layers see an 8,192-token chunk. vLLM turns the manager off for chunked local
+    attention with an EAGLE draft, and for a KV connector that lacks SupportsHMA (LMCacheConnectorV1)."""
+    base = "vllm serve meta-llama/Llama-4-Scout-17B-16E-Instruct --tensor-parallel-size 8 --max-model-len 262144"
+    deployment = {"gpu": "H100", "gpus-per-node": 8}
+    capped = cfg_of(base, **deployment)
+    tokens = 100_000
+    assert arithmetic.kv_seq_bytes(capped, tokens) == pytest.approx((12 * tokens + 36 * 8192) * 196_608 / 48)
+    eagle = cfg_of(base + " --speculative-config '{\"method\": \"eagle3\", \"model\": \"nvidia/Llama-4-Scout-EAGLE3\", "
+                   "\"num_speculative_tokens\": 3}'", **deployment)
+    assert arithmetic.kv_seq_bytes(eagle, tokens) == tokens * 196_608
+    lmcache = cfg_of(base + " --kv-transfer-config '{\"kv_connector\": \"LMCacheConnectorV1\", \"kv_role\": \"kv_both\"}'",
+                     **deployment)
+    assert arithmetic.kv_seq_bytes(lmcache, tokens) == tokens * 196_608
+    nixl = cfg_of(base + " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'",
+                  **deployment)
+    assert arithmetic.kv_seq_bytes(nixl, tokens) == arithmetic.kv_seq_bytes(capped, tokens)
+
+
+def test_a_smaller_layout_keeps_tensor_parallelism_inside_a_node():
+    """Llama 3.1 405B at TP 8 x PP 3 on 3 x 8 H100: 811.7 GB of bf16 weights + 165.2 GB of KV at the peak
+    (128 x 2,500 tokens x 516,096 B) = 976.9 GB fit on TP 8 x PP 2 (16 x 77.0 = 1,232 GB): the fix names that
+    layout, never TP 16 across nodes, and a pipeline stage is not called an all-reduce."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8 --pipeline-parallel-size 3 "
+                 "--max-model-len 16384", gpu="H100", **{"gpus-per-node": 8, "nodes": 3})
+    wl = review.workload_spec.read_workload(review.schema.Doc("w", {
+        **WORKLOAD, "concurrency": {"typical": 32, "peak": 128},
+        "prompt-tokens": {"mean": 2000, "p99": 8000}, "output-tokens": {"mean": 500, "p99": 2000}}, "workload"))
+    f = arithmetic.derive(cfg, wl)
+    assert round(f.rank_weight_gb + f.kv_gb_peak, 1) == 976.9
+    finding = checks.check_parallelism(cfg, wl, f)
+    assert finding.verdict == "unjustified"
+    assert "serve one replica at tensor-parallel-size 8 x pipeline-parallel-size 2 on 16 of the GPUs" in finding.fix
+    assert "tensor-parallel-size 16" not in finding.fix and "all-reduce" not in finding.reason
+    # TP 16 over two nodes of 8 starts (vLLM runs it over Ray): unjustified without a measurement, not wrong.
+    across = cfg_of("vllm serve meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 16 --max-model-len 16384",
+                    gpu="H100", **{"gpus-per-node": 8, "nodes": 2})
+    finding = checks.check_parallelism(across, wl, arithmetic.derive(across, wl))
+    assert finding.verdict == "unjustified" and "spans nodes" in finding.reason
+
+
+# --- configs vLLM will not start -----------------------------------------------------------
+
+def test_a_quantization_argument_against_the_checkpoints_own_is_wrong():
+    """ModelConfig._verify_quantization (vllm/config/model.py): Maverick-FP8's quantization_config says
+    fbgemm_fp8, so --quantization fp8 stops vLLM at start; awq_marlin on an AWQ checkpoint is vLLM's override."""
+    cfg = cfg_of("vllm serve meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 --quantization fp8 "
+                 "--tensor-parallel-size 8 --max-model-len 8192", gpu="H100", **{"gpus-per-node": 8})
+    assert cfg.quantization_mismatch == "fbgemm_fp8"
+    finding = checks.check_quantization(cfg, _workload(), arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "wrong" and "vLLM refuses to start" in finding.reason
+    same = cfg_of("vllm serve meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8 --quantization fbgemm_fp8 "
+                  "--tensor-parallel-size 8", gpu="H100", **{"gpus-per-node": 8})
+    assert not same.quantization_mismatch
+
+
+def test_an_eagle_head_for_another_hidden_size_is_wrong_and_an_unknown_head_is_not_counted():
+    """yuhuili/EAGLE3-LLaMA3.1-Instruct-8B is 4,096 wide; Llama 3.3 70B's hidden states are 8,192."""
+    spec = "'{\"method\": \"eagle3\", \"model\": \"%s\", \"num_speculative_tokens\": 3}'"
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --max-model-len 16384 --speculative-config "
+                 + spec % "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", gpu="H100", **{"gpus-per-node": 2})
+    finding = checks.check_speculative_decoding(cfg, _workload(), arithmetic.derive(cfg, _workload()))
+    assert finding.verdict == "wrong" and "hidden size 4,096" in finding.reason and "8,192" in finding.reason
+    unknown = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 2 --max-model-len 16384 --speculative-config "
+                     + spec % "acme/EAGLE3-Llama-3.3-70B", gpu="H100", **{"gpus-per-node": 2})
+    assert arithmetic.draft_gb(unknown) == 0
+    finding = checks.check_speculative_decoding(unknown, _workload(), arithmetic.derive(unknown, _workload()))
+    assert "acme/EAGLE3-Llama-3.3-70B is not in the catalogue, so its weights and KV cache are not counted" \
+        in finding.evidence
+
+
+def test_when_the_weights_alone_do_not_fit_no_fix_asks_for_a_smaller_batch():
+    """gpt-oss-120b on one L40S: 65.2 GB of weights (MXFP4 experts, bf16 attention) against 46,068 MiB x 0.9
+    = 43.5 GB. Neither max-num-seqs nor a smaller KV cache can help, so neither is offered."""
+    cfg = cfg_of("vllm serve openai/gpt-oss-120b --max-model-len 32768", gpu="L40S", **{"gpus-per-node": 1})
+    f = arithmetic.derive(cfg, _workload())
+    assert round(f.rank_weight_gb, 1) == 65.2 and round(f.capacity_gb_per_gpu, 1) == 43.5
+    parallelism = checks.check_parallelism(cfg, _workload(), f)
+    memory = checks.check_gpu_memory_utilization(cfg, _workload(), f)
+    assert parallelism.fix == "the weights alone need 65.2 GB and the one GPU holds 43.5 GB: add GPUs."
+    assert "max-num-seqs" not in parallelism.fix + memory.fix and "kv-cache-dtype" not in memory.fix
+
+
+def test_a_request_longer_than_the_model_supports_is_not_fixed_by_a_longer_max_model_len():
+    """gpt-oss-20b supports 131,072 positions; a p99 request of 200,000 + 4,000 tokens needs more."""
+    cfg = cfg_of("vllm serve openai/gpt-oss-20b --max-model-len 131072", gpu="H100")
+    wl = review.workload_spec.read_workload(review.schema.Doc("w", {
+        **WORKLOAD, "prompt-tokens": {"mean": 100000, "p99": 200000}, "output-tokens": {"mean": 1000, "p99": 4000}},
+        "workload"))
+    finding = checks.check_max_model_len(cfg, wl, arithmetic.derive(cfg, wl))
+    assert finding.verdict == "wrong" and "262,144" not in finding.fix
+    assert "the model supports 131,072 positions" in finding.fix

@@ -97,6 +97,43 @@ def test_lora_slots_take_memory_worked_by_hand():
     assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg) + arithmetic.lora_gb(cfg))
 
 
+def test_lora_a_or_b_is_whole_on_every_tensor_parallel_gpu():
+    """vLLM 0.32 (vllm/lora/layers/base_linear.py): column-parallel q/k/v and gate/up keep lora_a
+    (r x input) whole on every GPU, row-parallel o and down keep lora_b (output x r) whole. Llama 3.3 70B,
+    TP 8, 16 slots of rank 16, per GPU per layer per rank: q/k/v 3 x 8192 + (8192 + 2 x 1024) / 8,
+    o 8192 / 8 + 8192, gate/up 2 x 8192 + 2 x 28672 / 8, down 28672 / 8 + 8192 = 70,400;
+    x 80 layers x 16 x 16 slots x 2 bytes = 2.88 GB per GPU (not 23.1 / 8 split as the weights are)."""
+    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 8 --enable-lora --max-loras 16 "
+            "--lora-modules adapter0=/models/qsq")
+    cfg = cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    per_gpu = 70_400 * 80 * 16 * 16 * 2 / 1e9
+    assert arithmetic.lora_gb(cfg) / 8 == pytest.approx(per_gpu)
+    assert round(per_gpu, 2) == 2.88
+    sharded = cfg_of(text + " --fully-sharded-loras", gpu="H100", **{"gpus-per-node": 8})
+    by_hand = (4 * 8192 + 2 * 8192 + 2 * 1024 + 3 * 8192 + 3 * 28672) * 80 * 16 * 16 * 2 / 1e9  # every buffer 1/TP
+    assert arithmetic.lora_gb(sharded) == pytest.approx(by_hand)
+
+
+def test_lora_on_a_mixture_of_experts_counts_the_expert_buffers():
+    """FusedMoEWithLoRA (vllm/lora/layers/fused_moe.py) allocates, per slot and layer, for each of the
+    128 local experts (no expert parallelism: all of them, width 768 / TP 2 = 384): w13 lora_a
+    2 x 64 x 2048, w2 lora_b 2048 x 64, w13 lora_b 2 x 384 x 64, w2 lora_a 64 x 384 = 59,768,832
+    elements; attention 64 x (3 x 2048 + 5120 / 2 + 4096 / 2 + 2048) = 819,200. Qwen3-30B-A3B, 48 layers,
+    8 slots, bf16: 46.5 GB per GPU at TP 2 (the attention-only count said 0.86 GB)."""
+    cfg = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+                 "--max-model-len 16384 --tensor-parallel-size 2", gpu="H100", **{"gpus-per-node": 8})
+    experts = 2 * 128 * 64 * 2048 + 128 * 2048 * 64 + 2 * 128 * 384 * 64 + 128 * 64 * 384
+    assert experts == 59_768_832
+    per_gpu = (experts + 819_200) * 48 * 8 * 2 / 1e9
+    assert arithmetic.lora_gb(cfg) / 2 == pytest.approx(per_gpu)
+    assert round(per_gpu, 1) == 46.5
+    # With expert parallelism each GPU holds 64 whole experts at the full width.
+    ep = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+                "--tensor-parallel-size 2 --enable-expert-parallel", gpu="H100", **{"gpus-per-node": 8})
+    ep_experts = 2 * 64 * 64 * 2048 + 64 * 2048 * 64 + 3 * 64 * 768 * 64
+    assert arithmetic.lora_gb(ep) / 2 == pytest.approx((ep_experts + 819_200) * 48 * 8 * 2 / 1e9)
+
+
 def test_adapter_trained_on_another_base_is_wrong(tmp_path):
     _adapter(tmp_path, "sql", "Qwen/Qwen2.5-32B-Instruct", 16)
     cfg = cfg_of("vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4 --enable-lora --lora-modules sql=./sql",
@@ -156,3 +193,74 @@ spec:
         cfg_of(manifest)
     assert "--var MAX_SEQS=VALUE" in str(info.value)
     assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).max_num_seqs == 48
+
+
+# --- how a shell reads a command line -------------------------------------------------------
+
+def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
+    """YAML reads `vllm serve M --x '{"temperature": 0.6}'` as a one-key mapping; it is a command line."""
+    path = tmp_path / "serve.sh"
+    path.write_text("# deployment: {gpu: H100, gpus-per-node: 1}\nvllm serve meta-llama/Llama-3.1-8B-Instruct "
+                    "--max-model-len 16384 --override-generation-config '{\"temperature\": 0.6}'\n")
+    cfg = read_config(forms.load(path))
+    assert (cfg.model_name, cfg.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
+    assert "override-generation-config" in cfg.not_reviewed
+
+
+def test_a_comment_inside_a_continuation_ends_the_command_as_bash_does():
+    """bash: `# --max-model-len 8192 \\` is a comment to the end of its line, the `\\` included, so
+    the command ends there and `--max-num-seqs 64` runs as a command of its own."""
+    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+            "  # --max-model-len 8192 \\\n  --max-num-seqs 64\n")
+    with pytest.raises(review.ReviewInputError, match=r"run.sh:4: `--max-num-seqs` starts a command of its own, "
+                                                      r"because line 3 ends"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    # A comment after the last continued line ends nothing early.
+    cfg = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+                 "  --max-num-seqs 64  # the SLO's batch\n", gpu="H100", **{"gpus-per-node": 8})
+    assert (cfg.tensor_parallel_size, cfg.max_num_seqs) == (4, 64)
+
+
+def test_a_backslash_then_a_space_passes_a_space_and_ends_the_command():
+    text = "vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\ \n  --max-num-seqs 64\n"
+    with pytest.raises(review.ReviewInputError, match=r"run.sh:2: `\\` is followed by a space, so bash passes a ' '"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_variable_only_running_the_script_knows_is_refused_with_why():
+    branches = ('if [ "$MODE" = "big" ]; then\n  TP=8\nelse\n  TP=2\nfi\n'
+                "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\n")
+    with pytest.raises(review.ReviewInputError, match=r"\$TP is assigned inside the if on line 1 \(line 4\), so its "
+                                                      r"value depends on which branch runs.*--var TP=VALUE"):
+        cfg_of(branches, gpu="H100", **{"gpus-per-node": 8})
+    assert cfg_of(branches, variables={"TP": "8"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 8
+    loop = "for TP in 2 4 8; do\n  vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\ndone\n"
+    with pytest.raises(review.ReviewInputError, match=r"\$TP is set by the for loop on line 1"):
+        cfg_of(loop, gpu="H100", **{"gpus-per-node": 8})
+    output = "NGPU=$(nvidia-smi -L | wc -l)\nvllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $NGPU\n"
+    with pytest.raises(review.ReviewInputError, match=r"\$NGPU is assigned a command's output on line 1"):
+        cfg_of(output, gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_required_variable_and_a_bash_array_are_named():
+    text = "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size ${TP:?set TP first}\n"
+    with pytest.raises(review.ReviewInputError, match=r"--tensor-parallel-size \$\{TP\}: \$TP is not assigned"):
+        cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
+    assert cfg_of(text, variables={"TP": "4"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 4
+    with pytest.raises(review.ReviewInputError, match=r"\$\{ARGS\[@\]\} expands a bash array"):
+        cfg_of('ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
+               gpu="H100", **{"gpus-per-node": 8})
+
+
+def test_a_dockerfile_exec_form_runs_entrypoint_then_cmd():
+    """Docker's exec form runs ENTRYPOINT's words then CMD's, with no shell (no $VAR expansion)."""
+    text = ('FROM vllm/vllm-openai:v0.11.0\nENV MODEL meta-llama/Llama-3.1-8B-Instruct\n'
+            'ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
+            'CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", "--max-num-seqs", "64"]\n')
+    cfg = cfg_of(text, gpu="H100")
+    assert (cfg.model_name, cfg.max_model_len, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 16384, 64)
+    assert cfg.doc.line(("max-num-seqs",)) == 4
+    # CMD alone: the vllm/vllm-openai image's own ENTRYPOINT ["vllm", "serve"] comes first.
+    cfg = cfg_of('FROM vllm/vllm-openai:latest\nCMD ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "32"]\n',
+                 gpu="H100")
+    assert (cfg.model_name, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 32)

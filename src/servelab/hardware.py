@@ -78,6 +78,24 @@ PRESETS: dict[str, Hardware] = {
     "A100-40GB": Hardware("A100-40GB", _driver_gb(40960), 1555, 312, interconnect_gb_s=600,
                           source="memory: nvidia-smi 40,960 MiB (NVIDIA A100-SXM4-40GB); NVIDIA A100 SXM 40GB "
                                  "datasheet: 1.555 TB/s, 312 TFLOP/s dense BF16"),
+    "H100-PCIE": Hardware("H100-PCIE", 80, 2000, 756, interconnect_gb_s=128,
+                          source="datasheet (no driver-reported total on record here): NVIDIA H100 PCIe 80 GB "
+                                 "HBM2e, 2.0 TB/s, 756 TFLOP/s dense BF16 (1,513 with sparsity), PCIe Gen5 "
+                                 "128 GB/s between cards (NVLink bridge pairs: 600 GB/s)"),
+    "H100-NVL": Hardware("H100-NVL", 94, 3900, 835, interconnect_gb_s=600,
+                         source="datasheet (no driver-reported total on record here): NVIDIA H100 NVL 94 GB "
+                                "HBM3, 3.9 TB/s, 835 TFLOP/s dense BF16 (1,671 with sparsity), NVLink bridge "
+                                "600 GB/s"),
+    "A800": Hardware("A800", _driver_gb(81920), 2039, 312, interconnect_gb_s=400,
+                     source="the A100 80GB SXM with NVLink cut to 400 GB/s (NVIDIA A800 datasheet: 80 GB HBM2e, "
+                            "2,039 GB/s, 312 TFLOP/s dense BF16); memory as the A100-SXM4-80GB's nvidia-smi "
+                            "81,920 MiB"),
+    "MI325X": Hardware("MI325X", 256, 6000, 1307, interconnect_gb_s=448,
+                       source="datasheet (no driver-reported total on record here): AMD Instinct MI325X 256 GB "
+                              "HBM3E, 6.0 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU"),
+    "T4": Hardware("T4", 16, 320, 65, interconnect_gb_s=32, dtype="float16",
+                   source="datasheet (no driver-reported total on record here): NVIDIA T4 16 GB GDDR6, 320 GB/s, "
+                          "65 TFLOP/s FP16 tensor (Turing has no BF16: vLLM serves it in float16), PCIe Gen3 x16"),
     "L40S": Hardware("L40S", _driver_gb(46068), 864, 362, interconnect_gb_s=64,
                      source="memory: nvidia-smi 46,068 MiB (NVIDIA L40S); NVIDIA L40S datasheet: 48 GB GDDR6, "
                             "864 GB/s, 362 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
@@ -114,12 +132,21 @@ def get(name: str) -> Hardware:
     words = re.split(r"[\s_-]+", text)
     if "A100" in words and any(w.startswith("40G") for w in words):  # 'NVIDIA A100-SXM4-40GB'
         return PRESETS["A100-40GB"]
+    # GKE's node label nvidia-tesla-a100 is the 40 GB A100; nvidia-a100-80gb is the 80 GB one
+    # (cloud.google.com/kubernetes-engine/docs/how-to/gpus, the accelerator table).
+    if "A100" in words and "TESLA" in words and not any(w.startswith("80G") for w in words):
+        return PRESETS["A100-40GB"]
+    if "H100" in words and "NVL" in words:  # 'NVIDIA H100 NVL': 94 GB, not the SXM part
+        return PRESETS["H100-NVL"]
+    if "H100" in words and any(w.startswith("PCIE") for w in words):  # 'NVIDIA H100 PCIe'
+        return PRESETS["H100-PCIE"]
     for word in words:
         if word in PRESETS:
             return PRESETS[word]
     raise UnknownHardware(
-        f"Unknown GPU type {name!r}. Known types: {', '.join(PRESETS)}. "
-        "Use one of these names, or describe the machine with measure_this_machine()."
+        f"Unknown GPU type {name!r}. Known types: {', '.join(PRESETS)}. Use one of these names, or "
+        "describe the GPU in a JSON file (name, memory_gb, bandwidth_gb_s, peak_tflops, dtype, from its "
+        "datasheet or measure_this_machine()) and pass it as deployment.hardware-file."
     )
 
 

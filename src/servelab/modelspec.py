@@ -366,12 +366,13 @@ class ModelSpec:
         return 2 * self.num_layers * heads * self.head_dim * DTYPE_BYTES[dtype]
 
     def kv_bytes(self, tokens_per_sequence: int, batch_size: int = 1, dtype: str = "bfloat16",
-                 tensor_parallel_size: int = 1) -> float:
+                 tensor_parallel_size: int = 1, windows: bool = True) -> float:
         """KV cache for a batch: linear in batch; in context, except that sliding-window
-        layers stop growing at the window."""
+        layers stop growing at the window (windows=False: the server caches them in full)."""
         per_layer = self.kv_bytes_per_token(dtype, tensor_parallel_size) / self.num_layers
+        window = self.sliding_window if windows else tokens_per_sequence
         full = self.num_layers - self.sliding_layers
-        tokens = full * tokens_per_sequence + self.sliding_layers * min(tokens_per_sequence, self.sliding_window)
+        tokens = full * tokens_per_sequence + self.sliding_layers * min(tokens_per_sequence, window)
         return per_layer * tokens * batch_size
 
     def to_dict(self) -> dict:

@@ -1,11 +1,12 @@
 """The numbers every check leans on, worked out once per review: per-rank weights and KV.
 
 Weights: the model's own layout and checkpoint quantization (modelspec), the config's
-quantization, then what one replica holds: TP x PP GPUs per replica; with expert
-parallelism across data-parallel ranks, attention, embeddings and dense layers whole in
-each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
+quantization, then what one replica holds: TP x PP GPUs per replica; a mixture of experts
+under data parallelism (expert-parallel or not), attention, embeddings and dense layers whole
+in each rank and 1/DP of the routed experts; a speculative draft (a catalogued draft model or
 EAGLE head, DeepSeek's MTP layer); LoRA slots. KV: per token across a replica's TP GPUs,
-sliding and chunked windows applied, the draft's layers included. Facts holds the results.
+sliding and chunked windows applied where vLLM's hybrid KV cache manager runs, the draft's
+layers included. Facts holds the results.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Facts:
     kv_seq_gb_mean: float = 0.0  # one mean-length request's KV cache, per replica (sliding windows applied)
     weights_fit: bool = True  # the weights alone fit the GPUs one replica spans
     rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
-    expert_parallel_size: int = 0  # GPUs the experts are sharded across (0: no expert parallelism)
+    expert_parallel_size: int = 0  # GPUs the experts are sharded across, TP x DP (0: a dense model)
     decoder_params_b: float = 0.0  # the language model's parameters, without vision / audio towers
 
     def to_dict(self) -> dict:
@@ -83,30 +84,71 @@ def expert_gb(cfg: ServingConfig) -> float:
 
 
 def expert_parallel_group(cfg: ServingConfig) -> int:
-    """GPUs the experts are sharded across. vLLM's expert parallelism spans TP x DP; without it
-    each data-parallel rank holds every expert, split only by its own tensor parallelism."""
-    if cfg.expert_parallel and cfg.model.is_moe:
+    """GPUs a mixture of experts' routed experts are sharded across: TP x DP, with or without
+    expert parallelism. vLLM 0.32's fused MoE layer flattens TP across the data-parallel ranks
+    (FusedMoEParallelConfig.make and flatten_tp_across_dp_and_pcp, in
+    vllm/model_executor/layers/fused_moe/config.py): with enable-expert-parallel each of the
+    TP x DP GPUs owns whole experts (EP size TP x DP); without it each holds a 1/(TP x DP) slice
+    of every expert (MoE TP size TP x DP). Dense models: TP alone."""
+    if cfg.model.is_moe:
         return cfg.tensor_parallel_size * cfg.data_parallel_size
     return cfg.tensor_parallel_size
 
 
 def lora_gb(cfg: ServingConfig) -> float:
-    """GPU memory vLLM preallocates for LoRA: max-loras slots, each holding A (in x rank) and
-    B (rank x out) for every attention projection and dense MLP projection of every layer."""
+    """GPU memory vLLM 0.32 preallocates for LoRA, summed over one replica's TP x PP GPUs:
+    max-loras slots of max-lora-rank r, each GPU holding, per layer, the buffers its layers'
+    LoRA wrappers allocate.
+
+    Dense projections (vllm/lora/layers/base_linear.py, column_parallel_linear.py,
+    row_parallel_linear.py): a column-parallel layer (q/k/v, gate/up) keeps lora_a
+    (r x its whole input) on every GPU and lora_b sliced 1/TP; a row-parallel layer (o, down)
+    keeps lora_a sliced and lora_b (its whole output x r) on every GPU. fully-sharded-loras
+    slices the whole halves too (the rank of lora_a, the output of lora_b).
+
+    Routed experts (FusedMoEWithLoRA, vllm/lora/layers/fused_moe.py): per slot and local expert,
+    w13 lora_a 2 x r x hidden, w13 lora_b 2 x moe-width-per-partition x r, w2 lora_a
+    r x moe-width-per-partition, w2 lora_b hidden x r; local experts are E / (TP x DP) with
+    expert parallelism and all E without, where the width is sliced over TP x DP instead
+    (expert_parallel_group). enable-moe-shared-loras keeps one w13 lora_a and one w2 lora_b
+    for all local experts. Shared experts are ordinary MLPs and count as dense projections."""
     if not cfg.lora:
         return 0.0
     m = cfg.model
+    tp, r = cfg.tensor_parallel_size, cfg.max_lora_rank
+    whole = 1 if cfg.fully_sharded_loras else tp  # the "whole" half is on every GPU unless fully sharded
+
+    def column(inputs: int, outputs: int, slices: int = 1) -> float:  # elements over the TP GPUs
+        return slices * r * inputs * whole + r * outputs
+
+    def row(inputs: int, outputs: int) -> float:
+        return r * inputs + r * outputs * whole
+
     h, hd = m.hidden_size, m.head_dim
     q, kv = m.num_heads * hd, m.num_kv_heads * hd
-    attention = (h + q) + 2 * (h + kv) + (q + h)
-    mlp = 3 * (h + (m.dense_intermediate_size or m.intermediate_size))
-    per_rank_unit = sum(attention + (0 if m.is_moe_layer(i) else mlp) for i in range(m.num_layers))
-    return cfg.max_loras * cfg.max_lora_rank * per_rank_unit * DTYPE_BYTES[cfg.dtype] / 1e9
+    attention = column(h, q + 2 * kv, slices=3) + row(q, h)
+
+    def mlp(width: int) -> float:
+        return column(h, 2 * width, slices=2) + row(width, h) if width else 0.0
+
+    dense = mlp(m.dense_intermediate_size or m.intermediate_size)
+    experts = 0.0
+    if m.is_moe:
+        group = expert_parallel_group(cfg)
+        local = m.num_experts // group if cfg.expert_parallel else m.num_experts
+        width = m.moe_intermediate_size if cfg.expert_parallel else m.moe_intermediate_size / group
+        shared_a = 1 if cfg.moe_shared_loras else local
+        sliced = group if cfg.fully_sharded_loras else 1  # w13 lora_a's rank, w2 lora_b's hidden
+        per_gpu = (2 * shared_a * r * h + shared_a * h * r) / sliced + 3 * local * width * r
+        experts = per_gpu * tp + mlp(m.shared_expert_intermediate_size)
+    elements = sum(attention + (experts if m.is_moe_layer(i) else dense) for i in range(m.num_layers))
+    return cfg.max_loras * elements * DTYPE_BYTES[cfg.dtype] / 1e9
 
 
 def rank_weight_gb(cfg: ServingConfig) -> float:
     """Weights one data-parallel rank's GPUs (TP x PP of them) hold: attention, embeddings and dense
-    layers whole (replicated per rank), the experts 1/DP of them when expert parallelism spans the ranks."""
+    layers whole (replicated per rank), the experts 1/DP of them (expert_parallel_group: vLLM shards
+    the experts across every rank's GPUs, expert parallelism or not)."""
     experts = expert_gb(cfg)
     share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
     return weight_gb(cfg) - experts + experts * share + draft_gb(cfg) + lora_gb(cfg)
@@ -135,9 +177,46 @@ def draft_gb(cfg: ServingConfig) -> float:
     return 0.0
 
 
+# vLLM 0.32's speculative methods that run on the target's hidden states
+# (SpeculativeConfig.use_eagle, vllm/config/speculative.py); MTP methods are normalized to "mtp".
+EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark") + MTP_METHODS
+# KV connectors of vLLM 0.32 that do not subclass SupportsHMA
+# (vllm/distributed/kv_transfer/kv_connector/factory.py and v1/*): with one of these and no
+# explicit choice, vLLM turns the hybrid KV cache manager off.
+CONNECTORS_WITHOUT_HMA = frozenset(("ExampleConnector", "LMCacheConnectorV1", "LMCacheMPConnector",
+                                    "FlexKVConnectorV1", "HF3FSKVConnector"))
+
+
+def kv_windows_off(cfg: ServingConfig) -> str:
+    """Why vLLM caches a model's sliding-window or chunked layers in full, or "" where it caps them.
+
+    vLLM 0.32 drops KV outside a layer's window only in its hybrid KV cache manager. It turns the
+    manager off (VllmConfig.__post_init__, vllm/config/vllm.py, "Hybrid KV cache manager (HMA)
+    runtime rules") for --disable-hybrid-kv-cache-manager, chunked local attention with an
+    EAGLE-style draft, or a KV connector without HMA support when the flag is not given; and then
+    unify_hybrid_kv_cache_specs (vllm/v1/core/kv_cache_utils.py) promotes the window layers of a
+    model that mixes them with full attention to full attention. A model whose every layer is
+    windowed keeps its window."""
+    m = cfg.model
+    if not m.sliding_layers or m.sliding_layers >= m.num_layers:
+        return ""
+    kind = "chunked local attention" if m.window_kind == "chunked" else "sliding-window"
+    if cfg.hybrid_kv_cache is False:
+        return f"disable-hybrid-kv-cache-manager turns vLLM's hybrid KV cache manager off, so its {kind} layers cache the full context"
+    if m.window_kind == "chunked" and cfg.spec is not None and cfg.spec.method in EAGLE_METHODS:
+        return (f"vLLM turns the hybrid KV cache manager off for chunked local attention with a {cfg.spec.method} "
+                "draft, so its chunked layers cache the full context")
+    if cfg.hybrid_kv_cache is None and cfg.kv_connector in CONNECTORS_WITHOUT_HMA:
+        return (f"kv-transfer-config's {cfg.kv_connector} does not support the hybrid KV cache manager, so vLLM "
+                f"turns it off and the {kind} layers cache the full context")
+    return ""
+
+
 def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
-    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included."""
-    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+    """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included;
+    windows capped only where vLLM's hybrid KV cache manager runs (kv_windows_off)."""
+    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size,
+                                windows=not kv_windows_off(cfg))
     draft = draft_spec(cfg)
     if draft is not None:
         return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
@@ -173,7 +252,7 @@ def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
         weight_dtype=cfg.weight_dtype,
         weight_gb=round(weight_gb(cfg), 2),
         rank_weight_gb=round(weights, 2),
-        expert_parallel_size=expert_parallel_group(cfg) if cfg.expert_parallel and cfg.model.is_moe else 0,
+        expert_parallel_size=expert_parallel_group(cfg) if cfg.model.is_moe else 0,
         kv_cache_dtype=cfg.kv_cache_dtype,
         kv_bytes_per_token=round(kv_token, 1),
         hardware=cfg.hardware.name,

@@ -24,7 +24,8 @@ from .. import hardware, modelspec
 from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .arithmetic import Facts, default_batched_tokens, derive, draft_gb, expert_gb, kv_seq_bytes, lora_gb
+from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, draft_spec, expert_gb, kv_seq_bytes,
+                         kv_windows_off, lora_gb, rank_weight_gb)
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
@@ -320,6 +321,15 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
     """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
     bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
     kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
+    if cfg.quantization_mismatch:
+        # ModelConfig._verify_quantization (vllm/config/model.py): a quantization argument that differs
+        # from the checkpoint's quantization_config stops vLLM at start.
+        setting = cfg.knob("quantization", cfg.quantization)
+        reason = (f"the checkpoint is already quantized ({cfg.quantization_mismatch}, its quantization_config) and "
+                  f"quantization {cfg.quantization} names another method, so vLLM refuses to start.")
+        evidence = f"checkpoint quantization_config: {cfg.quantization_mismatch}; weights {gb(f.weight_gb)}"
+        return Finding("quantization", "wrong", reason, evidence,
+                       "delete quantization: vLLM reads the checkpoint's own method.", setting)
     if cfg.quantization is None and kv_quantized:
         return _check_kv_quantization(cfg, wl, f)
     if cfg.quantization is None:
@@ -471,14 +481,31 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         reason = f"pipeline-parallel-size {pp} exceeds the model's {cfg.model.num_layers} layers."
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if tp > gpn:
+        # vLLM runs tensor parallelism across nodes (Ray or multiprocessing over the network): it starts,
+        # and is slow, so without a measurement it is unjustified, not wrong.
         slower = hw.interconnect_gb_s / cfg.internode_gb_s if cfg.internode_gb_s else float("inf")
+        measured = [ev for ev in wl.evidence if ev.metric in LOAD_METRICS and has_slo(ev, wl)
+                    and ev.setting.get("tensor-parallel-size") == tp and not slo_break(ev, wl)
+                    and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)] if wl is not None else []
         reason = (f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
                   f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
-                  f"NVLink ({slower:.0f}x slower). vLLM runs it (on Ray), so it is not wrong by itself, but nothing "
-                  "measured shows it beats TP inside a node with pipeline stages across nodes.")
-        fix = ("measure TTFT, TPOT and throughput at the workload's load against keeping tensor parallelism "
-               "inside a node: " + _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg))
-        return Finding("parallelism", "unjustified", reason, _join(layout, memory), fix, setting)
+                  f"NVLink ({slower:.0f}x slower)")
+        inside = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+        fix = "keep tensor parallelism inside a node: " + _parallel_layout(need, f.capacity_gb_per_gpu, gpn,
+                                                                          cfg.nodes, cfg.model, cfg)
+        if measured and (inside is None or inside[0] * inside[1] >= f.shards):
+            return Finding("parallelism", "justified", reason + ", and the SLO measured at this layout is met.",
+                           _join(layout, memory, _cite(measured)), "none.", setting)
+        if measured:
+            reason += (f"; the SLO measured at TP {tp} is met, but tensor-parallel-size {inside[0]}"
+                       + (f" x pipeline-parallel-size {inside[1]}" if inside[1] > 1 else "")
+                       + " holds the model without crossing the network, and no measurement shows it misses the SLO.")
+            return Finding("parallelism", "unjustified", reason, _join(layout, memory, _cite(measured)),
+                           fix + f" Or cite p99 TPOT there against TP {tp} showing that only TP {tp} meets the SLO.",
+                           setting)
+        return Finding("parallelism", "unjustified", reason + "; no measurement shows the SLO met this way.",
+                       _join(layout, memory), fix + f" Or cite p99 TPOT and TTFT measured at TP {tp} across nodes "
+                       "that meet the SLO.", setting)
     if not f.weights_fit:
         reason = (f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
                   f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
@@ -492,16 +519,19 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
                        "none here; see gpu_memory_utilization for the KV cache.", setting)
 
     if f.expert_parallel_size > f.shards:
-        reason = (f"expert parallelism shards the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
+        how = "expert parallelism shards" if cfg.expert_parallel else "vLLM shards (tensor-parallel across the data-parallel ranks)"
+        reason = (f"{how} the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
                   f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
                   f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}.")
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
-    # The fewest GPUs (a power of two dividing the heads) that hold weights and the peak's KV cache.
-    fewest = 1 if fits_one else next((c for c in (2, 4, 8, 16, 32) if c < f.shards and cfg.model.num_heads % c == 0
-                                      and c * f.capacity_gb_per_gpu >= need), None)
+    # The fewest GPUs that hold weights and the peak's KV cache in a layout the review accepts
+    # (TP inside a node, dividing the heads; pipeline stages across nodes).
+    smaller = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+    fewest_layout = (1, 1) if fits_one else (smaller if smaller and smaller[0] * smaller[1] < f.shards else None)
+    fewest = fewest_layout[0] * fewest_layout[1] if fewest_layout else None
     if fewest is None:
         reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
                   f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
@@ -528,15 +558,23 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         reason = (f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
                   f"TP {tp} show the split buys latency the workload needs.")
         return Finding("parallelism", "justified", reason, evidence, "none.", setting)
+    small_tp, small_pp = fewest_layout
+    cost = ("a wider all-reduce per layer" if pp == 1 else
+            "more pipeline stages (each a hand-off between GPUs and idle time while the stages fill)" if tp == small_tp
+            else "a wider all-reduce per layer and more pipeline stages")
     if fewest == 1:
         reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
-                  "an all-reduce per layer for a latency bottleneck no measurement shows.")
+                  f"{cost} for a latency bottleneck no measurement shows.")
     else:
         reason = (f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
-                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays a wider all-reduce per layer for a "
+                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays {cost} for a "
                   "latency bottleneck no measurement shows.")
-    fix = (f"serve {f.shards // fewest} replicas at tensor-parallel-size {fewest} (data parallel), or cite p99 TPOT at "
-           f"TP {fewest} against TP {tp} showing that only TP {tp} meets the SLO.")
+    smaller_setting = f"tensor-parallel-size {small_tp}" + (f" x pipeline-parallel-size {small_pp}" if small_pp > 1 else "")
+    copies = f.shards // fewest
+    serve = (f"serve {copies} replicas at {smaller_setting} (data parallel)" if copies > 1 else
+             f"serve one replica at {smaller_setting} on {fewest} of the GPUs")
+    fix = (f"{serve}, or cite p99 TPOT at {smaller_setting} against {setting} showing that only "
+           f"{setting} meets the SLO.")
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
@@ -544,12 +582,15 @@ def weights_line(cfg: ServingConfig, f: Facts) -> str:
     """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
     draft = draft_gb(cfg)
     with_draft = f" with the draft's {gb(draft)}" if draft else ""
-    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: EP shards as TP would
+    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: the experts shard as TP does
         return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype}{with_draft})"
     experts = expert_gb(cfg)
     tp = cfg.tensor_parallel_size
+    # vLLM 0.32 shards the experts over TP x DP with or without expert parallelism
+    # (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py).
+    group = "expert-parallel group" if cfg.expert_parallel else "MoE tensor-parallel group (no enable-expert-parallel)"
     return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
-            f"expert-parallel group of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+            f"{group} of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
             f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
             f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
             + (f" + draft {gb(draft)}" if draft else "") + f" = {gb(f.rank_weight_gb)} per rank")
@@ -570,9 +611,8 @@ def _or(options: list[str]) -> str:
     return options[0] if len(options) == 1 else ", ".join(options[:-1]) + ", or " + options[-1]
 
 
-def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
-                     cfg: ServingConfig | None = None) -> str:
-    """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
+def _smallest_layout(need: float, capacity: float, gpn: int, nodes: int, model) -> tuple[int, int] | None:
+    """(TP, PP) of the fewest GPUs that hold `need`: TP inside a node (dividing the heads), PP for the rest."""
     total = gpn * nodes
 
     def fitting(tps, pps):
@@ -582,11 +622,26 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
     # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node.
     layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
     layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
-    if not layouts:
+    return min(layouts)[2:] if layouts else None
+
+
+def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
+                     cfg: ServingConfig | None = None) -> str:
+    """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
+    total = gpn * nodes
+    layout = _smallest_layout(need, capacity, gpn, nodes, model)
+    if layout is None:
         savers = memory_savers(cfg) if cfg is not None else ["quantize the weights", "use kv-cache-dtype fp8"]
+        weights = rank_weight_gb(cfg) if cfg is not None else 0.0
+        if weights > total * capacity:  # a smaller batch or KV cache cannot help: the weights alone do not fit
+            savers = [s for s in savers if s == "quantize the weights"]
+            where = f"all {total} GPUs hold" if total > 1 else "the one GPU holds"
+            return (f"the weights alone need {gb(weights)} and {where} {gb(total * capacity)}: "
+                    f"{_or(savers + ['add GPUs'])}.")
         return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
                 f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
-    gpus, _, tp, pp = min(layouts)
+    tp, pp = layout
+    gpus = tp * pp
     if pp == 1:
         replicas = total // tp
         more = f"; the {total} GPUs then serve {replicas} replicas (data-parallel-size {replicas})" if replicas > 1 else ""
@@ -743,6 +798,18 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
         setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
         return Finding("speculative_decoding", evidence=evidence, setting=setting, **spec_off_verdict(wl, f, ev, math_))
     setting = cfg.knob("speculative-config", f"{{{cfg.spec.describe()}}}")
+    draft = draft_spec(cfg)
+    if draft is not None and cfg.spec.method in ("eagle", "eagle3") and draft.hidden_size != cfg.model.hidden_size:
+        # An EAGLE head reads the target's hidden states: its fc layer takes target_hidden_size (its own
+        # hidden_size unless the config says otherwise) per auxiliary state (vllm/model_executor/models/llama_eagle3.py).
+        reason = (f"the {cfg.spec.method} head {cfg.spec.draft_model} has hidden size {fmt(draft.hidden_size)} and "
+                  f"the target {cfg.model.name} {fmt(cfg.model.hidden_size)}: the head reads the target's hidden "
+                  "states, so it was trained for another base and cannot load against this one.")
+        return Finding("speculative_decoding", "wrong", reason, evidence,
+                       f"use an {cfg.spec.method} head trained for {cfg.model.name}, or turn speculation off.", setting)
+    if cfg.spec.draft_model and draft is None:
+        evidence = _join(evidence, f"the draft {cfg.spec.draft_model} is not in the catalogue, so its weights and KV "
+                                   "cache are not counted in the memory findings: leave room for them")
     verdict = spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
     return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
 
@@ -873,12 +940,15 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
 def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-model-len against the workload's longest request and the KV cache it must fit in."""
     m, longest = cfg.max_model_len, f.longest_request_tokens
-    setting = cfg.knob("max-model-len", m)
+    setting = cfg.knob("max-model-len", f"auto ({m})" if cfg.max_model_len_auto else m)
     model_max = cfg.model.max_position_embeddings
     one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
     arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
                   f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
                   f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions")
+    windows_off = kv_windows_off(cfg)
+    if windows_off:
+        arithmetic += f" ({windows_off})"
     right = _pow2_at_least(longest)
 
     if model_max and m > model_max:
@@ -889,7 +959,18 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     if m < longest:
         reason = (f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
                   f"({f.longest_basis}), so vLLM rejects those requests.")
-        return Finding("max_model_len", "wrong", reason, arithmetic, f"set max-model-len to {fmt(right)}.", setting)
+        fix = f"set max-model-len to {fmt(right)}."
+        if model_max and right > model_max:  # no length this model supports covers them
+            fix = (f"the model supports {fmt(model_max)} positions, fewer than those requests need: cap prompt + "
+                   f"output at {fmt(model_max)} tokens (max-model-len {fmt(model_max)}), or serve a longer-context model.")
+        return Finding("max_model_len", "wrong", reason, arithmetic, fix, setting)
+    if cfg.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
+        # vLLM 0.32 fits an auto / -1 length to the KV memory at start (vllm/config/model.py, _get_and_verify_max_len).
+        reason = (f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
+                  f"the {gb(f.kv_budget_gb)} KV budget holds, which is less than one {fmt(m)}-token sequence "
+                  f"({gb(one_seq_gb)}): the served length depends on the memory left, not on the workload.")
+        return Finding("max_model_len", "unjustified", reason, arithmetic,
+                       f"set max-model-len to {fmt(right)}, which covers every request.", setting)
     if f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
         reason = (f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache and the budget is "
                   f"{gb(f.kv_budget_gb)}, so vLLM refuses to start.")
@@ -921,7 +1002,8 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
         reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
                   f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
-                       _or(["split the model over more GPUs (see parallelism)"] + memory_savers(cfg)[:1]) + ".", setting)
+                       _or(["split the model over more GPUs (see parallelism)"]
+                           + [m for m in memory_savers(cfg) if m == "quantize the weights"]) + ".", setting)
     if f.kv_gb_peak > f.kv_budget_gb:
         needed = (f.rank_weight_gb + f.kv_gb_peak) / total
         fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
@@ -1097,9 +1179,14 @@ def same_model(a: str, b: str) -> bool:
 
 
 def lora_memory(cfg: ServingConfig) -> str:
+    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+    what = "attention, MLP and expert projection" if cfg.model.is_moe else "attention and MLP projection"
+    whole = "" if cfg.fully_sharded_loras or cfg.tensor_parallel_size == 1 else \
+        "; without fully-sharded-loras one half of each is whole on every tensor-parallel GPU"
     return (f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
-            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every attention and dense MLP "
-            f"projection in {cfg.dtype}), taken from the KV cache")
+            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every {what} "
+            f"in {cfg.dtype}" + (f", {gb(lora_gb(cfg) / shards)} on each of {shards} GPUs" if shards > 1 else "")
+            + f"{whole}), taken from the KV cache")
 
 
 def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:

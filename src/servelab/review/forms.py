@@ -18,6 +18,7 @@ or the command line's --gpu / --gpus-per-node / --nodes.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -56,7 +57,13 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
     text = read_text(path, "serving config", "UTF-8")
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
-    if not roots and not _looks_like_command(text) or len(roots) == 1 and not _is_manifest_or_helm(roots):
+    if len(roots) == 1 and _has_key(roots[0], "applications") and "llm_configs" in text:
+        raise ReviewInputError(
+            f"{name}: a Ray Serve LLM config (applications: ... llm_configs) is not a form the reviewer reads: "
+            "write the model and its engine_kwargs as a vLLM YAML config (model: ..., tensor-parallel-size: ..., "
+            "with a deployment block) and review that")
+    if not roots and not _looks_like_command(text) or \
+            len(roots) == 1 and not _is_manifest_or_helm(roots) and not _is_command_line(roots[0]):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
     return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment,
                  variables=variables)
@@ -65,6 +72,14 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
     return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
                or _has_key(n, "modelArtifacts") or _is_skypilot(n) for n in roots)
+
+
+def _is_command_line(node: yaml.MappingNode) -> bool:
+    """A command line YAML reads as a mapping: `vllm serve M --x '{"a": 1}'` parses as the key
+    `vllm serve M --x '{"a"` (a plain scalar may hold spaces and quotes). A vLLM config's keys
+    are flag names, never a command."""
+    return any(isinstance(key, yaml.ScalarNode) and key.style is None and " " in key.value
+               and _looks_like_command(key.value) for key, _ in node.value)
 
 
 def _is_skypilot(node: yaml.Node) -> bool:
@@ -87,8 +102,8 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
         _from_llm_d(builder, roots[0], select)
     elif roots and _is_skypilot(roots[0]):
         _from_skypilot(builder, roots[0])
-    elif _looks_like_command(text):
-        _from_command_text(builder, text, 1)
+    elif _looks_like_command(text) or _DOCKER_FROM.search(text):
+        _from_command_text(builder, _dockerfile_exec_form(text), 1)
     else:
         raise ReviewInputError(
             f"{name}: not a serving config in any form the reviewer reads: expected a vllm YAML config "
@@ -136,6 +151,7 @@ class _Builder:
     def __init__(self, name: str, base_dir: Path | None, variables: dict[str, str] | None = None):
         self.name, self.base_dir = name, base_dir
         self.variables = dict(variables or {})  # the environment a script's $VARS resolve from
+        self.shell_notes: dict[str, str] = {}  # why a script's variable has no value the reviewer can know
         self.data: dict[str, Any] = {}
         self.lines: dict[tuple, int] = {}
         self.deployment: dict[str, Any] = {}
@@ -171,6 +187,10 @@ class _Builder:
             token, line = tokens[i]
             if token in _SEPARATORS:
                 break
+            if re.fullmatch(r"\$\{\w+\[[@*]\]\}|\$\w+\[[@*]\]", token):
+                raise self.error(line, f"{token} expands a bash array into flags, which the reviewer does not "
+                                       "evaluate: write those flags out in the command, or review the command "
+                                       "line the script prints (bash -x shows it)")
             if not token.startswith("-") or token in ("-", "--"):
                 raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
                                        "that contain spaces")
@@ -225,7 +245,7 @@ class _Builder:
         """A value the review weighs must not still carry a $VARIABLE the script never assigned."""
         missing = shell.unresolved(word) if isinstance(word, str) else []
         if missing and flag in REVIEWED_KEYS:
-            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing))
+            raise self.error(line, f"--{flag} {word}: " + shell.how_to_pass(missing, self.shell_notes))
 
     def comment_deployment(self, text: str) -> None:
         for number, line in enumerate(text.splitlines(), 1):
@@ -289,26 +309,103 @@ def _scalar(text: str) -> Any:
 
 # --- command lines --------------------------------------------------------------------
 
+_DOCKER_FROM = re.compile(r"^\s*FROM\s+(\S*/)?vllm/vllm-openai\b", re.M | re.I)
+_DOCKER_FROM_LINE = re.compile(r"^[ \t]*FROM[ \t]+.*$", re.M | re.I)
+_DOCKER_EXEC = re.compile(r"^([ \t]*)(ENTRYPOINT|CMD)[ \t]+(\[.*\])[ \t]*$", re.M)
+
+
+def _dockerfile_exec_form(text: str) -> str:
+    """A Dockerfile's JSON (exec) form ENTRYPOINT ["..."] and CMD ["..."] as the one command line
+    Docker runs, ENTRYPOINT then CMD, on CMD's line (other lines keep theirs). With CMD alone on
+    the vllm/vllm-openai image, its own ENTRYPOINT ["vllm", "serve"] (the vllm-openai target of
+    vLLM's docker/Dockerfile) comes first. Exec form has no shell: $VARS in it stay as written."""
+    found = {}
+    for m in _DOCKER_EXEC.finditer(text):
+        try:
+            words = json.loads(m.group(3))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(words, list) and all(isinstance(w, str) for w in words):
+            found[m.group(2).upper()] = (m, words)
+    vllm_image = bool(_DOCKER_FROM.search(text))
+    if vllm_image:  # Dockerfile instructions are not commands: FROM goes, ENV assigns
+        text = _DOCKER_FROM_LINE.sub("", text)
+        text = re.sub(r"^[ \t]*ENV[ \t]+(\w+)[ \t]+(?!.*=)(.+)$", r"\1=\2", text, flags=re.M)
+        text = re.sub(r"^[ \t]*ENV[ \t]+", "", text, flags=re.M)
+        found = {k: (next(m2 for m2 in _DOCKER_EXEC.finditer(text) if m2.group(2).upper() == k), w)
+                 for k, (_, w) in found.items()}
+    if not found:
+        return text
+    entry = found["ENTRYPOINT"][1] if "ENTRYPOINT" in found else (["vllm", "serve"] if vllm_image else [])
+    cmd = found["CMD"][1] if "CMD" in found else []
+    last = found.get("CMD", found.get("ENTRYPOINT"))[0]
+    lines = text.splitlines()
+    for key, (m, _) in found.items():
+        number = text.count("\n", 0, m.start())
+        lines[number] = " ".join(shlex.quote(w) for w in entry + cmd) if m is last else ""
+    return "\n".join(lines) + "\n"
+
+
 def _looks_like_command(text: str) -> bool:
     return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b",
                           text))
 
 
 def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
-    """Shell words with the line each is on; comments dropped, `\\` continuations joined."""
+    """Shell words with the line each is on, as bash reads them: comments dropped, and a line
+    continues onto the next only where it ends in a `\\` outside a comment or quotes. A `\\`
+    inside a comment ends the command there (bash's comment runs to the newline), and `\\`
+    followed by a space passes a literal space and ends the command."""
     out: list[tuple[str, int]] = []
     try:
+        continuing, command_line = False, None
         for number, line in enumerate(text.splitlines(), first_line):
-            out += [(word, number) for word in _split(line.rstrip().removesuffix("\\"))]
-            if not line.rstrip().endswith("\\"):
+            line = line.rstrip("\r")
+            words = _split(line.removesuffix("\\")) if _continues(line) else _split(line)
+            if line.rstrip() != line and _continues(line.rstrip()):
+                raise _ShellLineError(
+                    number, "`\\` is followed by a space, so bash passes a ' ' argument (which vLLM "
+                    "refuses) and ends the command on this line instead of continuing it: delete the space after `\\`")
+            if words and not continuing and command_line is not None and words[0].startswith("-"):
+                raise _ShellLineError(
+                    number, f"`{words[0]}` starts a command of its own, because line {command_line} "
+                    "ends the command above without a `\\` continuation (a comment inside a continuation "
+                    "runs to the end of its line, `\\` and all): bash never passes these flags to vLLM; "
+                    "move the comment out of the continuation, or end the line above with `\\`")
+            out += [(word, number) for word in words]
+            was_continuing, continuing = continuing, _continues(line)
+            if not continuing:
+                if was_continuing or words:
+                    command_line = number
                 out.append((";", number))  # a line without a continuation ends the command
         return out
+    except _ShellLineError:
+        raise
     except ValueError:  # a quoted value spans lines: split the whole text, at its first line
         try:
             return [(word, first_line) for word in _split(text.replace("\\\n", " "))]
         except ValueError as exc:
             raise ReviewInputError(f"line {first_line}: cannot split the command line ({exc}); "
                                    "check its quotes") from None
+
+
+class _ShellLineError(ReviewInputError):
+    """A line bash reads otherwise than it looks; the caller names the file."""
+
+    def __init__(self, line: int, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line, self.message = line, message
+
+
+def _continues(line: str) -> bool:
+    """The line ends in a `\\` bash reads as a continuation: outside quotes and comments, unescaped."""
+    if not line.endswith("\\"):
+        return False
+    try:
+        _split(line)
+    except ValueError as exc:  # shlex: a trailing escape with nothing after it
+        return "escaped" in str(exc)
+    return False  # the `\\` sat in a comment, or was itself escaped
 
 
 def _split(text: str) -> list[str]:
@@ -320,7 +417,10 @@ def _split(text: str) -> list[str]:
 
 def _from_command_text(builder: _Builder, text: str, first_line: int, env: dict[str, str] | None = None) -> None:
     builder.form = builder.form or "vllm serve command line"
-    tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}), first_line)
+    try:
+        tokens = _tokens(shell.resolve(text, {**(env or {}), **builder.variables}, builder.shell_notes), first_line)
+    except _ShellLineError as exc:
+        raise builder.error(exc.line, exc.message) from None
     for word, line in tokens:  # a benchmark run beside the server: its settings are not production's
         if word.split("=")[0] in _BENCHMARK_ONLY:
             builder.benchmark.append((word.split("=")[0].lstrip("-").replace("_", "-"), line))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,15 +109,21 @@ def load_yaml(path: str | Path, role: str) -> Doc:
 def _record_lines(doc: Doc, node: yaml.Node, path: tuple) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
+        seen_own: dict[str, bool] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
                 continue
             key, line = key_node.value, key_node.start_mark.line + 1
-            if key in seen:
+            # A merge key (`<<: *anchor`) puts the anchor's keys first (PyYAML's flatten_mapping);
+            # they lie outside this mapping's own lines, and a key of its own overrides them.
+            own = node.start_mark.index <= key_node.start_mark.index <= node.end_mark.index
+            if not own and key in seen:
+                continue
+            if key in seen and seen_own.get(key):
                 raise ReviewInputError(
                     f"{doc.name}:{line}: {label(path + (key,))}: duplicate key "
                     f"(already given on line {seen[key]}); keep one")
-            seen[key] = line
+            seen[key], seen_own[key] = line, own
             doc.lines[path + (key,)] = line
             _record_lines(doc, value_node, path + (key,))
     elif isinstance(node, yaml.SequenceNode):
@@ -189,6 +196,36 @@ def as_int(doc: Doc, path: tuple, value: Any, minimum: int | None = None) -> int
     if minimum is not None and value < minimum:
         raise doc.error(path, f"{label(path)}: must be at least {minimum}, got {value}")
     return value
+
+
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def as_human_int(doc: Doc, path: tuple, value: Any, minimum: int | None = None, auto: bool = False) -> int:
+    """A whole number as vLLM 0.32's parser reads it (human_readable_int and
+    human_readable_int_or_auto, vllm/utils/argparse_utils.py): '16k' = 16,000 (k m g t decimal),
+    '32K' = 32,768 (K M G T binary, whole numbers only); with auto, 'auto' or -1 is -1."""
+    if isinstance(value, str):
+        text = value.strip()
+        if auto and (text == "-1" or text.lower() == "auto"):
+            return -1
+        match = _HUMAN_INT.fullmatch(text)
+        if match:
+            number, suffix = match.groups()
+            if suffix in _DECIMAL:
+                value = int(float(number) * _DECIMAL[suffix])
+            elif "." in number:
+                raise doc.error(path, f"{label(path)}: decimals are not allowed with the binary suffix {suffix} "
+                                      f"(vLLM refuses {text}); did you mean {number}{suffix.lower()}?")
+            else:
+                value = int(number) * _BINARY[suffix]
+        elif re.fullmatch(r"[+-]?\d+", text):
+            value = int(text)
+    if auto and value == -1:
+        return -1
+    return as_int(doc, path, value, minimum)
 
 
 def as_number(doc: Doc, path: tuple, value: Any, minimum: float | None = None,

@@ -17,7 +17,7 @@ from .. import hardware, modelspec
 from ..hardware import Hardware
 from ..modelspec import ModelSpec
 from . import defaults, vllm_flags
-from .schema import (Doc, ReviewInputError, as_bool, as_int, as_number, as_str, choice, label, mapping, required,
+from .schema import (Doc, ReviewInputError, as_bool, as_human_int, as_int, as_number, as_str, choice, label, mapping, required,
                      suggest, swap)
 
 # vLLM's defaults for the knobs under review, used when a config leaves one out.
@@ -34,6 +34,8 @@ REVIEWED_KEYS = (
     "speculative-config", "enable-prefix-caching", "gpu-memory-utilization", "max-model-len",
     "enforce-eager", "enable-chunked-prefill", "enable-expert-parallel",
     "enable-lora", "max-loras", "max-lora-rank", "lora-modules", "load-format",
+    "fully-sharded-loras", "enable-moe-shared-loras", "disable-hybrid-kv-cache-manager", "kv-transfer-config",
+    "spec-method", "spec-model", "spec-tokens", "performance-mode", "all2all-backend",
 )
 # Flags that change nothing the review weighs (where the server listens, logging, names).
 UNWEIGHED_FLAGS = frozenset((
@@ -52,6 +54,10 @@ SPECULATIVE_KEYS = (
     "num_speculative_tokens_per_batch_size", "disable_by_batch_size", "draft_tensor_parallel_size",
     "acceptance_method", "quantization", "max_model_len", "revision",
 )
+
+# --quantization values vLLM 0.32 accepts on a checkpoint of the other name: the Marlin kernels
+# override awq / gptq checkpoints (override_quantization_method, vllm/model_executor/layers/quantization/).
+_QUANT_FAMILY = {"awq_marlin": "awq", "gptq_marlin": "gptq", "marlin": "gptq", "gptq_marlin_24": "gptq"}
 
 # `quantization:` values and the bytes per weight they leave.
 QUANTIZATION_WEIGHT_DTYPE = {
@@ -154,11 +160,17 @@ class ServingConfig:
     pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
     quantization_source: str = ""  # "checkpoint" (its quantization_config), "model id", or "" (the config)
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
-    expert_parallel: bool = False  # experts sharded across TP x DP GPUs instead of tensor-parallel in each rank
+    expert_parallel: bool = False  # whole experts per GPU over TP x DP (without it, each expert sliced over TP x DP)
     lora: bool = False  # --enable-lora
     max_loras: int = DEFAULT_MAX_LORAS  # adapter slots vLLM preallocates on the GPU
     max_lora_rank: int = DEFAULT_MAX_LORA_RANK
+    fully_sharded_loras: bool = False  # --fully-sharded-loras: LoRA buffers sliced over TP on both halves
+    moe_shared_loras: bool = False  # --enable-moe-shared-loras: one w13 lora_a and w2 lora_b for all experts
     adapters: tuple[Adapter, ...] = ()
+    hybrid_kv_cache: bool | None = None  # False: --disable-hybrid-kv-cache-manager; True: --no-disable-...; None: vLLM decides
+    kv_connector: str = ""  # kv-transfer-config's kv_connector
+    quantization_mismatch: str = ""  # the checkpoint's quant_method where --quantization names another
+    max_model_len_auto: bool = False  # max-model-len auto / -1: vLLM fits the model's length to the KV memory
     load_format: str = "auto"
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
@@ -265,7 +277,7 @@ def read_config(doc: Doc) -> ServingConfig:
     dtype = torch_dtype if str(value).lower() == "auto" else choice(doc, path, value, DTYPE_NAMES, "dtype")
 
     value, path = get("quantization")
-    quantization_from_name, quantization_source = False, ""
+    quantization_from_name, quantization_source, quantization_mismatch = False, "", ""
     if model.quant_method and (value is None or str(value).strip().lower() in ("none", "", model.quant_method)):
         quantization, quantization_from_name, quantization_source = model.quant_method, True, "checkpoint"
     elif value is None or (isinstance(value, str) and value.strip().lower() in ("none", "")):
@@ -278,6 +290,9 @@ def read_config(doc: Doc) -> ServingConfig:
             raise doc.error(path, f"{label(path)}: unknown quantization {value!r}"
                                   f"{suggest(text, tuple(QUANTIZATION_WEIGHT_DTYPE), 'methods')}")
         quantization = text
+        if model.quant_method and _QUANT_FAMILY.get(text, text) != _QUANT_FAMILY.get(model.quant_method,
+                                                                                     model.quant_method):
+            quantization_mismatch = model.quant_method
     if quantization_source == "checkpoint":
         weight_dtype = CHECKPOINT_WEIGHT_DTYPE.get(model.quant_bytes, "int8")
     else:
@@ -289,33 +304,50 @@ def read_config(doc: Doc) -> ServingConfig:
     tp = as_int(doc, *swap(get("tensor-parallel-size", 1)), minimum=1)
     pp = as_int(doc, *swap(get("pipeline-parallel-size", 1)), minimum=1)
     dp = as_int(doc, *swap(get("data-parallel-size", 1)), minimum=1)
-    # Left out, vLLM picks both by platform, GPU memory and world size (review/defaults.py).
-    batch_defaults = defaults.batch_defaults(hw, tp * pp)
-    max_num_seqs = as_int(doc, *swap(get("max-num-seqs", batch_defaults.max_num_seqs)), minimum=1)
+    value, path = get("max-num-seqs")
+    given_seqs = None if value is None else as_int(doc, path, value, minimum=1)
     value, path = get("max-num-batched-tokens")
-    max_batched = None if value is None else as_int(doc, path, value, minimum=1)
+    max_batched = None if value is None else as_human_int(doc, path, value, minimum=1)
     prefix = as_bool(doc, *swap(get("enable-prefix-caching", DEFAULT_PREFIX_CACHING)))
     util = as_number(doc, *swap(get("gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION)),
                    above=0, maximum=1)
     value, path = get("max-model-len")
-    if value is None:
+    max_model_len_auto = value is not None and as_human_int(doc, path, value, minimum=1, auto=True) == -1
+    if value is None or max_model_len_auto:  # auto / -1: the model's length, fitted to memory at start
         max_model_len = model.max_position_embeddings
         if not max_model_len:
             raise doc.error((), "max-model-len is not set and the model's config.json has no "
                                 "max_position_embeddings: set max-model-len")
     else:
-        max_model_len = as_int(doc, path, value, minimum=1)
+        max_model_len = as_human_int(doc, path, value, minimum=1)
 
-    spec = _read_spec(doc, *swap(get("speculative-config")))
+    spec = _read_spec(doc, *_speculative_config(doc, get))
     eager = as_bool(doc, *swap(get("enforce-eager", False)))
     expert_parallel = as_bool(doc, *swap(get("enable-expert-parallel", False)))
     lora = as_bool(doc, *swap(get("enable-lora", False)))
     max_loras = as_int(doc, *swap(get("max-loras", DEFAULT_MAX_LORAS)), minimum=1)
     max_lora_rank = as_int(doc, *swap(get("max-lora-rank", DEFAULT_MAX_LORA_RANK)), minimum=1)
     adapters = _read_adapters(doc, *swap(get("lora-modules")))
+    fully_sharded_loras = as_bool(doc, *swap(get("fully-sharded-loras", False)))
+    moe_shared_loras = as_bool(doc, *swap(get("enable-moe-shared-loras", False)))
+    value, path = get("disable-hybrid-kv-cache-manager")
+    hybrid_kv_cache = None if value is None else not as_bool(doc, path, value)
+    kv_connector = _read_kv_connector(doc, *swap(get("kv-transfer-config")))
     value, path = get("load-format", "auto")
     load_format = as_str(doc, path, value).lower() if value is not None else "auto"
     chunked = as_bool(doc, *swap(get("enable-chunked-prefill", True)))
+    # Left out, vLLM picks both by platform, GPU memory, world size and the rules around them
+    # (review/defaults.py, serve_defaults).
+    value, path = get("performance-mode", "balanced")
+    mode = as_str(doc, path, value).lower()
+    value, path = get("all2all-backend", "")
+    backend = as_str(doc, path, value).lower() if value else ""
+    batched_dp = backend in defaults.BATCHED_DP_BACKENDS and expert_parallel and dp > 1
+    max_num_seqs, tokens, _ = defaults.serve_defaults(
+        hw, tp * pp, max_num_seqs=given_seqs, max_num_batched_tokens=max_batched, max_model_len=max_model_len,
+        chunked_prefill=chunked, performance_mode=mode, batched_dp_moe=batched_dp)
+    if max_batched is None and (mode == "throughput" or batched_dp or not chunked):
+        max_batched = tokens  # a default other than the platform's, which the checks would otherwise assume
     not_reviewed = tuple(sorted(k for k in fields if k not in REVIEWED_KEYS and k != "deployment"
                                 and k not in UNWEIGHED_FLAGS))
 
@@ -327,11 +359,15 @@ def read_config(doc: Doc) -> ServingConfig:
         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batched, spec=spec,
         prefix_caching=prefix, gpu_memory_utilization=util, max_model_len=max_model_len,
         hardware=hw, gpus_per_node=gpus_per_node, nodes=nodes, internode_gb_s=internode,
-        set_keys=frozenset(k for k in fields if fields[k][0] is not None), doc=doc,
+        set_keys=frozenset(k for k in fields if fields[k][0] is not None)
+        | ({"speculative-config"} if spec is not None else set()), doc=doc,
         enforce_eager=eager, chunked_prefill=chunked, pod_replicas=replicas,
         quantization_source=quantization_source, not_reviewed=not_reviewed,
         removed_flags=tuple(doc.removed_flags), expert_parallel=expert_parallel,
         lora=lora, max_loras=max_loras, max_lora_rank=max_lora_rank, adapters=adapters,
+        fully_sharded_loras=fully_sharded_loras, moe_shared_loras=moe_shared_loras,
+        hybrid_kv_cache=hybrid_kv_cache, kv_connector=kv_connector, max_model_len_auto=max_model_len_auto,
+        quantization_mismatch=quantization_mismatch,
         load_format=load_format, benchmark_flags=tuple(doc.benchmark_flags),
     )
 
@@ -369,9 +405,9 @@ def _read_hardware(doc: Doc, deployment: dict) -> Hardware:
         return hardware.get(name)
     except hardware.UnknownHardware:
         raise doc.error(path, f"deployment.gpu: unknown GPU type {name!r}. Known types: "
-                              f"{', '.join(hardware.PRESETS)}. Use one of these, or give "
-                              "deployment.hardware-file (a machine measured with "
-                              "hardware.measure_this_machine())") from None
+                              f"{', '.join(hardware.PRESETS)}. Use one of these, or describe the GPU in a JSON file "
+                              "(name, memory_gb, bandwidth_gb_s, peak_tflops, dtype: from its datasheet, or "
+                              "hardware.measure_this_machine()) and give it as deployment.hardware-file") from None
 
 
 # Model ids teams write, reduced to the presets' names: 'meta-llama/Meta-Llama-3-70B-Instruct'
@@ -494,6 +530,45 @@ def _read_adapters(doc: Doc, path: tuple, value: Any) -> tuple[Adapter, ...]:
         out.append(Adapter(name=name.strip(), path=where.strip(), base=base, rank=rank, source=source,
                            line=doc.line(path)))
     return tuple(out)
+
+
+def _read_kv_connector(doc: Doc, path: tuple, value: Any) -> str:
+    """kv-transfer-config's kv_connector (JSON on the command line, a mapping in YAML)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise doc.error(path, f"{label(path)}: not valid JSON ({exc.msg}); "
+                                  "write it as a YAML mapping instead") from None
+    if not isinstance(value, dict):
+        raise doc.error(path, f"{label(path)}: must be a mapping with kv_connector and kv_role")
+    connector = value.get("kv_connector") or ""
+    return connector if isinstance(connector, str) else ""
+
+
+def _speculative_config(doc: Doc, get) -> tuple[tuple, Any]:
+    """speculative-config with vLLM 0.32's --spec-method / --spec-model / --spec-tokens shorthand
+    merged in, each exclusive with the same key in the JSON (EngineArgs.create_speculative_config,
+    vllm/engine/arg_utils.py)."""
+    value, path = get("speculative-config")
+    shorthand = {key: get(flag) for flag, key in (("spec-method", "method"), ("spec-model", "model"),
+                                                   ("spec-tokens", "num_speculative_tokens")) if get(flag)[0] is not None}
+    if not shorthand:
+        return path, value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise doc.error(path, f"{label(path)}: not valid JSON ({exc.msg})") from None
+    merged = dict(value) if isinstance(value, dict) else {}
+    for key, (given, where) in shorthand.items():
+        if key in merged:
+            raise doc.error(where, f"--{where[-1]} and speculative-config's {key} are mutually exclusive "
+                                   "(vLLM refuses both): keep one")
+        merged[key] = int(given) if key == "num_speculative_tokens" and str(given).isdigit() else given
+    return (path if value is not None else next(iter(shorthand.values()))[1]), merged
 
 
 def _read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:

@@ -9,6 +9,7 @@ flag keeps its line number):
 - the environment the reviewer is given (`servelab review --var NAME=VALUE`, or a
   Kubernetes container's `env`), which `${NAME:-default}` prefers over its default and a
   plain assignment overrides, as in the shell;
+- `${NAME:?message}` (the script stops unless NAME is set: its value must be passed in);
 - `$((...))` integer arithmetic (+ - * / % and parentheses; / truncates as bash's does).
 
 Single-quoted text is left alone, as the shell leaves it. What cannot be resolved (a
@@ -24,22 +25,53 @@ import re
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ASSIGNMENT = re.compile(rf"^\s*(?:export\s+|readonly\s+|local\s+|declare\s+(?:-\w+\s+)?)?({_NAME})=(.*?)\s*$")
-_REFERENCE = re.compile(rf"\$\{{({_NAME})(?:(:?[-=])([^}}]*))?\}}|\$({_NAME})")
+_REFERENCE = re.compile(rf"\$\{{({_NAME})(?:(:?[-=?])([^}}]*))?\}}|\$({_NAME})")
 _ARITHMETIC = re.compile(r"\$\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)\)")
 _LEFT = re.compile(rf"\$\(\(|\$\{{?{_NAME}|\$\(")
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
         ast.FloorDiv: operator.floordiv, ast.Div: lambda a, b: int(a / b)}
 
 
-def resolve(text: str, environment: dict[str, str] | None = None) -> str:
-    """The script with every variable it can resolve substituted; same lines, same order."""
+_OPENS = re.compile(r"^\s*(if|case|while|until)\b")
+_CLOSES = re.compile(r"^\s*(fi|esac|done)\b")
+_FOR = re.compile(rf"^\s*for\s+({_NAME})\s+in\b")
+
+
+def resolve(text: str, environment: dict[str, str] | None = None, notes: dict[str, str] | None = None) -> str:
+    """The script with every variable it can resolve substituted; same lines, same order.
+
+    A variable assigned inside an if / case / loop body, set by a for loop, or assigned a
+    command's output has a value only running the script knows: it is left unresolved, and
+    `notes` (when given) records why, by name, for how_to_pass()."""
     env = dict(environment or {})
-    out = []
-    for line in text.splitlines():
+    given = set(env)  # --var and the container's env stand in for what only running the script knows
+    notes = notes if notes is not None else {}
+    out, blocks = [], []  # blocks: (keyword, line) of the if / case / loop the line is inside
+    for number, line in enumerate(text.splitlines(), 1):
         resolved = _substitute(line, env)
+        loop = _FOR.match(resolved)
+        if loop and loop.group(1) not in given:
+            env.pop(loop.group(1), None)
+            notes[loop.group(1)] = f"is set by the for loop on line {number}"
+        if _OPENS.match(resolved) or loop:
+            blocks.append(((loop and "for") or _OPENS.match(resolved).group(1), number))
+        elif _CLOSES.match(resolved) and blocks:
+            blocks.pop()
         match = _ASSIGNMENT.match(resolved)
-        if match and not _LEFT.search(match.group(2)):
+        if match and match.group(1) in given and (blocks or _LEFT.search(match.group(2))):
+            pass  # the value passed in stands for the branch taken or the command's output
+        elif match and blocks:
+            keyword, start = blocks[-1]
+            env.pop(match.group(1), None)
+            notes[match.group(1)] = (f"is assigned inside the {keyword} on line {start} (line {number}), so its "
+                                     "value depends on which branch runs")
+        elif match and _LEFT.search(match.group(2)):
+            env.pop(match.group(1), None)
+            if re.search(r"\$\((?!\()|`", match.group(2)):
+                notes[match.group(1)] = f"is assigned a command's output on line {number}"
+        elif match:
             env[match.group(1)] = _unquote(match.group(2))
+            notes.pop(match.group(1), None)
         out.append(resolved)
     return "\n".join(out) + ("\n" if text.endswith("\n") else "")
 
@@ -66,9 +98,13 @@ def unresolved(word: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def how_to_pass(names: list[str]) -> str:
+def how_to_pass(names: list[str], notes: dict[str, str] | None = None) -> str:
     shown = ", ".join(f"${n}" if re.fullmatch(_NAME, n) else n for n in names)
     example = next((n for n in names if re.fullmatch(_NAME, n)), "NAME")
+    why = [f"${n} {notes[n]}" for n in names if notes and n in notes]
+    if why:
+        return (f"{'; '.join(why)}: the reviewer does not run the script, so pass the value you deploy with: "
+                f"servelab review CONFIG --var {example}=VALUE")
     return (f"{shown} is not assigned anywhere the reviewer can see: assign it in the script before the "
             f"command ({example}=...), or pass its value: servelab review CONFIG --var {example}=VALUE")
 
@@ -88,6 +124,8 @@ def _references(text: str, env: dict[str, str]) -> str:
         op, default = m.group(2), m.group(3)
         value = env.get(name)
         if op and (value is None or (op.startswith(":") and value == "")):
+            if op.endswith("?"):  # ${NAME:?message}: bash stops the script; the value must come from outside
+                return "${" + name + "}"  # the message dropped, so the word stays one word with its name
             if _LEFT.search(default or ""):
                 return m.group(0)
             if op.endswith("="):

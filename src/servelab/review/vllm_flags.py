@@ -7,7 +7,11 @@ Importing vLLM takes seconds, so the list is generated once into vllm_flags.json
 
 tests/test_review_inputs.py checks that the file matches the installed vLLM.
 Flags vLLM has removed are not in any parser; REMOVED names the ones real
-configs still carry, with the release that dropped them and what to use instead.
+configs still carry, with the release that dropped them and what to use instead:
+such a config is reviewed, the flag a "wrong" finding of its own. A flag that is in
+neither list is still refused with the closest flag vLLM knows: most such flags are
+typos, and without vLLM's parser entry the reviewer cannot tell whether the next word
+is the flag's value or the model, so reviewing the rest would guess at the config.
 """
 
 from __future__ import annotations
@@ -38,6 +42,20 @@ REMOVED = {
     "tokenizer-pool-size": ("before 0.32.0", "delete it", True),
     "task": ("before 0.32.0", "use runner / convert", True),
     "cuda-graph-sizes": ("before 0.32.0", "use cudagraph-capture-sizes or max-cudagraph-capture-size", True),
+    # The old speculative flags: vLLM 0.32 takes one speculative-config JSON, or its --spec-method /
+    # --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py).
+    "speculative-model": ("before 0.32.0", "use --speculative-config '{\"model\": ..., \"num_speculative_tokens\": N}' (or --spec-model)", True),
+    "num-speculative-tokens": ("before 0.32.0", "put num_speculative_tokens in --speculative-config (or use --spec-tokens)", True),
+    "speculative-draft-tensor-parallel-size": ("before 0.32.0", "put draft_tensor_parallel_size in --speculative-config", True),
+    "ngram-prompt-lookup-max": ("before 0.32.0", "put prompt_lookup_max in --speculative-config with method ngram", True),
+    "ngram-prompt-lookup-min": ("before 0.32.0", "put prompt_lookup_min in --speculative-config with method ngram", True),
+    "speculative-disable-by-batch-size": ("before 0.32.0", "put disable_by_batch_size in --speculative-config", True),
+    "device": ("before 0.32.0", "delete it: vLLM detects the platform", True),
+    "worker-use-ray": ("before 0.32.0", "use --distributed-executor-backend ray", False),
+    "engine-use-ray": ("before 0.32.0", "delete it: the engine runs in its own process", False),
+    "calculate-kv-scales": ("before 0.32.0", "delete it: FP8 KV scales come from the checkpoint (or default to 1.0)", False),
+    "enable-prompt-adapter": ("before 0.32.0", "delete it: prompt adapters are gone; use LoRA", False),
+    "disable-async-output-proc": ("before 0.32.0", "delete it: the V1 engine always overlaps output processing", False),
 }
 
 

@@ -173,6 +173,13 @@ def read_workload(doc: Doc) -> WorkloadSpec:
                             "pass the workload with --workload")
     fields = mapping(doc, (), data, WORKLOAD_KEYS, "workload")
     for key in ("concurrency", "prompt-tokens", "output-tokens"):
+        if key == "concurrency" and key not in fields and "qps" in fields:
+            # Little's law: in flight = arrival rate x time each request spends in the server, and
+            # that time depends on the config under review, so the reviewer cannot derive it.
+            raise doc.error((), "the workload gives qps but no 'concurrency': the requests in flight are qps x "
+                                "the seconds each request takes (Little's law), which depends on the server "
+                                "under review; add the in-flight counts your load test or gateway metrics show "
+                                "(concurrency: {typical: 12, peak: 20}), or qps x your measured end-to-end latency")
         if key not in fields:
             raise doc.error((), f"the workload has no '{key}': {_WHY_REQUIRED[key]}")
 
