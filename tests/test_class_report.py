@@ -212,20 +212,66 @@ def test_nothing_identifies_a_student_unless_names(lesson_class, tmp_path):
     assert "s30_partial" not in report.render_csv(report.build("lesson25", lesson_class))
 
 
+def one_question_class(answers, identities, slip="kv-once", about="K and V <counted> once"):
+    """A class of len(answers) on one 1-point question, each answer recorded as the grader records it
+    (JSON text, non-ASCII escaped), every one wrong with `slip`: students st0, st1, ..."""
+    q = report.Question("q1", "lesson25", 1.0, True)
+    subs = [report.Submission(f"st{i}", {"q1": 0.0}, {"q1": {"points": 0.0, "slips": {slip: about},
+                                                             "answered": True, "answer": json.dumps(a)}})
+            for i, a in enumerate(answers)]
+    return report.ClassData("lesson25", [q], subs, identities)
+
+
+def page_of(data, tmp_path):
+    stats = report.question_stats(data)
+    return report.render_html(report.ClassReport("lesson25", len(data.submissions), 1.0, 0.0, stats,
+                                                 report.reteach(stats), 0, False), tmp_path), stats
+
+
 def test_a_hostile_answer_is_escaped_and_anonymised(tmp_path):
     hostile = '<script>alert(1)</script><img src=x onerror=alert(2)> ada_l wrote this, with bo_k; \u202egnp.exe'
-    q = report.Question("q1", "lesson25", 1.0, True)
-    record = {"points": 0.0, "slips": {"kv-once": "K and V <counted> once"}, "answered": True, "answer": hostile}
-    data = report.ClassData("lesson25", [q], [report.Submission("ada_l", {"q1": 0.0}, {"q1": record}),
-                                              report.Submission("bo_k", {"q1": 0.0}, {"q1": dict(record)})],
-                            ["ada_l", "Ada", "Lovelace", "bo_k", "ada@example.edu"])
-    stats = report.question_stats(data)
-    r = report.ClassReport("lesson25", 2, 1.0, 0.0, stats, report.reteach(stats), 0, False)
-    page = report.render_html(r, tmp_path)
+    data = one_question_class([hostile] * 3, [("ada_l", "Ada", "Lovelace", "ada@example.edu"), "bo_k"])
+    data.submissions[0].student, data.submissions[1].student = "ada_l", "bo_k"  # each wrote their own id
+    page, _ = page_of(data, tmp_path)
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "K and V &lt;counted&gt; once" in page
     assert "ada_l" not in page and "bo_k" not in page and "\u202e" not in page
     assert "[a student] wrote this, with [a student]" in page
+
+
+def test_names_the_grader_escaped_are_found_and_a_lone_answer_is_never_shown(tmp_path):
+    ids = [("jmuller", "José", "Müller", "jose.m@example.edu"), ("asmith", "Alice", "Smith")]
+    # The grader records json.dumps(answer): "Jos\u00e9 M\u00fcller", "peak\nAlice\nasmith".
+    assert report.answer_text(json.dumps("José Müller")) == "José Müller"
+    assert report.answer_text(json.dumps({"k": "Zü"})) == '{"k": "Zü"}'
+    assert report.answer_text('"cut off by the grader, Jos\\u00e9') == '"cut off by the grader, José'
+    assert report.answer_text("[" * 100_000) == "[" * 100_000  # too deep: the text itself, no RecursionError
+    scrub = report._scrubber(one_question_class([], ids))
+    assert scrub("Ada Lovelace") == "Ada Lovelace"  # a name no student has
+    assert scrub(report.answer_text(json.dumps("peak\nAlice\nasmith"))) == "peak [a student] [a student]"
+    assert scrub("JOSE MULLER, jo\u200bse.m wrote it") == "[a student] [a student], [a student].m wrote it"
+    assert scrub("Smith chart") == "[a student] chart"
+    # three gave the same answer (spelt three ways): shown, scrubbed; the one-off answer never is
+    answers = ["José Müller: 2 GB", "jose muller:  2 GB", "JOSÉ MÜLLER: 2 GB", "Alice asmith 7"]
+    page, stats = page_of(one_question_class(answers, ids), tmp_path)
+    assert stats[0].slips[0].example == "[a student] [a student]: 2 GB" and stats[0].slips[0].example_count == 3
+    assert "asmith" not in page and "Alice" not in page and "Jos" not in page and "M&#252;ller" not in page
+    page, stats = page_of(one_question_class(["Alice asmith 7", "José 3", "x"], ids), tmp_path)
+    assert stats[0].slips[0].example == "" and "7" not in stats[0].slips[0].example
+    assert f"no example shown: fewer than {report.EXAMPLE_MIN_STUDENTS} students gave the same answer" in page
+
+
+def test_an_id_that_is_a_number_or_the_classs_word_does_not_rewrite_the_examples(tmp_path):
+    ids = [("32",), ("Batching",), ("no",), ("zed_q",)]
+    answers = ["no: 2.32 GB, batching"] * 3 + ["no batching here"] * 2 + ["zed_q says no"]
+    data = one_question_class(answers, ids)
+    data.submissions[-1].student = "zed_q"
+    scrub = report._scrubber(data)
+    # 32 is a number; batching and no are in the answers of at least K other students: the class's words
+    assert scrub("no: 2.32 GB, Batching; zed_q") == "no: 2.32 GB, Batching; [a student]"
+    assert report.question_stats(data)[0].slips[0].example == "no: 2.32 GB, batching"
+    # a name only one other student wrote stays a name
+    assert report._scrubber(one_question_class(["ask zed_q"], ids))("zed_q") == "[a student]"
 
 
 def test_a_record_outside_the_reports_folder_is_not_read(tmp_path):

@@ -15,7 +15,9 @@ read -> question statistics -> slips -> what to re-teach -> page and CSV, each s
    spread. Per hand-graded cell, its distribution once every submission is graded.
 3. `slip_stats`: per question each named slip, how many made it, the points it cost (an
    answer's lost points shared equally among the slips named on it), and one example answer:
-   the commonest among those who made it, with every student's name, id and email taken out.
+   the commonest among those who made it, shown only when at least EXAMPLE_MIN_STUDENTS gave
+   that same answer (once decoded from the grader's JSON text and normalised), with every
+   student's name, id and email taken out.
 4. `reteach`: the three slips that cost the class most points, each with the lesson section
    that teaches it (TEACHES: a heading of lessons/lesson25.ipynb).
 5. `write`: one HTML page (plotly.js inline: it opens offline) and a CSV.
@@ -45,6 +47,13 @@ from .errors import ClassError
 
 RETEACH = 3  # slips in the "what to re-teach" list
 EXAMPLE_CHARS = 160  # of an example answer shown on the page
+# An example answer is shown only when at least this many students gave that same (normalised) answer:
+# then it is the class's answer, not one student's words (k-anonymity with k = 3). Taking names out of a
+# text cannot be complete (a nickname, a name spelt another way), so this count is the main protection;
+# the scrubber below is the second. It also keeps a slip one student made from showing that student's answer.
+EXAMPLE_MIN_STUDENTS = 3
+ANSWER_JSON_CHARS = 4096  # the grader keeps trusted.REPORT_ANSWER_CHARS; anything longer is not decoded
+ANSWER_JSON_DEPTH = 20  # deeper nesting is not decoded (json.loads would recurse once per level)
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 LESSON = REPO_DIR / "lessons" / "lesson25.ipynb"  # the student version, whose headings TEACHES names
 
@@ -102,7 +111,8 @@ class ClassData:
     assignment: str
     questions: list[Question]
     submissions: list[Submission]
-    identities: list[str]  # every student's id, names and email: what an example must not show
+    # every student's (id, first name, last name, email), or a lone id: what an example must not show
+    identities: list
     without_record: int = 0  # submissions the grader left no record for (graded before slips were recorded)
 
 
@@ -148,8 +158,8 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
                 .join(Notebook, GradeCell.notebook_id == Notebook.id)
                 .filter(SubmittedAssignment.assignment_id == found.id)
                 .all())
-        identities = [str(x) for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)
-                      for x in row if x]
+        identities = [tuple(str(x or "") for x in row)
+                      for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)]
     by_student: dict[str, Submission] = {}
     autograded = {q.grade_id for q in questions if q.autograded}
     for student, _nb, name, auto, manual, extra, needs_manual in rows:
@@ -241,8 +251,8 @@ class SlipStats:
     count: int  # submissions that made it
     share: float  # count / submissions
     points_lost: float
-    example: str  # the commonest answer among those who made it, anonymised; "" if none was recorded
-    example_count: int  # how many gave exactly that answer
+    example: str  # the commonest answer among those who made it, anonymised; "" if fewer than K gave it
+    example_count: int  # how many gave that same (normalised) answer
     students: list[str] = field(default_factory=list)  # only filled with names=True
     section: str = ""  # the lesson heading that teaches it
 
@@ -262,6 +272,7 @@ class QuestionStats:
 def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
     """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded."""
     out = []
+    scrub = _scrubber(data)  # one for the class: it reads every answer
     for q in data.questions:
         scored = [(s, s.points.get(q.grade_id)) for s in data.submissions]
         done = [(s, p) for s, p in scored if p is not None]
@@ -275,14 +286,14 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
                               dict(sorted(Counter(round(p, 3) for p in own).items())), blank,
                               point_biserial(own, rest))
         if q.autograded:
-            stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names)
+            stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names, scrub)
         out.append(stats)
     return out
 
 
 # --------------------------------------------------------------------------- 3. slips
 
-def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) -> tuple[list[SlipStats], int]:
+def slip_stats(q: Question, done: list, data: ClassData, names: bool = False, scrub=None) -> tuple[list[SlipStats], int]:
     """Each slip named on a question: who made it, what it cost, one anonymised example; and wrong answers unnamed."""
     made: dict[str, list] = defaultdict(list)
     about: dict[str, str] = {}
@@ -300,11 +311,10 @@ def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) ->
             made[slip].append(sub)
             about.setdefault(slip, what)
             lost[slip] += max(0.0, q.max_points - points) / len(slips)
-    scrub = _scrubber(data.identities)
+    scrub = scrub or _scrubber(data)
     out = []
     for slip, subs in made.items():
-        answers = Counter(scrub(s.tests[q.grade_id]["answer"]) for s in subs if s.tests[q.grade_id]["answer"])
-        example, example_count = min(answers.items(), key=lambda kv: (-kv[1], kv[0])) if answers else ("", 0)
+        example, example_count = _example([answer_text(s.tests[q.grade_id]["answer"]) for s in subs], scrub)
         out.append(SlipStats(q.grade_id, slip, about[slip], len(subs), len(subs) / len(done), round(lost[slip], 3),
                              example, example_count, sorted(s.student for s in subs) if names else [],
                              TEACHES.get(q.grade_id, "")))
@@ -312,19 +322,122 @@ def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) ->
     return out, unnamed
 
 
-def _scrubber(identities: list[str]):
-    """A function that takes every student's id, names and email out of a text, and what could hide them."""
-    words = sorted({w for w in identities if len(w) >= 2}, key=len, reverse=True)
-    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)" for w in words), re.IGNORECASE) if words else None
+def _example(answers: list[str], scrub) -> tuple[str, int]:
+    """The commonest answer, scrubbed, and how many gave it; ("", n) when fewer than EXAMPLE_MIN_STUDENTS gave it."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for text in answers:
+        if text.strip():
+            groups[" ".join(normalise(text).split())].append(text)
+    if not groups:
+        return "", 0
+    key, texts = min(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    if len(texts) < EXAMPLE_MIN_STUDENTS:
+        return "", len(texts)
+    return scrub(min(texts)), len(texts)
+
+
+def answer_text(recorded: str) -> str:
+    """The answer as the student wrote it: the grader records it as JSON text with non-ASCII escaped
+    ("Jos\\u00e9", "a\\nb"); a string decodes to itself, anything else to JSON without the escapes.
+    Text that is not JSON within ANSWER_JSON_CHARS and ANSWER_JSON_DEPTH (the grader cuts long answers)
+    has its string escapes decoded only."""
+    value = _bounded_json(recorded)
+    if value is _NOT_JSON:
+        return _JSON_ESCAPE.sub(_unescape, recorded)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+_NOT_JSON = object()
+_JSON_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def _unescape(m: re.Match) -> str:
+    code = m.group(1)
+    return chr(int(code[1:], 16)) if code[0] == "u" else json.loads(f'"\\{code}"')
+
+
+def _bounded_json(text: str):
+    if len(text) > ANSWER_JSON_CHARS:
+        return _NOT_JSON
+    depth = deepest = 0
+    for ch in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):  # brackets inside strings do not nest
+        depth += (ch in "[{") - (ch in "]}")
+        deepest = max(deepest, depth)
+    if deepest > ANSWER_JSON_DEPTH:
+        return _NOT_JSON
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def normalise(text: str) -> str:
+    """Text as it is compared: NFKC, casefolded, accents, zero-width, bidi and control characters taken out
+    (so "José", "JOSE" and "Jo\u200bse" are one word; a line break is a space)."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(" " if ch in "\n\r\t" else ch for ch in text
+                   if not unicodedata.combining(ch) and unicodedata.category(ch) not in ("Cc", "Cf")
+                   or ch in "\n\r\t")
+    return unicodedata.normalize("NFC", text)
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def identity_tokens(identities) -> set[str]:
+    """The normalised words that name a student: each id, first and last name, the email's local part,
+    and each word of those of two characters or more (a part of a multi-word name)."""
+    words = set()
+    for ident in identities:
+        ident = ident.split("@", 1)[0] if "@" in ident else ident
+        n = normalise(ident).strip()
+        if len(n) >= 2:
+            words.add(n)
+        words.update(w for w in _TOKEN.findall(n) if len(w) >= 2)
+    return words
+
+
+def _scrubber(data: ClassData):
+    """A function that takes every student's id, names and email's local part out of a text, word by word
+    (compared normalised), and what could hide them (control, zero-width and bidi characters).
+
+    A number is never taken out. A word of an id or of an email's local part (a name a student chose) is
+    left alone when at least EXAMPLE_MIN_STUDENTS students, other than the one it names, wrote it in their
+    answers: it is the class's word then ("32", "batching", "no"), and taking it out would rewrite
+    everyone's examples ("2.[a student] GB"). First and last names are always taken out."""
+    owners: dict[str, set[str]] = defaultdict(set)  # an id's words -> the students they name
+    always: set[str] = set()
+    for person in data.identities:
+        sid, first, last, email = (((person,) if isinstance(person, str) else tuple(person)) + ("",) * 3)[:4]
+        for word in identity_tokens([sid, email]):
+            owners[word].add(sid)
+        always |= identity_tokens([first, last])
+    writers: dict[str, set[str]] = defaultdict(set)
+    for sub in data.submissions:
+        for record in sub.tests.values():
+            for word in _TOKEN.findall(normalise(answer_text(record.get("answer") or ""))):
+                if word in owners:
+                    writers[word].add(sub.student)
+    names = {w for w in always | {w for w, who in owners.items() if len(writers[w] - who) < EXAMPLE_MIN_STUDENTS}
+             if not _is_number(w)}
 
     def scrub(text: str) -> str:
-        # control and format characters (bidi overrides, zero-width) could make the text read as something else
-        text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf") or ch == " ")
-        if pattern is not None:
-            text = pattern.sub("[a student]", text)
+        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch
+                       for ch in text if unicodedata.category(ch) != "Cf")
+        text = " ".join(text.split())
+        text = _TOKEN.sub(lambda m: "[a student]" if normalise(m.group()) in names else m.group(), text)
         return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS - 1] + "…"
 
     return scrub
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- 4. what to re-teach
@@ -413,7 +526,7 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
               if q.mean is not None}
     return env.get_template(TEMPLATE.name).render(
         r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir, report.lesson),
-        plotlyjs=get_plotlyjs(), lesson=LESSON.name, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
+        plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup)
 
 
