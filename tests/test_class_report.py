@@ -274,6 +274,34 @@ def test_an_id_that_is_a_number_or_the_classs_word_does_not_rewrite_the_examples
     assert report._scrubber(one_question_class(["ask zed_q"], ids))("zed_q") == "[a student]"
 
 
+def test_a_crafted_record_counts_as_none_and_never_stops_the_report(tmp_path):
+    import os
+
+    folder = tmp_path / "course" / trusted.REPORT_DIR / "lesson25"
+    good = {"tests": {"q1": {"points": 1, "slips": {}, "answered": True, "answer": '"caf\\ud800"'}}}
+    records = {"list": "[]", "null": "null", "deep": "[" * 100_000 + "]" * 100_000, "good": json.dumps(good),
+               "bytes": "\udcff", "big": " " * (report.RECORD_BYTES + 1)}
+    for student, text in records.items():
+        (folder / student).mkdir(parents=True)
+        (folder / student / "lesson25.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    (folder / "fifo").mkdir()
+    os.mkfifo(folder / "fifo" / "lesson25.json")  # a plain open would wait for a writer forever
+    (folder / "link").mkdir()
+    (folder / "link" / "lesson25.json").symlink_to(folder / "good" / "lesson25.json")
+    read = {st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25") for st in [*records, "fifo", "link"]}
+    assert read.pop("good")["q1"]["answer"] == '"caf\\ud800"'  # the JSON text; its decoding is answer_text's
+    assert read == {st: None for st in read}
+    assert report._read_record(tmp_path / "course", "lesson25", "nobody", "lesson25") == {}
+    # a lone surrogate the decoded answer holds cannot stop the page or the CSV being written whole
+    data = one_question_class(["caf\ud800"] * 3, [], about="K and V \ud800")
+    stats = report.question_stats(data)
+    r = report.ClassReport("lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 1, False, unreadable_record=1)
+    page, table = report.write(r, tmp_path / "out")
+    assert "caf?" in page.read_text() and "K and V ?" in table.read_text()
+    assert "1 of them because the record there could not be read" in page.read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([page.name, table.name])  # no temporary
+
+
 def test_a_record_outside_the_reports_folder_is_not_read(tmp_path):
     (tmp_path / "secret.json").write_text(json.dumps({"tests": {"q1": {"points": 1}}}))
     assert report._read_record(tmp_path / "course", "lesson25", "../..", "secret") == {}

@@ -34,6 +34,8 @@ import json
 import math
 import os
 import re
+import stat
+import tempfile
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -114,6 +116,7 @@ class ClassData:
     # every student's (id, first name, last name, email), or a lone id: what an example must not show
     identities: list
     without_record: int = 0  # submissions the grader left no record for (graded before slips were recorded)
+    unreadable_record: int = 0  # of those, the ones whose record file could not be read as one
 
 
 def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
@@ -176,13 +179,19 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
         raise ClassError(f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
                          "first (nbgrader autograde, or python -m servelab.grading.parallel).")
     notebooks = sorted({q.notebook for q in questions})
-    without = 0
+    without = unreadable = 0
     for sub in submissions:
+        bad = False
         for nb in notebooks:
             record = _read_record(course_dir, assignment, sub.student, nb)
-            sub.tests.update(record)
+            bad |= record is None
+            sub.tests.update(record or {})
+        if bad:  # one notebook's record unreadable: the whole submission counts as without one
+            sub.tests.clear()
         without += not sub.tests
-    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without)
+        unreadable += bad
+    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without,
+                     unreadable)
 
 
 def _gradebook_url(course_dir: Path) -> str:
@@ -205,27 +214,70 @@ def _cell_order(assignment: str):
     return lambda q: (order.get(q.grade_id, len(order)), q.notebook, q.grade_id)
 
 
-def _read_record(course_dir: Path, assignment: str, student: str, notebook: str) -> dict:
-    """grade_id -> the grader's record for one submission: only plain, well-typed values survive."""
+RECORD_BYTES = 4 * 1024 * 1024  # a grader's record is some kilobytes (REPORT_ANSWER_CHARS per test); more is not one
+
+
+def _read_record(course_dir: Path, assignment: str, student: str, notebook: str) -> dict | None:
+    """grade_id -> the grader's record for one submission: only plain, well-typed values survive.
+    {} where there is none; None where the file is not a record (not a regular file, too big, not JSON,
+    nested too deep, not an object): the report treats both as no record, and counts the second."""
     reports = (course_dir / trusted.REPORT_DIR).resolve()
-    path = (reports / assignment / student / f"{notebook}.json").resolve()
-    if reports not in path.parents:  # a student id is a name a student chose
+    folder = (reports / assignment / student).resolve()
+    if folder != reports and reports not in folder.parents:  # a student id is a name a student chose
         return {}
-    tests = trusted.read_report(path).get("tests")
+    report = _load_record(folder / f"{notebook}.json")  # the file itself is not followed if a link
+    if report is None or not isinstance(report, dict):
+        return None if report is not _MISSING else {}
+    tests = report.get("tests")
     out = {}
     for grade_id, record in (tests.items() if isinstance(tests, dict) else ()):
         if not isinstance(record, dict):
             continue
         slips = record.get("slips")
-        slips = {str(k)[:80]: str(v)[:600] for k, v in slips.items()} if isinstance(slips, dict) else {}
+        slips = {_text(k, 80): _text(v, 600) for k, v in slips.items()} if isinstance(slips, dict) else {}
         points = record.get("points")
-        out[str(grade_id)] = {
+        out[_text(grade_id, 200)] = {
             "points": float(points) if isinstance(points, (int, float)) and math.isfinite(points) else 0.0,
             "slips": slips,
             "answered": record.get("answered") is not False,
-            "answer": str(record.get("answer") or "")[:trusted.REPORT_ANSWER_CHARS],
+            "answer": _text(record.get("answer") if isinstance(record.get("answer"), str) else "",
+                            trusted.REPORT_ANSWER_CHARS),
         }
     return out
+
+
+_MISSING = object()
+
+
+def _load_record(path: Path):
+    """The JSON in `path`, _MISSING if there is no file, None if it cannot be a record. The file is opened
+    without following a link and without blocking (a FIFO there would hang a plain open), then checked to
+    be a regular file under RECORD_BYTES before a byte is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError:  # a link (ELOOP), no permission
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > RECORD_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(RECORD_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _text(value, limit: int) -> str:
+    """A string as the page can hold it: lone surrogates (JSON's "\\ud800") replaced, cut to `limit`."""
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 # --------------------------------------------------------------------------- 2. question statistics
@@ -461,6 +513,7 @@ class ClassReport:
     without_record: int
     names: bool
     lesson: Path = LESSON  # the copy of the lesson the links open
+    unreadable_record: int = 0  # of without_record, records there that could not be read as one
 
 
 def lesson_copy(course_dir: Path) -> Path:
@@ -476,7 +529,7 @@ def build(assignment: str, course_dir: Path, db_url: str | None = None, names: b
     totals = [s.total for s in data.submissions]
     return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
                        sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
-                       lesson_copy(course_dir))
+                       lesson_copy(course_dir), data.unreadable_record)
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
@@ -574,9 +627,24 @@ def write(report: ClassReport, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path = out_dir / f"{report.assignment}-class-report.html"
     csv_path = out_dir / f"{report.assignment}-class-report.csv"
-    html_path.write_text(render_html(report, out_dir.resolve()), encoding="utf-8")
-    csv_path.write_text(render_csv(report), encoding="utf-8")
+    page, table = render_html(report, out_dir.resolve()), render_csv(report)  # both made before either is written
+    _write_atomically(html_path, page)
+    _write_atomically(csv_path, table)
     return html_path, csv_path
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """`path` holds the whole text or what it held before, never a part: a temporary file beside it, then
+    os.replace. A character UTF-8 cannot hold (a lone surrogate) is written as "?"."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
