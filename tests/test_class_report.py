@@ -176,6 +176,26 @@ def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(less
     assert r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"  # inside the course: JupyterLab serves it
 
 
+def test_the_pages_lesson_links_open_jupyterlab_at_the_section(tmp_path):
+    lesson = tmp_path / "home" / "my course" / "release" / "lesson25" / "lesson25.ipynb"
+    lesson.parent.mkdir(parents=True)
+    lesson.write_text("{}")
+    assert report.lab_link(report.RECAP, lesson, "/user/ada/", tmp_path / "home") == \
+        "/user/ada/lab/tree/my%20course/release/lesson25/lesson25.ipynb#Recap:-what-this-lesson-leans-on"
+    assert report.lab_link(report.RECAP, lesson, "http://localhost:8888", tmp_path / "home").startswith(
+        "http://localhost:8888/lab/tree/my%20course/")
+    assert report.lab_link(report.RECAP, lesson, "/", tmp_path / "elsewhere") is None
+    data = one_question_class(["2 GB"] * 3, [])
+    stats = report.question_stats(data)
+    for root, want in ((tmp_path / "home", 'href="/user/ada/lab/tree/my%20course/'), (tmp_path / "x", 'href="../')):
+        r = report.ClassReport("lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 0, False, lesson,
+                               lab_url="/user/ada/", lab_root=root)
+        page = report.render_html(r, tmp_path / "out")
+        assert want in page
+        in_lab = root.name == "home"
+        assert ('target="_blank" rel="noopener">lesson25.ipynb' in page) == in_lab == ("new JupyterLab tab" in page)
+
+
 def test_every_question_links_to_a_heading_of_the_lesson():
     nb = json.loads(report.LESSON.read_text())
     headings = {line.lstrip("#").strip() for c in nb["cells"] if c["cell_type"] == "markdown"

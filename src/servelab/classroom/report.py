@@ -514,6 +514,8 @@ class ClassReport:
     names: bool
     lesson: Path = LESSON  # the copy of the lesson the links open
     unreadable_record: int = 0  # of without_record, records there that could not be read as one
+    lab_url: str | None = None  # the instructor's JupyterLab, whose /lab/tree the page's links open
+    lab_root: Path | None = None  # the folder that JupyterLab serves
 
 
 def lesson_copy(course_dir: Path) -> Path:
@@ -522,14 +524,19 @@ def lesson_copy(course_dir: Path) -> Path:
     return released if released.is_file() else LESSON
 
 
-def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False) -> ClassReport:
-    """Read the class and compute every number the page and the CSV show."""
+def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False,
+          lab_url: str | None = None, lab_root: Path | None = None) -> ClassReport:
+    """Read the class and compute every number the page and the CSV show. The page's links open the lesson
+    in the JupyterLab at lab_url (default: the hub's JUPYTERHUB_SERVICE_PREFIX for this user, else "/")
+    serving lab_root (default: the home folder, where a user's JupyterLab starts)."""
     data = read_class(assignment, course_dir, db_url)
     stats = question_stats(data, names)
     totals = [s.total for s in data.submissions]
     return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
                        sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
-                       lesson_copy(course_dir), data.unreadable_record)
+                       lesson_copy(course_dir), data.unreadable_record,
+                       lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
+                       Path(lab_root) if lab_root is not None else Path.home())
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
@@ -563,10 +570,30 @@ def _chart(q: QuestionStats, div_id: str) -> str:
                        config={"displayModeBar": False, "staticPlot": False, "responsive": False})
 
 
+def page_link(report: ClassReport, section: str, out_dir: Path) -> str:
+    """The page's link to the lesson: in JupyterLab where it serves the lesson, else the file beside the page."""
+    if report.lab_url is not None and report.lab_root is not None:
+        link = lab_link(section, report.lesson, report.lab_url, report.lab_root)
+        if link:
+            return link
+    return lesson_link(section, out_dir, report.lesson)
+
+
 def lesson_link(section: str, out_dir: Path, lesson: Path = LESSON) -> str:
     """The lesson notebook at `section`, relative to `out_dir` (JupyterLab opens it at the heading)."""
     rel = os.path.relpath(lesson, out_dir)
     return quote(rel) + "#" + quote(anchor(section), safe=":?,()-")
+
+
+def lab_link(section: str, lesson: Path, lab_url: str, lab_root: Path) -> str | None:
+    """JupyterLab's URL of the lesson at `section`: <lab_url>lab/tree/<path under lab_root>#<heading id>
+    (https://jupyterlab.readthedocs.io/en/stable/user/urls.html); None if JupyterLab does not serve it."""
+    try:
+        rel = Path(lesson).resolve().relative_to(Path(lab_root).resolve())
+    except ValueError:
+        return None
+    return (lab_url.rstrip("/") + "/lab/tree/" + quote(rel.as_posix()) + "#"
+            + quote(anchor(section), safe=":?,()-"))
 
 
 def render_html(report: ClassReport, out_dir: Path) -> str:
@@ -578,7 +605,12 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
     charts = {q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions)
               if q.mean is not None}
     return env.get_template(TEMPLATE.name).render(
-        r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir, report.lesson),
+        r=report, charts=charts, summary=summary, num=_num, link=lambda s: page_link(report, s, out_dir),
+        # JupyterLab 4's HTML viewer frames a page with sandbox="allow-same-origin", plus "allow-scripts
+        # allow-popups" once trusted (@jupyterlab/htmlviewer, widget.ts, Private.trusted): a link can open a
+        # new tab (target=_blank), not navigate the top window, and a link inside the frame to /files/ is refused.
+        in_lab=report.lab_url is not None and report.lab_root is not None
+        and lab_link("", report.lesson, report.lab_url, report.lab_root) is not None,
         plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup)
 
