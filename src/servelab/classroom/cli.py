@@ -131,7 +131,8 @@ def cmd_report(args) -> int:
                          lab_url=args.lab_url, lab_root=args.lab_root)
     page, table = report.write(built, out)
     print(f"{built.submissions} submissions of {built.assignment}: {page}  (and {table.name})")
+    print(f"  gradebook: {built.gradebook}")
     for i, s in enumerate(built.reteach, 1):
-        print(f"  re-teach {i}: {s.about[:90]} ({s.grade_id}, {s.count} students, {s.points_lost:g} points) "
-              f"-> {s.section}")
+        print(f"  re-teach {i}: {s.about[:90]} ({', '.join(s.grade_ids)}, {s.count} students, "
+              f"{s.points_lost:g} points) -> {'; '.join(s.sections)}")
     return 0

@@ -18,8 +18,9 @@ read -> question statistics -> slips -> what to re-teach -> page and CSV, each s
    the commonest among those who made it, shown only when at least EXAMPLE_MIN_STUDENTS gave
    that same answer (once decoded from the grader's JSON text and normalised), with every
    student's name, id and email taken out.
-4. `reteach`: the three slips that cost the class most points, each with the lesson section
-   that teaches it (TEACHES: a heading of lessons/lesson25.ipynb).
+4. `reteach`: the three slips that cost the class most points, summed over the questions each
+   was made on, each with the lesson sections that teach them (TEACHES: headings of
+   lessons/lesson25.ipynb).
 5. `write`: one HTML page (plotly.js inline: it opens offline) and a CSV.
 
 Everything a student wrote is hostile: the page is rendered by Jinja2 with autoescaping on,
@@ -117,6 +118,8 @@ class ClassData:
     identities: list
     without_record: int = 0  # submissions the grader left no record for (graded before slips were recorded)
     unreadable_record: int = 0  # of those, the ones whose record file could not be read as one
+    has_records: bool = True  # the course has a folder of grader records for the assignment at all
+    gradebook: str = ""  # the gradebook read, as a URL without its password
 
 
 def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
@@ -125,7 +128,11 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
                               Student, SubmittedAssignment, SubmittedNotebook)
 
     course_dir = Path(course_dir)
+    given = db_url
     db_url = db_url or _gradebook_url(course_dir)
+    shown = shown_url(db_url)
+    if not given and os.environ.get("SERVELAB_GRADEBOOK_URL") and (course_dir / "gradebook.db").is_file():
+        shown += f" (SERVELAB_GRADEBOOK_URL, not {course_dir / 'gradebook.db'})"  # both there: say which
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
         # nbgrader would make an empty gradebook there
         raise ClassError(f"No gradebook at {db_url[len('sqlite:///'):]}: run this in the course directory "
@@ -179,6 +186,14 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
         raise ClassError(f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
                          "first (nbgrader autograde, or python -m servelab.grading.parallel).")
     notebooks = sorted({q.notebook for q in questions})
+    records = course_dir / trusted.REPORT_DIR / assignment
+    has_records = records.is_dir()
+    if has_records and not any((records / s.student).is_dir() for s in submissions):
+        # The graders write a record beside every grade: a gradebook none of whose students has one here
+        # is another course's (SERVELAB_GRADEBOOK_URL left set from another class, or the wrong --course).
+        raise ClassError(f"None of the {len(submissions)} submissions in the gradebook {shown_url(db_url)} has a "
+                         f"grader record in {records}: that gradebook is not this course's. Give the course's "
+                         "--course, or --db-url / SERVELAB_GRADEBOOK_URL for its gradebook.")
     without = unreadable = 0
     for sub in submissions:
         bad = False
@@ -191,7 +206,17 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
         without += not sub.tests
         unreadable += bad
     return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without,
-                     unreadable)
+                     unreadable, has_records, shown)
+
+
+def shown_url(url: str) -> str:
+    """A gradebook URL as the page and the command show it: without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: show its scheme only
+        return url.split("://", 1)[0] + "://…"
 
 
 def _gradebook_url(course_dir: Path) -> str:
@@ -307,6 +332,7 @@ class SlipStats:
     example_count: int  # how many gave that same (normalised) answer
     students: list[str] = field(default_factory=list)  # only filled with names=True
     section: str = ""  # the lesson heading that teaches it
+    made_by: frozenset = frozenset()  # who made it: only to count a slip across questions, never shown
 
 
 @dataclass
@@ -315,15 +341,25 @@ class QuestionStats:
     graded: int  # submissions with a score for it
     mean: float | None
     distribution: dict  # points -> submissions, sorted by points
-    blank: int  # no answer reached the grader
+    blank: int | None  # no answer reached the grader; None (unknown) where the course has no grader records
     discrimination: float | None
     slips: list[SlipStats] = field(default_factory=list)
     unnamed_wrong: int = 0  # answers below full points with no slip named
 
 
+def hand_grading_done(data: ClassData) -> bool:
+    """Whether a person has scored every hand-graded cell of every submission."""
+    return all(s.points.get(q.grade_id) is not None for q in data.questions if not q.autograded
+               for s in data.submissions)
+
+
 def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
-    """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded."""
+    """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded.
+    Until hand grading is done, an autograded question's discrimination is against the rest of the autograded
+    points only: a total with some hand scores in and some not would move the index as grading goes on."""
     out = []
+    auto_only = not hand_grading_done(data)
+    autograded = {q.grade_id for q in data.questions if q.autograded}
     scrub = _scrubber(data)  # one for the class: it reads every answer
     for q in data.questions:
         scored = [(s, s.points.get(q.grade_id)) for s in data.submissions]
@@ -332,8 +368,9 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
             out.append(QuestionStats(q, len(done), None, {}, 0, None))  # the distribution waits for the last grade
             continue
         own = [p for _, p in done]
-        rest = [s.total - p for s, p in done]
-        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False)
+        rest = [(_auto_total(s, autograded) if auto_only else s.total) - p for s, p in done]
+        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False) \
+            if data.has_records else None
         stats = QuestionStats(q, len(done), sum(own) / len(own) if own else None,
                               dict(sorted(Counter(round(p, 3) for p in own).items())), blank,
                               point_biserial(own, rest))
@@ -343,9 +380,14 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
     return out
 
 
+def _auto_total(sub: Submission, autograded: set[str]) -> float:
+    return sum(p for g, p in sub.points.items() if g in autograded and p is not None)
+
+
 # --------------------------------------------------------------------------- 3. slips
 
-def slip_stats(q: Question, done: list, data: ClassData, names: bool = False, scrub=None) -> tuple[list[SlipStats], int]:
+def slip_stats(q: Question, done: list, data: ClassData, names: bool = False,
+               scrub=None) -> tuple[list[SlipStats], int]:
     """Each slip named on a question: who made it, what it cost, one anonymised example; and wrong answers unnamed."""
     made: dict[str, list] = defaultdict(list)
     about: dict[str, str] = {}
@@ -368,10 +410,16 @@ def slip_stats(q: Question, done: list, data: ClassData, names: bool = False, sc
     for slip, subs in made.items():
         example, example_count = _example([answer_text(s.tests[q.grade_id]["answer"]) for s in subs], scrub)
         out.append(SlipStats(q.grade_id, slip, about[slip], len(subs), len(subs) / len(done), round(lost[slip], 3),
-                             example, example_count, sorted(s.student for s in subs) if names else [],
-                             TEACHES.get(q.grade_id, "")))
+                             example, example_count, sorted(shown_id(s.student) for s in subs) if names else [],
+                             TEACHES.get(q.grade_id, ""), frozenset(s.student for s in subs)))
     out.sort(key=lambda s: (-s.points_lost, -s.count, s.slip))
     return out, unnamed
+
+
+def shown_id(student: str) -> str:
+    """A student id as --names shows it: without control, bidi and zero-width characters (an id a student
+    chose could reverse the text after it, or hide a line break in the CSV)."""
+    return "".join(ch for ch in student if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")) or "?"
 
 
 def _example(answers: list[str], scrub) -> tuple[str, int]:
@@ -494,10 +542,42 @@ def _is_number(word: str) -> bool:
 
 # --------------------------------------------------------------------------- 4. what to re-teach
 
-def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[SlipStats]:
-    """The n slips that cost the class most points (ties: more students, then the one the lesson teaches first)."""
-    slips = [(i, s) for i, q in enumerate(stats) for s in q.slips if s.points_lost > 0]
-    return [s for _, s in sorted(slips, key=lambda p: (-p[1].points_lost, -p[1].count, p[0], p[1].slip))[:n]]
+@dataclass
+class Reteach:
+    """One slip in the "what to re-teach" list, over every question it was made on."""
+
+    slip: str
+    about: str
+    count: int  # students who made it on any question
+    points_lost: float  # on all those questions together
+    grade_ids: list[str]  # the questions, in the order the notebook asks them
+    sections: list[str]  # the lesson headings that teach them, each once, first first
+
+    @property
+    def grade_id(self) -> str:
+        return self.grade_ids[0]
+
+    @property
+    def section(self) -> str:
+        return self.sections[0] if self.sections else ""
+
+
+def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[Reteach]:
+    """The n slips that cost the class most points, a slip's points summed over the questions it was made on
+    (one slip on two questions is one thing to re-teach); ties: more students, then the one asked first."""
+    by_slip: dict[str, list[SlipStats]] = defaultdict(list)
+    first: dict[str, int] = {}
+    for i, q in enumerate(stats):
+        for s in q.slips:
+            by_slip[s.slip].append(s)
+            first.setdefault(s.slip, i)
+    out = []
+    for slip, made in by_slip.items():
+        lost = round(sum(s.points_lost for s in made), 3)
+        if lost > 0:
+            out.append(Reteach(slip, made[0].about, len(frozenset().union(*(s.made_by for s in made))), lost,
+                               [s.grade_id for s in made], list(dict.fromkeys(s.section for s in made if s.section))))
+    return sorted(out, key=lambda r: (-r.points_lost, -r.count, first[r.slip], r.slip))[:n]
 
 
 # --------------------------------------------------------------------------- the report
@@ -509,13 +589,15 @@ class ClassReport:
     max_points: float
     mean_total: float
     questions: list[QuestionStats]
-    reteach: list[SlipStats]
+    reteach: list[Reteach]
     without_record: int
     names: bool
     lesson: Path = LESSON  # the copy of the lesson the links open
     unreadable_record: int = 0  # of without_record, records there that could not be read as one
     lab_url: str | None = None  # the instructor's JupyterLab, whose /lab/tree the page's links open
     lab_root: Path | None = None  # the folder that JupyterLab serves
+    hand_grading_done: bool = True  # else discrimination is against the autograded points only
+    gradebook: str = ""  # the gradebook read, without its password
 
 
 def lesson_copy(course_dir: Path) -> Path:
@@ -536,7 +618,8 @@ def build(assignment: str, course_dir: Path, db_url: str | None = None, names: b
                        sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
                        lesson_copy(course_dir), data.unreadable_record,
                        lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
-                       Path(lab_root) if lab_root is not None else Path.home())
+                       Path(lab_root) if lab_root is not None else Path.home(), hand_grading_done(data),
+                       data.gradebook)
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
@@ -611,7 +694,8 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
         # new tab (target=_blank), not navigate the top window, and a link inside the frame to /files/ is refused.
         in_lab=report.lab_url is not None and report.lab_root is not None
         and lab_link("", report.lesson, report.lab_url, report.lab_root) is not None,
-        plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
+        plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS,
+        section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup)
 
 
@@ -627,7 +711,8 @@ def render_csv(report: ClassReport) -> str:
         base = {"assignment": report.assignment, "grade_id": q.question.grade_id,
                 "kind": "autograded" if q.question.autograded else "hand-graded",
                 "max_points": q.question.max_points, "graded": q.graded}
-        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4), "blank": q.blank,
+        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4),
+                    "blank": "unknown" if q.blank is None else q.blank,
                     "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
                     "teaches": TEACHES.get(q.question.grade_id, "")})
         for s in q.slips:
@@ -638,9 +723,9 @@ def render_csv(report: ClassReport) -> str:
 
 
 def csv_cell(value):
-    """A value a spreadsheet shows as text: one that starts with = + - @ (a formula to a spreadsheet: OWASP,
-    "CSV Injection") gets a leading apostrophe, unless it is a number."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    """A value a spreadsheet shows as text: one that starts with = + - @, a tab or a line break (a formula to
+    a spreadsheet: OWASP, "CSV Injection") gets a leading apostrophe, unless it is a number."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
         try:
             float(value)
         except ValueError:
@@ -683,8 +768,9 @@ def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
     """The re-teach list as Markdown with links JupyterLab opens at the heading (the instructor notebook's cell)."""
     lines = [f"**What to re-teach in {report.assignment}** ({report.submissions} submissions):", ""]
     for i, s in enumerate(report.reteach, 1):
-        lines.append(f"{i}. {_md(s.about)} ({s.grade_id}: {s.count} students, {_num(s.points_lost)} points) "
-                     f"-> [{_md(s.section)}]({lesson_link(s.section, from_dir, report.lesson)})")
+        sections = ", ".join(f"[{_md(h)}]({lesson_link(h, from_dir, report.lesson)})" for h in s.sections)
+        lines.append(f"{i}. {_md(s.about)} ({', '.join(s.grade_ids)}: {s.count} students, "
+                     f"{_num(s.points_lost)} points) -> {sections or 'no lesson section'}")
     return "\n".join(lines if report.reteach else lines + ["Nothing: no named slip cost the class points."])
 
 
