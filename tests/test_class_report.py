@@ -351,7 +351,9 @@ def test_a_crafted_record_counts_as_none_and_never_stops_the_report(tmp_path):
     os.mkfifo(folder / "fifo" / "lesson25.json")  # a plain open would wait for a writer forever
     (folder / "link").mkdir()
     (folder / "link" / "lesson25.json").symlink_to(folder / "good" / "lesson25.json")
-    read = {st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25") for st in [*records, "fifo", "link"]}
+    (folder / "linked").symlink_to(folder / "good")  # another student's folder
+    read = {st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25")
+            for st in [*records, "fifo", "link", "linked"]}
     assert read.pop("good")["q1"]["answer"] == '"caf\\ud800"'  # the JSON text; its decoding is answer_text's
     assert read == {st: None for st in read}
     assert report._read_record(tmp_path / "course", "lesson25", "nobody", "lesson25") == {}

@@ -250,6 +250,8 @@ def _read_record(course_dir: Path, assignment: str, student: str, notebook: str)
     folder = (reports / assignment / student).resolve()
     if folder != reports and reports not in folder.parents:  # a student id is a name a student chose
         return {}
+    if folder != reports.joinpath(assignment, student) and folder.exists():
+        return None  # a link on the way: another student's record, or one that moved
     report = _load_record(folder / f"{notebook}.json")  # the file itself is not followed if a link
     if report is None or not isinstance(report, dict):
         return None if report is not _MISSING else {}
