@@ -147,6 +147,25 @@ def test_the_discrimination_index_matches_a_hand_computation(lesson_class):
     assert q.discrimination == pytest.approx(by_hand, abs=1e-9)
 
 
+def test_discrimination_waits_for_hand_grading_on_the_autograded_points_only(tmp_path):
+    qs = [report.Question("a", "nb", 1.0, True), report.Question("b", "nb", 4.0, True),
+          report.Question("essay", "nb", 5.0, False)]
+    b = [4, 1, 3, 0, 2]
+    essay = [5, None, 0, None, 5]  # two still to be graded by a person
+    subs = [report.Submission(f"s{i}", {"a": float(i % 2 == 0), "b": float(b[i]), "essay": essay[i]}) for i in range(5)]
+    data = report.ClassData("x", qs, subs, [])
+    a = report.question_stats(data)[0]
+    assert a.discrimination == pytest.approx(report.point_biserial([1, 0, 1, 0, 1], b))
+    r = report.ClassReport("x", 5, 10.0, 0.0, report.question_stats(data), [], 0, False,
+                           hand_grading_done=report.hand_grading_done(data))
+    assert "Hand\n  grading is not complete" in report.render_html(r, tmp_path)
+    for s, score in zip(subs, [5, 1, 0, 2, 5]):
+        s.points["essay"] = float(score)
+    assert report.hand_grading_done(data)
+    want = report.point_biserial([1, 0, 1, 0, 1], [x + e for x, e in zip(b, [5, 1, 0, 2, 5])])
+    assert report.question_stats(data)[0].discrimination == pytest.approx(want) != pytest.approx(a.discrimination)
+
+
 def test_point_biserial_on_a_small_case_and_without_spread():
     # Five students: item 1 0 1 0 1, rest 8 3 7 5 6. M1 = 7, M0 = 4, p = 0.6,
     # population SD of the rest = sqrt(14.8 / 5) = 1.720465, so r = 3 / 1.720465 * 0.489898 = 0.854242.
@@ -157,24 +176,68 @@ def test_point_biserial_on_a_small_case_and_without_spread():
 
 
 def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(lesson_class, tmp_path):
-    # An answer's lost points are shared equally among the slips named on it.
-    lost, order = {}, [q for q in trusted.load_tests("lesson25")]
+    # An answer's lost points are shared equally among the slips named on it; a slip's, summed over its questions.
+    lost, where, who, order = {}, {}, {}, [q for q in trusted.load_tests("lesson25")]
     points = {"partial": samples.LESSON25_PARTIAL_POINTS,
               "near_misses": {g: m - samples.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()}}
     for kind, tests in SLIPS.items():
         for grade_id, slips in tests.items():
             for slip in slips:
                 share = MIX[kind] * (max_points()[grade_id] - points[kind][grade_id]) / len(slips)
-                lost[grade_id, slip] = lost.get((grade_id, slip), 0) + share
-    want = sorted(lost, key=lambda k: (-round(lost[k], 6), order.index(k[0]), k[1]))[:3]
+                lost[slip] = lost.get(slip, 0) + share
+                where.setdefault(slip, set()).add(grade_id)
+                who.setdefault(slip, set()).add(kind)
+    count = {slip: sum(MIX[k] for k in kinds) for slip, kinds in who.items()}
+    want = sorted(lost, key=lambda k: (-round(lost[k], 6), -count[k], min(order.index(g) for g in where[k]), k))[:3]
     r = report.build("lesson25", lesson_class)
-    assert [(s.grade_id, s.slip) for s in r.reteach] == want
+    assert [s.slip for s in r.reteach] == want
     assert [s.points_lost for s in r.reteach] == [pytest.approx(lost[k]) for k in want]
+    assert [set(s.grade_ids) for s in r.reteach] == [where[k] for k in want]
+    assert [s.count for s in r.reteach] == [count[k] for k in want]
     md = report.reteach_markdown(r, tmp_path)
     for s in r.reteach:
-        assert s.section == report.TEACHES[s.grade_id]
+        assert s.sections == list(dict.fromkeys(report.TEACHES[g] for g in s.grade_ids))
         assert report.lesson_link(s.section, tmp_path, r.lesson) in md
     assert r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"  # inside the course: JupyterLab serves it
+
+
+def test_one_slip_on_two_questions_is_one_entry_ranked_by_its_total():
+    def slip(grade_id, name, lost, who):
+        return report.SlipStats(grade_id, name, name, len(who), 1.0, lost, "", 0, section=report.TEACHES[grade_id],
+                                made_by=frozenset(who))
+
+    def question(grade_id, *slips):
+        return report.QuestionStats(report.Question(grade_id, "lesson25", 1.0, True), 4, 0.5, {}, 0, None, list(slips))
+
+    stats = [question("warmup1-per-token", slip("warmup1-per-token", "kv-once", 0.75, "ab"),
+                      slip("warmup1-per-token", "no-bytes-per-value", 1.0, "cd")),
+             question("warmup1-batch", slip("warmup1-batch", "kv-once", 0.75, "bc")),
+             question("practice5-test", slip("practice5-test", "chose-c", 1.0, "abcd"))]
+    got = report.reteach(stats)
+    assert [(r.slip, r.points_lost, r.count, r.grade_ids) for r in got] == [
+        ("kv-once", 1.5, 3, ["warmup1-per-token", "warmup1-batch"]),
+        ("chose-c", 1.0, 4, ["practice5-test"]), ("no-bytes-per-value", 1.0, 2, ["warmup1-per-token"])]
+    assert got[0].sections == [report.RECAP] and got[1].section == report.PRIMARY_SOURCE
+
+
+def test_the_pages_lesson_links_open_jupyterlab_at_the_section(tmp_path):
+    lesson = tmp_path / "home" / "my course" / "release" / "lesson25" / "lesson25.ipynb"
+    lesson.parent.mkdir(parents=True)
+    lesson.write_text("{}")
+    assert report.lab_link(report.RECAP, lesson, "/user/ada/", tmp_path / "home") == \
+        "/user/ada/lab/tree/my%20course/release/lesson25/lesson25.ipynb#Recap:-what-this-lesson-leans-on"
+    assert report.lab_link(report.RECAP, lesson, "http://localhost:8888", tmp_path / "home").startswith(
+        "http://localhost:8888/lab/tree/my%20course/")
+    assert report.lab_link(report.RECAP, lesson, "/", tmp_path / "elsewhere") is None
+    data = one_question_class(["2 GB"] * 3, [])
+    stats = report.question_stats(data)
+    for root, want in ((tmp_path / "home", 'href="/user/ada/lab/tree/my%20course/'), (tmp_path / "x", 'href="../')):
+        r = report.ClassReport("lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 0, False, lesson,
+                               lab_url="/user/ada/", lab_root=root)
+        page = report.render_html(r, tmp_path / "out")
+        assert want in page
+        in_lab = root.name == "home"
+        assert ('target="_blank" rel="noopener">lesson25.ipynb' in page) == in_lab == ("new JupyterLab tab" in page)
 
 
 def test_every_question_links_to_a_heading_of_the_lesson():
@@ -213,20 +276,96 @@ def test_nothing_identifies_a_student_unless_names(lesson_class, tmp_path):
     assert "s30_partial" not in report.render_csv(report.build("lesson25", lesson_class))
 
 
+def one_question_class(answers, identities, slip="kv-once", about="K and V <counted> once"):
+    """A class of len(answers) on one 1-point question, each answer recorded as the grader records it
+    (JSON text, non-ASCII escaped), every one wrong with `slip`: students st0, st1, ..."""
+    q = report.Question("warmup1-batch", "lesson25", 1.0, True)
+    subs = [report.Submission(f"st{i}", {q.grade_id: 0.0}, {q.grade_id: {"points": 0.0, "slips": {slip: about},
+                                                                         "answered": True, "answer": json.dumps(a)}})
+            for i, a in enumerate(answers)]
+    return report.ClassData("lesson25", [q], subs, identities)
+
+
+def page_of(data, tmp_path):
+    stats = report.question_stats(data)
+    return report.render_html(report.ClassReport("lesson25", len(data.submissions), 1.0, 0.0, stats,
+                                                 report.reteach(stats), 0, False), tmp_path), stats
+
+
 def test_a_hostile_answer_is_escaped_and_anonymised(tmp_path):
     hostile = '<script>alert(1)</script><img src=x onerror=alert(2)> ada_l wrote this, with bo_k; \u202egnp.exe'
-    q = report.Question("q1", "lesson25", 1.0, True)
-    record = {"points": 0.0, "slips": {"kv-once": "K and V <counted> once"}, "answered": True, "answer": hostile}
-    data = report.ClassData("lesson25", [q], [report.Submission("ada_l", {"q1": 0.0}, {"q1": record}),
-                                              report.Submission("bo_k", {"q1": 0.0}, {"q1": dict(record)})],
-                            ["ada_l", "Ada", "Lovelace", "bo_k", "ada@example.edu"])
-    stats = report.question_stats(data)
-    r = report.ClassReport("lesson25", 2, 1.0, 0.0, stats, report.reteach(stats), 0, False)
-    page = report.render_html(r, tmp_path)
+    data = one_question_class([hostile] * 3, [("ada_l", "Ada", "Lovelace", "ada@example.edu"), "bo_k"])
+    data.submissions[0].student, data.submissions[1].student = "ada_l", "bo_k"  # each wrote their own id
+    page, _ = page_of(data, tmp_path)
     assert "<script>alert" not in page and "<img src=x" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "K and V &lt;counted&gt; once" in page
     assert "ada_l" not in page and "bo_k" not in page and "\u202e" not in page
     assert "[a student] wrote this, with [a student]" in page
+
+
+def test_names_the_grader_escaped_are_found_and_a_lone_answer_is_never_shown(tmp_path):
+    ids = [("jmuller", "José", "Müller", "jose.m@example.edu"), ("asmith", "Alice", "Smith")]
+    # The grader records json.dumps(answer): "Jos\u00e9 M\u00fcller", "peak\nAlice\nasmith".
+    assert report.answer_text(json.dumps("José Müller")) == "José Müller"
+    assert report.answer_text(json.dumps({"k": "Zü"})) == '{"k": "Zü"}'
+    assert report.answer_text('"cut off by the grader, Jos\\u00e9') == '"cut off by the grader, José'
+    assert report.answer_text("[" * 100_000) == "[" * 100_000  # too deep: the text itself, no RecursionError
+    scrub = report._scrubber(one_question_class([], ids))
+    assert scrub("Ada Lovelace") == "Ada Lovelace"  # a name no student has
+    assert scrub(report.answer_text(json.dumps("peak\nAlice\nasmith"))) == "peak [a student] [a student]"
+    assert scrub("JOSE MULLER, jo\u200bse.m wrote it") == "[a student] [a student], [a student].m wrote it"
+    assert scrub("Smith chart") == "[a student] chart"
+    # three gave the same answer (spelt three ways): shown, scrubbed; the one-off answer never is
+    answers = ["José Müller: 2 GB", "jose muller:  2 GB", "JOSÉ MÜLLER: 2 GB", "Alice asmith 7"]
+    page, stats = page_of(one_question_class(answers, ids), tmp_path)
+    assert stats[0].slips[0].example == "[a student] [a student]: 2 GB" and stats[0].slips[0].example_count == 3
+    assert "asmith" not in page and "Alice" not in page and "Jos" not in page and "M&#252;ller" not in page
+    page, stats = page_of(one_question_class(["Alice asmith 7", "José 3", "x"], ids), tmp_path)
+    assert stats[0].slips[0].example == "" and "7" not in stats[0].slips[0].example
+    assert f"no example shown: fewer than {report.EXAMPLE_MIN_STUDENTS} students gave the same answer" in page
+
+
+def test_an_id_that_is_a_number_or_the_classs_word_does_not_rewrite_the_examples(tmp_path):
+    ids = [("32",), ("Batching",), ("no",), ("zed_q",)]
+    answers = ["no: 2.32 GB, batching"] * 3 + ["no batching here"] * 2 + ["zed_q says no"]
+    data = one_question_class(answers, ids)
+    data.submissions[-1].student = "zed_q"
+    scrub = report._scrubber(data)
+    # 32 is a number; batching and no are in the answers of at least K other students: the class's words
+    assert scrub("no: 2.32 GB, Batching; zed_q") == "no: 2.32 GB, Batching; [a student]"
+    assert report.question_stats(data)[0].slips[0].example == "no: 2.32 GB, batching"
+    # a name only one other student wrote stays a name
+    assert report._scrubber(one_question_class(["ask zed_q"], ids))("zed_q") == "[a student]"
+
+
+def test_a_crafted_record_counts_as_none_and_never_stops_the_report(tmp_path):
+    import os
+
+    folder = tmp_path / "course" / trusted.REPORT_DIR / "lesson25"
+    good = {"tests": {"q1": {"points": 1, "slips": {}, "answered": True, "answer": '"caf\\ud800"'}}}
+    records = {"list": "[]", "null": "null", "deep": "[" * 100_000 + "]" * 100_000, "good": json.dumps(good),
+               "bytes": "\udcff", "big": " " * (report.RECORD_BYTES + 1)}
+    for student, text in records.items():
+        (folder / student).mkdir(parents=True)
+        (folder / student / "lesson25.json").write_bytes(text.encode("utf-8", "surrogateescape"))
+    (folder / "fifo").mkdir()
+    os.mkfifo(folder / "fifo" / "lesson25.json")  # a plain open would wait for a writer forever
+    (folder / "link").mkdir()
+    (folder / "link" / "lesson25.json").symlink_to(folder / "good" / "lesson25.json")
+    (folder / "linked").symlink_to(folder / "good")  # another student's folder
+    read = {st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25")
+            for st in [*records, "fifo", "link", "linked"]}
+    assert read.pop("good")["q1"]["answer"] == '"caf\\ud800"'  # the JSON text; its decoding is answer_text's
+    assert read == {st: None for st in read}
+    assert report._read_record(tmp_path / "course", "lesson25", "nobody", "lesson25") == {}
+    # a lone surrogate the decoded answer holds cannot stop the page or the CSV being written whole
+    data = one_question_class(["caf\ud800"] * 3, [], about="K and V \ud800")
+    stats = report.question_stats(data)
+    r = report.ClassReport("lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 1, False, unreadable_record=1)
+    page, table = report.write(r, tmp_path / "out")
+    assert "caf?" in page.read_text() and "K and V ?" in table.read_text()
+    assert "1 of them because the record there could not be read" in page.read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([page.name, table.name])  # no temporary
 
 
 def test_a_record_outside_the_reports_folder_is_not_read(tmp_path):
@@ -238,8 +377,10 @@ def test_the_csv_holds_the_numbers_and_no_formula(lesson_class):
     rows = list(csv.DictReader(io.StringIO(report.render_csv(report.build("lesson25", lesson_class)))))
     kv = next(r for r in rows if r["grade_id"] == "warmup1-batch" and r["slip"] == "kv-once")
     assert int(kv["students_with_slip"]) == MIX["partial"] and float(kv["share"]) == MIX["partial"] / N
-    assert [report.csv_cell(v) for v in ('=HYPERLINK("a")', "-cmd", "-1.5", "@x", "plain", 3)] == \
-        ['\'=HYPERLINK("a")', "'-cmd", "-1.5", "'@x", "plain", 3]
+    cells = ('=HYPERLINK("a")', "-cmd", "-1.5", "@x", "plain", 3, "\n=1+1", "\t=1", "\r@")
+    assert [report.csv_cell(v) for v in cells] == \
+        ['\'=HYPERLINK("a")', "'-cmd", "-1.5", "'@x", "plain", 3, "'\n=1+1", "'\t=1", "'\r@"]
+    assert report.shown_id("\u202eevil\u200b\n=1") == "evil=1" and report.shown_id("\u202e") == "?"
 
 
 def test_the_labs_reports(graded, tmp_path):
@@ -261,6 +402,27 @@ def test_the_command_writes_the_page_and_the_csv(lesson_class, tmp_path, capsys)
     assert "no assignment 'nosuch'" in capsys.readouterr().err
     assert cli.main(["class", "report", "lesson25", "--course", str(tmp_path / "nowhere")]) == 2
     assert "No gradebook at" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+
+
+def test_the_page_says_which_gradebook_and_refuses_another_courses(lesson_class, tmp_path, monkeypatch, capsys):
+    assert report.shown_url("postgresql://grader:s3cret@db:5432/class") == "postgresql://grader:***@db:5432/class"
+    # a course with the class's gradebook but none of its grader records: blanks are unknown, not 0
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(lesson_class / "gradebook.db", bare / "gradebook.db")
+    r = report.build("lesson25", bare)
+    assert all(q.blank is None for q in r.questions if q.question.autograded)
+    page = report.render_html(r, tmp_path)
+    assert f"Read from the gradebook <code>sqlite:///{bare / 'gradebook.db'}</code>" in page
+    assert '<td class="n">unknown</td>' in page and ",unknown," in report.render_csv(r)
+    # records there, but none for this gradebook's students: another course's gradebook
+    (bare / trusted.REPORT_DIR / "lesson25" / "someone_else").mkdir(parents=True)
+    with pytest.raises(report.ClassError, match="that gradebook is not this course's"):
+        report.build("lesson25", bare)
+    # both a course gradebook and SERVELAB_GRADEBOOK_URL: the page and the command say which is read
+    monkeypatch.setenv("SERVELAB_GRADEBOOK_URL", f"sqlite:///{lesson_class / 'gradebook.db'}")
+    assert cli.main(["class", "report", "lesson25", "--course", str(lesson_class), "--out", str(tmp_path)]) == 0
+    assert f"(SERVELAB_GRADEBOOK_URL, not {lesson_class / 'gradebook.db'})" in capsys.readouterr().out
 
 
 @pytest.mark.browser

@@ -48,6 +48,9 @@ def add_arguments(parser) -> None:
     report.add_argument("--db-url", default="", help="the gradebook (default: SERVELAB_GRADEBOOK_URL, "
                                                     "else COURSE/gradebook.db)")
     report.add_argument("--names", action="store_true", help="name the students who made each slip")
+    report.add_argument("--lab-url", help="the JupyterLab the page's lesson links open (default: this hub user's "
+                        "JUPYTERHUB_SERVICE_PREFIX, else /; e.g. http://localhost:8888/ to open the page outside it)")
+    report.add_argument("--lab-root", type=Path, help="the folder that JupyterLab serves (default: your home)")
     report.set_defaults(class_func=cmd_report)
 
 
@@ -125,10 +128,12 @@ def cmd_report(args) -> int:
     from . import report
 
     out = args.out or args.course / "class-reports"
-    built = report.build(args.assignment, args.course.resolve(), args.db_url or None, names=args.names)
+    built = report.build(args.assignment, args.course.resolve(), args.db_url or None, names=args.names,
+                         lab_url=args.lab_url, lab_root=args.lab_root)
     page, table = report.write(built, out)
     print(f"{built.submissions} submissions of {built.assignment}: {page}  (and {table.name})")
+    print(f"  gradebook: {built.gradebook}")
     for i, s in enumerate(built.reteach, 1):
-        print(f"  re-teach {i}: {s.about[:90]} ({s.grade_id}, {s.count} students, {s.points_lost:g} points) "
-              f"-> {s.section}")
+        print(f"  re-teach {i}: {s.about[:90]} ({', '.join(s.grade_ids)}, {s.count} students, "
+              f"{s.points_lost:g} points) -> {'; '.join(s.sections)}")
     return 0

@@ -15,9 +15,12 @@ read -> question statistics -> slips -> what to re-teach -> page and CSV, each s
    spread. Per hand-graded cell, its distribution once every submission is graded.
 3. `slip_stats`: per question each named slip, how many made it, the points it cost (an
    answer's lost points shared equally among the slips named on it), and one example answer:
-   the commonest among those who made it, with every student's name, id and email taken out.
-4. `reteach`: the three slips that cost the class most points, each with the lesson section
-   that teaches it (TEACHES: a heading of lessons/lesson25.ipynb).
+   the commonest among those who made it, shown only when at least EXAMPLE_MIN_STUDENTS gave
+   that same answer (once decoded from the grader's JSON text and normalised), with every
+   student's name, id and email taken out.
+4. `reteach`: the three slips that cost the class most points, summed over the questions each
+   was made on, each with the lesson sections that teach them (TEACHES: headings of
+   lessons/lesson25.ipynb).
 5. `write`: one HTML page (plotly.js inline: it opens offline) and a CSV.
 
 Everything a student wrote is hostile: the page is rendered by Jinja2 with autoescaping on,
@@ -32,6 +35,8 @@ import json
 import math
 import os
 import re
+import stat
+import tempfile
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -45,6 +50,13 @@ from .errors import ClassError
 
 RETEACH = 3  # slips in the "what to re-teach" list
 EXAMPLE_CHARS = 160  # of an example answer shown on the page
+# An example answer is shown only when at least this many students gave that same (normalised) answer:
+# then it is the class's answer, not one student's words (k-anonymity with k = 3). Taking names out of a
+# text cannot be complete (a nickname, a name spelt another way), so this count is the main protection;
+# the scrubber below is the second. It also keeps a slip one student made from showing that student's answer.
+EXAMPLE_MIN_STUDENTS = 3
+ANSWER_JSON_CHARS = 4096  # the grader keeps trusted.REPORT_ANSWER_CHARS; anything longer is not decoded
+ANSWER_JSON_DEPTH = 20  # deeper nesting is not decoded (json.loads would recurse once per level)
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 LESSON = REPO_DIR / "lessons" / "lesson25.ipynb"  # the student version, whose headings TEACHES names
 
@@ -102,8 +114,12 @@ class ClassData:
     assignment: str
     questions: list[Question]
     submissions: list[Submission]
-    identities: list[str]  # every student's id, names and email: what an example must not show
+    # every student's (id, first name, last name, email), or a lone id: what an example must not show
+    identities: list
     without_record: int = 0  # submissions the grader left no record for (graded before slips were recorded)
+    unreadable_record: int = 0  # of those, the ones whose record file could not be read as one
+    has_records: bool = True  # the course has a folder of grader records for the assignment at all
+    gradebook: str = ""  # the gradebook read, as a URL without its password
 
 
 def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
@@ -112,7 +128,11 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
                               Student, SubmittedAssignment, SubmittedNotebook)
 
     course_dir = Path(course_dir)
+    given = db_url
     db_url = db_url or _gradebook_url(course_dir)
+    shown = shown_url(db_url)
+    if not given and os.environ.get("SERVELAB_GRADEBOOK_URL") and (course_dir / "gradebook.db").is_file():
+        shown += f" (SERVELAB_GRADEBOOK_URL, not {course_dir / 'gradebook.db'})"  # both there: say which
     if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
         # nbgrader would make an empty gradebook there
         raise ClassError(f"No gradebook at {db_url[len('sqlite:///'):]}: run this in the course directory "
@@ -148,8 +168,8 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
                 .join(Notebook, GradeCell.notebook_id == Notebook.id)
                 .filter(SubmittedAssignment.assignment_id == found.id)
                 .all())
-        identities = [str(x) for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)
-                      for x in row if x]
+        identities = [tuple(str(x or "") for x in row)
+                      for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)]
     by_student: dict[str, Submission] = {}
     autograded = {q.grade_id for q in questions if q.autograded}
     for student, _nb, name, auto, manual, extra, needs_manual in rows:
@@ -166,13 +186,37 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
         raise ClassError(f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
                          "first (nbgrader autograde, or python -m servelab.grading.parallel).")
     notebooks = sorted({q.notebook for q in questions})
-    without = 0
+    records = course_dir / trusted.REPORT_DIR / assignment
+    has_records = records.is_dir()
+    if has_records and not any((records / s.student).is_dir() for s in submissions):
+        # The graders write a record beside every grade: a gradebook none of whose students has one here
+        # is another course's (SERVELAB_GRADEBOOK_URL left set from another class, or the wrong --course).
+        raise ClassError(f"None of the {len(submissions)} submissions in the gradebook {shown_url(db_url)} has a "
+                         f"grader record in {records}: that gradebook is not this course's. Give the course's "
+                         "--course, or --db-url / SERVELAB_GRADEBOOK_URL for its gradebook.")
+    without = unreadable = 0
     for sub in submissions:
+        bad = False
         for nb in notebooks:
             record = _read_record(course_dir, assignment, sub.student, nb)
-            sub.tests.update(record)
+            bad |= record is None
+            sub.tests.update(record or {})
+        if bad:  # one notebook's record unreadable: the whole submission counts as without one
+            sub.tests.clear()
         without += not sub.tests
-    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without)
+        unreadable += bad
+    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without,
+                     unreadable, has_records, shown)
+
+
+def shown_url(url: str) -> str:
+    """A gradebook URL as the page and the command show it: without its password."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy reads: show its scheme only
+        return url.split("://", 1)[0] + "://…"
 
 
 def _gradebook_url(course_dir: Path) -> str:
@@ -195,27 +239,72 @@ def _cell_order(assignment: str):
     return lambda q: (order.get(q.grade_id, len(order)), q.notebook, q.grade_id)
 
 
-def _read_record(course_dir: Path, assignment: str, student: str, notebook: str) -> dict:
-    """grade_id -> the grader's record for one submission: only plain, well-typed values survive."""
+RECORD_BYTES = 4 * 1024 * 1024  # a grader's record is some kilobytes (REPORT_ANSWER_CHARS per test); more is not one
+
+
+def _read_record(course_dir: Path, assignment: str, student: str, notebook: str) -> dict | None:
+    """grade_id -> the grader's record for one submission: only plain, well-typed values survive.
+    {} where there is none; None where the file is not a record (not a regular file, too big, not JSON,
+    nested too deep, not an object): the report treats both as no record, and counts the second."""
     reports = (course_dir / trusted.REPORT_DIR).resolve()
-    path = (reports / assignment / student / f"{notebook}.json").resolve()
-    if reports not in path.parents:  # a student id is a name a student chose
+    folder = (reports / assignment / student).resolve()
+    if folder != reports and reports not in folder.parents:  # a student id is a name a student chose
         return {}
-    tests = trusted.read_report(path).get("tests")
+    if folder != reports.joinpath(assignment, student) and folder.exists():
+        return None  # a link on the way: another student's record, or one that moved
+    report = _load_record(folder / f"{notebook}.json")  # the file itself is not followed if a link
+    if report is None or not isinstance(report, dict):
+        return None if report is not _MISSING else {}
+    tests = report.get("tests")
     out = {}
     for grade_id, record in (tests.items() if isinstance(tests, dict) else ()):
         if not isinstance(record, dict):
             continue
         slips = record.get("slips")
-        slips = {str(k)[:80]: str(v)[:600] for k, v in slips.items()} if isinstance(slips, dict) else {}
+        slips = {_text(k, 80): _text(v, 600) for k, v in slips.items()} if isinstance(slips, dict) else {}
         points = record.get("points")
-        out[str(grade_id)] = {
+        out[_text(grade_id, 200)] = {
             "points": float(points) if isinstance(points, (int, float)) and math.isfinite(points) else 0.0,
             "slips": slips,
             "answered": record.get("answered") is not False,
-            "answer": str(record.get("answer") or "")[:trusted.REPORT_ANSWER_CHARS],
+            "answer": _text(record.get("answer") if isinstance(record.get("answer"), str) else "",
+                            trusted.REPORT_ANSWER_CHARS),
         }
     return out
+
+
+_MISSING = object()
+
+
+def _load_record(path: Path):
+    """The JSON in `path`, _MISSING if there is no file, None if it cannot be a record. The file is opened
+    without following a link and without blocking (a FIFO there would hang a plain open), then checked to
+    be a regular file under RECORD_BYTES before a byte is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return _MISSING
+    except OSError:  # a link (ELOOP), no permission
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > RECORD_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(RECORD_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+def _text(value, limit: int) -> str:
+    """A string as the page can hold it: lone surrogates (JSON's "\\ud800") replaced, cut to `limit`."""
+    return str(value)[:limit].encode("utf-8", "replace").decode("utf-8")
 
 
 # --------------------------------------------------------------------------- 2. question statistics
@@ -241,10 +330,11 @@ class SlipStats:
     count: int  # submissions that made it
     share: float  # count / submissions
     points_lost: float
-    example: str  # the commonest answer among those who made it, anonymised; "" if none was recorded
-    example_count: int  # how many gave exactly that answer
+    example: str  # the commonest answer among those who made it, anonymised; "" if fewer than K gave it
+    example_count: int  # how many gave that same (normalised) answer
     students: list[str] = field(default_factory=list)  # only filled with names=True
     section: str = ""  # the lesson heading that teaches it
+    made_by: frozenset = frozenset()  # who made it: only to count a slip across questions, never shown
 
 
 @dataclass
@@ -253,15 +343,26 @@ class QuestionStats:
     graded: int  # submissions with a score for it
     mean: float | None
     distribution: dict  # points -> submissions, sorted by points
-    blank: int  # no answer reached the grader
+    blank: int | None  # no answer reached the grader; None (unknown) where the course has no grader records
     discrimination: float | None
     slips: list[SlipStats] = field(default_factory=list)
     unnamed_wrong: int = 0  # answers below full points with no slip named
 
 
+def hand_grading_done(data: ClassData) -> bool:
+    """Whether a person has scored every hand-graded cell of every submission."""
+    return all(s.points.get(q.grade_id) is not None for q in data.questions if not q.autograded
+               for s in data.submissions)
+
+
 def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
-    """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded."""
+    """Per graded cell: mean, distribution, blanks, discrimination (autograded) or the distribution once graded.
+    Until hand grading is done, an autograded question's discrimination is against the rest of the autograded
+    points only: a total with some hand scores in and some not would move the index as grading goes on."""
     out = []
+    auto_only = not hand_grading_done(data)
+    autograded = {q.grade_id for q in data.questions if q.autograded}
+    scrub = _scrubber(data)  # one for the class: it reads every answer
     for q in data.questions:
         scored = [(s, s.points.get(q.grade_id)) for s in data.submissions]
         done = [(s, p) for s, p in scored if p is not None]
@@ -269,20 +370,26 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
             out.append(QuestionStats(q, len(done), None, {}, 0, None))  # the distribution waits for the last grade
             continue
         own = [p for _, p in done]
-        rest = [s.total - p for s, p in done]
-        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False)
+        rest = [(_auto_total(s, autograded) if auto_only else s.total) - p for s, p in done]
+        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False) \
+            if data.has_records else None
         stats = QuestionStats(q, len(done), sum(own) / len(own) if own else None,
                               dict(sorted(Counter(round(p, 3) for p in own).items())), blank,
                               point_biserial(own, rest))
         if q.autograded:
-            stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names)
+            stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names, scrub)
         out.append(stats)
     return out
 
 
+def _auto_total(sub: Submission, autograded: set[str]) -> float:
+    return sum(p for g, p in sub.points.items() if g in autograded and p is not None)
+
+
 # --------------------------------------------------------------------------- 3. slips
 
-def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) -> tuple[list[SlipStats], int]:
+def slip_stats(q: Question, done: list, data: ClassData, names: bool = False,
+               scrub=None) -> tuple[list[SlipStats], int]:
     """Each slip named on a question: who made it, what it cost, one anonymised example; and wrong answers unnamed."""
     made: dict[str, list] = defaultdict(list)
     about: dict[str, str] = {}
@@ -300,39 +407,179 @@ def slip_stats(q: Question, done: list, data: ClassData, names: bool = False) ->
             made[slip].append(sub)
             about.setdefault(slip, what)
             lost[slip] += max(0.0, q.max_points - points) / len(slips)
-    scrub = _scrubber(data.identities)
+    scrub = scrub or _scrubber(data)
     out = []
     for slip, subs in made.items():
-        answers = Counter(scrub(s.tests[q.grade_id]["answer"]) for s in subs if s.tests[q.grade_id]["answer"])
-        example, example_count = min(answers.items(), key=lambda kv: (-kv[1], kv[0])) if answers else ("", 0)
+        example, example_count = _example([answer_text(s.tests[q.grade_id]["answer"]) for s in subs], scrub)
         out.append(SlipStats(q.grade_id, slip, about[slip], len(subs), len(subs) / len(done), round(lost[slip], 3),
-                             example, example_count, sorted(s.student for s in subs) if names else [],
-                             TEACHES.get(q.grade_id, "")))
+                             example, example_count, sorted(shown_id(s.student) for s in subs) if names else [],
+                             TEACHES.get(q.grade_id, ""), frozenset(s.student for s in subs)))
     out.sort(key=lambda s: (-s.points_lost, -s.count, s.slip))
     return out, unnamed
 
 
-def _scrubber(identities: list[str]):
-    """A function that takes every student's id, names and email out of a text, and what could hide them."""
-    words = sorted({w for w in identities if len(w) >= 2}, key=len, reverse=True)
-    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)" for w in words), re.IGNORECASE) if words else None
+def shown_id(student: str) -> str:
+    """A student id as --names shows it: without control, bidi and zero-width characters (an id a student
+    chose could reverse the text after it, or hide a line break in the CSV)."""
+    return "".join(ch for ch in student if unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp")) or "?"
+
+
+def _example(answers: list[str], scrub) -> tuple[str, int]:
+    """The commonest answer, scrubbed, and how many gave it; ("", n) when fewer than EXAMPLE_MIN_STUDENTS gave it."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for text in answers:
+        if text.strip():
+            groups[" ".join(normalise(text).split())].append(text)
+    if not groups:
+        return "", 0
+    key, texts = min(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    if len(texts) < EXAMPLE_MIN_STUDENTS:
+        return "", len(texts)
+    return scrub(min(texts)), len(texts)
+
+
+def answer_text(recorded: str) -> str:
+    """The answer as the student wrote it: the grader records it as JSON text with non-ASCII escaped
+    ("Jos\\u00e9", "a\\nb"); a string decodes to itself, anything else to JSON without the escapes.
+    Text that is not JSON within ANSWER_JSON_CHARS and ANSWER_JSON_DEPTH (the grader cuts long answers)
+    has its string escapes decoded only."""
+    value = _bounded_json(recorded)
+    if value is _NOT_JSON:
+        return _JSON_ESCAPE.sub(_unescape, recorded)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+_NOT_JSON = object()
+_JSON_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def _unescape(m: re.Match) -> str:
+    code = m.group(1)
+    return chr(int(code[1:], 16)) if code[0] == "u" else json.loads(f'"\\{code}"')
+
+
+def _bounded_json(text: str):
+    if len(text) > ANSWER_JSON_CHARS:
+        return _NOT_JSON
+    depth = deepest = 0
+    for ch in re.sub(r'"(?:[^"\\]|\\.)*"', '""', text):  # brackets inside strings do not nest
+        depth += (ch in "[{") - (ch in "]}")
+        deepest = max(deepest, depth)
+    if deepest > ANSWER_JSON_DEPTH:
+        return _NOT_JSON
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def normalise(text: str) -> str:
+    """Text as it is compared: NFKC, casefolded, accents, zero-width, bidi and control characters taken out
+    (so "José", "JOSE" and "Jo\u200bse" are one word; a line break is a space)."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(" " if ch in "\n\r\t" else ch for ch in text
+                   if not unicodedata.combining(ch) and unicodedata.category(ch) not in ("Cc", "Cf")
+                   or ch in "\n\r\t")
+    return unicodedata.normalize("NFC", text)
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def identity_tokens(identities) -> set[str]:
+    """The normalised words that name a student: each id, first and last name, the email's local part,
+    and each word of those of two characters or more (a part of a multi-word name)."""
+    words = set()
+    for ident in identities:
+        ident = ident.split("@", 1)[0] if "@" in ident else ident
+        n = normalise(ident).strip()
+        if len(n) >= 2:
+            words.add(n)
+        words.update(w for w in _TOKEN.findall(n) if len(w) >= 2)
+    return words
+
+
+def _scrubber(data: ClassData):
+    """A function that takes every student's id, names and email's local part out of a text, word by word
+    (compared normalised), and what could hide them (control, zero-width and bidi characters).
+
+    A number is never taken out. A word of an id or of an email's local part (a name a student chose) is
+    left alone when at least EXAMPLE_MIN_STUDENTS students, other than the one it names, wrote it in their
+    answers: it is the class's word then ("32", "batching", "no"), and taking it out would rewrite
+    everyone's examples ("2.[a student] GB"). First and last names are always taken out."""
+    owners: dict[str, set[str]] = defaultdict(set)  # an id's words -> the students they name
+    always: set[str] = set()
+    for person in data.identities:
+        sid, first, last, email = (((person,) if isinstance(person, str) else tuple(person)) + ("",) * 3)[:4]
+        for word in identity_tokens([sid, email]):
+            owners[word].add(sid)
+        always |= identity_tokens([first, last])
+    writers: dict[str, set[str]] = defaultdict(set)
+    for sub in data.submissions:
+        for record in sub.tests.values():
+            for word in _TOKEN.findall(normalise(answer_text(record.get("answer") or ""))):
+                if word in owners:
+                    writers[word].add(sub.student)
+    names = {w for w in always | {w for w, who in owners.items() if len(writers[w] - who) < EXAMPLE_MIN_STUDENTS}
+             if not _is_number(w)}
 
     def scrub(text: str) -> str:
-        # control and format characters (bidi overrides, zero-width) could make the text read as something else
-        text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Cc", "Cf") or ch == " ")
-        if pattern is not None:
-            text = pattern.sub("[a student]", text)
+        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch
+                       for ch in text if unicodedata.category(ch) != "Cf")
+        text = " ".join(text.split())
+        text = _TOKEN.sub(lambda m: "[a student]" if normalise(m.group()) in names else m.group(), text)
         return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS - 1] + "…"
 
     return scrub
 
 
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 # --------------------------------------------------------------------------- 4. what to re-teach
 
-def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[SlipStats]:
-    """The n slips that cost the class most points (ties: more students, then the one the lesson teaches first)."""
-    slips = [(i, s) for i, q in enumerate(stats) for s in q.slips if s.points_lost > 0]
-    return [s for _, s in sorted(slips, key=lambda p: (-p[1].points_lost, -p[1].count, p[0], p[1].slip))[:n]]
+@dataclass
+class Reteach:
+    """One slip in the "what to re-teach" list, over every question it was made on."""
+
+    slip: str
+    about: str
+    count: int  # students who made it on any question
+    points_lost: float  # on all those questions together
+    grade_ids: list[str]  # the questions, in the order the notebook asks them
+    sections: list[str]  # the lesson headings that teach them, each once, first first
+
+    @property
+    def grade_id(self) -> str:
+        return self.grade_ids[0]
+
+    @property
+    def section(self) -> str:
+        return self.sections[0] if self.sections else ""
+
+
+def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[Reteach]:
+    """The n slips that cost the class most points, a slip's points summed over the questions it was made on
+    (one slip on two questions is one thing to re-teach); ties: more students, then the one asked first."""
+    by_slip: dict[str, list[SlipStats]] = defaultdict(list)
+    first: dict[str, int] = {}
+    for i, q in enumerate(stats):
+        for s in q.slips:
+            by_slip[s.slip].append(s)
+            first.setdefault(s.slip, i)
+    out = []
+    for slip, made in by_slip.items():
+        lost = round(sum(s.points_lost for s in made), 3)
+        if lost > 0:
+            out.append(Reteach(slip, made[0].about, len(frozenset().union(*(s.made_by for s in made))), lost,
+                               [s.grade_id for s in made], list(dict.fromkeys(s.section for s in made if s.section))))
+    return sorted(out, key=lambda r: (-r.points_lost, -r.count, first[r.slip], r.slip))[:n]
 
 
 # --------------------------------------------------------------------------- the report
@@ -344,10 +591,15 @@ class ClassReport:
     max_points: float
     mean_total: float
     questions: list[QuestionStats]
-    reteach: list[SlipStats]
+    reteach: list[Reteach]
     without_record: int
     names: bool
     lesson: Path = LESSON  # the copy of the lesson the links open
+    unreadable_record: int = 0  # of without_record, records there that could not be read as one
+    lab_url: str | None = None  # the instructor's JupyterLab, whose /lab/tree the page's links open
+    lab_root: Path | None = None  # the folder that JupyterLab serves
+    hand_grading_done: bool = True  # else discrimination is against the autograded points only
+    gradebook: str = ""  # the gradebook read, without its password
 
 
 def lesson_copy(course_dir: Path) -> Path:
@@ -356,14 +608,20 @@ def lesson_copy(course_dir: Path) -> Path:
     return released if released.is_file() else LESSON
 
 
-def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False) -> ClassReport:
-    """Read the class and compute every number the page and the CSV show."""
+def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False,
+          lab_url: str | None = None, lab_root: Path | None = None) -> ClassReport:
+    """Read the class and compute every number the page and the CSV show. The page's links open the lesson
+    in the JupyterLab at lab_url (default: the hub's JUPYTERHUB_SERVICE_PREFIX for this user, else "/")
+    serving lab_root (default: the home folder, where a user's JupyterLab starts)."""
     data = read_class(assignment, course_dir, db_url)
     stats = question_stats(data, names)
     totals = [s.total for s in data.submissions]
     return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
                        sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
-                       lesson_copy(course_dir))
+                       lesson_copy(course_dir), data.unreadable_record,
+                       lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
+                       Path(lab_root) if lab_root is not None else Path.home(), hand_grading_done(data),
+                       data.gradebook)
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
@@ -397,10 +655,30 @@ def _chart(q: QuestionStats, div_id: str) -> str:
                        config={"displayModeBar": False, "staticPlot": False, "responsive": False})
 
 
+def page_link(report: ClassReport, section: str, out_dir: Path) -> str:
+    """The page's link to the lesson: in JupyterLab where it serves the lesson, else the file beside the page."""
+    if report.lab_url is not None and report.lab_root is not None:
+        link = lab_link(section, report.lesson, report.lab_url, report.lab_root)
+        if link:
+            return link
+    return lesson_link(section, out_dir, report.lesson)
+
+
 def lesson_link(section: str, out_dir: Path, lesson: Path = LESSON) -> str:
     """The lesson notebook at `section`, relative to `out_dir` (JupyterLab opens it at the heading)."""
     rel = os.path.relpath(lesson, out_dir)
     return quote(rel) + "#" + quote(anchor(section), safe=":?,()-")
+
+
+def lab_link(section: str, lesson: Path, lab_url: str, lab_root: Path) -> str | None:
+    """JupyterLab's URL of the lesson at `section`: <lab_url>lab/tree/<path under lab_root>#<heading id>
+    (https://jupyterlab.readthedocs.io/en/stable/user/urls.html); None if JupyterLab does not serve it."""
+    try:
+        rel = Path(lesson).resolve().relative_to(Path(lab_root).resolve())
+    except ValueError:
+        return None
+    return (lab_url.rstrip("/") + "/lab/tree/" + quote(rel.as_posix()) + "#"
+            + quote(anchor(section), safe=":?,()-"))
 
 
 def render_html(report: ClassReport, out_dir: Path) -> str:
@@ -412,8 +690,14 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
     charts = {q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions)
               if q.mean is not None}
     return env.get_template(TEMPLATE.name).render(
-        r=report, charts=charts, summary=summary, num=_num, link=lambda s: lesson_link(s, out_dir, report.lesson),
-        plotlyjs=get_plotlyjs(), lesson=LESSON.name, section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
+        r=report, charts=charts, summary=summary, num=_num, link=lambda s: page_link(report, s, out_dir),
+        # JupyterLab 4's HTML viewer frames a page with sandbox="allow-same-origin", plus "allow-scripts
+        # allow-popups" once trusted (@jupyterlab/htmlviewer, widget.ts, Private.trusted): a link can open a
+        # new tab (target=_blank), not navigate the top window, and a link inside the frame to /files/ is refused.
+        in_lab=report.lab_url is not None and report.lab_root is not None
+        and lab_link("", report.lesson, report.lab_url, report.lab_root) is not None,
+        plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS,
+        section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup)
 
 
@@ -429,7 +713,8 @@ def render_csv(report: ClassReport) -> str:
         base = {"assignment": report.assignment, "grade_id": q.question.grade_id,
                 "kind": "autograded" if q.question.autograded else "hand-graded",
                 "max_points": q.question.max_points, "graded": q.graded}
-        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4), "blank": q.blank,
+        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4),
+                    "blank": "unknown" if q.blank is None else q.blank,
                     "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
                     "teaches": TEACHES.get(q.question.grade_id, "")})
         for s in q.slips:
@@ -440,9 +725,9 @@ def render_csv(report: ClassReport) -> str:
 
 
 def csv_cell(value):
-    """A value a spreadsheet shows as text: one that starts with = + - @ (a formula to a spreadsheet: OWASP,
-    "CSV Injection") gets a leading apostrophe, unless it is a number."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    """A value a spreadsheet shows as text: one that starts with = + - @, a tab or a line break (a formula to
+    a spreadsheet: OWASP, "CSV Injection") gets a leading apostrophe, unless it is a number."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r", "\n"):
         try:
             float(value)
         except ValueError:
@@ -461,17 +746,33 @@ def write(report: ClassReport, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path = out_dir / f"{report.assignment}-class-report.html"
     csv_path = out_dir / f"{report.assignment}-class-report.csv"
-    html_path.write_text(render_html(report, out_dir.resolve()), encoding="utf-8")
-    csv_path.write_text(render_csv(report), encoding="utf-8")
+    page, table = render_html(report, out_dir.resolve()), render_csv(report)  # both made before either is written
+    _write_atomically(html_path, page)
+    _write_atomically(csv_path, table)
     return html_path, csv_path
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """`path` holds the whole text or what it held before, never a part: a temporary file beside it, then
+    os.replace. A character UTF-8 cannot hold (a lone surrogate) is written as "?"."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
     """The re-teach list as Markdown with links JupyterLab opens at the heading (the instructor notebook's cell)."""
     lines = [f"**What to re-teach in {report.assignment}** ({report.submissions} submissions):", ""]
     for i, s in enumerate(report.reteach, 1):
-        lines.append(f"{i}. {_md(s.about)} ({s.grade_id}: {s.count} students, {_num(s.points_lost)} points) "
-                     f"-> [{_md(s.section)}]({lesson_link(s.section, from_dir, report.lesson)})")
+        sections = ", ".join(f"[{_md(h)}]({lesson_link(h, from_dir, report.lesson)})" for h in s.sections)
+        lines.append(f"{i}. {_md(s.about)} ({', '.join(s.grade_ids)}: {s.count} students, "
+                     f"{_num(s.points_lost)} points) -> {sections or 'no lesson section'}")
     return "\n".join(lines if report.reteach else lines + ["Nothing: no named slip cost the class points."])
 
 
