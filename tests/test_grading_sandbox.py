@@ -26,8 +26,9 @@ from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")
 HONEST = {"aaa_perfect": "perfect", "aab_partial": "partial", "zzz_empty": "empty"}  # graded before and after the attackers
+# The tests before the practice section: the warm-ups and the prediction of which claims are wrong.
 WARMUPS = {"warmup1-per-token", "warmup1-batch", "warmup2-ridge", "warmup2-tokens", "warmup3-tokens",
-           "warmup3-verified", "warmup3-bound"}
+           "warmup3-verified", "warmup3-bound", "predict-test"}
 
 
 def _listener():
