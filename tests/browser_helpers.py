@@ -320,8 +320,8 @@ def require_axe() -> None:
     pytest.skip(message)
 
 
-def axe_audit(page, ours: str) -> list[dict]:
-    """Run axe-core's WCAG 2.1 A and AA rules over the page; each violation's nodes say whether they are ours.
+def axe_audit(page, ours: str, tags: list[str] = WCAG_TAGS) -> list[dict]:
+    """Run axe-core's WCAG 2.1 A and AA rules (or `tags`) over the page; each violation's nodes say whether they are ours.
 
     A node is ours when it sits inside an element matching the CSS selector `ours` (what this project
     renders: markdown, outputs, widgets, charts); every other node is the host page's (JupyterLab's chrome,
@@ -340,7 +340,7 @@ def axe_audit(page, ours: str) -> list[dict]:
                     ours: !!(n.element && n.element.closest && n.element.closest(ours)),
                 })),
             }));
-        }""", [WCAG_TAGS, ours])
+        }""", [tags, ours])
 
 
 def split_violations(violations: list[dict]) -> tuple[list[dict], list[dict]]:
