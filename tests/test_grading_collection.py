@@ -53,8 +53,17 @@ def test_another_students_archive_never_refuses_or_replaces_a_student_who_handed
         z.writestr("mallory.ipynb", _sample_bytes("perfect"))
     got = _by_student(tmp_path)
     assert got["alice"].data == _sample_bytes("partial")  # her own, graded
-    assert got["mallory"].refused  # the archive's problem, under the archive's name
-    assert "alice" in got["mallory"].reason and "handed in their own" in got["mallory"].reason
+    assert got["mallory.zip"].refused  # the archive's problem, under the archive's name
+    assert "alice" in got["mallory.zip"].reason and "handed in their own" in got["mallory.zip"].reason
+    assert got["mallory"].data == _sample_bytes("perfect")  # what the archive holds for its own student counts
+
+
+def test_an_unreadable_archive_named_like_a_student_is_the_archives_problem(tmp_path):
+    (tmp_path / "alice.ipynb").write_bytes(_sample_bytes("partial"))
+    (tmp_path / "alice.zip").write_bytes(b"not a zip")
+    got = _by_student(tmp_path)
+    assert got["alice"].data == _sample_bytes("partial")
+    assert got["alice.zip"].refused and "was not read" in got["alice.zip"].reason
 
 
 def test_two_archives_naming_one_student_are_named_in_the_refusal(tmp_path):

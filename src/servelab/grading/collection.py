@@ -11,7 +11,10 @@ command line, so nbgrader's `--student` (a glob) names one student.
 
 Zip archives (an LMS export) are read entry by entry, never extracted by path:
 an absolute name, `..`, a link or device entry, an encrypted or oversized entry
-is refused. Everything refused belongs to the student it names (status "refused",
+is refused; an entry with no file type in its mode (zipfile.writestr) is a file.
+An archive never displaces or refuses a student who handed in their own notebook
+(see `gather`). What is taken must be a notebook (`notebook_problem`). Everything
+refused belongs to the student it names, or to the archive (status "refused",
 the reason, a flag); the rest of the class is graded.
 
 `SafeExchangeCollect` applies the same rules to `nbgrader collect` on a class hub,
@@ -193,16 +196,16 @@ def _archive_student(name: str, notebook: str) -> str:
 
 def _from_archive(path: Path, notebook: str) -> list[HandedIn]:
     """The entries of one archive, each marked `via` the archive; a refusal of the whole archive is filed
-    under the archive's own name (its stem), never under a student named inside it."""
+    under the archive's file name, which is no student id, never under a student named inside it."""
     via = path.name
     try:
         data = read_regular(path, MAX_ARCHIVE_BYTES)
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = archive.infolist()
     except (Refused, zipfile.BadZipFile, OSError, ValueError) as exc:
-        return [HandedIn(path.stem, reason=f"the archive {shown(via)} was not read: {exc}")]
+        return [HandedIn(via, reason=f"the archive {shown(via)} was not read: {exc}")]
     if len(entries) > MAX_ARCHIVE_ENTRIES:
-        return [HandedIn(path.stem, reason=f"the archive {shown(via)} holds more than {MAX_ARCHIVE_ENTRIES:,} entries")]
+        return [HandedIn(via, reason=f"the archive {shown(via)} holds more than {MAX_ARCHIVE_ENTRIES:,} entries")]
     found = []
     for info in entries:
         if info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16):
@@ -234,7 +237,7 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
 
     An archive is an LMS export: its entries name their students. A student's own
     <student>.ipynb always counts over an entry naming them, and that entry is refused
-    as the archive's problem (a row under the archive's name): whoever wrote an archive
+    as the archive's problem (a row under the archive's file name): whoever wrote an archive
     cannot displace or refuse a student who handed in. A student named by more than one
     entry and nothing of their own is refused, the reason naming each archive: which
     export is the real one is for the instructor to say.
@@ -254,8 +257,7 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
     by_student: dict[str, list[HandedIn]] = {}
     for h in found:
         if h.via and h.student in own:
-            archive = Path(h.via).stem
-            by_student.setdefault(archive, []).append(HandedIn(archive, reason=(
+            by_student.setdefault(h.via, []).append(HandedIn(h.via, reason=(
                 f"the archive {shown(h.via)} holds a notebook for {shown(h.student)}, who handed in their own: "
                 "theirs is graded and the archive's entry is not; remove it from the archive")))
         else:
