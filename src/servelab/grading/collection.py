@@ -356,8 +356,11 @@ def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, 
         if budget["files"] >= MAX_TREE_FILES:  # counted before opening, so empty files cost nothing
             left_out.append(f"{shown(path)}: more than {MAX_TREE_FILES} files in one hand-in")
             continue
-        budget["files"] += 1
         room = MAX_TREE_BYTES - budget["bytes"]
+        if room <= 0:
+            left_out.append(f"{shown(path)}: past {MAX_TREE_BYTES:,} bytes in one hand-in")
+            continue
+        budget["files"] += 1
         try:
             data = read_regular(name, min(MAX_NOTEBOOK_BYTES, room), dir_fd=src_fd)
         except Refused as exc:
