@@ -441,6 +441,7 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     glob_name = inbound / f"c*+{LESSON.name}+{stamp}"
     glob_name.mkdir()
     (glob_name / LESSON.notebook).write_bytes(_sample_bytes("perfect"))
+    (inbound / f"mallory+{LESSON.name}+garbage").mkdir()  # a time stamp nbgrader's own parse stops on
     # The course's own config (grading/nbgrader_config.py), as a hub's instructor server loads it.
     result = course.nbgrader(root, "collect", LESSON.name, f"--Exchange.root={tmp_path / 'exchange'}",
                              "--CollectApp.check_owner=False", timeout=120)
@@ -451,3 +452,4 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     assert sorted(p.name for p in submitted.iterdir()) == ["alice", "carol"]
     log = result.stderr
     assert "symbolic link" in log and "named pipe" in log and "hard link" in log and "not a student id" in log, log[-3000:]
+    assert "'mallory'" in log and "'garbage' is not a time" in log, log[-3000:]

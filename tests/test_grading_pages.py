@@ -425,3 +425,30 @@ def test_the_class_hub_gives_instructors_the_page_policy(tmp_path, monkeypatch):
     assert str(policy_dir) in paths["grace"] and str(policy_dir) not in paths["ada"]
     enabled = json.loads((policy_dir / "jupyter_server_config.d" / "servelab-page-policy.json").read_text())
     assert enabled["ServerApp"]["jpserver_extensions"] == {"servelab.grading.page_policy": True}
+
+
+def test_math_reaches_mathjax_only_through_its_safe_extension():
+    """Unit: `$$\\href{javascript:...}{x}$$` is math text, left for MathJax to draw. The two templates load MathJax
+    2.7.7 from cdnjs with the Safe extension in its config (nbconvert's mathjax macro; nbgrader's templates call it
+    with no URL), whose default lets \\href name only http, https and file URLs
+    (MathJax 2.7.7, unpacked/extensions/Safe.js: safeProtocols, https://unpkg.com/mathjax@2.7.7/unpacked/extensions/Safe.js). No student's text adds a MathJax
+    configuration or a second MathJax; a new nbconvert that dropped Safe fails here."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
+    math = r"$$\href{javascript:window.PWN=1}{x}$$"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+        math + '\n\n<script type="text/x-mathjax-config">MathJax.Hub.Config({Safe: {allow: {URLs: "all"}}})</script>'
+        '\n\n<script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML"></script>')])
+    for template in ("feedback", "formgrade"):
+        exporter = HTMLExporter(config=config, template_name=template, extra_template_basedirs=[handlers.template_path],
+                                extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap"
+                                                          / "dist" / "css")])
+        html, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {
+            "notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0}, "index": 0, "total": 1})
+        loads = [src for src in re.findall(r'<script[^>]*\ssrc="([^"]*)"', html) if "mathjax" in src.lower()]
+        assert loads == ["https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"]
+        assert html.count("text/x-mathjax-config") == 1 and '"all"' not in html, template  # the template's own only
+        assert math in html, template  # the math is left as text: MathJax, with Safe, draws it

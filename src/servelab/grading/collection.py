@@ -11,7 +11,10 @@ command line, so nbgrader's `--student` (a glob) names one student.
 
 Zip archives (an LMS export) are read entry by entry, never extracted by path:
 an absolute name, `..`, a link or device entry, an encrypted or oversized entry
-is refused. Everything refused belongs to the student it names (status "refused",
+is refused; an entry with no file type in its mode (zipfile.writestr) is a file.
+An archive never displaces or refuses a student who handed in their own notebook
+(see `gather`). What is taken must be a notebook (`notebook_problem`). Everything
+refused belongs to the student it names, or to the archive (status "refused",
 the reason, a flag); the rest of the class is graded.
 
 `SafeExchangeCollect` applies the same rules to `nbgrader collect` on a class hub,
@@ -29,7 +32,10 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.utils import check_mode, parse_utc
 
 STUDENT_ID = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")  # a subset of grading/nbgrader_config.py's named_regexp
 MAX_STUDENT_ID = 64
@@ -38,6 +44,9 @@ MAX_ARCHIVE_BYTES = 512 * 2**20  # one LMS export
 MAX_ARCHIVE_ENTRIES = 10_000
 MAX_TREE_BYTES = 100 * 2**20  # one hand-in folder in a hub's exchange
 MAX_TREE_FILES = 200
+MAX_NOTEBOOK_DEPTH = 200  # JSON nesting of a whole notebook; json.loads recurses per level
+MAX_TREE_DEPTH = 8  # folders inside a hand-in folder
+MAX_FOLDER_ENTRIES = 1_000  # names listed from one folder: a million empty files cost no more than this
 NAME_RULE = "letters and digits, with single underscores between them, at most 64 characters"
 
 
@@ -52,6 +61,7 @@ class HandedIn:
     student: str  # as handed in (printable only after `shown`)
     data: bytes | None = None
     reason: str = ""  # set when refused
+    via: str = ""  # the archive it came from, when it came from one
 
     @property
     def refused(self) -> bool:
@@ -86,22 +96,23 @@ def _kind(mode: int) -> str:
             else "a folder" if stat.S_ISDIR(mode) else "not a regular file")
 
 
-def read_regular(path: str | Path, cap: int = MAX_NOTEBOOK_BYTES) -> bytes:
+def read_regular(path: str | Path, cap: int = MAX_NOTEBOOK_BYTES, dir_fd: int | None = None) -> bytes:
     """The bytes of `path` if it is a regular file with one name and at most `cap` bytes, else Refused.
 
     lstat first (a link is never followed, a FIFO or device never opened), then
     open with O_NOFOLLOW | O_NONBLOCK and check the open file is the one looked at,
     so a name swapped for a link or a pipe in between is refused, not followed.
+    With `dir_fd`, `path` is one name in that open folder, so no path is resolved again.
     """
     try:
-        before = os.lstat(path)
+        before = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise Refused(f"it could not be looked at ({exc.strerror})") from None
     if not stat.S_ISREG(before.st_mode):
         raise Refused(f"it is {_kind(before.st_mode)}, not a file: hand in the notebook itself")
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError as exc:
         raise Refused(f"it could not be opened ({exc.strerror})") from None
     try:
@@ -126,6 +137,36 @@ def read_regular(path: str | Path, cap: int = MAX_NOTEBOOK_BYTES) -> bytes:
         os.close(fd)
 
 
+def notebook_problem(data: bytes) -> str | None:
+    """Why `data` is not a notebook nbgrader can grade, or None.
+
+    Checked at collection, so a malformed hand-in is refused for its student alone
+    instead of failing in autograde: JSON read with bounds (trusted.read_answer's
+    depth check), nbformat's schema, and grade ids that are text.
+    """
+    from servelab.grading.trusted import Unreadable, read_answer  # trusted imports nbgrader's preprocessors
+
+    try:
+        nb = read_answer(data.decode("utf-8"), cap=MAX_NOTEBOOK_BYTES, max_depth=MAX_NOTEBOOK_DEPTH, constants=True)
+    except UnicodeDecodeError:
+        return "it is not UTF-8 text, so not a notebook: hand in the .ipynb file Jupyter saved"
+    except Unreadable as exc:
+        return f"it is not a notebook ({exc}): hand in the .ipynb file Jupyter saved"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return "it is JSON but not a notebook (no list of cells): hand in the .ipynb file Jupyter saved"
+    try:
+        nbformat.validate(nbformat.from_dict(nb))
+    except Exception as exc:  # noqa: BLE001 - nbformat raises ValidationError and, on odd input, others
+        what = str(getattr(exc, "message", exc)).splitlines()[0][:160]
+        return f"it does not follow the notebook format ({what}): open it in Jupyter, save it and hand it in again"
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if meta is not None and (not isinstance(meta, dict) or not isinstance(meta.get("grade_id", ""), str)):
+            return ("a cell's nbgrader metadata was changed (its grade id is not text): "
+                    "start again from the released notebook, or restore the cell's metadata")
+    return None
+
+
 def _entry_problem(info: zipfile.ZipInfo) -> str | None:
     """Why a zip entry is not taken, or None."""
     name = info.filename
@@ -135,7 +176,7 @@ def _entry_problem(info: zipfile.ZipInfo) -> str | None:
     if ".." in parts:
         return "its path in the archive leaves the archive's folder (..)"
     mode = info.external_attr >> 16
-    if mode and not stat.S_ISREG(mode):
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # type 0: permission bits only (zipfile.writestr), a file
         return f"it is {_kind(mode)} in the archive, not a file"
     if info.flag_bits & 0x1:
         return "it is encrypted in the archive"
@@ -154,41 +195,53 @@ def _archive_student(name: str, notebook: str) -> str:
 
 
 def _from_archive(path: Path, notebook: str) -> list[HandedIn]:
+    """The entries of one archive, each marked `via` the archive; a refusal of the whole archive is filed
+    under the archive's file name, which is no student id, never under a student named inside it."""
+    via = path.name
     try:
         data = read_regular(path, MAX_ARCHIVE_BYTES)
         archive = zipfile.ZipFile(io.BytesIO(data))
         entries = archive.infolist()
     except (Refused, zipfile.BadZipFile, OSError, ValueError) as exc:
-        return [HandedIn(path.stem, reason=f"the archive {shown(path.name)} was not read: {exc}")]
+        return [HandedIn(via, reason=f"the archive {shown(via)} was not read: {exc}")]
     if len(entries) > MAX_ARCHIVE_ENTRIES:
-        return [HandedIn(path.stem, reason=f"the archive {shown(path.name)} holds more than {MAX_ARCHIVE_ENTRIES:,} entries")]
+        return [HandedIn(via, reason=f"the archive {shown(via)} holds more than {MAX_ARCHIVE_ENTRIES:,} entries")]
     found = []
     for info in entries:
-        if info.is_dir() and not (info.external_attr >> 16 and stat.S_ISLNK(info.external_attr >> 16)):
+        if info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16):
             continue
         if not info.filename.endswith(".ipynb") and not stat.S_ISLNK(info.external_attr >> 16):
             continue
         student = _archive_student(info.filename, notebook)
+        where = f"{shown(info.filename)} in {shown(via)}"
         problem = _entry_problem(info) or student_id_problem(student)
         if problem:
-            found.append(HandedIn(student, reason=f"{shown(info.filename)} in {shown(path.name)}: {problem}"))
+            found.append(HandedIn(student, reason=f"{where}: {problem}", via=via))
             continue
         try:
             with archive.open(info) as f:
                 content = f.read(MAX_NOTEBOOK_BYTES + 1)  # the sizes in the header can lie; this cap cannot
         except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, RuntimeError) as exc:
-            found.append(HandedIn(student, reason=f"{shown(info.filename)} in {shown(path.name)} was not read: {exc}"))
+            found.append(HandedIn(student, reason=f"{where} was not read: {exc}", via=via))
             continue
         if len(content) > MAX_NOTEBOOK_BYTES:
-            found.append(HandedIn(student, reason=f"{shown(info.filename)} in {shown(path.name)} unpacks to more "
-                                                  f"than {MAX_NOTEBOOK_BYTES:,} bytes"))
+            found.append(HandedIn(student, reason=f"{where} unpacks to more than {MAX_NOTEBOOK_BYTES:,} bytes",
+                                  via=via))
             continue
-        found.append(HandedIn(student, content))
+        found.append(HandedIn(student, content, via=via))
     return found
 
 
 def gather(folder: Path, notebook: str) -> list[HandedIn]:
-    """Every hand-in in `folder` (<student>.ipynb files and .zip archives), taken or refused, by student."""
+    """Every hand-in in `folder` (<student>.ipynb files and .zip archives), taken or refused, by student.
+
+    An archive is an LMS export: its entries name their students. A student's own
+    <student>.ipynb always counts over an entry naming them, and that entry is refused
+    as the archive's problem (a row under the archive's file name): whoever wrote an archive
+    cannot displace or refuse a student who handed in. A student named by more than one
+    entry and nothing of their own is refused, the reason naming each archive: which
+    export is the real one is for the instructor to say.
+    """
     found: list[HandedIn] = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
         if entry.name.endswith(".zip"):
@@ -200,78 +253,186 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
                 found.append(HandedIn(student, read_regular(entry.path)))
             except Refused as exc:
                 found.append(HandedIn(student, reason=f"{shown(entry.name)}: {exc}"))
+    own = {h.student for h in found if not h.via}
     by_student: dict[str, list[HandedIn]] = {}
     for h in found:
-        by_student.setdefault(h.student, []).append(h)
+        if h.via and h.student in own:
+            by_student.setdefault(h.via, []).append(HandedIn(h.via, reason=(
+                f"the archive {shown(h.via)} holds a notebook for {shown(h.student)}, who handed in their own: "
+                "theirs is graded and the archive's entry is not; remove it from the archive")))
+        else:
+            by_student.setdefault(h.student, []).append(h)
     out = []
     for student, hands in sorted(by_student.items()):
         if len(hands) == 1:
             out.append(hands[0])
+        elif all(h.refused and h.student == student and not h.via for h in hands) and student not in own:
+            out.append(HandedIn(student, reason="; ".join(h.reason for h in hands)))  # an archive's own refusals
         else:  # which one counts is not the grader's guess to make
-            what = "; ".join(h.reason or "a notebook" for h in hands)
+            what = "; ".join(h.reason or (f"an entry in {shown(h.via)}" if h.via else "a notebook") for h in hands)
             out.append(HandedIn(student, reason=f"handed in {len(hands)} times ({what}): keep one and grade again"))
+    for h in out:
+        problem = None if h.refused else notebook_problem(h.data)
+        if problem:
+            h.data, h.reason = None, problem
     return out
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 def copy_tree(src: str | Path, dest: str | Path) -> list[str]:
     """Copy a hand-in folder's regular files (and plain subfolders) only; what was left out, and why.
 
     Links are not followed, FIFOs, sockets and devices never opened, hard links
-    and names outside the safe alphabet refused, the total capped.
+    and names outside the safe alphabet refused, the depth, the names listed per
+    folder, the file count and the total capped. The walk holds each folder open
+    and names children relative to it (dir_fd), so no path is resolved twice: a
+    folder swapped for a link between the listing and the descent is refused, and
+    a deep tree never makes a path too long.
     """
     src, dest = Path(src), Path(dest)
-    left_out: list[str] = []
-    total = files = 0
-    top = os.lstat(src)
-    if not stat.S_ISDIR(top.st_mode):
-        raise Refused(f"{shown(src.name)} is {_kind(top.st_mode)}, not a hand-in folder")
+    try:
+        top = os.open(src, _DIR_FLAGS)
+    except OSError:
+        try:
+            kind = _kind(os.lstat(src).st_mode)
+        except OSError as exc:
+            kind = f"not readable ({exc.strerror})"
+        raise Refused(f"{shown(src.name)} is {kind}, not a hand-in folder") from None
     dest.mkdir(parents=True, exist_ok=True)
-    stack = [Path(".")]
-    while stack:
-        rel = stack.pop()
-        for entry in sorted(os.scandir(src / rel), key=lambda e: e.name):
-            name = rel / entry.name
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", entry.name):
-                left_out.append(f"{shown(str(name))}: a file name outside {NAME_RULE.split(',')[0]}, '.', '-'")
-                continue
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if stat.S_ISDIR(mode):
-                (dest / name).mkdir(exist_ok=True)
-                stack.append(name)
-                continue
-            try:
-                data = read_regular(src / name, min(MAX_NOTEBOOK_BYTES, MAX_TREE_BYTES - total))
-            except Refused as exc:
-                left_out.append(f"{shown(str(name))}: {exc}")
-                continue
-            files += 1
-            total += len(data)
-            if files > MAX_TREE_FILES:
-                left_out.append(f"{shown(str(name))}: more than {MAX_TREE_FILES} files in one hand-in")
-                continue
-            target = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(target, "wb") as f:
-                f.write(data)
+    left_out: list[str] = []
+    budget = {"files": 0, "bytes": 0}
+    try:
+        out = os.open(dest, _DIR_FLAGS)
+        try:
+            _copy_folder(top, out, "", 0, budget, left_out)
+        finally:
+            os.close(out)
+    finally:
+        os.close(top)
     return left_out
 
 
+def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, left_out: list[str]) -> None:
+    names = []
+    with os.scandir(src_fd) as listing:
+        for entry in listing:
+            if len(names) == MAX_FOLDER_ENTRIES:
+                left_out.append(f"{shown(rel or '.')}: more than {MAX_FOLDER_ENTRIES:,} names in one folder; "
+                                "the rest were not looked at")
+                break
+            names.append(entry.name)
+    for name in sorted(names):
+        path = f"{rel}/{name}" if rel else name
+        if not _PLAIN_NAME.fullmatch(name):
+            left_out.append(f"{shown(path)}: a file name outside {NAME_RULE.split(',')[0]}, '.', '-'")
+            continue
+        try:
+            mode = os.stat(name, dir_fd=src_fd, follow_symlinks=False).st_mode
+        except OSError as exc:
+            left_out.append(f"{shown(path)}: it could not be looked at ({exc.strerror})")
+            continue
+        if stat.S_ISDIR(mode):
+            if depth >= MAX_TREE_DEPTH:
+                left_out.append(f"{shown(path)}: folders nested more than {MAX_TREE_DEPTH} deep in one hand-in")
+                continue
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
+            except OSError as exc:  # ELOOP/ENOTDIR: swapped for a link or a file since it was looked at
+                left_out.append(f"{shown(path)}: it changed while it was being copied ({exc.strerror})")
+                continue
+            try:
+                os.mkdir(name, dir_fd=dest_fd)
+                made = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+                try:
+                    _copy_folder(child, made, path, depth + 1, budget, left_out)
+                finally:
+                    os.close(made)
+            finally:
+                os.close(child)
+            continue
+        if budget["files"] >= MAX_TREE_FILES:  # counted before opening, so empty files cost nothing
+            left_out.append(f"{shown(path)}: more than {MAX_TREE_FILES} files in one hand-in")
+            continue
+        room = MAX_TREE_BYTES - budget["bytes"]
+        if room <= 0:
+            left_out.append(f"{shown(path)}: past {MAX_TREE_BYTES:,} bytes in one hand-in")
+            continue
+        budget["files"] += 1
+        try:
+            data = read_regular(name, min(MAX_NOTEBOOK_BYTES, room), dir_fd=src_fd)
+        except Refused as exc:
+            left_out.append(f"{shown(path)}: {exc}")
+            continue
+        budget["bytes"] += len(data)
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dest_fd)
+        with os.fdopen(target, "wb") as f:
+            f.write(data)
+
+
 class SafeExchangeCollect(ExchangeCollect):
-    """nbgrader's collect from the exchange, taking only what `copy_tree` takes, from safe student ids."""
+    """nbgrader's collect from the exchange, taking only what `copy_tree` takes, from safe student ids.
+
+    `init_src` is nbgrader's own (nbgrader 0.9.6, exchange/default/collect.py) with each
+    inbound folder read on its own: a folder whose name or timestamp cannot be read is
+    skipped and logged with its student, and the rest of the class is collected.
+    """
 
     def init_src(self):
-        super().init_src()
-        kept = []
-        for record in self.src_records:
-            problem = student_id_problem(record["username"])
-            if problem is None:
-                mode = os.lstat(os.path.join(self.inbound_path, record["filename"])).st_mode
-                if not stat.S_ISDIR(mode):
-                    problem = f"{shown(record['filename'])} is {_kind(mode)}, not a hand-in folder"
-            if problem:
-                self.log.error("Not collected: %s", problem)
-                continue
-            kept.append(record)
-        self.src_records = kept
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        if not check_mode(self.inbound_path, read=True, execute=True):
+            self.fail(f"You don't have read permissions for the directory: {self.inbound_path}")
+        wanted = self.coursedir.student_id or None
+        if wanted == "*":
+            wanted = None
+        usergroups: dict[str, list[dict]] = {}
+        with os.scandir(self.inbound_path) as listing:
+            for entry in listing:
+                record = self._record(entry, wanted)
+                if record:
+                    usergroups.setdefault(record["username"], []).append(record)
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            try:
+                self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
+            except MissingEntry:
+                self.duedate = None
+        self.src_records = []
+        for records in usergroups.values():
+            records = self._sort_by_timestamp(records)
+            if self.duedate is not None and self.before_duedate:
+                records = [r for r in records if r["timestamp"] <= self.duedate] or records
+            self.src_records.append(records[0])
+
+    def _record(self, entry: os.DirEntry, wanted: str | None) -> dict | None:
+        """nbgrader's record for one inbound folder <student>+<assignment>+<timestamp>, or None (logged)."""
+        parts = entry.name.rsplit("+", 2)
+        if len(parts) != 3 or parts[1] != self.coursedir.assignment_id:
+            return None  # another assignment's hand-in, or not a hand-in at all
+        student, _, stamp = parts
+        if wanted is not None and student != wanted:
+            return None
+        problem = student_id_problem(student)
+        if problem is None:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if not stat.S_ISDIR(mode):
+                problem = f"{shown(entry.name)} is {_kind(mode)}, not a hand-in folder"
+        if problem is None:
+            try:
+                timestamp = parse_utc(stamp)
+            except (ValueError, OverflowError, TypeError) as exc:  # dateutil's ParserError is a ValueError
+                problem = (f"{shown(entry.name)}: its time stamp {shown(stamp)} is not a time ({type(exc).__name__}); "
+                           f"{shown(student)} should submit again")
+        if problem:
+            self.log.error("Not collected from %s: %s", shown(student), problem)
+            return None
+        return {"username": student, "filename": entry.name, "timestamp": timestamp}
 
     def do_copy(self, src, dest, log=None):
         for why in copy_tree(src, dest):

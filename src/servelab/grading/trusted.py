@@ -60,14 +60,17 @@ class Unreadable(ValueError):
     """A captured answer the grader does not read; the message says why."""
 
 
-def read_answer(text: str):
+def read_answer(text: str, cap: int = capture.MAX_ANSWER_BYTES, max_depth: int = capture.MAX_DEPTH,
+                constants: bool = False):
     """A captured answer's JSON, read with bounds: its size, its nesting depth, and the JSON grammar alone.
 
     The text comes from the sandbox, where submission code can write it directly, so
     it is checked in one linear pass before json.loads (which recurses per level).
+    Collection reads a whole notebook with it too, with its own caps (and NaN allowed,
+    as nbformat writes it).
     """
-    if len(text) > capture.MAX_ANSWER_BYTES:
-        raise Unreadable(f"it is {len(text):,} characters, more than the {capture.MAX_ANSWER_BYTES:,} an answer may hold")
+    if len(text) > cap:
+        raise Unreadable(f"it is {len(text):,} characters, more than the {cap:,} an answer may hold")
     depth = 0
     in_string = escaped = False
     for ch in text:
@@ -82,12 +85,12 @@ def read_answer(text: str):
             in_string = True
         elif ch in "[{":
             depth += 1
-            if depth > capture.MAX_DEPTH + 1:  # capture's depth counts from 0
-                raise Unreadable(f"it is nested more than {capture.MAX_DEPTH} levels deep")
+            if depth > max_depth + 1:  # capture's depth counts from 0
+                raise Unreadable(f"it is nested more than {max_depth} levels deep")
         elif ch in "]}":
             depth -= 1
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=None if constants else _no_constant)
     except (ValueError, RecursionError) as exc:
         raise Unreadable(f"it is not plain JSON ({type(exc).__name__})") from None
 
@@ -159,9 +162,12 @@ class RestoreCells(NbGraderPreprocessor):
                 cells.append(cell)
                 continue
             grade_id = meta.get("grade_id")
-            if grade_id not in source or grade_id in seen:
+            if not isinstance(grade_id, str) or grade_id not in source or grade_id in seen:
                 cell.metadata.pop("nbgrader")
-                if grade_id in seen:
+                if not isinstance(grade_id, str):  # a list or dict here would stop the whole submission
+                    flags.append(f"a cell's grade id was not text ({type(grade_id).__name__}; "
+                                 "it ran as a plain cell, ungraded)")
+                elif grade_id in seen:
                     flags.append(f"a second cell claimed to be {grade_id!r} (it ran as a plain cell, ungraded)")
                 elif meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
                     flags.append(f"an extra graded cell {str(grade_id)[:40]!r} that the assignment does not have "

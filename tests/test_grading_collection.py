@@ -1,0 +1,199 @@
+"""Collection's rules as functions, without grading: archives, notebook checks, the exchange copy.
+
+The graded consequences (refused rows, other students' grades unchanged) are in
+tests/test_grading_attacks.py's shared pipeline run; these are the cases that need
+no kernel: each runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from servelab.grading import collection, course, samples, trusted
+
+LESSON = course.get("lesson25")
+
+
+def _sample_bytes(name: str) -> bytes:
+    return (samples.SUBMISSIONS / LESSON.name / f"{name}.ipynb").read_bytes()
+
+
+def _by_student(folder: Path) -> dict[str, collection.HandedIn]:
+    return {h.student: h for h in collection.gather(folder, LESSON.notebook)}
+
+
+# ----------------------------------------------------------------------------- archives
+def test_a_zip_made_with_writestr_is_a_zip_of_regular_files(tmp_path):
+    """zipfile.writestr stores permission bits (0o600) with no file type: that is a regular file."""
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as z:
+        z.writestr("dana.ipynb", _sample_bytes("partial"))
+        z.writestr(f"erin__{LESSON.notebook}", _sample_bytes("perfect"))
+        link = zipfile.ZipInfo("fred.ipynb")
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(link, "/etc/shadow")
+    assert zipfile.ZipFile(tmp_path / "export.zip").getinfo("dana.ipynb").external_attr >> 16 == 0o600
+    got = _by_student(tmp_path)
+    assert got["dana"].data == _sample_bytes("partial") and got["erin"].data == _sample_bytes("perfect")
+    assert got["fred"].refused and "symbolic link" in got["fred"].reason
+
+
+def test_another_students_archive_never_refuses_or_replaces_a_student_who_handed_in(tmp_path):
+    (tmp_path / "alice.ipynb").write_bytes(_sample_bytes("partial"))
+    with zipfile.ZipFile(tmp_path / "mallory.zip", "w") as z:
+        z.writestr("alice.ipynb", _sample_bytes("perfect"))
+        z.writestr("mallory.ipynb", _sample_bytes("perfect"))
+    got = _by_student(tmp_path)
+    assert got["alice"].data == _sample_bytes("partial")  # her own, graded
+    assert got["mallory.zip"].refused  # the archive's problem, under the archive's name
+    assert "alice" in got["mallory.zip"].reason and "handed in their own" in got["mallory.zip"].reason
+    assert got["mallory"].data == _sample_bytes("perfect")  # what the archive holds for its own student counts
+
+
+def test_an_unreadable_archive_named_like_a_student_is_the_archives_problem(tmp_path):
+    (tmp_path / "alice.ipynb").write_bytes(_sample_bytes("partial"))
+    (tmp_path / "alice.zip").write_bytes(b"not a zip")
+    got = _by_student(tmp_path)
+    assert got["alice"].data == _sample_bytes("partial")
+    assert got["alice.zip"].refused and "was not read" in got["alice.zip"].reason
+
+
+def test_two_archives_naming_one_student_are_named_in_the_refusal(tmp_path):
+    for archive in ("export.zip", "mallory.zip"):
+        with zipfile.ZipFile(tmp_path / archive, "w") as z:
+            z.writestr("carol.ipynb", _sample_bytes("partial"))
+    got = _by_student(tmp_path)
+    assert got["carol"].refused and "export.zip" in got["carol"].reason and "mallory.zip" in got["carol"].reason
+
+
+# ----------------------------------------------------------------------------- what a notebook is
+def _with_cell_change(change) -> bytes:
+    nb = json.loads(_sample_bytes("partial"))
+    graded = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    change(graded)
+    return json.dumps(nb).encode()
+
+
+MALFORMED = {
+    "grade id a list": (_with_cell_change(lambda c: c["metadata"]["nbgrader"].update(grade_id=["x"])), "grade id"),
+    "source a number": (_with_cell_change(lambda c: c.update(source=5)), "notebook format"),
+    "a dict, not a notebook": (b'{"a": 1}', "not a notebook"),
+    "not JSON": (b'{"cells": [', "not a notebook"),
+    "nested 100,000 deep": (b"[" * 100_000 + b"]" * 100_000, "nested"),
+    "not UTF-8": (b"\xff\xfe{}", "UTF-8"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_notebook_is_refused_at_collection_for_its_student_alone(tmp_path, case):
+    data, words = MALFORMED[case]
+    (tmp_path / "mal.ipynb").write_bytes(data)
+    (tmp_path / "ok.ipynb").write_bytes(_sample_bytes("partial"))
+    got = _by_student(tmp_path)
+    assert got["mal"].refused and words in got["mal"].reason, got["mal"].reason
+    assert got["ok"].data == _sample_bytes("partial")
+
+
+def test_every_sample_submission_is_a_notebook_collection_takes():
+    paths = sorted(samples.SUBMISSIONS.glob("*/*.ipynb"))  # every assignment's samples
+    assert len(paths) > 10
+    for path in paths:
+        assert collection.notebook_problem(path.read_bytes()) is None, path.name
+
+
+def test_restore_cells_runs_a_cell_with_a_grade_id_that_is_not_text_as_a_plain_cell(tmp_path, monkeypatch):
+    """Past collection (a notebook placed in the course by hand), RestoreCells still grades the rest."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
+    nb = nbformat.reads(_sample_bytes("partial").decode(), as_version=4)
+    graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")][:2]
+    kept, broken = graded
+    db_url = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db_url) as gb:  # a real gradebook holding the two cells as released
+        gb.add_assignment("a1")
+        gb.add_notebook("nb", "a1")
+        for cell in graded:
+            meta = cell.metadata.nbgrader
+            gb.add_grade_cell(meta["grade_id"], "nb", "a1", max_score=meta["points"], cell_type=cell.cell_type)
+            gb.add_source_cell(meta["grade_id"], "nb", "a1", cell_type=cell.cell_type, source=cell.source,
+                               locked=True, checksum=meta.get("checksum"))
+    broken.metadata.nbgrader["grade_id"] = ["x"]
+    resources = {"nbgrader": {"db_url": db_url, "notebook": "nb", "assignment": "a1", "student": "s1"}}
+    nb, resources = trusted.RestoreCells(report_dir=str(tmp_path)).preprocess(nb, resources)
+    ids = [c.metadata.nbgrader.get("grade_id") for c in nb.cells if "nbgrader" in c.metadata]
+    assert ids.count(kept.metadata.nbgrader["grade_id"]) == 1  # the rest is graded as usual
+    assert not any(isinstance(i, list) for i in ids)
+    flags = trusted.read_report(trusted.report_path(str(tmp_path), resources))["flags"]
+    assert any("grade id was not text" in flag for flag in flags), flags
+
+
+# ----------------------------------------------------------------------------- the exchange copy
+def test_copy_tree_refuses_a_folder_swapped_for_a_link_after_it_was_listed(tmp_path, monkeypatch):
+    src, secret = tmp_path / "hand-in", tmp_path / "secret"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "answer.ipynb").write_text("{}")
+    secret.mkdir()
+    (secret / "key.txt").write_text("the key")
+    real_scandir = os.scandir
+    swapped = []
+
+    def scandir_then_swap(target):  # the red team's race, made certain: swap right after the top listing
+        listing = list(real_scandir(target))
+        if not swapped:
+            swapped.append(True)
+            os.rename(src / "sub", tmp_path / "sub-was")
+            os.symlink(secret, src / "sub")
+        return _Listing(listing)
+
+    monkeypatch.setattr(collection.os, "scandir", scandir_then_swap)
+    left_out = collection.copy_tree(src, tmp_path / "copy")
+    assert swapped and not list((tmp_path / "copy").rglob("key.txt"))
+    assert any("sub" in why for why in left_out), left_out
+
+
+class _Listing(list):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_copy_tree_refuses_deep_nesting_instead_of_failing(tmp_path):
+    src = tmp_path / "hand-in"
+    src.mkdir()
+    fd = os.open(src, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(40):  # 40 folders of 120 characters: a path of 4,840 characters, past PATH_MAX
+        os.mkdir("d" * 120, dir_fd=fd)
+        child = os.open("d" * 120, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    left_out = collection.copy_tree(src, tmp_path / "copy")
+    assert any(f"nested more than {collection.MAX_TREE_DEPTH}" in why for why in left_out), left_out
+
+
+def test_copy_tree_opens_no_more_files_than_it_takes(tmp_path, monkeypatch):
+    src = tmp_path / "hand-in"
+    src.mkdir()
+    for i in range(collection.MAX_FOLDER_ENTRIES + 500):
+        (src / f"e{i:05d}").touch()
+    real_open, opened = os.open, []
+
+    def counting_open(path, flags, *args, **kwargs):
+        opened.append(path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(collection.os, "open", counting_open)
+    left_out = collection.copy_tree(src, tmp_path / "copy")
+    monkeypatch.undo()
+    assert len(list((tmp_path / "copy").iterdir())) == collection.MAX_TREE_FILES
+    assert len(opened) <= 2 * collection.MAX_TREE_FILES + 2  # each file read and written, the two folders
+    assert any(f"more than {collection.MAX_FOLDER_ENTRIES:,} names" in why for why in left_out)
