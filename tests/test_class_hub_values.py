@@ -33,8 +33,15 @@ def spawn(role: str, user_id: int, name: str = "someone"):
     spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
                               environment={}, volume_mounts=[], image=VALUES["singleuser"]["image"]["name"],
                               uid=None, gid=None, container_security_context=None)
+    # The hook reads the secret from the hub's environment; put it back, or every later test's nbgrader
+    # (tests/test_release.py's) would open this made-up PostgreSQL gradebook.
+    had = os.environ.get("SERVELAB_GRADEBOOK_URL")
     os.environ.setdefault("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
-    c.KubeSpawner.pre_spawn_hook(spawner)
+    try:
+        c.KubeSpawner.pre_spawn_hook(spawner)
+    finally:
+        if had is None:
+            del os.environ["SERVELAB_GRADEBOOK_URL"]
     return spawner
 
 
