@@ -16,6 +16,12 @@ at least MIN_CHARS characters long after stripping, and it appears nowhere in a 
 modules (the hidden tests' hand-over, servelab.grading.capture, is public and holds no key). A
 number is kept only if it is not a whole number and its repr has at least MIN_DIGITS digits
 (2.7731..., not 700, 20 or 131072, which any model config holds).
+
+A third kind stays in the checkout because it states the reviewer's verdicts, the graded cases'
+included: data/configs/expected.yaml, data/configs/public/expected.yaml and data/configs/README.md
+(pyproject.toml leaves them out of the wheel). verdict_lines() makes a marker of each of their lines
+that states a verdict, and graded_configs() names the configs the lesson grades, whose headers ship
+and must leave the verdict to the learner.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ from __future__ import annotations
 import re
 
 import nbformat
+import yaml
 
 from servelab.grading import course, trusted
+from servelab.paths import REPO_DIR
 
 MIN_CHARS = 24
 MIN_DIGITS = 6
+CONFIGS = REPO_DIR / "data" / "configs"
+VERDICT_FILES = (CONFIGS / "expected.yaml", CONFIGS / "public" / "expected.yaml", CONFIGS / "README.md")
 REGIONS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"))
 
 
@@ -108,3 +118,29 @@ def hits(text: str, chosen: dict[str, str]) -> list[str]:
     """The markers a text holds (whitespace runs read as one space)."""
     flat = " ".join(text.split())
     return [m for m in chosen if m in flat]
+
+
+def verdicts() -> set[str]:
+    """Every verdict the reviewer gives a knob in the examples (justified, unjustified, wrong)."""
+    expected = yaml.safe_load((CONFIGS / "expected.yaml").read_text())
+    return {v for case in expected.values() for v in case["verdicts"].values()}
+
+
+def verdict_lines() -> dict[str, str]:
+    """marker -> where it comes from: each line of the verdict files that states a verdict."""
+    words = re.compile(r"\b(" + "|".join(sorted(verdicts())) + r")\b")
+    found = {}
+    for path in VERDICT_FILES:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            line = " ".join(line.split())
+            if len(line) >= MIN_CHARS and words.search(line):
+                found.setdefault(line, f"{path.relative_to(REPO_DIR)}:{number}")
+    return found
+
+
+def graded_configs() -> list[str]:
+    """The configs in data/configs/ that the lesson or its keys name (the questions a learner answers on them)."""
+    text = "\n".join(p.read_text() for a in course.ASSIGNMENTS
+                     for p in (a.source, trusted.KEYS_DIR / f"{a.name}.py") if p.exists())
+    names = set(re.findall(r"data/configs/([A-Za-z0-9_.-]+?)(?:-workload)?\.yaml", text))
+    return sorted(n for n in names if (CONFIGS / f"{n}.yaml").is_file())

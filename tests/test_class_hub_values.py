@@ -33,8 +33,15 @@ def spawn(role: str, user_id: int, name: str = "someone"):
     spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
                               environment={}, volume_mounts=[], image=VALUES["singleuser"]["image"]["name"],
                               uid=None, gid=None, container_security_context=None)
+    # The hook reads the secret from the hub's environment; put it back, or every later test's nbgrader
+    # (tests/test_release.py's) would open this made-up PostgreSQL gradebook.
+    had = os.environ.get("SERVELAB_GRADEBOOK_URL")
     os.environ.setdefault("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
-    c.KubeSpawner.pre_spawn_hook(spawner)
+    try:
+        c.KubeSpawner.pre_spawn_hook(spawner)
+    finally:
+        if had is None:
+            del os.environ["SERVELAB_GRADEBOOK_URL"]
     return spawner
 
 
@@ -307,3 +314,55 @@ def test_a_shared_model_cache_is_read_by_students_who_keep_their_own_results(loc
 
     monkeypatch.delenv("SERVELAB_MODELS")
     assert "SERVELAB_MODELS" not in lab_environment(local, "student")  # nothing shared: each user's own cache
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd, check=True,
+                   capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def linked_worktree():
+    """A repository with a committed key and a linked worktree of it, in a folder any user can traverse."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="servelab worktree "))
+    try:
+        top.chmod(0o755)
+        main = top / "main"
+        (main / "grading" / "keys").mkdir(parents=True)
+        (main / "grading" / "keys" / "lesson25.py").write_text("ANSWER = 'unjustified'\n")
+        _git("init", "-q", cwd=main)
+        _git("add", ".", cwd=main)
+        _git("commit", "-q", "-m", "key", cwd=main)
+        _git("worktree", "add", "-q", str(top / "linked"), cwd=main)
+        yield main, top / "linked"
+    finally:
+        shutil.rmtree(top)
+
+
+def test_a_linked_worktrees_git_directory_is_closed_with_the_checkout(linked_worktree):
+    """A linked worktree's objects live in the main repository's .git: closing the checkout closes that too."""
+    from servelab.classroom import hub
+
+    main, linked = linked_worktree
+    assert hub.git_dirs_outside(main) == []  # a clone's .git is inside it: closing the checkout closes it
+    assert hub.git_dirs_outside(linked) == [(main / ".git").resolve()]  # worktrees/linked lies inside that
+    if os.geteuid() != 0:
+        pytest.skip("closing a folder to other users (chown to the instructors' group) needs root")
+    read = ["runuser", "-u", "nobody", "--", "git", "-c", f"safe.directory={main / '.git'}",
+            f"--git-dir={main / '.git'}", "show", "HEAD:grading/keys/lesson25.py"]
+    assert "unjustified" in subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60).stdout
+    was = {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in (linked, main / ".git")}
+    class_hub = hub.ClassHub(ClassSettings(state=Path("/nonexistent")))
+    class_hub.close_checkout(linked)
+    try:
+        for folder in was:
+            assert folder.stat().st_mode & 0o7777 == 0o750 and folder.stat().st_gid == \
+                hub.grp.getgrnam(hub.CHECKOUT_GROUP).gr_gid
+        denied = subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60)
+        assert denied.returncode != 0 and "unjustified" not in denied.stdout
+    finally:
+        class_hub.reopen_checkout()
+    assert {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in was} == was

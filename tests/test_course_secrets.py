@@ -4,6 +4,7 @@ solution text and no key, searched for with markers derived from the instructor'
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -17,6 +18,7 @@ from servelab.grading import course
 from servelab.paths import REPO_DIR
 
 MARKERS = secrets_helpers.markers()
+VERDICTS = secrets_helpers.verdict_lines()
 
 
 def test_the_markers_come_from_every_assignment_and_find_the_instructor_notebooks():
@@ -28,12 +30,27 @@ def test_the_markers_come_from_every_assignment_and_find_the_instructor_notebook
     assert any(origin.startswith("keys/") for origin in MARKERS.values())
 
 
+def test_the_verdict_markers_find_every_verdict_file_and_the_graded_headers_leave_the_verdict_out():
+    """The reviewer's expected verdicts stay in the checkout; a config the lesson grades ships, answer-free."""
+    assert len(VERDICTS) > 40
+    for path in secrets_helpers.VERDICT_FILES:
+        assert secrets_helpers.hits(path.read_text(), VERDICTS), path
+    graded = secrets_helpers.graded_configs()
+    assert {"practice-1-batch-256", "practice-4-tp8-on-4-gpus", "70b-one-gpu-no-tp"} <= set(graded)
+    words = re.compile(r"\b(" + "|".join(sorted(secrets_helpers.verdicts())) + r")\b", re.IGNORECASE)
+    for name in graded:
+        header = [line for line in (secrets_helpers.CONFIGS / f"{name}.yaml").read_text().splitlines()
+                  if line.startswith("#")]
+        assert not [line for line in header if words.search(line)], f"{name}.yaml's header states a verdict"
+
+
 def _found(files) -> dict[str, list[str]]:
     out = {}
+    chosen = {**MARKERS, **VERDICTS}
     for name, data in files:
-        hits = secrets_helpers.hits(data.decode("utf-8", "replace"), MARKERS)
+        hits = secrets_helpers.hits(data.decode("utf-8", "replace"), chosen)
         if hits:
-            out[name] = [f"{m[:60]!r} ({MARKERS[m]})" for m in hits[:3]]
+            out[name] = [f"{m[:60]!r} ({chosen[m]})" for m in hits[:3]]
     return out
 
 
@@ -62,6 +79,9 @@ def test_a_built_wheel_holds_no_answer(wheel):
     names = [n for n, _ in files]
     assert "servelab/lab/rep2.py" in names  # what a learner's notebook imports is there
     assert not any(n.startswith(("grading/", "solutions/")) or n.endswith(".ipynb") for n in names)
+    data = REPO_DIR / "data"
+    assert not [n for n in names for path in secrets_helpers.VERDICT_FILES
+                if n == f"servelab/data/{path.relative_to(data)}"]
     assert _found(files) == {}
 
 

@@ -15,7 +15,8 @@ node and configurable-http-proxy, free ports, the users), then lays out:
 
 makes every class user's home folder private (mode 700; Debian's default is 755),
 closes the checkout to class users (it holds the keys, solutions/ and the sample
-submissions: mode 750, group CHECKOUT_GROUP, the instructors; put back on stop), and
+submissions: mode 750, group CHECKOUT_GROUP, the instructors; put back on stop) and, the
+same way, its git directory where that lies outside it (a linked worktree's), and
 starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in with
 their system password (JupyterHub's PAM authenticator) and each gets a single-user
 JupyterLab run as that user: a student's from the students' environment (the wheel,
@@ -182,6 +183,34 @@ def chp_command() -> str:
                      f"(npm install --prefix {Path(sys.prefix) / 'node'} configurable-http-proxy@{CHP_VERSION}).")
 
 
+def git_dirs_outside(checkout: Path) -> list[Path]:
+    """The checkout's git folders that lie outside it, which closing the checkout does not close.
+
+    A clone keeps its git directory in `<checkout>/.git`. A linked worktree (`git worktree add`) or a
+    submodule has a `.git` file instead, `gitdir: <path>`, naming its own git directory elsewhere,
+    whose `commondir` file names the repository's shared one (objects, refs): both layouts are git's
+    own (https://git-scm.com/docs/gitrepository-layout, "commondir" and "gitdir"). Any student who can
+    read the shared one reads every committed file: `git --git-dir=<it> show HEAD:grading/keys/...`.
+    """
+    checkout = checkout.resolve()
+    dot_git = checkout / ".git"
+    if not dot_git.is_file():
+        return []
+    text = dot_git.read_text().strip()
+    if not text.startswith("gitdir:"):
+        return []
+    git_dir = (checkout / text.removeprefix("gitdir:").strip()).resolve()
+    common = git_dir
+    if (git_dir / "commondir").is_file():
+        common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
+    outside = []
+    for folder in (common, git_dir):
+        closed = [checkout, *outside]
+        if folder.is_dir() and not any(folder == c or c in folder.parents for c in closed):
+            outside.append(folder)
+    return outside
+
+
 class ClassHub:
     """The hub, started and stopped; usable as a context manager."""
 
@@ -189,7 +218,7 @@ class ClassHub:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.log_path = settings.state / "hub" / "jupyterhub.log"
-        self._checkout_was: tuple[int, int] | None = None  # the checkout's mode and group before the class
+        self._checkout_was: dict[Path, tuple[int, int]] = {}  # each closed folder's mode and group before the class
 
     @property
     def url(self) -> str:
@@ -271,27 +300,28 @@ class ClassHub:
         (s.state / "class.json").write_text(s.to_json())
         (s.state / "class.json").chmod(0o600)  # it holds the gradebook's password
 
-    def close_checkout(self) -> None:
-        """Class users cannot read the checkout (keys, solutions/, samples); the instructors can, as a group."""
+    def close_checkout(self, checkout: Path = REPO_DIR) -> None:
+        """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold
+        every committed version of them; the instructors can, as a group."""
         try:
             grp.getgrnam(CHECKOUT_GROUP)
         except KeyError:
             subprocess.run(["groupadd", "--system", CHECKOUT_GROUP], check=True, capture_output=True)
         for name in self.settings.instructors:
             subprocess.run(["usermod", "-aG", CHECKOUT_GROUP, name], check=True, capture_output=True)
-        was = REPO_DIR.stat()
-        if self._checkout_was is None:
-            self._checkout_was = (was.st_mode & 0o7777, was.st_gid)
-        os.chown(REPO_DIR, -1, grp.getgrnam(CHECKOUT_GROUP).gr_gid)
-        REPO_DIR.chmod(0o750)
+        gid = grp.getgrnam(CHECKOUT_GROUP).gr_gid
+        for folder in [checkout, *git_dirs_outside(checkout)]:
+            was = folder.stat()
+            self._checkout_was.setdefault(folder, (was.st_mode & 0o7777, was.st_gid))
+            os.chown(folder, -1, gid)
+            folder.chmod(0o750)
 
     def reopen_checkout(self) -> None:
-        """The checkout's mode and group as they were before the class."""
-        if self._checkout_was is not None:
-            mode, gid = self._checkout_was
-            os.chown(REPO_DIR, -1, gid)
-            REPO_DIR.chmod(mode)
-            self._checkout_was = None
+        """The checkout's (and its git folders') mode and group as they were before the class."""
+        while self._checkout_was:
+            folder, (mode, gid) = self._checkout_was.popitem()
+            os.chown(folder, -1, gid)
+            folder.chmod(mode)
 
     # --- running ------------------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> float:
