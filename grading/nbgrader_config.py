@@ -80,7 +80,7 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # zip_collect: submissions downloaded from the LMS as one zip whose files are
 # named <student_id>__<notebook>.ipynb (for example ada_l__lesson25.ipynb).
-c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[A-Za-z0-9_]+)__(?P<file_id>[^/]+\.ipynb)$"
+c.FileNameCollectorPlugin.named_regexp = r".*/(?P<student_id>[A-Za-z0-9_.-]+)__(?P<file_id>[^/]+\.ipynb)$"
 
 # nbgrader collect (a class hub's exchange, whose inbound every student can write): only hand-in
 # folders of safe student ids, and of each only regular files, no link followed (grading/README.md).

@@ -197,3 +197,11 @@ def test_copy_tree_opens_no_more_files_than_it_takes(tmp_path, monkeypatch):
     assert len(list((tmp_path / "copy").iterdir())) == collection.MAX_TREE_FILES
     assert len(opened) <= 2 * collection.MAX_TREE_FILES + 2  # each file read and written, the two folders
     assert any(f"more than {collection.MAX_FOLDER_ENTRIES:,} names" in why for why in left_out)
+
+
+def test_student_ids_take_a_hubs_login_names_and_nothing_a_shell_or_glob_reads():
+    # JupyterHub logs users in by their Linux names: sl-ana, a.smith and b_k are students.
+    for student in ("sl-ana", "a.smith", "b_k", "Student42", "x-y.z_w"):
+        assert collection.student_id_problem(student) is None, student
+    for student in ("-x", "--student=a", "a--b", "a..b", "x__y", ".hidden", "a-", "a b", "?*", "[a-z]*", "ü", "a/b"):
+        assert "not a student id" in collection.student_id_problem(student), student

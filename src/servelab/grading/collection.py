@@ -6,7 +6,7 @@ A hand-in is taken only when it is a regular file, read without following links
 and without blocking, of at most MAX_NOTEBOOK_BYTES, with one name (a hard link
 is refused: it may name a file the grader can read and the student cannot), under
 a student id of one safe alphabet (STUDENT_ID: letters and digits, single
-underscores between them). No glob character, leading dash or space ever reaches a
+underscores, dots or hyphens between them). No glob character, leading dash or space ever reaches a
 command line, so nbgrader's `--student` (a glob) names one student.
 
 Zip archives (an LMS export) are read entry by entry, never extracted by path:
@@ -37,7 +37,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.utils import check_mode, parse_utc
 
-STUDENT_ID = re.compile(r"[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*")  # a subset of grading/nbgrader_config.py's named_regexp
+# Login names as a hub makes them (sl-ana, a.smith, b_k): no leading separator, no two in a row (so no "__",
+# which zip_collect's file names use, and no ".."), nothing a glob or an option parser reads.
+STUDENT_ID = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)*")  # a subset of grading/nbgrader_config.py's named_regexp
 MAX_STUDENT_ID = 64
 MAX_NOTEBOOK_BYTES = 20 * 2**20  # one notebook with its outputs; plots included, this is generous
 MAX_ARCHIVE_BYTES = 512 * 2**20  # one LMS export
@@ -47,7 +49,7 @@ MAX_TREE_FILES = 200
 MAX_NOTEBOOK_DEPTH = 200  # JSON nesting of a whole notebook; json.loads recurses per level
 MAX_TREE_DEPTH = 8  # folders inside a hand-in folder
 MAX_FOLDER_ENTRIES = 1_000  # names listed from one folder: a million empty files cost no more than this
-NAME_RULE = "letters and digits, with single underscores between them, at most 64 characters"
+NAME_RULE = ("letters and digits, with single underscores, dots or hyphens between them, at most 64 characters")
 
 
 class Refused(ValueError):
