@@ -248,8 +248,9 @@ def status_line_html(state: str, text: str, detail: str = "", log_name: str = "l
 # A chart is non-text content: WCAG 2.1 (1.1.1) asks for a text alternative that serves the same purpose.
 # The summary says what the speedup panel is there to show, computed from the same traces; the table holds
 # every number the figure draws, for a screen reader or anyone who wants the values.
-def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> str:
-    """Where a method is faster or slower than no speculation, in one sentence, from (batch, speedup) pairs.
+def speedup_sentence(label: str, batches: list, speedups: list, kind: str, crossover: float | None = None) -> str:
+    """Where a method is faster or slower than no speculation, in one sentence, from (batch, speedup) pairs;
+    with the crossover batch the chart marks, where it marks one.
 
     speedup_sentence("n-gram k=4", [1, 2, 4, 8], [1.3, 1.1, 0.9, 0.7], "measured") ->
     "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 (measured; best 1.30x at
@@ -279,28 +280,81 @@ def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> st
         parts = [f"{word} at {_batches(batches)}" for word, batches in
                  (("faster than no speculation", faster), ("slower", slower), ("as fast", even)) if batches]
         where = "is " + " and ".join(parts)
-    return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g})."
+    cross = f"; crossover at batch {crossover:.3g}" if crossover is not None and faster and slower else ""
+    return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g}{cross})."
 
 
 def _batches(values: list) -> str:
     return ("batch " if len(values) == 1 else "batches ") + ", ".join(f"{v:g}" for v in values)
 
 
+def _at_sliders(t: Trace) -> tuple[list, list]:
+    """A trace at the batch slider's sizes only: a simulated curve is drawn through in-between batches
+    (data.CURVE_BATCHES) that no learner can pick, so a sentence never names them."""
+    pairs = [(b, _at(t, b)) for b in BATCHES]
+    return [b for b, v in pairs if v is not None], [v for b, v in pairs if v is not None]
+
+
+def _shown(d: Drawing, panel: str, slot: str) -> tuple[Trace | None, str]:
+    """The series a sentence speaks of for one slot of a panel: measured where there are points, else simulated."""
+    measured, simulated = d.traces.get(f"{panel}|{slot}|measured"), d.traces.get(f"{panel}|{slot}|simulated")
+    if measured is not None and measured.x:
+        return measured, "measured"
+    if simulated is not None and simulated.x:
+        return simulated, "simulated"
+    return None, ""
+
+
+def _slots(d: Drawing, panel: str) -> list[str]:
+    return sorted({uid.split("|")[1] for uid in d.traces if uid.startswith(f"{panel}|")},
+                  key=lambda s: (not s.isdigit(), s))
+
+
+# What each panel's sentence is called, and how its values read.
+PANEL_WORDS = {"tok_s": ("Output tok/s", "{}"), "tpot": ("TPOT p50", "{} ms"), "acceptance": ("Acceptance rate", "{}")}
+
+
+def _spoken(panel: str, v: float) -> str:
+    """A value as a person reads it: 2,480 rather than 2.48e+03, a rate as a percentage."""
+    if panel == "acceptance":
+        return f"{v:.0%}"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _value_sentence(d: Drawing, panel: str) -> str:
+    """One panel in words at the chosen batch: each series' value there, measured or simulated."""
+    title, fmt = PANEL_WORDS[panel]
+    parts = []
+    for slot in _slots(d, panel):
+        trace, kind = _shown(d, panel, slot)
+        value = _at(trace, d.batch_size) if trace is not None else None
+        if isinstance(value, (int, float)) and value == value:
+            name = trace.name.removesuffix(f", {kind}")
+            parts.append(f"{name} {fmt.format(_spoken(panel, value))} ({kind})")
+    return f"{title} at batch {d.batch_size}: {', '.join(parts)}." if parts else ""
+
+
 def summary(d: Drawing) -> str:
-    """The chart's summary: for each speculating series, where it wins, from measured points where there
-    are any, else from the simulator."""
-    sentences = []
-    slots = sorted({uid.split("|")[1] for uid in d.traces if uid.startswith("speedup|")})
-    for slot in slots:
-        measured, simulated = d.traces.get(f"speedup|{slot}|measured"), d.traces.get(f"speedup|{slot}|simulated")
-        trace, kind = (measured, "measured") if measured and measured.x else (simulated, "simulated")
-        if trace is None:
-            continue
+    """The chart's summary, panel by panel: for the speedup panel, where each speculating series wins (from
+    measured points where there are any, else from the simulator at the slider's batches, with the crossover
+    the chart marks); for the others, each series' value at the chosen batch."""
+    speedup = []
+    for slot in _slots(d, "speedup"):
+        trace, kind = _shown(d, "speedup", slot)
+        if trace is None or not trace.name:
+            continue  # a slot the method leaves empty (method off: no speculating series)
         label = trace.name.split(" over no speculation")[0].removesuffix(", simulated")
-        if not trace.x:
-            sentences.append(f"{label}: nothing measured or simulated yet.")
-            continue
-        sentences.append(speedup_sentence(label, trace.x, trace.y, kind))
+        xs, ys = (trace.x, trace.y) if kind == "measured" else _at_sliders(trace)
+        crossover = None
+        if slot == "1":  # the series the chart's crossover marks belong to
+            crossover = d.crossover_measured if kind == "measured" else d.crossover_simulated
+        speedup.append(speedup_sentence(label, xs, ys, kind, crossover))
+    sentences = [f"Speedup panel: {' '.join(speedup)}"] if speedup else []
+    sentences += [s for s in (_value_sentence(d, p) for p in PANEL_WORDS) if s]
+    if not sentences:
+        return "Nothing is measured or simulated for this setting yet: press Measure."
+    if not speedup:
+        sentences.insert(0, "No speculating series is drawn, so there is no speedup to show.")
     return " ".join(sentences)
 
 
