@@ -166,7 +166,8 @@ def test_the_estimate_is_the_median_of_this_machines_recorded_starts(tmp_path):
     plain, spec = engines.EngineConfig(), engines.EngineConfig(spec_method="ngram", num_speculative_tokens=4)
     first = engines.start_estimate(plain, path)
     assert first.starts == 0 and first.seconds == engines.START_SECONDS[False]
-    assert "no start recorded on this machine yet" in first.describe()
+    assert "no start recorded on it yet" in first.describe()
+    assert f"this machine has {engines._machine()['cores']}" in first.describe()  # its own cores, not a constant
     for seconds in (30, 50, 40):
         engines.record_start(plain, seconds, path)
     engines.record_start(spec, 70, path)
@@ -175,8 +176,30 @@ def test_the_estimate_is_the_median_of_this_machines_recorded_starts(tmp_path):
         f.write(json.dumps({"seconds": 1, "host": "another-machine", "cores": 2, "speculating": False}) + "\n")
     estimate = engines.start_estimate(plain, path)
     assert (estimate.seconds, estimate.starts) == (40, 3)
-    assert estimate.describe() == "about 40 s, the median of the last 3 engine starts on this machine"
+    assert estimate.describe() == "about 40 s, the median of the last 3 non-speculating engine starts on this machine"
     assert engines.start_estimate(spec, path).seconds == 70
+    # Before a first speculating start, the other kind's starts stand in, and the sentence says so.
+    only_plain = tmp_path / "plain.jsonl"
+    engines.record_start(plain, 30, only_plain)
+    stand_in = engines.start_estimate(spec, only_plain)
+    assert (stand_in.seconds, stand_in.other_kind) == (30, True)
+    assert stand_in.describe() == ("about 30 s, as the one non-speculating engine start recorded took on this "
+                                   "machine; no speculating engine has started here yet")
+
+
+def test_the_knob_summary_with_one_setting_twice_asks_for_another():
+    assert knobcharts.summary((None, None), ("tp=2", "tp=2")) == \
+        "Both settings are tp=2: pick another setting b to compare two."
+
+
+def test_the_data_table_scrolls_in_a_box_the_keyboard_reaches_and_status_changes_are_announced():
+    wrapped = drawing.chart_text_html("A sentence.", "<table></table>")
+    assert ("<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+            "style='display:block;max-width:100%;overflow-x:auto'><table></table></div>") in wrapped
+    # the page helper makes the status line and the charts in words live regions (both labs give these classes)
+    assert drawing.LIVE_REGIONS == (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
+    assert "'.servelab-lab .servelab-status, .servelab-lab .servelab-chart-text'" in drawing.PAGE_HELPER_JS
+    assert "setAttribute('role', 'status')" in drawing.PAGE_HELPER_JS
 
 
 class _SlowStart:

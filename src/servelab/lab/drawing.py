@@ -397,8 +397,11 @@ def _cell(v) -> str:
 
 def chart_text_html(summary_text: str, tables: str) -> str:
     """The summary as a paragraph and the tables folded under it, for the HTML widget below a chart."""
+    # The tables can be wider than the output area (1.4.10 reflow): they scroll sideways in a box no wider than
+    # it, one Tab stop with a name, so a keyboard can scroll it too (axe's scrollable-region-focusable).
     folded = (f"<details><summary>The chart's data as a table</summary>"
-              f"<div style='overflow-x:auto'>{tables}</div></details>") if tables else ""
+              f"<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+              f"style='display:block;max-width:100%;overflow-x:auto'>{tables}</div></details>") if tables else ""
     return f"<p class='servelab-chart-summary'><b>In words:</b> {html.escape(summary_text)}</p>{folded}"
 
 
@@ -411,7 +414,10 @@ def chart_text_html(summary_text: str, tables: str) -> str:
 # of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). It ships the way the lab's plotly chart
 # does, as an anywidget (an ES module in a widget the lab's own code creates), never as an
 # application/javascript output: a saved notebook carries no script (tests/test_faults_lab.py).
+# The widgets (by the CSS class both labs give them) whose changes a screen reader announces.
+LIVE_REGIONS = (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
 PAGE_HELPER_JS = r"""
+const LIVE_REGIONS = 'LIVE_REGIONS_HERE';
 function servelabPageHelper() {
   if (window.servelabPageHelper) { window.servelabPageHelper(); return; }
   const style = document.createElement('style');
@@ -423,7 +429,9 @@ function servelabPageHelper() {
     .servelab-lab table.servelab-data-table { border-collapse: collapse; margin: 4px 0 10px; }
     .servelab-lab table.servelab-data-table th, .servelab-lab table.servelab-data-table td {
       border: 1px solid #767676; padding: 2px 6px; text-align: right; }
-    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }`;
+    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }
+    .servelab-lab .servelab-chart-text, .servelab-lab .servelab-chart-text > .widget-html-content {
+      min-width: 0; max-width: 100%; }`;
   document.head.appendChild(style);
   const name = () => {
     document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {
@@ -435,6 +443,24 @@ function servelabPageHelper() {
       if (value && handle.getAttribute('aria-valuetext') !== value) handle.setAttribute('aria-valuetext', value);
     });
   };
+  // The status line and the charts in words change as the lab works: each is an HTML widget whose own node
+  // stays in place while ipywidgets replaces what is inside it, so that node is the live region a screen
+  // reader announces (4.1.3: status messages).
+  const live = () => document.querySelectorAll(LIVE_REGIONS).forEach(el => {
+    if (el.getAttribute('role') !== 'status') el.setAttribute('role', 'status');
+    if (el.getAttribute('aria-live') !== 'polite') el.setAttribute('aria-live', 'polite');
+  });
+  // ipywidgets 8.1's ToggleButtons mark the chosen button with a CSS class only: say which one is pressed
+  // (4.1.2: name, role, value), and name the group after its description.
+  const pressed = () => document.querySelectorAll('.servelab-lab .widget-toggle-buttons').forEach(group => {
+    const label = (group.querySelector('.widget-label')?.textContent || '').trim();
+    if (group.getAttribute('role') !== 'group') group.setAttribute('role', 'group');
+    if (label && group.getAttribute('aria-label') !== label) group.setAttribute('aria-label', label);
+    group.querySelectorAll('button.widget-toggle-button').forEach(b => {
+      const on = b.classList.contains('mod-active') ? 'true' : 'false';
+      if (b.getAttribute('aria-pressed') !== on) b.setAttribute('aria-pressed', on);
+    });
+  });
   // plotly's FigureWidget keeps the width it first drew at (700 px when the output area was not laid out
   // yet), wider than the output area at 1024 px or at 200% zoom: fit each lab chart to its box, now and
   // whenever the box changes size (JupyterLab's plotly, window.Plotly, does the resize).
@@ -460,14 +486,16 @@ function servelabPageHelper() {
     if (!charts.has(gd)) { charts.add(gd); sizes.observe(gd); }
     fit(gd);
   });
-  const all = () => { name(); track(); };
+  const all = () => { name(); live(); pressed(); track(); };
   window.servelabPageHelper = all;
   // Widgets render after this runs, and a readout changes with every key press: follow the page.
   new MutationObserver(all).observe(document.body, {subtree: true, childList: true, characterData: true});
+  // A toggle's choice is a class change only; watched on its own so plotly's class changes resize nothing.
+  new MutationObserver(pressed).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['class']});
   all();
 }
 export default { render() { servelabPageHelper(); } };
-"""
+""".replace("LIVE_REGIONS_HERE", ", ".join(LIVE_REGIONS))
 
 
 @functools.cache
