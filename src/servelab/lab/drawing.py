@@ -431,7 +431,9 @@ function servelabPageHelper() {
       border: 1px solid #767676; padding: 2px 6px; text-align: right; }
     .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }
     .servelab-lab .servelab-chart-text, .servelab-lab .servelab-chart-text > .widget-html-content {
-      min-width: 0; max-width: 100%; }`;
+      min-width: 0; max-width: 100%; }
+    .servelab-lab .widget-toggle-buttons { flex-wrap: wrap; min-width: 0; max-width: 100%; }
+    .servelab-lab .widget-toggle-button { max-width: 100%; white-space: normal; height: auto; }`;
   document.head.appendChild(style);
   const name = () => {
     document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {
@@ -472,12 +474,63 @@ function servelabPageHelper() {
     const over = legend.getBoundingClientRect().bottom - svg.getBoundingClientRect().bottom;
     if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)}).catch(() => {});
   };
+  // Panels side by side need room: in a box narrower than NARROW_PX (1024 px with the file browser open,
+  // 200% zoom) they stack in one column, each with its own "batch size" axis title, and go back to the
+  // grid the lab built when the box widens again (1.4.10 reflow). The figure keeps its traces and marks;
+  // only the panels' places move. A redraw from the kernel that puts the titles back is followed too.
+  const NARROW_PX = 640;
+  const columns = gd => {
+    const L = gd._fullLayout;
+    if (!L || !gd.layout) return false;
+    const names = Object.keys(L).filter(k => /^xaxis\d*$/.test(k))
+      .sort((a, b) => (Number(a.slice(5)) || 1) - (Number(b.slice(5)) || 1));
+    if (names.length < 2) return false;
+    const n = names.length, gap = 0.08, h = (1 - gap * (n - 1)) / n;
+    if (!gd._servelabGrid) {  // the grid as built, before any change here
+      const axes = names.map(x => ({x: L[x].domain.slice(), y: L['y' + x.slice(1)].domain.slice(),
+                                    title: (L[x].title && L[x].title.text) || ''}));
+      const titles = {};
+      (gd.layout.annotations || []).forEach(a => {
+        if (a.xref !== 'paper' || a.yref !== 'paper') return;
+        const i = axes.findIndex(ax => Math.abs((ax.x[0] + ax.x[1]) / 2 - a.x) < 0.02 && Math.abs(ax.y[1] - a.y) < 0.02);
+        if (i >= 0) titles[a.text] = {i, x: a.x, y: a.y};
+      });
+      gd._servelabGrid = {height: L.height, axes, titles};
+    }
+    const grid = gd._servelabGrid, narrow = gd.clientWidth < NARROW_PX;
+    const top = i => 1 - i * (h + gap);
+    const change = {};
+    if (gd._servelabNarrow !== narrow && (narrow || gd._servelabNarrow)) {  // built as a grid: nothing to undo
+      names.forEach((x, i) => {
+        change[x + '.domain'] = narrow ? [0, 1] : grid.axes[i].x;
+        change['y' + x.slice(1) + '.domain'] = narrow ? [top(i) - h, top(i)] : grid.axes[i].y;
+        change[x + '.title.text'] = narrow ? 'batch size' : grid.axes[i].title;
+      });
+      change.height = narrow ? Math.max(grid.height, 300 * n + 200) : grid.height;
+    }
+    gd._servelabNarrow = narrow;
+    let moved = false;
+    const annotations = (gd.layout.annotations || []).map(a => {
+      const t = grid.titles[a.text];
+      if (!t) return a;
+      const x = narrow ? 0.5 : t.x, y = narrow ? top(t.i) : t.y;
+      if (Math.abs(a.x - x) < 1e-3 && Math.abs(a.y - y) < 1e-3) return a;
+      moved = true;
+      return {...a, x, y};
+    });
+    if (moved) change.annotations = annotations;
+    if (!Object.keys(change).length) return false;
+    change.width = gd.clientWidth;
+    window.Plotly.relayout(gd, change).then(() => grow(gd)).catch(() => {});
+    return true;
+  };
   const fit = gd => {
     const svg = gd.querySelector('.main-svg');
     if (!window.Plotly || !svg || !gd.clientWidth) return;
     if (Math.abs(svg.getBoundingClientRect().width - gd.clientWidth) > 2) {
-      window.Plotly.Plots.resize(gd).then(() => grow(gd)).catch(() => {});
-    } else {
+      // The box's width, set outright: Plots.resize does nothing once a figure holds a width and a height.
+      window.Plotly.relayout(gd, {width: gd.clientWidth}).then(() => columns(gd) || grow(gd)).catch(() => {});
+    } else if (!columns(gd)) {
       grow(gd);
     }
   };
