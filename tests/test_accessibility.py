@@ -60,10 +60,60 @@ def _drawing() -> drawing.Drawing:
 
 def test_the_chart_summary_prefers_measured_points_and_falls_back_to_the_simulator():
     text = drawing.summary(_drawing())
-    assert text.startswith("n-gram k=4 is faster than no speculation up to batch 1 and slower from batch 8 "
-                           "(measured; best 1.49x at batch 1).")
-    assert text.endswith("routed k=4 is faster than no speculation at batch 1 and as fast at batch 8 "
-                         "(simulated; best 1.50x at batch 1).")  # nothing measured for routed: the simulator
+    assert text.startswith("Speedup panel: n-gram k=4 is faster than no speculation up to batch 1 and slower from "
+                           "batch 8 (measured; best 1.49x at batch 1; crossover at batch 2.6).")
+    assert ("routed k=4 is faster than no speculation at batch 1 and as fast at batch 8 "
+            "(simulated; best 1.50x at batch 1).") in text  # nothing measured for routed: the simulator
+    # every panel in words at the chosen batch, the measured value where there is one
+    assert "Output tok/s at batch 8: no speculation 101 (measured), n-gram k=4 65.7 (measured)." in text
+
+
+@pytest.fixture(scope="module")
+def book_and_sims():
+    from servelab.lab.data import PointBook, Simulators
+
+    book = PointBook(read_store=False)  # the recorded points only, as a fresh checkout has them
+    return book, Simulators(book)
+
+
+def _summary_for(book_and_sims, view="flip", **settings) -> str:
+    from servelab.lab.data import Settings
+
+    return drawing.summary(drawing.compute(view, Settings(**settings), *book_and_sims))
+
+
+def test_a_simulated_summary_names_only_the_sliders_batches_and_the_charts_crossover(book_and_sims):
+    # batch 256, k=8, output 128: nothing measured there, the simulator's curve runs through 1.19, 1.41, ...
+    text = _summary_for(book_and_sims, batch_size=256, num_speculative_tokens=8, output_len=128)
+    assert "up to batch 2 and slower from batch 4 (simulated" in text, text
+    assert "crossover at batch 2.97" in text, text
+    assert "2.8284" not in text and "3.3636" not in text
+
+
+def test_every_batch_a_summary_names_is_one_the_slider_has(book_and_sims):
+    import re
+
+    from servelab.lab.data import BATCHES
+
+    for view, method in (("flip", "routed"), ("flip", "adaptive"), ("fix", "ngram")):
+        text = _summary_for(book_and_sims, view=view, method=method, num_speculative_tokens=8, output_len=128)
+        said = re.sub(r"crossover at batch [\d.]+", "", text)  # the chart's own label, interpolated on purpose
+        named = set()
+        for run in re.findall(r"batch(?:es)? ([\d.]+(?:, [\d.]+)*)", said):
+            named |= {float(n) for n in run.split(", ")}
+        assert named and named <= set(BATCHES), (method, text)
+
+
+def test_with_speculation_off_the_summary_speaks_of_the_baseline_it_draws(book_and_sims):
+    text = _summary_for(book_and_sims, method="none")
+    assert text.startswith("No speculating series is drawn, so there is no speedup to show. "
+                           "Output tok/s at batch 8: no speculation "), text
+    assert ": :" not in text and "nothing measured or simulated" not in text
+
+
+def test_a_summary_with_nothing_drawn_says_what_to_do():
+    empty = drawing.Drawing({"speedup|1|measured": drawing.Trace("speedup|1|measured", "")}, 8, None, None, "", None)
+    assert drawing.summary(empty) == "Nothing is measured or simulated for this setting yet: press Measure."
 
 
 def test_the_data_table_holds_every_number_at_the_sliders_batches():
@@ -116,7 +166,8 @@ def test_the_estimate_is_the_median_of_this_machines_recorded_starts(tmp_path):
     plain, spec = engines.EngineConfig(), engines.EngineConfig(spec_method="ngram", num_speculative_tokens=4)
     first = engines.start_estimate(plain, path)
     assert first.starts == 0 and first.seconds == engines.START_SECONDS[False]
-    assert "no start recorded on this machine yet" in first.describe()
+    assert "no start recorded on it yet" in first.describe()
+    assert f"this machine has {engines._machine()['cores']}" in first.describe()  # its own cores, not a constant
     for seconds in (30, 50, 40):
         engines.record_start(plain, seconds, path)
     engines.record_start(spec, 70, path)
@@ -125,8 +176,30 @@ def test_the_estimate_is_the_median_of_this_machines_recorded_starts(tmp_path):
         f.write(json.dumps({"seconds": 1, "host": "another-machine", "cores": 2, "speculating": False}) + "\n")
     estimate = engines.start_estimate(plain, path)
     assert (estimate.seconds, estimate.starts) == (40, 3)
-    assert estimate.describe() == "about 40 s, the median of the last 3 engine starts on this machine"
+    assert estimate.describe() == "about 40 s, the median of the last 3 non-speculating engine starts on this machine"
     assert engines.start_estimate(spec, path).seconds == 70
+    # Before a first speculating start, the other kind's starts stand in, and the sentence says so.
+    only_plain = tmp_path / "plain.jsonl"
+    engines.record_start(plain, 30, only_plain)
+    stand_in = engines.start_estimate(spec, only_plain)
+    assert (stand_in.seconds, stand_in.other_kind) == (30, True)
+    assert stand_in.describe() == ("about 30 s, as the one non-speculating engine start recorded took on this "
+                                   "machine; no speculating engine has started here yet")
+
+
+def test_the_knob_summary_with_one_setting_twice_asks_for_another():
+    assert knobcharts.summary((None, None), ("tp=2", "tp=2")) == \
+        "Both settings are tp=2: pick another setting b to compare two."
+
+
+def test_the_data_table_scrolls_in_a_box_the_keyboard_reaches_and_status_changes_are_announced():
+    wrapped = drawing.chart_text_html("A sentence.", "<table></table>")
+    assert ("<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+            "style='display:block;max-width:100%;overflow-x:auto'><table></table></div>") in wrapped
+    # the page helper makes the status line and the charts in words live regions (both labs give these classes)
+    assert drawing.LIVE_REGIONS == (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
+    assert "'.servelab-lab .servelab-status, .servelab-lab .servelab-chart-text'" in drawing.PAGE_HELPER_JS
+    assert "setAttribute('role', 'status')" in drawing.PAGE_HELPER_JS
 
 
 class _SlowStart:

@@ -22,9 +22,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import (ARTIFACTS, JupyterLab, axe_audit, chromium, describe_violations, open_notebook,
                              require_axe, require_chromium, run_all_cells, screenshot, split_violations)
+
+from servelab.launch import lab_settings_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -51,7 +52,9 @@ KNOWN_TO_FIX = {
         "2.77:1 against it: a { text-decoration: underline; }",
 }
 # The window sizes a learner uses: (name, CSS width, CSS height); 200% zoom of a 1440 x 1000 window.
-SIZES = (("1024", 1024, 900), ("1440", 1440, 1000), ("zoom200", 720, 500))
+# A 1280 x 1600 window at 200% is 640 x 800 CSS pixels (what device_scale_factor=2 changes is the pixels
+# drawn per CSS pixel, not the layout).
+SIZES = (("1024", 1024, 900), ("1440", 1440, 1000), ("zoom200", 720, 500), ("zoom200-1280", 640, 800))
 LAB = {"spec-decode lab": ".servelab-lab.servelab-view-flip", "knob lab": ".servelab-lab.servelab-view-knobs"}
 REPORTS = ARTIFACTS / "accessibility"
 README_SHOT = "readme-lab"  # what docs/lab.png is copied from (see the README)
@@ -72,8 +75,13 @@ def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("jupyter-a11y")
     # Every cell in the page, not only those scrolled into view, so the audit sees the whole notebook.
     settings = {("@jupyterlab/notebook-extension", "tracker"): {"windowingMode": "none"}}
-    with JupyterLab(tmp / "root", env={"SERVELAB_OFFLINE": "1", "SERVELAB_RESULTS": str(tmp / "results.jsonl")},
-                    settings=settings) as lab:
+    # As a learner's first start: a fresh HOME and no user setting about the news, so only what this venv
+    # itself carries (`make setup`'s overrides.d file) keeps JupyterLab's news question off the page.
+    home = tmp / "home"
+    home.mkdir()
+    with JupyterLab(tmp / "root", env={"SERVELAB_OFFLINE": "1", "SERVELAB_RESULTS": str(tmp / "results.jsonl"),
+                                       "HOME": str(home)},
+                    settings=settings, quiet_news=False) as lab:
         yield lab
 
 
@@ -151,6 +159,10 @@ def test_axe_finds_nothing_of_ours_in_the_notebooks(opened, name):
     page = opened(name)
     expect_only_known(name, report(name, axe_audit(page, OURS)))
     assert not page.problems, page.problems
+    # JupyterLab asks its news question in a toast once its plugins are up, long before a notebook has run.
+    toasts = page.locator(".Toastify__toast").all_inner_texts()
+    assert not toasts, (f"JupyterLab shows {toasts} over the {name}: is {lab_settings_path()} missing? "
+                        "`make setup` writes it")
 
 
 @pytest.mark.timeout(300)
@@ -180,6 +192,10 @@ LAYOUT_PROBLEMS = """(sel) => {
         const b = box(t);
         if (b.width && !inside(b, chart)) problems.push(`chart text cut off: "${what(t)}"`);
       });
+    });
+    lab.querySelectorAll('.servelab-table-scroll').forEach(e => {
+      if (e.offsetParent !== null && box(e).right > area.right + 1)
+        problems.push(`a data table's scroll box runs past the output area: ${box(e).width.toFixed(0)} px`);
     });
     lab.querySelectorAll('.widget-label, .widget-readout, .widget-button, .widget-toggle-button, select,'
                          + ' .servelab-status-line, .servelab-chart-summary').forEach(e => {
@@ -214,6 +230,8 @@ def scroll_to_top(page, selector: str) -> None:
 def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(opened, name):
     page = opened(name)
     slug = name.replace(" ", "-")
+    page.evaluate("sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = true; })",
+                  ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"))  # the data tables open, so their width is checked too
     try:
         for size, width, height in SIZES:
             page.set_viewport_size({"width": width, "height": height})
@@ -228,6 +246,8 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
             scroll_to_top(page, f"{LAB[name]} .servelab-chart")
             screenshot(page, f"a11y-{slug}-{size}-chart")
     finally:
+        page.evaluate("sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = false; })",
+                      ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"))
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
@@ -282,6 +302,30 @@ def test_every_lab_control_is_reached_by_tab_and_shows_where_focus_is(opened, na
     assert not hidden_focus, f"focus is not visible on {hidden_focus}"
     handles = [s for s in seen if s["tag"] == "DIV" and s["role"] == "slider"]
     assert handles and all(s["label"] for s in handles), f"a slider without an accessible name: {handles}"
+    view = LAB[name].removeprefix(".servelab-lab")  # the lab's widgets carry its view's class
+    # The status line and the charts in words are live regions that stay in place while their text changes.
+    live = page.locator(f"{view}.servelab-status, {view}.servelab-chart-text")
+    assert live.count() >= 2 and all(r == ["status", "polite"] for r in live.evaluate_all(
+        "els => els.map(e => [e.getAttribute('role'), e.getAttribute('aria-live')])")), live.evaluate_all(
+        "els => els.map(e => e.outerHTML.slice(0, 200))")
+    live.evaluate_all("els => els.forEach(e => { e.dataset.servelabSeen = '1'; })")
+    if name == "knob lab":
+        # The load toggle says which button is pressed, and follows a keyboard choice of the other.
+        buttons = page.locator(f"{view}.servelab-load button.widget-toggle-button")
+        pressed = lambda: buttons.evaluate_all("bs => bs.map(b => b.getAttribute('aria-pressed'))")  # noqa: E731
+        assert sorted(pressed()) == ["false", "true"], pressed()
+        other = pressed().index("false")
+        buttons.nth(other).focus()
+        page.keyboard.press("Enter")
+        page.wait_for_function("([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
+                               arg=[f"{view}.servelab-load button.widget-toggle-button", other], timeout=10_000)
+        assert pressed().count("true") == 1, pressed()
+        assert page.locator(f"{view}.servelab-load[role=group], {view}.servelab-load [role=group]"
+                            ).first.get_attribute("aria-label") == "load"
+        buttons.nth(1 - other).focus()
+        page.keyboard.press("Enter")  # back to how the notebook set it
+        page.wait_for_function("([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
+                               arg=[f"{view}.servelab-load button.widget-toggle-button", 1 - other], timeout=10_000)
     if name == "spec-decode lab":
         # The engine panel opens from the keyboard: its toggle takes Space, and the model field appears.
         page.locator(".servelab-engine-toggle.servelab-view-flip").first.focus()
@@ -294,4 +338,12 @@ def test_every_lab_control_is_reached_by_tab_and_shows_where_focus_is(opened, na
         summary.focus()
         page.keyboard.press("Enter")
         page.locator(".servelab-chart-text.servelab-view-flip table").first.wait_for(state="visible")
+        # ...and its scroll box is a Tab stop with a name.
+        scroller = page.locator(".servelab-chart-text.servelab-view-flip .servelab-table-scroll").first
+        page.keyboard.press("Tab")
+        assert scroller.evaluate("e => document.activeElement === e && e.getAttribute('aria-label')")
+        page.keyboard.press("Shift+Tab")
+        page.keyboard.press("Enter")  # folded again, as the notebook left it
+    # The live regions are the same nodes after all that changed: an update never replaces them.
+    assert live.evaluate_all("els => els.every(e => e.isConnected && e.dataset.servelabSeen === '1')")
     assert not page.problems, page.problems

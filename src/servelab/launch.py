@@ -10,7 +10,8 @@ with the file browser in lessons/ so the lesson is one click away.
 JupyterLab asks on its first start whether to fetch Jupyter's news, in a pop-up over
 the notebook. Learners should meet the lab, not that question:
 `install_lab_settings()` turns it off for every JupyterLab this environment runs
-(this command's and a class hub's user servers, which run the same Python), as an
+(this command's, one started by hand, and a class hub's user servers, which run the
+same Python; `make setup` calls it, and so does every `servelab lab` start), as an
 overrides.d file in the environment's JupyterLab settings folder
 (https://jupyterlab.readthedocs.io/en/stable/user/directories.html#overridesjson).
 """

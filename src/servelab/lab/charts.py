@@ -73,8 +73,8 @@ def build(view: str):
     fig.update_layout(autosize=True, height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=80, b=60),
                       template="plotly_white", showlegend=True, hovermode="closest",
                       font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top", font=dict(size=12),
-                                  title=dict(text="filled: measured, open and dashed: simulated", side="top")))
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.16, yanchor="top", font=dict(size=12),
+                                  title=dict(text="filled: measured<br>open, dashed: simulated", side="top")))
     widget = go.FigureWidget(fig)
     widget._servelab_axes = {p: _axis_names(i) for i, p in enumerate(panels)}
     return widget

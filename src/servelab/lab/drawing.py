@@ -248,8 +248,9 @@ def status_line_html(state: str, text: str, detail: str = "", log_name: str = "l
 # A chart is non-text content: WCAG 2.1 (1.1.1) asks for a text alternative that serves the same purpose.
 # The summary says what the speedup panel is there to show, computed from the same traces; the table holds
 # every number the figure draws, for a screen reader or anyone who wants the values.
-def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> str:
-    """Where a method is faster or slower than no speculation, in one sentence, from (batch, speedup) pairs.
+def speedup_sentence(label: str, batches: list, speedups: list, kind: str, crossover: float | None = None) -> str:
+    """Where a method is faster or slower than no speculation, in one sentence, from (batch, speedup) pairs;
+    with the crossover batch the chart marks, where it marks one.
 
     speedup_sentence("n-gram k=4", [1, 2, 4, 8], [1.3, 1.1, 0.9, 0.7], "measured") ->
     "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 (measured; best 1.30x at
@@ -279,28 +280,81 @@ def speedup_sentence(label: str, batches: list, speedups: list, kind: str) -> st
         parts = [f"{word} at {_batches(batches)}" for word, batches in
                  (("faster than no speculation", faster), ("slower", slower), ("as fast", even)) if batches]
         where = "is " + " and ".join(parts)
-    return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g})."
+    cross = f"; crossover at batch {crossover:.3g}" if crossover is not None and faster and slower else ""
+    return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g}{cross})."
 
 
 def _batches(values: list) -> str:
     return ("batch " if len(values) == 1 else "batches ") + ", ".join(f"{v:g}" for v in values)
 
 
+def _at_sliders(t: Trace) -> tuple[list, list]:
+    """A trace at the batch slider's sizes only: a simulated curve is drawn through in-between batches
+    (data.CURVE_BATCHES) that no learner can pick, so a sentence never names them."""
+    pairs = [(b, _at(t, b)) for b in BATCHES]
+    return [b for b, v in pairs if v is not None], [v for b, v in pairs if v is not None]
+
+
+def _shown(d: Drawing, panel: str, slot: str) -> tuple[Trace | None, str]:
+    """The series a sentence speaks of for one slot of a panel: measured where there are points, else simulated."""
+    measured, simulated = d.traces.get(f"{panel}|{slot}|measured"), d.traces.get(f"{panel}|{slot}|simulated")
+    if measured is not None and measured.x:
+        return measured, "measured"
+    if simulated is not None and simulated.x:
+        return simulated, "simulated"
+    return None, ""
+
+
+def _slots(d: Drawing, panel: str) -> list[str]:
+    return sorted({uid.split("|")[1] for uid in d.traces if uid.startswith(f"{panel}|")},
+                  key=lambda s: (not s.isdigit(), s))
+
+
+# What each panel's sentence is called, and how its values read.
+PANEL_WORDS = {"tok_s": ("Output tok/s", "{}"), "tpot": ("TPOT p50", "{} ms"), "acceptance": ("Acceptance rate", "{}")}
+
+
+def _spoken(panel: str, v: float) -> str:
+    """A value as a person reads it: 2,480 rather than 2.48e+03, a rate as a percentage."""
+    if panel == "acceptance":
+        return f"{v:.0%}"
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _value_sentence(d: Drawing, panel: str) -> str:
+    """One panel in words at the chosen batch: each series' value there, measured or simulated."""
+    title, fmt = PANEL_WORDS[panel]
+    parts = []
+    for slot in _slots(d, panel):
+        trace, kind = _shown(d, panel, slot)
+        value = _at(trace, d.batch_size) if trace is not None else None
+        if isinstance(value, (int, float)) and value == value:
+            name = trace.name.removesuffix(f", {kind}")
+            parts.append(f"{name} {fmt.format(_spoken(panel, value))} ({kind})")
+    return f"{title} at batch {d.batch_size}: {', '.join(parts)}." if parts else ""
+
+
 def summary(d: Drawing) -> str:
-    """The chart's summary: for each speculating series, where it wins, from measured points where there
-    are any, else from the simulator."""
-    sentences = []
-    slots = sorted({uid.split("|")[1] for uid in d.traces if uid.startswith("speedup|")})
-    for slot in slots:
-        measured, simulated = d.traces.get(f"speedup|{slot}|measured"), d.traces.get(f"speedup|{slot}|simulated")
-        trace, kind = (measured, "measured") if measured and measured.x else (simulated, "simulated")
-        if trace is None:
-            continue
+    """The chart's summary, panel by panel: for the speedup panel, where each speculating series wins (from
+    measured points where there are any, else from the simulator at the slider's batches, with the crossover
+    the chart marks); for the others, each series' value at the chosen batch."""
+    speedup = []
+    for slot in _slots(d, "speedup"):
+        trace, kind = _shown(d, "speedup", slot)
+        if trace is None or not trace.name:
+            continue  # a slot the method leaves empty (method off: no speculating series)
         label = trace.name.split(" over no speculation")[0].removesuffix(", simulated")
-        if not trace.x:
-            sentences.append(f"{label}: nothing measured or simulated yet.")
-            continue
-        sentences.append(speedup_sentence(label, trace.x, trace.y, kind))
+        xs, ys = (trace.x, trace.y) if kind == "measured" else _at_sliders(trace)
+        crossover = None
+        if slot == "1":  # the series the chart's crossover marks belong to
+            crossover = d.crossover_measured if kind == "measured" else d.crossover_simulated
+        speedup.append(speedup_sentence(label, xs, ys, kind, crossover))
+    sentences = [f"Speedup panel: {' '.join(speedup)}"] if speedup else []
+    sentences += [s for s in (_value_sentence(d, p) for p in PANEL_WORDS) if s]
+    if not sentences:
+        return "Nothing is measured or simulated for this setting yet: press Measure."
+    if not speedup:
+        sentences.insert(0, "No speculating series is drawn, so there is no speedup to show.")
     return " ".join(sentences)
 
 
@@ -343,8 +397,11 @@ def _cell(v) -> str:
 
 def chart_text_html(summary_text: str, tables: str) -> str:
     """The summary as a paragraph and the tables folded under it, for the HTML widget below a chart."""
+    # The tables can be wider than the output area (1.4.10 reflow): they scroll sideways in a box no wider than
+    # it, one Tab stop with a name, so a keyboard can scroll it too (axe's scrollable-region-focusable).
     folded = (f"<details><summary>The chart's data as a table</summary>"
-              f"<div style='overflow-x:auto'>{tables}</div></details>") if tables else ""
+              f"<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+              f"style='display:block;max-width:100%;overflow-x:auto'>{tables}</div></details>") if tables else ""
     return f"<p class='servelab-chart-summary'><b>In words:</b> {html.escape(summary_text)}</p>{folded}"
 
 
@@ -357,7 +414,10 @@ def chart_text_html(summary_text: str, tables: str) -> str:
 # of its output area (1.4.10 reflow, 1.4.4 text resized to 200%). It ships the way the lab's plotly chart
 # does, as an anywidget (an ES module in a widget the lab's own code creates), never as an
 # application/javascript output: a saved notebook carries no script (tests/test_faults_lab.py).
+# The widgets (by the CSS class both labs give them) whose changes a screen reader announces.
+LIVE_REGIONS = (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
 PAGE_HELPER_JS = r"""
+const LIVE_REGIONS = 'LIVE_REGIONS_HERE';
 function servelabPageHelper() {
   if (window.servelabPageHelper) { window.servelabPageHelper(); return; }
   const style = document.createElement('style');
@@ -369,7 +429,11 @@ function servelabPageHelper() {
     .servelab-lab table.servelab-data-table { border-collapse: collapse; margin: 4px 0 10px; }
     .servelab-lab table.servelab-data-table th, .servelab-lab table.servelab-data-table td {
       border: 1px solid #767676; padding: 2px 6px; text-align: right; }
-    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }`;
+    .servelab-lab table.servelab-data-table caption { text-align: left; font-weight: bold; }
+    .servelab-lab .servelab-chart-text, .servelab-lab .servelab-chart-text > .widget-html-content {
+      min-width: 0; max-width: 100%; }
+    .servelab-lab .widget-toggle-buttons { flex-wrap: wrap; min-width: 0; max-width: 100%; }
+    .servelab-lab .widget-toggle-button { max-width: 100%; white-space: normal; height: auto; }`;
   document.head.appendChild(style);
   const name = () => {
     document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {
@@ -381,6 +445,24 @@ function servelabPageHelper() {
       if (value && handle.getAttribute('aria-valuetext') !== value) handle.setAttribute('aria-valuetext', value);
     });
   };
+  // The status line and the charts in words change as the lab works: each is an HTML widget whose own node
+  // stays in place while ipywidgets replaces what is inside it, so that node is the live region a screen
+  // reader announces (4.1.3: status messages).
+  const live = () => document.querySelectorAll(LIVE_REGIONS).forEach(el => {
+    if (el.getAttribute('role') !== 'status') el.setAttribute('role', 'status');
+    if (el.getAttribute('aria-live') !== 'polite') el.setAttribute('aria-live', 'polite');
+  });
+  // ipywidgets 8.1's ToggleButtons mark the chosen button with a CSS class only: say which one is pressed
+  // (4.1.2: name, role, value), and name the group after its description.
+  const pressed = () => document.querySelectorAll('.servelab-lab .widget-toggle-buttons').forEach(group => {
+    const label = (group.querySelector('.widget-label')?.textContent || '').trim();
+    if (group.getAttribute('role') !== 'group') group.setAttribute('role', 'group');
+    if (label && group.getAttribute('aria-label') !== label) group.setAttribute('aria-label', label);
+    group.querySelectorAll('button.widget-toggle-button').forEach(b => {
+      const on = b.classList.contains('mod-active') ? 'true' : 'false';
+      if (b.getAttribute('aria-pressed') !== on) b.setAttribute('aria-pressed', on);
+    });
+  });
   // plotly's FigureWidget keeps the width it first drew at (700 px when the output area was not laid out
   // yet), wider than the output area at 1024 px or at 200% zoom: fit each lab chart to its box, now and
   // whenever the box changes size (JupyterLab's plotly, window.Plotly, does the resize).
@@ -392,12 +474,63 @@ function servelabPageHelper() {
     const over = legend.getBoundingClientRect().bottom - svg.getBoundingClientRect().bottom;
     if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)}).catch(() => {});
   };
+  // Panels side by side need room: in a box narrower than NARROW_PX (1024 px with the file browser open,
+  // 200% zoom) they stack in one column, each with its own "batch size" axis title, and go back to the
+  // grid the lab built when the box widens again (1.4.10 reflow). The figure keeps its traces and marks;
+  // only the panels' places move. A redraw from the kernel that puts the titles back is followed too.
+  const NARROW_PX = 640;
+  const columns = gd => {
+    const L = gd._fullLayout;
+    if (!L || !gd.layout) return false;
+    const names = Object.keys(L).filter(k => /^xaxis\d*$/.test(k))
+      .sort((a, b) => (Number(a.slice(5)) || 1) - (Number(b.slice(5)) || 1));
+    if (names.length < 2) return false;
+    const n = names.length, gap = 0.08, h = (1 - gap * (n - 1)) / n;
+    if (!gd._servelabGrid) {  // the grid as built, before any change here
+      const axes = names.map(x => ({x: L[x].domain.slice(), y: L['y' + x.slice(1)].domain.slice(),
+                                    title: (L[x].title && L[x].title.text) || ''}));
+      const titles = {};
+      (gd.layout.annotations || []).forEach(a => {
+        if (a.xref !== 'paper' || a.yref !== 'paper') return;
+        const i = axes.findIndex(ax => Math.abs((ax.x[0] + ax.x[1]) / 2 - a.x) < 0.02 && Math.abs(ax.y[1] - a.y) < 0.02);
+        if (i >= 0) titles[a.text] = {i, x: a.x, y: a.y};
+      });
+      gd._servelabGrid = {height: L.height, axes, titles};
+    }
+    const grid = gd._servelabGrid, narrow = gd.clientWidth < NARROW_PX;
+    const top = i => 1 - i * (h + gap);
+    const change = {};
+    if (gd._servelabNarrow !== narrow && (narrow || gd._servelabNarrow)) {  // built as a grid: nothing to undo
+      names.forEach((x, i) => {
+        change[x + '.domain'] = narrow ? [0, 1] : grid.axes[i].x;
+        change['y' + x.slice(1) + '.domain'] = narrow ? [top(i) - h, top(i)] : grid.axes[i].y;
+        change[x + '.title.text'] = narrow ? 'batch size' : grid.axes[i].title;
+      });
+      change.height = narrow ? Math.max(grid.height, 300 * n + 200) : grid.height;
+    }
+    gd._servelabNarrow = narrow;
+    let moved = false;
+    const annotations = (gd.layout.annotations || []).map(a => {
+      const t = grid.titles[a.text];
+      if (!t) return a;
+      const x = narrow ? 0.5 : t.x, y = narrow ? top(t.i) : t.y;
+      if (Math.abs(a.x - x) < 1e-3 && Math.abs(a.y - y) < 1e-3) return a;
+      moved = true;
+      return {...a, x, y};
+    });
+    if (moved) change.annotations = annotations;
+    if (!Object.keys(change).length) return false;
+    change.width = gd.clientWidth;
+    window.Plotly.relayout(gd, change).then(() => grow(gd)).catch(() => {});
+    return true;
+  };
   const fit = gd => {
     const svg = gd.querySelector('.main-svg');
     if (!window.Plotly || !svg || !gd.clientWidth) return;
     if (Math.abs(svg.getBoundingClientRect().width - gd.clientWidth) > 2) {
-      window.Plotly.Plots.resize(gd).then(() => grow(gd)).catch(() => {});
-    } else {
+      // The box's width, set outright: Plots.resize does nothing once a figure holds a width and a height.
+      window.Plotly.relayout(gd, {width: gd.clientWidth}).then(() => columns(gd) || grow(gd)).catch(() => {});
+    } else if (!columns(gd)) {
       grow(gd);
     }
   };
@@ -406,14 +539,16 @@ function servelabPageHelper() {
     if (!charts.has(gd)) { charts.add(gd); sizes.observe(gd); }
     fit(gd);
   });
-  const all = () => { name(); track(); };
+  const all = () => { name(); live(); pressed(); track(); };
   window.servelabPageHelper = all;
   // Widgets render after this runs, and a readout changes with every key press: follow the page.
   new MutationObserver(all).observe(document.body, {subtree: true, childList: true, characterData: true});
+  // A toggle's choice is a class change only; watched on its own so plotly's class changes resize nothing.
+  new MutationObserver(pressed).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['class']});
   all();
 }
 export default { render() { servelabPageHelper(); } };
-"""
+""".replace("LIVE_REGIONS_HERE", ", ".join(LIVE_REGIONS))
 
 
 @functools.cache

@@ -161,12 +161,20 @@ _POOLS: "weakref.WeakSet[EnginePool]" = weakref.WeakSet()
 class StartEstimate:
     seconds: float
     starts: int  # how many recorded starts it comes from; 0: none yet, the benchmark's figure
+    speculating: bool = False  # the kind of engine asked for
+    other_kind: bool = False  # only the other kind has started here yet: its starts stand in
 
     def describe(self) -> str:
+        kind = "speculating" if self.speculating != self.other_kind else "non-speculating"
         if self.starts:
-            return (f"about {self.seconds:.0f} s, the median of the last {self.starts} engine "
-                    f"start{'s' if self.starts > 1 else ''} on this machine")
-        return f"about {self.seconds:.0f} s on 2 cores (no start recorded on this machine yet)"
+            also = (f"; no {'speculating' if self.speculating else 'non-speculating'} engine has started here yet"
+                    if self.other_kind else "")
+            which = (f"the median of the last {self.starts} {kind} engine starts" if self.starts > 1
+                     else f"as the one {kind} engine start recorded took")
+            return f"about {self.seconds:.0f} s, {which} on this machine{also}"
+        cores = _machine()["cores"]
+        return (f"about {self.seconds:.0f} s, as a {kind} engine took to start on the benchmark's 2 cores "
+                f"(this machine has {cores}; no start recorded on it yet)")
 
 
 def starts_path():
@@ -208,10 +216,13 @@ def start_estimate(config: EngineConfig, path=None) -> StartEstimate:
                     seen.append((bool(entry.get("speculating")), seconds))
     except OSError:
         pass
-    same = [sec for spec, sec in seen if spec == speculating][-STARTS_KEPT:] or [sec for _, sec in seen][-STARTS_KEPT:]
+    same = [sec for spec, sec in seen if spec == speculating][-STARTS_KEPT:]
     if same:
-        return StartEstimate(statistics.median(same), len(same))
-    return StartEstimate(START_SECONDS[speculating], 0)
+        return StartEstimate(statistics.median(same), len(same), speculating)
+    other = [sec for _, sec in seen][-STARTS_KEPT:]
+    if other:
+        return StartEstimate(statistics.median(other), len(other), speculating, other_kind=True)
+    return StartEstimate(START_SECONDS[speculating], 0, speculating)
 
 
 def start_phase(log_text: str) -> str:

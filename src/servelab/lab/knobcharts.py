@@ -131,6 +131,8 @@ def summary(records: tuple[dict | None, dict | None], names: tuple[str, str]) ->
 
     E.g. "max_num_seqs=4 has the lower TTFT p50 (120 against 480 ms) ..."; where a setting is not measured
     yet, the sentence says so."""
+    if names[0] == names[1]:
+        return f"Both settings are {names[0]}: pick another setting b to compare two."
     missing = [n for n, r in zip(names, records) if not r]
     if missing:
         return f"Not measured yet for this load: {' and '.join(missing)}. Click Measure to compare the two settings."
