@@ -38,11 +38,10 @@ def _whole(part: str, text: str) -> int:
     try:
         value = int(part)
     except ValueError:
-        raise ValueError(f"batch sizes are whole numbers of at least 1, like 1,2,4,8 or {EXAMPLE}; "
-                         f"{part!r} in {text!r} is not") from None
+        raise ValueError(f"expected comma-separated whole numbers, like 1,2,4,8 or {EXAMPLE}; "
+                         f"{part!r} in {text!r} is not one") from None
     if value < 1:
-        raise ValueError(f"batch sizes are whole numbers of at least 1, like 1,2,4,8 or {EXAMPLE}; "
-                         f"{part!r} in {text!r} is not")
+        raise ValueError(f"batch sizes must be whole numbers of at least 1; {part!r} in {text!r} is not")
     return value
 
 
