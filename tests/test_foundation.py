@@ -237,7 +237,7 @@ def test_servelab_sweep_reads_the_same_batch_list_and_refuses_a_bad_one_before_a
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["sweep", "--batch", "1,2,x"])
     assert exit_info.value.code == 2
-    assert "--batch: batch sizes are whole numbers of at least 1" in capsys.readouterr().err
+    assert "--batch: expected comma-separated whole numbers" in capsys.readouterr().err
     assert batch_sizes_arg("1,2,...,8") == [1, 2, 4, 8]
 
 
