@@ -36,7 +36,8 @@ SLIPS = {
         "practice1-test": {"verdict", "useful_batch_limit", "cap_explains_miss"},
         "practice2-missing": {"picked-gpu_count", "missed-on_off_measurement", "missed-slo_metric"},
         "practice5-test": {"chose-c"},
-        "rep1-test": {"batching-justified", "gpu_memory_utilization-no-reason"},
+        # gpu_memory_utilization repeats the parallelism fault, so it is graded once, under parallelism: no slip of its own
+        "rep1-test": {"batching-justified"},
         "rep3-test": {"no-drift-metric", "no-drift-trigger"},
     },
     "near_misses": {

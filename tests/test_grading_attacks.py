@@ -430,6 +430,10 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     carol = inbound / f"carol+{LESSON.name}+{stamp}"
     carol.mkdir(parents=True)
     (carol / LESSON.notebook).write_bytes(_sample_bytes("partial"))
+    # as `nbgrader submit` names it on a hub: a login name, and a random part after the time stamp
+    dan = inbound / f"sl-dan+{LESSON.name}+{stamp}+q1Zr-9xY_4aB"
+    dan.mkdir()
+    (dan / LESSON.notebook).write_bytes(_sample_bytes("perfect"))
     alice = inbound / f"alice+{LESSON.name}+{stamp}"
     alice.mkdir()
     os.symlink(LESSON.source, alice / LESSON.notebook)  # the solutions, through a link
@@ -449,7 +453,8 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     submitted = root / "submitted"
     assert (submitted / "carol" / LESSON.name / LESSON.notebook).read_bytes() == _sample_bytes("partial")
     assert sorted(p.name for p in (submitted / "alice" / LESSON.name).iterdir()) == ["timestamp.txt"]
-    assert sorted(p.name for p in submitted.iterdir()) == ["alice", "carol"]
+    assert (submitted / "sl-dan" / LESSON.name / LESSON.notebook).read_bytes() == _sample_bytes("perfect")
+    assert sorted(p.name for p in submitted.iterdir()) == ["alice", "carol", "sl-dan"]
     log = result.stderr
     assert "symbolic link" in log and "named pipe" in log and "hard link" in log and "not a student id" in log, log[-3000:]
     assert "'mallory'" in log and "'garbage' is not a time" in log, log[-3000:]

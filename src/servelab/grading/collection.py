@@ -413,11 +413,14 @@ class SafeExchangeCollect(ExchangeCollect):
             self.src_records.append(records[0])
 
     def _record(self, entry: os.DirEntry, wanted: str | None) -> dict | None:
-        """nbgrader's record for one inbound folder <student>+<assignment>+<timestamp>, or None (logged)."""
-        parts = entry.name.rsplit("+", 2)
-        if len(parts) != 3 or parts[1] != self.coursedir.assignment_id:
+        """nbgrader's record for one inbound folder <student>+<assignment>+<timestamp>[+<random>], or None (logged).
+
+        `nbgrader submit` adds the random part by default (ExchangeSubmit.add_random_string). A student id
+        has no '+' (STUDENT_ID), so the name splits from the left."""
+        parts = entry.name.split("+", 3)
+        if len(parts) not in (3, 4) or parts[1] != self.coursedir.assignment_id:
             return None  # another assignment's hand-in, or not a hand-in at all
-        student, _, stamp = parts
+        student, stamp = parts[0], parts[2]
         if wanted is not None and student != wanted:
             return None
         problem = student_id_problem(student)
