@@ -394,8 +394,29 @@ CONCLUSIONS = [
     ("Speculation does not pay at this batch, so switch it off.", "off"),
     ("Run without speculation.", "off"),
     ("Even though it was enabled in the seed config, I would not keep it on.", "off"),
-    ("Enable it at batch 4 but not at batch 64.", None),
-    ("Turn it on for short prompts, turn it off for long ones.", None),
+    ("Enable it at batch 4 but not at batch 64.", "both"),
+    ("Turn it on for short prompts, turn it off for long ones.", "both"),
+    # recommendations without an enable/disable verb, double negatives, self-contradictions
+    ("The configured choice (speculation on) is right at batch 64.", "on"),
+    ("I recommend speculation at batch 64.", "on"),
+    ("Speculation on is the better choice at batch 64 for throughput.", "on"),
+    ("Use speculative decoding at batch 64; it is the faster configuration.", "on"),
+    ("Speculation beats the baseline here, so the configured choice stands.", "on"),
+    ("It would be wrong to disable speculation here.", "on"),
+    ("Turning speculation off would be a mistake at batch 64.", "on"),
+    ("Prefer n-gram speculation for this job.", "on"),
+    ("Speculation on this CPU is slower at batch 64.", "off"),
+    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
+     "speculation.", "both"),
+    ("Speculation should be off at batch 64 because it is faster with speculation.", "both"),
+    ("Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.", "off"),
+    ("Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+     "to enable it.", "off"),
+    ("Spec decode OFF.", "off"),
+    ("Plain decoding wins at batch 64.", "off"),
+    ("Speculation is not faster here, so go back to plain decoding.", "off"),
+    ("It would not be a mistake to disable speculation.", "off"),
+    ("Switch to plain decoding at batch 64.", "off"),
     ("It depends on the batch; measure again at peak.", None),
     ("The numbers are close; I can't tell.", None),
     ("", None),
@@ -412,6 +433,42 @@ def test_a_negated_recommendation_is_not_marked_against_the_learner():
     answer = _comparison()
     answer["conclusion"] = "TPOT p99 is lower without it, so speculation should not be enabled at this batch."
     points, feedback = checkers.measured_comparison(answer, KEY)
+    assert points == 4, feedback
+
+
+def _batch64(conclusion: str) -> dict:
+    """The lab solution's records: plain 168.2 tok/s, n-gram 87.5 tok/s, plain picked as better."""
+    return _comparison(measurements=[_record("none", 0, 168.2), _record("ngram", 4, 87.5)], better=0,
+                       conclusion=conclusion)
+
+
+@pytest.mark.parametrize("conclusion, says", [
+    ("The configured choice (speculation on) is right at batch 64.", "recommends speculation on"),
+    ("I recommend speculation at batch 64.", "recommends speculation on"),
+    ("Speculation beats the baseline here, so the configured choice stands.", "recommends speculation on"),
+    ("It would be wrong to disable speculation here.", "recommends speculation on"),
+    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
+     "speculation.", "both on and off"),
+    ("Speculation should be off at batch 64 because it is faster with speculation.", "both on and off"),
+    ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "on or off"),
+    ("The numbers at batch 64 are what they are, throughput is the metric.", "on or off"),
+    ("Turn speculation off: it gives 140 tok/s against 168.2 tok/s without it.", "neither record measured"),
+])
+def test_a_conclusion_that_does_not_recommend_the_pick_earns_no_point(conclusion, says):
+    points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
+    assert points == 3 and says in feedback, feedback
+
+
+@pytest.mark.parametrize("conclusion", [
+    "Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.",
+    "Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+    "to enable it.",
+    "Spec decode OFF at batch 64.",
+    "Turn speculation off: 168.2 tok/s without it against 87.5 tok/s with it.",
+    "Plain decoding wins at batch 64 (168 tok/s vs 88 tok/s), so disable speculation.",
+])
+def test_a_right_conclusion_at_batch_64_earns_its_point(conclusion):
+    points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
     assert points == 4, feedback
 
 

@@ -597,7 +597,7 @@ assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in p
 # > of time over the past sample period during which one or more kernels was executing on the GPU"
 # > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
 # > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
-# > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+# > `gpu-memory-utilization` of the GPU, 0.92 by default in vLLM 0.32 (vLLM docs, "Engine Arguments",
 # > https://docs.vllm.ai/en/latest/configuration/engine_args/), for weights and KV cache at start, so
 # > memory use is always high. (And "CPU-limited" is a third thing:
 # > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step

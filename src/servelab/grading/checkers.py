@@ -412,6 +412,8 @@ COMPARISON_SLIPS = {
     "no-conclusion": "no conclusion of a sentence that says which setting serves the SLO and why",
     "against-own-numbers": "the setting picked as better is the worse one by the learner's own numbers",
     "against-own-pick": "the conclusion recommends speculation the other way from the setting picked as better",
+    "no-recommendation": "the conclusion does not say plainly whether speculation should be on or off",
+    "rates-not-measured": "the conclusion quotes a tok/s figure that neither record measured",
 }
 
 
@@ -471,6 +473,7 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     conclusion = answer.get("conclusion")
     says = _recommends(conclusion) if isinstance(conclusion, str) else None
     chosen = "off" if records[better].method == "none" else "on"
+    on_or_off = {r.method == "none" for r in records} == {True, False}
     if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
         lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
         missed.append("no-conclusion")
@@ -478,7 +481,20 @@ def measured_comparison(answer: Any, key: dict) -> Result:
         lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
                      f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
         missed.append("against-own-numbers")
-    elif says is not None and {r.method == "none" for r in records} == {True, False} and says != chosen:
+    elif unmeasured := _rates_not_measured(conclusion, records):
+        lines.append(f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
+                     f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). "
+                     "Quote your own numbers.")
+        missed.append("rates-not-measured")
+    elif on_or_off and says is None:
+        lines.append("- conclusion: it does not say whether speculation should be on or off. Recommend one "
+                     "explicitly (for example \"turn speculation off at this batch\") and give the reason.")
+        missed.append("no-recommendation")
+    elif on_or_off and says == "both":
+        lines.append("- conclusion: it recommends speculation both on and off, so it recommends neither. "
+                     "Say one way, for this batch, and give the reason.")
+        missed.append("no-recommendation")
+    elif on_or_off and says != chosen:
         lines.append(f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
                      f"(setting {better}) has it {chosen}. Say what your own numbers say.")
         missed.append("against-own-pick")
@@ -497,42 +513,89 @@ def _named(catalogue: dict, *slips: str) -> dict:
 
 
 # What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
-# and at the words that join a reason to a recommendation: so, but, because, ...); in each clause a
-# state word (enable, disable, turn/keep/leave ... on/off, without speculation) says on or off, and a
-# negation anywhere in that clause flips it ("should not be enabled", "turning it on is not worth it").
+# and at the words that join a reason to a recommendation: so, but, because, ...). In each clause:
+# - an action says on or off: enable/disable, turn/keep/leave ... on/off, "speculation on/off",
+#   "without speculation", recommend/use/prefer/choose speculation (or plain decoding, the baseline);
+#   a negation flips it ("should not be enabled"), and so does calling the action a mistake ("it would
+#   be wrong to disable it", "enabling it was counterproductive");
+# - with no action, a verdict says on or off: "speculation wins / is faster / is the better choice",
+#   "plain decoding wins", "speculation is slower / counterproductive", "faster with speculation";
+#   a negation flips it ("speculation is not faster").
 # Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
+# A conclusion that says both on and off is a contradiction (or a hedge) and recommends neither.
 # Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
 _CLAUSES = re.compile(r"[.;:!?,()]|\b(?:so|but|because|since|although|though|while|whereas|however|"
                       r"therefore|hence|and|then|which)\b")
-_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|speculation|"
-                        r"speculative decoding|spec decode|ngram|n-gram)\s+)?(?:enabled|disabled|on|off)\b")
+_SPEC = (r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
+         r"eagle(?:-3)?|the drafter|drafting)")
+_PLAIN = (r"(?:plain decoding|plain|the baseline|baseline|no speculation|non-speculative decoding|"
+          r"ordinary decoding|normal decoding|standard decoding)")
+_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|" + _SPEC[3:-1] +
+                        r")\s+)?(?:enabled|disabled|on|off)\b")
+# "on"/"off" right after the method's name is a state unless it is a preposition ("speculation on this CPU")
+_NOT_A_PREPOSITION = r"\b(?!\s+(?:this|the|a|an|that|these|those|my|our|its|batch|each|every|h\d+|cpu|gpu)\b)"
+_RECOMMEND = (r"\b(?:recommend|recommending|use|using|prefer|preferring|choose|choosing|pick|go with|stick with|"
+              r"revert to|go back to|switch to|fall back to)\s+")
 _STATE_ON = re.compile(r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b")
+                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b|"
+                       r"\b" + _SPEC + r"\s+on" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _SPEC + r"\b")
 _STATE_OFF = re.compile(r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
                         r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
-                        r"\bwithout\s+(?:it|speculation|speculative decoding|spec decode)\b")
-_NEGATION = re.compile(r"\b(?:not|never|no|nor|neither)\b|n't\b|\bcannot\b")
+                        r"\bwithout\s+(?:it|" + _SPEC[3:-1] + r")\b|"
+                        r"\b" + _SPEC + r"\s+off" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _PLAIN + r"\b")
+_MISTAKE = re.compile(r"\b(?:mistake|mistaken|wrong|counterproductive|a bad idea|unwise|harmful|an error)\b")
+_GOOD = (r"(?:wins|win|won|beats|beat|is better|is faster|is the better|is the faster|is the right|"
+         r"performs better|comes out ahead|pays off)")
+_BAD = (r"(?:loses|lose|lost|is slower|is worse|is counterproductive|hurts|costs|is harmful|backfires|"
+        r"is a bad idea|is the wrong)")
+_BETWEEN = r"\s+(?:[\w-]+\s+){0,4}?"
+_VERDICT_ON = re.compile(r"\b" + _SPEC + _BETWEEN + _GOOD + r"\b|\b" + _PLAIN + _BETWEEN + _BAD + r"\b|"
+                         r"\b(?:faster|better|quicker)\s+with\s+" + _SPEC + r"\b|"
+                         r"\b(?:slower|worse)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
+_VERDICT_OFF = re.compile(r"\b" + _SPEC + _BETWEEN + _BAD + r"\b|\b" + _PLAIN + _BETWEEN + _GOOD + r"\b|"
+                          r"\b(?:slower|worse)\s+with\s+" + _SPEC + r"\b|"
+                          r"\b(?:faster|better|quicker)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
+_NEGATION = re.compile(r"\b(?:not|never|no longer|nor|neither)\b|n't\b|\bcannot\b")
 _FLIP = {"on": "off", "off": "on"}
 
 
 def _recommends(conclusion: str) -> str | None:
-    """'on', 'off', or None when the conclusion recommends neither, or both (a hedge)."""
+    """'on', 'off', 'both' (it says on and off: a contradiction or a hedge), or None (it says neither)."""
     said: set[str] = set()
     previous = None
     for clause in _CLAUSES.split(conclusion.lower().replace("\u2019", "'")):
         if not clause or not clause.strip():
             continue
         clause = _DESCRIBED.sub(" ", clause)
+        negated = bool(_NEGATION.search(clause))
         states = {"on"} if _STATE_ON.search(clause) else set()
         states |= {"off"} if _STATE_OFF.search(clause) else set()
-        negated = bool(_NEGATION.search(clause))
-        if len(states) == 1:
+        flip = negated != bool(_MISTAKE.search(clause))
+        if not states:
+            states = {"on"} if _VERDICT_ON.search(clause) else set()
+            states |= {"off"} if _VERDICT_OFF.search(clause) else set()
+            flip = negated
+        if len(states) == 2:
+            said |= states  # one clause that says both ways
+        elif states:
             state = states.pop()
-            previous = _FLIP[state] if negated else state
+            previous = _FLIP[state] if flip else state
             said.add(previous)
-        elif not states and negated and previous and clause.split()[0] == "not":
+        elif negated and previous and clause.split()[0] == "not":
             said.add(_FLIP[previous])  # "enable it at batch 4 but not at batch 64": a hedge
-    return said.pop() if len(said) == 1 else None
+    return "both" if len(said) == 2 else (said.pop() if said else None)
+
+
+# A rate the conclusion quotes ("87.5 tok/s") must be one of the records' own; rounding to whole
+# tokens per second is fine.
+_QUOTED_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:tok(?:ens)?\s*/\s*s(?:ec)?\b|tokens? per second)")
+
+
+def _rates_not_measured(conclusion: str, records) -> list[str]:
+    """The tok/s figures in the conclusion that match neither record's output_tok_s."""
+    rates = [r.output_tok_s for r in records]
+    return [m.group(1) for m in _QUOTED_RATE.finditer(conclusion.lower())
+            if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)]
 
 
 def _comparison_schema(answer: Any):
