@@ -481,3 +481,53 @@ def test_rollout_plan_canary_hours_bounds_are_the_questions():
     assert f"from {low}" in question and f"to {high}" in question
     assert checkers.rollout_plan({**PLAN, "canary_hours": low}, {"points": 5}).points == 5
     assert checkers.rollout_plan({**PLAN, "canary_hours": high}, {"points": 5}).points == 5
+
+
+def _trigger(metric, threshold, direction):
+    return {"metric": metric, "threshold": threshold, "direction": direction}
+
+
+# Rollback triggers that point the wrong way, watch no drift, or can never fire; and right plans that
+# name things in a learner's own words.
+@pytest.mark.parametrize("change, points, says", [
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "above")]}, 4, "roll back when it is below"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "below"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "roll back when it is above"),
+    ({"rollback_triggers": [_trigger("output_tok_s", 1000, "above"), _trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "below 1000"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 50_000, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "no latency"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 97, "below")]}, 4, "between 0 and 1"),
+    ({"metrics": ["ttft_ms_p99", "output_tok_s", "spec_decode_draft_acceptance_rate"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("spec_decode_draft_acceptance_rate", 0.6, "below")]}, 3, "draft acceptance"),
+    ({"metrics": ["ttft_ms_p99", "output_tok_s", "gpu_memory_usage_evaluation"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("gpu_memory_usage_evaluation", 0.9, "above")]}, 3, "drift"),
+    ({"metrics": ["ttft_ms_p99", "eval_gate_acceptance_rate"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "tokens per second"),
+])
+def test_rollout_triggers_are_checked_against_their_metric(change, points, says):
+    got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
+    assert got == points and says in feedback, feedback
+
+
+@pytest.mark.parametrize("change", [
+    {"metrics": ["p99 TTFT", "output tok/s", "thumbs-down rate"],
+     "rollback_triggers": [_trigger("p99 TTFT", 500, "above"), _trigger("thumbs-down rate", 0.05, "above")]},
+    {"notify": "eval gate owners, client teams and on-call"},
+    {"metrics": ["ttft_ms_p99", "vllm:generation_tokens_total rate", "eval_gate_acceptance_rate"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                           _trigger("vllm:generation_tokens_total rate", 800, "below"),
+                           _trigger("eval_gate_acceptance_rate", 0.97, "below")]},
+    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval perplexity"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval perplexity", 6.5, "above")]},
+    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval_acceptance_pct"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval_acceptance_pct", 97, "below")]},
+])
+def test_right_rollout_plans_in_other_words_pass(change):
+    got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
+    assert got == 5, feedback

@@ -648,9 +648,20 @@ def _plausible(record, tolerance: float) -> tuple[bool, str]:
 # ("itl", "qps", "kl") must stand alone ("kl_div" yes, "weekly" no); longer ones may sit inside a name.
 LATENCY_WORDS = ("ttft", "tpot", "itl", "e2e", "latency", "inter_token", "time_to_first", "time_per_output")
 THROUGHPUT_WORDS = ("tok_s", "tok/s", "tokens/s", "tokens_per_s", "throughput", "qps", "rps", "req/s",
-                    "requests_per", "goodput")
+                    "requests_per", "goodput", "generation_tokens", "tokens_total")
 DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match",
-               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite")
+               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite",
+               "thumbs", "rating", "complaint", "satisfaction", "csat", "user_feedback")
+# Names that hold a drift word but watch the engine, not its outputs: speculative decoding's draft
+# acceptance (vllm:spec_decode_*), GPU memory.
+NOT_DRIFT_WORDS = ("spec_decode", "speculat", "draft", "gpu_memory", "memory_usage", "kv_cache", "cache_usage")
+# Drift metrics that rise when outputs get worse; the rest (acceptance, accuracy, win rate) fall.
+RISING_DRIFT_WORDS = ("perplexity", "ppl", "kl", "kl_div", "divergence", "drift", "thumbs_down", "down",
+                      "complaint")
+# A rate or share (acceptance, accuracy, win rate) lies in 0..1 unless its name says percent.
+SHARE_WORDS = ("rate", "acceptance", "accuracy", "share", "ratio", "exact_match")
+PERCENT_WORDS = ("pct", "percent", "%")
+MAX_LATENCY_THRESHOLD = 10_000  # a rollback trigger on latency past 10 s (in ms) never fires in time
 # Who is told before the rollout: people outside the serving team whose assumptions can break.
 # The serving team's own on-call is told too, but it is not downstream of the change.
 DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
@@ -682,8 +693,9 @@ def rollout_plan(answer: Any, key: dict) -> Result:
              "notify": [who is told before rollout]}.
     key: points. Five equal parts: canary size and duration; stages; metrics that
     cover latency, throughput and output-distribution drift; triggers with numeric
-    thresholds on watched metrics, one of them on drift; a downstream party told first.
-    Whether the thresholds are sensible is for a person to judge (the manual cell).
+    thresholds on watched metrics, one of them on drift, each pointing the way its metric gets worse
+    (latency above, throughput and quality below) within a range it can cross; a downstream party told
+    first (a list, or one string). Whether the thresholds suit the service is for a person to judge.
     """
     name = _name(key)
     if not isinstance(answer, dict):
@@ -712,32 +724,29 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
     metrics = answer.get("metrics")
     metrics = [m for m in metrics if isinstance(m, str)] if isinstance(metrics, list) else []
-    has = {kind: any(_mentions(m, words) for m in metrics)
-           for kind, words in (("latency", LATENCY_WORDS), ("throughput", THROUGHPUT_WORDS), ("drift", DRIFT_WORDS))}
+    has = {kind: any(_metric_kind(m) == kind for m in metrics) for kind in ("latency", "throughput", "drift")}
     if all(has.values()):
         parts += 1
     else:
-        absent = [k for k, v in has.items() if not v]
-        lines.append(f"- metrics: nothing watched for {', '.join(absent)}. A config change can leave p99 and "
-                     "throughput flat and still shift outputs: watch something that sees output-distribution "
-                     "drift, such as the downstream eval gate's acceptance rate.")
-        missed += [f"no-{kind}-metric" for kind in absent]
+        for kind in (k for k, v in has.items() if not v):
+            lines.append(f"- metrics: {METRIC_ADVICE[kind]}")
+            missed.append(f"no-{kind}-metric")
 
     triggers = answer.get("rollback_triggers")
     triggers = [t for t in triggers if isinstance(t, dict)] if isinstance(triggers, list) else []
-    well_formed = [t for t in triggers
-                   if isinstance(t.get("metric"), str) and t["metric"] in metrics
-                   and _as_number(t.get("threshold")) is not None
-                   and isinstance(t.get("direction"), str) and t["direction"].strip().lower() in DIRECTIONS]
+    problems = [_trigger_problem(t, metrics) for t in triggers]
+    well_formed = [t for t, problem in zip(triggers, problems) if problem is None]
     if len(well_formed) >= 2 and len(well_formed) == len(triggers) and any(
-            _mentions(t["metric"], DRIFT_WORDS) for t in well_formed):
+            _metric_kind(t["metric"]) == "drift" for t in well_formed):
         parts += 1
     else:
         lines.append("- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
                      "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric.")
+        lines += [f"  - {problem}" for problem in problems if problem]
         missed.append("no-drift-trigger")
 
     notify = answer.get("notify")
+    notify = [notify] if isinstance(notify, str) else notify
     notify = [n for n in notify if isinstance(n, str)] if isinstance(notify, list) else []
     if any(_mentions(n, DOWNSTREAM_WORDS) for n in notify):
         parts += 1
@@ -748,6 +757,49 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
     return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines),
                   _named(ROLLOUT_SLIPS, *missed))
+
+
+METRIC_ADVICE = {
+    "latency": "nothing watched for latency: watch a tail latency the SLO names, such as p99 TTFT or TPOT.",
+    "throughput": "nothing watched for throughput: watch output tokens per second (or requests per second) "
+                  "per replica, so a change that costs capacity shows before the fleet runs short.",
+    "drift": "nothing watched for output-distribution drift. A config change can leave p99 and throughput "
+             "flat and still shift outputs: watch something that sees it, such as the downstream eval gate's "
+             "acceptance rate (speculative decoding's draft acceptance watches the engine, not the outputs).",
+}
+
+
+def _metric_kind(metric: str) -> str | None:
+    """'latency', 'throughput', 'drift' or None, from a watched metric's name."""
+    if _mentions(metric, LATENCY_WORDS):
+        return "latency"
+    if _mentions(metric, THROUGHPUT_WORDS):
+        return "throughput"
+    if _mentions(metric, DRIFT_WORDS) and not _mentions(metric, NOT_DRIFT_WORDS):
+        return "drift"
+    return None
+
+
+def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
+    """Why a rollback trigger cannot work, or None: its form, its direction, its threshold's range."""
+    metric, threshold, direction = trigger.get("metric"), _as_number(trigger.get("threshold")), trigger.get("direction")
+    if not isinstance(metric, str) or metric not in metrics:
+        return f"{metric!r}: a trigger's metric must be one of the metrics you watch."
+    if threshold is None or not isinstance(direction, str) or direction.strip().lower() not in DIRECTIONS:
+        return f"{metric}: give the threshold as a number and the direction as 'above' or 'below'."
+    kind, direction = _metric_kind(metric), direction.strip().lower()
+    worse = {"latency": "above", "throughput": "below"}.get(kind)
+    if kind == "drift":
+        worse = "above" if _mentions(metric, RISING_DRIFT_WORDS) else "below"
+    if worse and direction != worse:
+        return (f"{metric}: it gets worse going {worse} its threshold, so roll back when it is {worse} "
+                f"{threshold:g}, not {direction}.")
+    if kind == "latency" and not 0 < threshold <= MAX_LATENCY_THRESHOLD:
+        return f"{metric}: {threshold:g} is no latency a rollback could wait for; give it in ms, as the SLO does."
+    if (kind == "drift" and _mentions(metric, SHARE_WORDS) and not _mentions(metric, PERCENT_WORDS)
+            and not 0 <= threshold <= 1):
+        return f"{metric}: a rate lies between 0 and 1, so {threshold:g} can never be crossed; give it as a fraction."
+    return None
 
 
 def _mentions(text: str, words: tuple[str, ...]) -> bool:
