@@ -531,3 +531,18 @@ def test_rollout_triggers_are_checked_against_their_metric(change, points, says)
 def test_right_rollout_plans_in_other_words_pass(change):
     got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert got == 5, feedback
+
+
+def test_the_prediction_is_graded_for_completion():
+    """It can be edited after the reveals, so any honest attempt earns its points; the feedback says how it did."""
+    from servelab.grading import trusted
+
+    key = trusted.load_key_module("lesson25").PREDICT_KEY
+    for answer in (["padding"], ["measure_on_off"], key["correct"], list(key["options"])):
+        points, feedback = checkers.prediction(answer, key)
+        assert points == 2 and "completion" in feedback, feedback
+    points, feedback = checkers.prediction(["measure_on_off", "padding"], key)
+    assert "1 of the 6 wrong claims spotted, 1 that hold marked wrong" in feedback and "measure_on_off" in feedback
+    for answer in ([], "padding", ["nope"], [1]):
+        points, feedback = checkers.prediction(answer, key)
+        assert points == 0 and feedback, answer

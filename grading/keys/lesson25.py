@@ -159,7 +159,7 @@ TESTS = {
     "warmup3-tokens": ("number", keys.tokens_per_verify_step(0.7, 4, points=1)),
     "warmup3-verified": ("number", keys.verified_tokens_per_step(64, 4, points=1)),
     "warmup3-bound": ("yes_no", keys.is_compute_bound(64, 4, "H200", points=1)),
-    "predict-test": ("selection", PREDICT_KEY),
+    "predict-test": ("prediction", PREDICT_KEY),
     "practice1-test": ("fields", PRACTICE1_KEY),
     "practice2-sufficient": ("choice", PRACTICE2_SUFFICIENT_KEY),
     "practice2-missing": ("selection", PRACTICE2_MISSING_KEY),

@@ -323,7 +323,9 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # The checklist's questions are the right ones. Some of its claims, and of the text that follows, are
 # not. **Predict before you read on.** Each practice below tests one of them, and after each practice
 # a collapsed *Check the claim* box reveals what holds, with evidence you can run or look up. Mark now
-# which of these claims you think are wrong; the reveals will show how your prediction did.
+# which of these claims you think are wrong; the reveals will show how your prediction did. The
+# prediction is graded for completion: any non-empty list of the options below earns its points, and
+# the feedback names which of your picks were right, so there is nothing to gain by editing it later.
 #
 # | option | claim (from the checklist and the text below) |
 # |---|---|

@@ -230,6 +230,30 @@ def selection(answer: Any, key: dict) -> Result:
     return Result(_earn(share, key), "\n".join(lines), slips)
 
 
+@_checker
+def prediction(answer: Any, key: dict) -> Result:
+    """A prediction made before the reveals, graded for completion: it can be edited after them, so a score
+    on its rightness would grade the edit. Any non-empty list of valid option ids earns the points; the
+    feedback is selection's, naming which picks were right.
+
+    key: correct [ids], options {id: why it belongs or not}, points.
+    """
+    name = _name(key)
+    options = key.get("options", {})
+    if not isinstance(answer, list) or not answer:
+        return Result(0.0, f"{name}: pick at least one option out of {sorted(options)}, as a list.")
+    graded = selection(answer, key)
+    if not graded.slips and graded.points == 0 and set(answer) - set(key["correct"]) - set(options):
+        return Result(0.0, graded.feedback)  # not option names: the form's message
+    if not all(isinstance(a, str) for a in answer):
+        return Result(0.0, graded.feedback)
+    correct = set(key["correct"])
+    right, wrong = set(answer) & correct, set(answer) - correct
+    first = (f"{name}: full marks for making the prediction (it is graded for completion). How it did: "
+             f"{len(right)} of the {len(correct)} wrong claims spotted, {len(wrong)} that hold marked wrong.")
+    return Result(_earn(1.0, key), "\n".join([first] + graded.feedback.split("\n")[1:]), graded.slips)
+
+
 # --------------------------------------------------------------------------- fields
 
 @_checker
@@ -513,7 +537,8 @@ def _named(catalogue: dict, *slips: str) -> dict:
 
 
 # What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
-# and at the words that join a reason to a recommendation: so, but, because, ...). In each clause:
+# but not at brackets, which hold a description, and at the words that join a reason to a recommendation:
+# so, but, because, ...). In each clause:
 # - an action says on or off: enable/disable, turn/keep/leave ... on/off, "speculation on/off",
 #   "without speculation", recommend/use/prefer/choose speculation (or plain decoding, the baseline);
 #   a negation flips it ("should not be enabled"), and so does calling the action a mistake ("it would
@@ -524,7 +549,7 @@ def _named(catalogue: dict, *slips: str) -> dict:
 # Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
 # A conclusion that says both on and off is a contradiction (or a hedge) and recommends neither.
 # Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
-_CLAUSES = re.compile(r"[.;:!?,()]|\b(?:so|but|because|since|although|though|while|whereas|however|"
+_CLAUSES = re.compile(r"[.;:!?,]|\b(?:so|but|because|since|although|though|while|whereas|however|"
                       r"therefore|hence|and|then|which)\b")
 _SPEC = (r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
          r"eagle(?:-3)?|the drafter|drafting)")
