@@ -394,8 +394,29 @@ CONCLUSIONS = [
     ("Speculation does not pay at this batch, so switch it off.", "off"),
     ("Run without speculation.", "off"),
     ("Even though it was enabled in the seed config, I would not keep it on.", "off"),
-    ("Enable it at batch 4 but not at batch 64.", None),
-    ("Turn it on for short prompts, turn it off for long ones.", None),
+    ("Enable it at batch 4 but not at batch 64.", "both"),
+    ("Turn it on for short prompts, turn it off for long ones.", "both"),
+    # recommendations without an enable/disable verb, double negatives, self-contradictions
+    ("The configured choice (speculation on) is right at batch 64.", "on"),
+    ("I recommend speculation at batch 64.", "on"),
+    ("Speculation on is the better choice at batch 64 for throughput.", "on"),
+    ("Use speculative decoding at batch 64; it is the faster configuration.", "on"),
+    ("Speculation beats the baseline here, so the configured choice stands.", "on"),
+    ("It would be wrong to disable speculation here.", "on"),
+    ("Turning speculation off would be a mistake at batch 64.", "on"),
+    ("Prefer n-gram speculation for this job.", "on"),
+    ("Speculation on this CPU is slower at batch 64.", "off"),
+    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
+     "speculation.", "both"),
+    ("Speculation should be off at batch 64 because it is faster with speculation.", "both"),
+    ("Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.", "off"),
+    ("Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+     "to enable it.", "off"),
+    ("Spec decode OFF.", "off"),
+    ("Plain decoding wins at batch 64.", "off"),
+    ("Speculation is not faster here, so go back to plain decoding.", "off"),
+    ("It would not be a mistake to disable speculation.", "off"),
+    ("Switch to plain decoding at batch 64.", "off"),
     ("It depends on the batch; measure again at peak.", None),
     ("The numbers are close; I can't tell.", None),
     ("", None),
@@ -415,6 +436,42 @@ def test_a_negated_recommendation_is_not_marked_against_the_learner():
     assert points == 4, feedback
 
 
+def _batch64(conclusion: str) -> dict:
+    """The lab solution's records: plain 168.2 tok/s, n-gram 87.5 tok/s, plain picked as better."""
+    return _comparison(measurements=[_record("none", 0, 168.2), _record("ngram", 4, 87.5)], better=0,
+                       conclusion=conclusion)
+
+
+@pytest.mark.parametrize("conclusion, says", [
+    ("The configured choice (speculation on) is right at batch 64.", "recommends speculation on"),
+    ("I recommend speculation at batch 64.", "recommends speculation on"),
+    ("Speculation beats the baseline here, so the configured choice stands.", "recommends speculation on"),
+    ("It would be wrong to disable speculation here.", "recommends speculation on"),
+    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
+     "speculation.", "both on and off"),
+    ("Speculation should be off at batch 64 because it is faster with speculation.", "both on and off"),
+    ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "on or off"),
+    ("The numbers at batch 64 are what they are, throughput is the metric.", "on or off"),
+    ("Turn speculation off: it gives 140 tok/s against 168.2 tok/s without it.", "neither record measured"),
+])
+def test_a_conclusion_that_does_not_recommend_the_pick_earns_no_point(conclusion, says):
+    points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
+    assert points == 3 and says in feedback, feedback
+
+
+@pytest.mark.parametrize("conclusion", [
+    "Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.",
+    "Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+    "to enable it.",
+    "Spec decode OFF at batch 64.",
+    "Turn speculation off: 168.2 tok/s without it against 87.5 tok/s with it.",
+    "Plain decoding wins at batch 64 (168 tok/s vs 88 tok/s), so disable speculation.",
+])
+def test_a_right_conclusion_at_batch_64_earns_its_point(conclusion):
+    points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
+    assert points == 4, feedback
+
+
 def test_rollout_plan_canary_hours_bounds_are_the_questions():
     from servelab.grading import course
     import nbformat
@@ -424,3 +481,68 @@ def test_rollout_plan_canary_hours_bounds_are_the_questions():
     assert f"from {low}" in question and f"to {high}" in question
     assert checkers.rollout_plan({**PLAN, "canary_hours": low}, {"points": 5}).points == 5
     assert checkers.rollout_plan({**PLAN, "canary_hours": high}, {"points": 5}).points == 5
+
+
+def _trigger(metric, threshold, direction):
+    return {"metric": metric, "threshold": threshold, "direction": direction}
+
+
+# Rollback triggers that point the wrong way, watch no drift, or can never fire; and right plans that
+# name things in a learner's own words.
+@pytest.mark.parametrize("change, points, says", [
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "above")]}, 4, "roll back when it is below"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "below"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "roll back when it is above"),
+    ({"rollback_triggers": [_trigger("output_tok_s", 1000, "above"), _trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "below 1000"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 50_000, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "no latency"),
+    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 97, "below")]}, 4, "between 0 and 1"),
+    ({"metrics": ["ttft_ms_p99", "output_tok_s", "spec_decode_draft_acceptance_rate"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("spec_decode_draft_acceptance_rate", 0.6, "below")]}, 3, "draft acceptance"),
+    ({"metrics": ["ttft_ms_p99", "output_tok_s", "gpu_memory_usage_evaluation"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("gpu_memory_usage_evaluation", 0.9, "above")]}, 3, "drift"),
+    ({"metrics": ["ttft_ms_p99", "eval_gate_acceptance_rate"],
+      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "tokens per second"),
+])
+def test_rollout_triggers_are_checked_against_their_metric(change, points, says):
+    got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
+    assert got == points and says in feedback, feedback
+
+
+@pytest.mark.parametrize("change", [
+    {"metrics": ["p99 TTFT", "output tok/s", "thumbs-down rate"],
+     "rollback_triggers": [_trigger("p99 TTFT", 500, "above"), _trigger("thumbs-down rate", 0.05, "above")]},
+    {"notify": "eval gate owners, client teams and on-call"},
+    {"metrics": ["ttft_ms_p99", "vllm:generation_tokens_total rate", "eval_gate_acceptance_rate"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
+                           _trigger("vllm:generation_tokens_total rate", 800, "below"),
+                           _trigger("eval_gate_acceptance_rate", 0.97, "below")]},
+    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval perplexity"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval perplexity", 6.5, "above")]},
+    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval_acceptance_pct"],
+     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval_acceptance_pct", 97, "below")]},
+])
+def test_right_rollout_plans_in_other_words_pass(change):
+    got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
+    assert got == 5, feedback
+
+
+def test_the_prediction_is_graded_for_completion():
+    """It can be edited after the reveals, so any honest attempt earns its points; the feedback says how it did."""
+    from servelab.grading import trusted
+
+    key = trusted.load_key_module("lesson25").PREDICT_KEY
+    for answer in (["padding"], ["measure_on_off"], key["correct"], list(key["options"])):
+        points, feedback = checkers.prediction(answer, key)
+        assert points == 2 and "completion" in feedback, feedback
+    points, feedback = checkers.prediction(["measure_on_off", "padding"], key)
+    assert "1 of the 6 wrong claims spotted, 1 that hold marked wrong" in feedback and "measure_on_off" in feedback
+    for answer in ([], "padding", ["nope"], [1]):
+        points, feedback = checkers.prediction(answer, key)
+        assert points == 0 and feedback, answer

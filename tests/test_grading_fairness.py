@@ -292,7 +292,7 @@ def _comparison(conclusion: str) -> dict:
     "Speculation cost throughput at batch 8 (63.7 vs 80.5 tok/s), so turn it off for this SLO.",
     "With n-gram on we got 63.7 tok/s against 80.5 without; the configured choice is wrong, disable it.",
     "Throughput is the SLO metric and plain decoding wins at batch 8, so the config should not enable it.",
-    "Plain decoding gives 80.5 tok/s against 63.7 with speculation: the SLO is throughput.",
+    "Plain decoding gives 80.5 tok/s against 63.7 with speculation: the SLO is throughput, so plain wins.",
 ])
 def test_lab_conclusions_that_agree_with_the_pick_pass(conclusion):
     points, feedback = checkers.measured_comparison(_comparison(conclusion), {"points": 4})

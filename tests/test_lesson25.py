@@ -205,3 +205,24 @@ def test_the_prediction_table_offers_exactly_the_keys_options():
     offered = set(re.findall(r'^\| `"(\w+)"` \|', question, re.M))
     assert offered == set(KEYS.PREDICT_KEY["options"])
     assert 0 < len(KEYS.PREDICT_KEY["correct"]) < len(offered), "a prediction needs claims that hold, too"
+
+
+@pytest.mark.parametrize("question, answer", [
+    ("warmup1-question", "34 GB"),  # warm-up 1's KV cache per step
+    ("practice4-question", "vLLM will not start if"),  # practice 4's verdict
+    ("quiz-question", "[129, 1024, 0]"),  # a k of 0 at large batch: the quiz's answer C
+    ("quiz-question", "loses past break-even"),
+    ("quiz-question", "break-even of 114"),  # 114 is worked out after the quiz
+])
+def test_no_cell_gives_an_answer_away_before_its_question(question, answer):
+    """Predict, then reveal: a question's answer appears in no cell before the question."""
+    ids = [c.get("id") for c in SOURCE.cells]
+    before = SOURCE.cells[:ids.index(question)]
+    assert not [c.get("id") for c in before if answer in c.source]
+
+
+def test_the_lab_question_does_not_give_the_direction_away():
+    """The student lab has no solution below its rep 2 question, and the question does not say which way it goes."""
+    lab = nbformat.read(course.get("lab25").student, as_version=4)
+    question = next(c.source for c in lab.cells if c.get("id") == "rep2-question")
+    assert "solution below" not in question and "turn\nspeculation off" not in question

@@ -512,3 +512,12 @@ def test_model_ids_map_to_presets(model_id, preset):
 def test_exit_codes_are_documented_values():
     assert (review.EXIT_CLEAN, review.EXIT_FINDINGS, review.EXIT_BAD_INPUT) == (0, 1, 2)
     assert re.search(r"0 .*1 .*2", review.__doc__, re.S)
+
+
+def test_the_reviewers_gpu_memory_utilization_default_is_vllms():
+    """The reviewer assumes vLLM's own default where a config leaves gpu-memory-utilization unset."""
+    from vllm.config import CacheConfig
+
+    from servelab.review import defaults
+
+    assert defaults.GPU_MEMORY_UTILIZATION == CacheConfig.__pydantic_fields__["gpu_memory_utilization"].default

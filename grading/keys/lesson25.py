@@ -27,8 +27,8 @@ PREDICT_KEY = {
         "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
         "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
         "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
-        "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator still gives "
-                            "1.7x at batch 64 (the reveal after the quiz).",
+        "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator puts the crossover "
+                            "near 132, so batches 65 to about 131 still gain (1.2x at 100; the reveal after the quiz).",
         "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
         "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary.",
         "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
@@ -141,7 +141,8 @@ QUIZ_KEY = {
     "options": {
         "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
         "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
-        "c": "At batch 200 decode is compute-bound: verifying draft tokens, rejected ones included, burns scarce FLOPs. "
+        "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the 206-token ridge (a plain step's 200 "
+             "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs. "
              "Scale speculation back, or off, as the batch grows.",
         "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
     },
@@ -158,7 +159,7 @@ TESTS = {
     "warmup3-tokens": ("number", keys.tokens_per_verify_step(0.7, 4, points=1)),
     "warmup3-verified": ("number", keys.verified_tokens_per_step(64, 4, points=1)),
     "warmup3-bound": ("yes_no", keys.is_compute_bound(64, 4, "H200", points=1)),
-    "predict-test": ("selection", PREDICT_KEY),
+    "predict-test": ("prediction", PREDICT_KEY),
     "practice1-test": ("fields", PRACTICE1_KEY),
     "practice2-sufficient": ("choice", PRACTICE2_SUFFICIENT_KEY),
     "practice2-missing": ("selection", PRACTICE2_MISSING_KEY),

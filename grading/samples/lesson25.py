@@ -68,7 +68,7 @@ LESSON25_PARTIAL_POINTS = {
     "warmup1-per-token": 0, "warmup1-batch": 0,
     "warmup2-ridge": 1, "warmup2-tokens": 1,
     "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
-    "predict-test": 2 * (2 / 6 - 1 / 4),  # 2 of 6 right options, 1 of 4 wrong: share right - share wrong
+    "predict-test": 2,  # graded for completion: any non-empty list of valid options
     "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
     "practice2-sufficient": 1, "practice2-missing": 2 * (2 / 4 - 1 / 3),  # 2 of 4 right, 1 of 3 wrong
     "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,

@@ -144,7 +144,7 @@ lab
 # ### KV cache size: a cache too small for the load
 #
 # Load: {{ kv.load }}. Both servers run a 512-token context (max-model-len 512). SmolLM2-135M keeps 23,040
-# bytes of KV cache per token in bfloat16, so 16 MiB holds 728 tokens, 45 blocks of 16: one request of the
+# bytes of KV cache per token in bfloat16, so 16 MiB holds 45 whole blocks of 16 tokens (16,777,216 / (16 x 23,040) = 45.5), 720 tokens: one request of the
 # full context (vLLM refuses to start a server whose cache cannot hold one), but not 20 users' prompts
 # and answers at once.
 #

@@ -180,12 +180,12 @@ fix
 # and latency with each. Record which metric matters more for your SLO and whether the configured choice
 # is the right one.*
 #
-# **Two answers at batch 64, both right.** The solution below, measured on this CPU, says turn
-# speculation off at batch 64. The lesson's simulator says an H200 serving Llama-3.1-8B still gains about
-# 1.7x at batch 64. They do not contradict each other: on the H200 a verify step of 64 x 5 = 320 tokens
+# **Two answers at batch 64 can both be right.** The lesson's simulator says an H200 serving
+# Llama-3.1-8B still gains about 1.7x at batch 64; what this CPU does at batch 64 is yours to measure.
+# Should the two disagree, that is no contradiction: on the H200 a verify step of 64 x 5 = 320 tokens
 # is just past its ridge of about 206, and below its break-even near 114 sequences, so verification still
-# rides mostly on weight reads; on this CPU the loss comes from the speculative step path's fixed cost
-# per step (section 2), which the batch multiplies. The configured choice is judged on the hardware it
+# rides mostly on weight reads; on this CPU the speculative step path has a fixed cost per step
+# (section 2), which the batch multiplies. The configured choice is judged on the hardware it
 # runs on, which is why the rep asks for a measurement and not a rule.
 #
 # Here the knob is speculative decoding. Suppose the configuration under review enables n-gram

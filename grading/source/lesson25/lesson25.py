@@ -53,13 +53,12 @@ from servelab.paths import data_dir
 # sequences costs no extra weight reads (throughput rises, per-token latency rises slowly); above it
 # the step waits on arithmetic, so every extra token costs time (throughput flattens, latency rises).
 # "Below the ridge" is not "free": each sequence's KV cache is read every step too, and at long
-# contexts it outweighs the weights (warm-up 1's batch reads about 34 GB of KV cache per step
-# against about 16 GB of Llama-3.1-8B weights).
+# contexts it outweighs the weights (warm-up 1 puts a number on it).
 #
-# **GB and GiB.** A datasheet's GB is 10^9 bytes; `nvidia-smi` and vLLM's logs count MiB and GiB
-# (2^20 and 2^30 bytes), and report the capacity the driver sees. They differ by 7.4% per GiB: an H200
-# sold as "141 GB" reports 143,771 MiB (150.8e9 bytes, 140.4 GiB), an H100 "80 GB" reports 81,559 MiB
-# (85.5e9 bytes). This lesson's memory sums use bytes throughout and name GB (10^9) where they round.
+# **GB and GiB.** A datasheet's bandwidth and FLOP/s are decimal (10^9, 10^12), but its memory capacity
+# tracks GiB: `nvidia-smi` and vLLM's logs count MiB and GiB (2^20 and 2^30 bytes, 7.4% apart per GiB)
+# and report the capacity the driver sees, and an H200 sold as "141 GB" reports 143,771 MiB (140.4 GiB,
+# 150.8e9 bytes), an H100 "80 GB" 81,559 MiB (79.6 GiB, 85.5e9 bytes). This lesson's memory sums use bytes throughout and name GB (10^9) where they round.
 #
 # **Quantization (lesson 9).** Storing weights in fewer bits (fp8 or int8: 1 byte per parameter;
 # int4 schemes such as AWQ or GPTQ: about half a byte) shrinks the weights and the bytes each decode
@@ -75,7 +74,7 @@ from servelab.paths import data_dir
 # keeps TP inside a node and uses PP across nodes; TP across nodes is a choice to measure, not a
 # mistake by definition ("Parallelism and Scaling", https://docs.vllm.ai/en/latest/serving/parallelism_scaling/). Pipeline
 # parallelism (PP) puts consecutive layers on different GPUs or nodes and passes activations between
-# stages. A replica uses TP x PP GPUs; vLLM will not start if the deployment has fewer. Data
+# stages. A replica uses TP x PP GPUs. Data
 # parallelism runs independent replicas, each with its own copy of the weights. Split a model only
 # when it does not fit (or when a measured latency needs it): a model that fits on one GPU serves
 # more per GPU as replicas.
@@ -324,7 +323,9 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # The checklist's questions are the right ones. Some of its claims, and of the text that follows, are
 # not. **Predict before you read on.** Each practice below tests one of them, and after each practice
 # a collapsed *Check the claim* box reveals what holds, with evidence you can run or look up. Mark now
-# which of these claims you think are wrong; the reveals will show how your prediction did.
+# which of these claims you think are wrong; the reveals will show how your prediction did. The
+# prediction is graded for completion: any non-empty list of the options below earns its points, and
+# the feedback names which of your picks were right, so there is nothing to gain by editing it later.
 #
 # | option | claim (from the checklist and the text below) |
 # |---|---|
@@ -436,7 +437,9 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # %% [markdown] id="choosing-the-method"
 # ### Choosing the speculative method
 #
-# "Speculative decoding" is four families of drafter in vLLM, and the review question "does it pay at
+# vLLM 0.32.0 offers many drafters (`SpeculativeConfig.method`: `ngram`, `ngram_gpu`, `suffix`,
+# `draft_model`, `eagle`, `eagle3`, `medusa`, `mlp_speculator`, `mtp`, `dflash`, `dspark`, `custom_class`;
+# `vllm/config/speculative.py`); this section compares the four most used, and the review question "does it pay at
 # this batch?" has a second half: with which drafter? vLLM's own guide ("Speculative Decoding", *Method
 # Selection at a Glance*, https://docs.vllm.ai/en/latest/features/speculative_decoding/) rates the
 # model-based methods the best latency reduction and n-gram a modest one "without increasing workload
@@ -444,7 +447,7 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 #
 # | method (`speculative_config`) | what it needs | when it pays |
 # |---|---|---|
-# | n-gram, `"method": "ngram"` with `prompt_lookup_min`/`max` | nothing: drafts are copied from the prompt (and output so far) where its last n tokens recur | output that repeats its input: summaries, code edits, answers quoting retrieved text. No draft weights and no extra forward pass, only a CPU-side search per step; acceptance collapses on open-ended chat |
+# | n-gram, `"method": "ngram"` with `prompt_lookup_min`/`max` | nothing: drafts are copied from the prompt (and output so far) where its last n tokens recur | output that repeats its input: summaries, code edits, answers quoting retrieved text. No draft weights and no extra forward pass, only a search per step (on the CPU for `ngram`, on the GPU for `ngram_gpu`); acceptance collapses on open-ended chat |
 # | draft model, `"method": "draft_model"`, `"model": ...` | a small model with the target's vocabulary; its weights and KV cache in GPU memory | general text, when a same-family small model exists (Llama-3.2-1B for Llama-3.1-8B). Its k forward passes per step cost real time, so it needs a high acceptance to pay |
 # | EAGLE / EAGLE-3, `"method": "eagle"` or `"eagle3"`, `"model": ...` | a drafting head trained on *this* target's hidden states (published per target model) | usually the highest acceptance per unit of draft cost; only where a head exists for your exact target |
 # | MTP, `"method": "mtp"` | a target trained with multi-token-prediction layers (DeepSeek-V3 and its successors, some Qwen models): the drafter ships inside the checkpoint | whenever the model has them: no second model to manage |
@@ -453,13 +456,14 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # ridge and costs FLOPs above it, and a cheaper drafter (n-gram) moves the break-even less than a costly
 # one. vLLM 0.32.0 can also change k with the batch inside one engine: `num_speculative_tokens_per_batch_size`
 # in `speculative_config` takes inclusive ranges `[[range_start, range_end, k], ...]`; the first range must
-# start at batch 1, ranges may not overlap, and a k of 0 turns speculation off for that range (vLLM 0.32.0,
+# start at batch 1 and ranges may not overlap; vLLM caps each range's k at `num_speculative_tokens`
+# (which must be above 0) and fills a gap between ranges with the previous range's k (vLLM 0.32.0,
 # `SpeculativeConfig` and `v1/spec_decode/dynamic/utils.py`; "Dynamic Speculative Decoding" in the guide
-# above). For the break-even of 114 above, `[[1, 64, 4], [65, 128, 2], [129, 1024, 0]]` keeps speculation
-# where the model says it pays; measure before trusting the ranges.
+# above). Which k belongs to which batch is what the rest of this lesson works out; measure before
+# trusting any ranges.
 
 # %% [markdown] id="practice1-question"
-# **1. ▢** A configuration proposes batch size 256 for a workload that stated SLO is "p99 TTFT under
+# **1. ▢** A configuration proposes batch size 256 for a workload whose stated SLO is "p99 TTFT under
 # 500ms at 20 concurrent users." You measure TTFT at batch 256 and find p99 is 1200ms. What is the
 # configuration's actual error?
 #
@@ -597,7 +601,7 @@ assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in p
 # > of time over the past sample period during which one or more kernels was executing on the GPU"
 # > (NVIDIA, nvidia-smi documentation, https://docs.nvidia.com/deploy/nvidia-smi/index.html), near 100% in
 # > memory-bound decode too. "High memory utilization" does not mean bandwidth-bound: vLLM preallocates
-# > `gpu-memory-utilization` of the GPU, 0.9 by default (vLLM docs, "Engine Arguments",
+# > `gpu-memory-utilization` of the GPU, 0.92 by default in vLLM 0.32 (vLLM docs, "Engine Arguments",
 # > https://docs.vllm.ai/en/latest/configuration/engine_args/), for weights and KV cache at start, so
 # > memory use is always high. (And "CPU-limited" is a third thing:
 # > a host-side bottleneck, not the GPU's arithmetic.) What does separate the regimes: the tokens a step
@@ -777,8 +781,8 @@ assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()'
 # > batch 256: 11.3 ms per token with speculation, 7.1 ms without. The vLLM blog post the lesson cites
 # > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
 # > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
-# > nothing for nothing there. The part of the lesson's story that holds is the regime change: speculation
-# > pays while the step is memory-bound, pays less past the ridge, and loses past break-even.
+# > nothing for nothing there. What does hold in the lesson's story is that the answer depends on the
+# > batch; the quiz below asks why.
 #
 # </details>
 
@@ -826,8 +830,9 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # %% [markdown] nbgrader={"grade": true, "grade_id": "quiz-distractors", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # Speculative decoding trades extra compute for fewer sequential steps. That is free while decode is
 # memory-bandwidth-bound and compute is idle, and still pays, at a shrinking margin, a little past the
-# ridge, up to a break-even batch near ridge x E / (k + 1). At batch 200 the GPU is compute-saturated
-# and past that break-even (about 114 for an 8B model on an H200 at k = 4, a = 0.7), so the rejected
+# ridge, up to a break-even batch near ridge x E / (k + 1). At batch 200 a plain step (200 tokens) is
+# still just below the 206-token ridge, but the verify step carries 200 x 5 = 1,000 tokens, well past it,
+# and the batch is past that break-even (about 114 for an 8B model on an H200 at k = 4, a = 0.7), so the rejected
 # draft tokens cost more than the accepted ones save, and the speculation length should adapt to
 # load (C).
 #
@@ -847,8 +852,9 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # > speculation yields E x ridge / (k + 1) tokens per weight read against B without it. The break-even
 # > batch is near **ridge tokens x E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = 4, a = 0.7,
 # > that is 206 x 2.77 / 5, about **114**, while the ridge batch (206 / 5) is 41. The simulator, which adds
-# > KV reads and per-step overheads, puts the crossover near **132**. "Disabled above 64" would switch
-# > speculation off where, by the simulator, it still gives 1.7x at batch 64 and 1.2x at batch 100. Settle it with the measurement
+# > KV reads and per-step overheads, puts the crossover near **132**. "Disabled for batch size > 64"
+# > would switch speculation off from batch 65 to about 131, where by the simulator it still pays (1.2x
+# > at batch 100). Settle it with the measurement
 # > the lesson asks for (on and off at your batch), and read the simulator's numbers below as a model,
 # > not a measurement.
 #

@@ -230,6 +230,30 @@ def selection(answer: Any, key: dict) -> Result:
     return Result(_earn(share, key), "\n".join(lines), slips)
 
 
+@_checker
+def prediction(answer: Any, key: dict) -> Result:
+    """A prediction made before the reveals, graded for completion: it can be edited after them, so a score
+    on its rightness would grade the edit. Any non-empty list of valid option ids earns the points; the
+    feedback is selection's, naming which picks were right.
+
+    key: correct [ids], options {id: why it belongs or not}, points.
+    """
+    name = _name(key)
+    options = key.get("options", {})
+    if not isinstance(answer, list) or not answer:
+        return Result(0.0, f"{name}: pick at least one option out of {sorted(options)}, as a list.")
+    graded = selection(answer, key)
+    if not graded.slips and graded.points == 0 and set(answer) - set(key["correct"]) - set(options):
+        return Result(0.0, graded.feedback)  # not option names: the form's message
+    if not all(isinstance(a, str) for a in answer):
+        return Result(0.0, graded.feedback)
+    correct = set(key["correct"])
+    right, wrong = set(answer) & correct, set(answer) - correct
+    first = (f"{name}: full marks for making the prediction (it is graded for completion). How it did: "
+             f"{len(right)} of the {len(correct)} wrong claims spotted, {len(wrong)} that hold marked wrong.")
+    return Result(_earn(1.0, key), "\n".join([first] + graded.feedback.split("\n")[1:]), graded.slips)
+
+
 # --------------------------------------------------------------------------- fields
 
 @_checker
@@ -412,6 +436,8 @@ COMPARISON_SLIPS = {
     "no-conclusion": "no conclusion of a sentence that says which setting serves the SLO and why",
     "against-own-numbers": "the setting picked as better is the worse one by the learner's own numbers",
     "against-own-pick": "the conclusion recommends speculation the other way from the setting picked as better",
+    "no-recommendation": "the conclusion does not say plainly whether speculation should be on or off",
+    "rates-not-measured": "the conclusion quotes a tok/s figure that neither record measured",
 }
 
 
@@ -471,6 +497,7 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     conclusion = answer.get("conclusion")
     says = _recommends(conclusion) if isinstance(conclusion, str) else None
     chosen = "off" if records[better].method == "none" else "on"
+    on_or_off = {r.method == "none" for r in records} == {True, False}
     if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
         lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
         missed.append("no-conclusion")
@@ -478,7 +505,20 @@ def measured_comparison(answer: Any, key: dict) -> Result:
         lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
                      f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
         missed.append("against-own-numbers")
-    elif says is not None and {r.method == "none" for r in records} == {True, False} and says != chosen:
+    elif unmeasured := _rates_not_measured(conclusion, records):
+        lines.append(f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
+                     f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). "
+                     "Quote your own numbers.")
+        missed.append("rates-not-measured")
+    elif on_or_off and says is None:
+        lines.append("- conclusion: it does not say whether speculation should be on or off. Recommend one "
+                     "explicitly (for example \"turn speculation off at this batch\") and give the reason.")
+        missed.append("no-recommendation")
+    elif on_or_off and says == "both":
+        lines.append("- conclusion: it recommends speculation both on and off, so it recommends neither. "
+                     "Say one way, for this batch, and give the reason.")
+        missed.append("no-recommendation")
+    elif on_or_off and says != chosen:
         lines.append(f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
                      f"(setting {better}) has it {chosen}. Say what your own numbers say.")
         missed.append("against-own-pick")
@@ -497,42 +537,90 @@ def _named(catalogue: dict, *slips: str) -> dict:
 
 
 # What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
-# and at the words that join a reason to a recommendation: so, but, because, ...); in each clause a
-# state word (enable, disable, turn/keep/leave ... on/off, without speculation) says on or off, and a
-# negation anywhere in that clause flips it ("should not be enabled", "turning it on is not worth it").
+# but not at brackets, which hold a description, and at the words that join a reason to a recommendation:
+# so, but, because, ...). In each clause:
+# - an action says on or off: enable/disable, turn/keep/leave ... on/off, "speculation on/off",
+#   "without speculation", recommend/use/prefer/choose speculation (or plain decoding, the baseline);
+#   a negation flips it ("should not be enabled"), and so does calling the action a mistake ("it would
+#   be wrong to disable it", "enabling it was counterproductive");
+# - with no action, a verdict says on or off: "speculation wins / is faster / is the better choice",
+#   "plain decoding wins", "speculation is slower / counterproductive", "faster with speculation";
+#   a negation flips it ("speculation is not faster").
 # Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
+# A conclusion that says both on and off is a contradiction (or a hedge) and recommends neither.
 # Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
-_CLAUSES = re.compile(r"[.;:!?,()]|\b(?:so|but|because|since|although|though|while|whereas|however|"
+_CLAUSES = re.compile(r"[.;:!?,]|\b(?:so|but|because|since|although|though|while|whereas|however|"
                       r"therefore|hence|and|then|which)\b")
-_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|speculation|"
-                        r"speculative decoding|spec decode|ngram|n-gram)\s+)?(?:enabled|disabled|on|off)\b")
+_SPEC = (r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
+         r"eagle(?:-3)?|the drafter|drafting)")
+_PLAIN = (r"(?:plain decoding|plain|the baseline|baseline|no speculation|non-speculative decoding|"
+          r"ordinary decoding|normal decoding|standard decoding)")
+_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|" + _SPEC[3:-1] +
+                        r")\s+)?(?:enabled|disabled|on|off)\b")
+# "on"/"off" right after the method's name is a state unless it is a preposition ("speculation on this CPU")
+_NOT_A_PREPOSITION = r"\b(?!\s+(?:this|the|a|an|that|these|those|my|our|its|batch|each|every|h\d+|cpu|gpu)\b)"
+_RECOMMEND = (r"\b(?:recommend|recommending|use|using|prefer|preferring|choose|choosing|pick|go with|stick with|"
+              r"revert to|go back to|switch to|fall back to)\s+")
 _STATE_ON = re.compile(r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b")
+                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b|"
+                       r"\b" + _SPEC + r"\s+on" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _SPEC + r"\b")
 _STATE_OFF = re.compile(r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
                         r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
-                        r"\bwithout\s+(?:it|speculation|speculative decoding|spec decode)\b")
-_NEGATION = re.compile(r"\b(?:not|never|no|nor|neither)\b|n't\b|\bcannot\b")
+                        r"\bwithout\s+(?:it|" + _SPEC[3:-1] + r")\b|"
+                        r"\b" + _SPEC + r"\s+off" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _PLAIN + r"\b")
+_MISTAKE = re.compile(r"\b(?:mistake|mistaken|wrong|counterproductive|a bad idea|unwise|harmful|an error)\b")
+_GOOD = (r"(?:wins|win|won|beats|beat|is better|is faster|is the better|is the faster|is the right|"
+         r"performs better|comes out ahead|pays off)")
+_BAD = (r"(?:loses|lose|lost|is slower|is worse|is counterproductive|hurts|costs|is harmful|backfires|"
+        r"is a bad idea|is the wrong)")
+_BETWEEN = r"\s+(?:[\w-]+\s+){0,4}?"
+_VERDICT_ON = re.compile(r"\b" + _SPEC + _BETWEEN + _GOOD + r"\b|\b" + _PLAIN + _BETWEEN + _BAD + r"\b|"
+                         r"\b(?:faster|better|quicker)\s+with\s+" + _SPEC + r"\b|"
+                         r"\b(?:slower|worse)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
+_VERDICT_OFF = re.compile(r"\b" + _SPEC + _BETWEEN + _BAD + r"\b|\b" + _PLAIN + _BETWEEN + _GOOD + r"\b|"
+                          r"\b(?:slower|worse)\s+with\s+" + _SPEC + r"\b|"
+                          r"\b(?:faster|better|quicker)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
+_NEGATION = re.compile(r"\b(?:not|never|no longer|nor|neither)\b|n't\b|\bcannot\b")
 _FLIP = {"on": "off", "off": "on"}
 
 
 def _recommends(conclusion: str) -> str | None:
-    """'on', 'off', or None when the conclusion recommends neither, or both (a hedge)."""
+    """'on', 'off', 'both' (it says on and off: a contradiction or a hedge), or None (it says neither)."""
     said: set[str] = set()
     previous = None
     for clause in _CLAUSES.split(conclusion.lower().replace("\u2019", "'")):
         if not clause or not clause.strip():
             continue
         clause = _DESCRIBED.sub(" ", clause)
+        negated = bool(_NEGATION.search(clause))
         states = {"on"} if _STATE_ON.search(clause) else set()
         states |= {"off"} if _STATE_OFF.search(clause) else set()
-        negated = bool(_NEGATION.search(clause))
-        if len(states) == 1:
+        flip = negated != bool(_MISTAKE.search(clause))
+        if not states:
+            states = {"on"} if _VERDICT_ON.search(clause) else set()
+            states |= {"off"} if _VERDICT_OFF.search(clause) else set()
+            flip = negated
+        if len(states) == 2:
+            said |= states  # one clause that says both ways
+        elif states:
             state = states.pop()
-            previous = _FLIP[state] if negated else state
+            previous = _FLIP[state] if flip else state
             said.add(previous)
-        elif not states and negated and previous and clause.split()[0] == "not":
+        elif negated and previous and clause.split()[0] == "not":
             said.add(_FLIP[previous])  # "enable it at batch 4 but not at batch 64": a hedge
-    return said.pop() if len(said) == 1 else None
+    return "both" if len(said) == 2 else (said.pop() if said else None)
+
+
+# A rate the conclusion quotes ("87.5 tok/s") must be one of the records' own; rounding to whole
+# tokens per second is fine.
+_QUOTED_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:tok(?:ens)?\s*/\s*s(?:ec)?\b|tokens? per second)")
+
+
+def _rates_not_measured(conclusion: str, records) -> list[str]:
+    """The tok/s figures in the conclusion that match neither record's output_tok_s."""
+    rates = [r.output_tok_s for r in records]
+    return [m.group(1) for m in _QUOTED_RATE.finditer(conclusion.lower())
+            if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)]
 
 
 def _comparison_schema(answer: Any):
@@ -585,9 +673,20 @@ def _plausible(record, tolerance: float) -> tuple[bool, str]:
 # ("itl", "qps", "kl") must stand alone ("kl_div" yes, "weekly" no); longer ones may sit inside a name.
 LATENCY_WORDS = ("ttft", "tpot", "itl", "e2e", "latency", "inter_token", "time_to_first", "time_per_output")
 THROUGHPUT_WORDS = ("tok_s", "tok/s", "tokens/s", "tokens_per_s", "throughput", "qps", "rps", "req/s",
-                    "requests_per", "goodput")
+                    "requests_per", "goodput", "generation_tokens", "tokens_total")
 DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match",
-               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite")
+               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite",
+               "thumbs", "rating", "complaint", "satisfaction", "csat", "user_feedback")
+# Names that hold a drift word but watch the engine, not its outputs: speculative decoding's draft
+# acceptance (vllm:spec_decode_*), GPU memory.
+NOT_DRIFT_WORDS = ("spec_decode", "speculat", "draft", "gpu_memory", "memory_usage", "kv_cache", "cache_usage")
+# Drift metrics that rise when outputs get worse; the rest (acceptance, accuracy, win rate) fall.
+RISING_DRIFT_WORDS = ("perplexity", "ppl", "kl", "kl_div", "divergence", "drift", "thumbs_down", "down",
+                      "complaint")
+# A rate or share (acceptance, accuracy, win rate) lies in 0..1 unless its name says percent.
+SHARE_WORDS = ("rate", "acceptance", "accuracy", "share", "ratio", "exact_match")
+PERCENT_WORDS = ("pct", "percent", "%")
+MAX_LATENCY_THRESHOLD = 10_000  # a rollback trigger on latency past 10 s (in ms) never fires in time
 # Who is told before the rollout: people outside the serving team whose assumptions can break.
 # The serving team's own on-call is told too, but it is not downstream of the change.
 DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
@@ -619,8 +718,9 @@ def rollout_plan(answer: Any, key: dict) -> Result:
              "notify": [who is told before rollout]}.
     key: points. Five equal parts: canary size and duration; stages; metrics that
     cover latency, throughput and output-distribution drift; triggers with numeric
-    thresholds on watched metrics, one of them on drift; a downstream party told first.
-    Whether the thresholds are sensible is for a person to judge (the manual cell).
+    thresholds on watched metrics, one of them on drift, each pointing the way its metric gets worse
+    (latency above, throughput and quality below) within a range it can cross; a downstream party told
+    first (a list, or one string). Whether the thresholds suit the service is for a person to judge.
     """
     name = _name(key)
     if not isinstance(answer, dict):
@@ -649,32 +749,29 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
     metrics = answer.get("metrics")
     metrics = [m for m in metrics if isinstance(m, str)] if isinstance(metrics, list) else []
-    has = {kind: any(_mentions(m, words) for m in metrics)
-           for kind, words in (("latency", LATENCY_WORDS), ("throughput", THROUGHPUT_WORDS), ("drift", DRIFT_WORDS))}
+    has = {kind: any(_metric_kind(m) == kind for m in metrics) for kind in ("latency", "throughput", "drift")}
     if all(has.values()):
         parts += 1
     else:
-        absent = [k for k, v in has.items() if not v]
-        lines.append(f"- metrics: nothing watched for {', '.join(absent)}. A config change can leave p99 and "
-                     "throughput flat and still shift outputs: watch something that sees output-distribution "
-                     "drift, such as the downstream eval gate's acceptance rate.")
-        missed += [f"no-{kind}-metric" for kind in absent]
+        for kind in (k for k, v in has.items() if not v):
+            lines.append(f"- metrics: {METRIC_ADVICE[kind]}")
+            missed.append(f"no-{kind}-metric")
 
     triggers = answer.get("rollback_triggers")
     triggers = [t for t in triggers if isinstance(t, dict)] if isinstance(triggers, list) else []
-    well_formed = [t for t in triggers
-                   if isinstance(t.get("metric"), str) and t["metric"] in metrics
-                   and _as_number(t.get("threshold")) is not None
-                   and isinstance(t.get("direction"), str) and t["direction"].strip().lower() in DIRECTIONS]
+    problems = [_trigger_problem(t, metrics) for t in triggers]
+    well_formed = [t for t, problem in zip(triggers, problems) if problem is None]
     if len(well_formed) >= 2 and len(well_formed) == len(triggers) and any(
-            _mentions(t["metric"], DRIFT_WORDS) for t in well_formed):
+            _metric_kind(t["metric"]) == "drift" for t in well_formed):
         parts += 1
     else:
         lines.append("- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
                      "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric.")
+        lines += [f"  - {problem}" for problem in problems if problem]
         missed.append("no-drift-trigger")
 
     notify = answer.get("notify")
+    notify = [notify] if isinstance(notify, str) else notify
     notify = [n for n in notify if isinstance(n, str)] if isinstance(notify, list) else []
     if any(_mentions(n, DOWNSTREAM_WORDS) for n in notify):
         parts += 1
@@ -685,6 +782,49 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
     return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines),
                   _named(ROLLOUT_SLIPS, *missed))
+
+
+METRIC_ADVICE = {
+    "latency": "nothing watched for latency: watch a tail latency the SLO names, such as p99 TTFT or TPOT.",
+    "throughput": "nothing watched for throughput: watch output tokens per second (or requests per second) "
+                  "per replica, so a change that costs capacity shows before the fleet runs short.",
+    "drift": "nothing watched for output-distribution drift. A config change can leave p99 and throughput "
+             "flat and still shift outputs: watch something that sees it, such as the downstream eval gate's "
+             "acceptance rate (speculative decoding's draft acceptance watches the engine, not the outputs).",
+}
+
+
+def _metric_kind(metric: str) -> str | None:
+    """'latency', 'throughput', 'drift' or None, from a watched metric's name."""
+    if _mentions(metric, LATENCY_WORDS):
+        return "latency"
+    if _mentions(metric, THROUGHPUT_WORDS):
+        return "throughput"
+    if _mentions(metric, DRIFT_WORDS) and not _mentions(metric, NOT_DRIFT_WORDS):
+        return "drift"
+    return None
+
+
+def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
+    """Why a rollback trigger cannot work, or None: its form, its direction, its threshold's range."""
+    metric, threshold, direction = trigger.get("metric"), _as_number(trigger.get("threshold")), trigger.get("direction")
+    if not isinstance(metric, str) or metric not in metrics:
+        return f"{metric!r}: a trigger's metric must be one of the metrics you watch."
+    if threshold is None or not isinstance(direction, str) or direction.strip().lower() not in DIRECTIONS:
+        return f"{metric}: give the threshold as a number and the direction as 'above' or 'below'."
+    kind, direction = _metric_kind(metric), direction.strip().lower()
+    worse = {"latency": "above", "throughput": "below"}.get(kind)
+    if kind == "drift":
+        worse = "above" if _mentions(metric, RISING_DRIFT_WORDS) else "below"
+    if worse and direction != worse:
+        return (f"{metric}: it gets worse going {worse} its threshold, so roll back when it is {worse} "
+                f"{threshold:g}, not {direction}.")
+    if kind == "latency" and not 0 < threshold <= MAX_LATENCY_THRESHOLD:
+        return f"{metric}: {threshold:g} is no latency a rollback could wait for; give it in ms, as the SLO does."
+    if (kind == "drift" and _mentions(metric, SHARE_WORDS) and not _mentions(metric, PERCENT_WORDS)
+            and not 0 <= threshold <= 1):
+        return f"{metric}: a rate lies between 0 and 1, so {threshold:g} can never be crossed; give it as a fraction."
+    return None
 
 
 def _mentions(text: str, words: tuple[str, ...]) -> bool:

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from .. import hardware
 from ..hardware import Hardware
 
-GPU_MEMORY_UTILIZATION = 0.9
+# vLLM 0.32.0's CacheConfig.gpu_memory_utilization default (vllm/config/cache.py, "If unspecified, will use
+# the default value of 0.92"); tests/test_review.py compares it with the installed vLLM's
+GPU_MEMORY_UTILIZATION = 0.92
 PREFIX_CACHING = True  # the V1 engine caches prefixes unless told not to
 CHUNKED_PREFILL = True  # the V1 engine chunks prefills unless told not to
 LARGEST_GIB = 160  # from here vLLM takes "the largest defaults" (B200/B300)
