@@ -12,9 +12,11 @@ import io
 import json
 import math
 import re
+import runpy
 import shutil
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -43,10 +45,13 @@ SLIPS = {
     "near_misses": {
         "warmup3-tokens": {"a-times-k"},
         "practice1-test": {"verdict", "cap_explains_miss"},
-        "rep3-test": {"no-downstream-told"},
+        "rep1-test": {"batching-no-reason"},  # "this looks fine to me" names no fact of the config
+        "rep3-test": {"no-downstream-told", "no-canary"},  # a two-hour canary sees no daily peak
     },
 }
 EXPECTED = json.loads(samples.EXPECTED.read_text())
+# The lesson's sample answers and what each earns (grading/samples/lesson25.py, instructor-only).
+LESSON25_SAMPLES = SimpleNamespace(**runpy.run_path(str(samples.DEFINITIONS / "lesson25.py")))
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +116,9 @@ def test_a_class_of_60_gives_back_its_slips_proportions_exactly(lesson_class):
             assert q.graded == N
     # means from the samples' own expected points
     perfect_points = {q.question.grade_id: q.question.max_points for q in r.questions if q.question.autograded}
-    partial = samples.LESSON25_PARTIAL_POINTS
+    partial = LESSON25_SAMPLES.LESSON25_PARTIAL_POINTS
     for grade_id, full in perfect_points.items():
-        near = full - samples.LESSON25_NEAR_MISS_LOSSES.get(grade_id, 0)
+        near = full - LESSON25_SAMPLES.LESSON25_NEAR_MISS_LOSSES.get(grade_id, 0)
         # the grader writes each test's points rounded to 3 decimals (trusted.ScoreAnswers)
         mean = (MIX["perfect"] * full + MIX["partial"] * round(partial[grade_id], 3) + MIX["near_misses"] * near) / N
         assert by_id[grade_id].mean == pytest.approx(mean), grade_id
@@ -179,8 +184,8 @@ def test_point_biserial_on_a_small_case_and_without_spread():
 def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(lesson_class, tmp_path):
     # An answer's lost points are shared equally among the slips named on it; a slip's, summed over its questions.
     lost, where, who, order = {}, {}, {}, [q for q in trusted.load_tests("lesson25")]
-    points = {"partial": samples.LESSON25_PARTIAL_POINTS,
-              "near_misses": {g: m - samples.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()}}
+    points = {"partial": LESSON25_SAMPLES.LESSON25_PARTIAL_POINTS,
+              "near_misses": {g: m - LESSON25_SAMPLES.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()}}
     for kind, tests in SLIPS.items():
         for grade_id, slips in tests.items():
             for slip in slips:

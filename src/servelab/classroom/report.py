@@ -73,6 +73,7 @@ TEACHES = {
     "practice1-test": CHECKLIST, "practice4-test": CHECKLIST, "rep1-test": CHECKLIST,
     "practice2-sufficient": PRIMARY_SOURCE, "practice2-missing": PRIMARY_SOURCE,
     "practice5-test": PRIMARY_SOURCE, "quiz-test": PRIMARY_SOURCE,
+    "predict-test": PRIMARY_SOURCE,  # which of the seed's claims are wrong, before the reveals
     "rep2-test": PRIMARY_SOURCE,  # the labs' measured comparison: settle it with on/off numbers
     "practice3-test": ROLLOUT, "rep3-test": ROLLOUT,
 }
