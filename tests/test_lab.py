@@ -373,7 +373,7 @@ def test_rep2_hand_in_is_plain_values_the_checker_accepts(make_lab, tmp_path, ca
     a = lab.record(method="none", batch_size=64)
     b = lab.record(method="ngram", num_speculative_tokens=4, batch_size=64)
     value = lab.comparison("speculative_decoding", a, b, slo_metric="output_tok_s",
-                           conclusion="Throughput is the SLO at batch 64 and speculation lowers it.")
+                           conclusion="Throughput is the SLO at batch 64 and speculation lowers it, so turn it off.")
     printed = capsys.readouterr().out
     source = printed.split("\n", 1)[1]
     pasted = {}
