@@ -8,10 +8,11 @@ whose weight reads dominate: one decoder layer of Llama-3.1-8B's exact shape plu
 output head (tied to the embedding, to keep the weights to 3 GB in float32), random weights, after
 CONTEXT_LEN cached tokens per sequence. It reuses bench/gpu_step.py's machinery (StepRunner, the CPU
 timer, the roofline probe) and sweeps the verify step at k = 4 over batch sizes, so tokens per step run
-5, 10, 20, ... Time should stay nearly flat and then grow linearly; the knee is this CPU's ridge, read
-from the measurement (the flat level over the linear slope), not from a datasheet.
+5, 10, 20, ... Time should stay near the weight reads' floor and then grow linearly; the knee is this
+CPU's ridge, read from the measurement (the floor over the linear slope, knee() below), not from a
+datasheet.
 
-    python bench/ridge_cpu.py            # about 2-5 minutes on 2 cores; writes bench/results/ridge-cpu.json
+    python bench/ridge_cpu.py            # about 1-2 minutes on 2 quiet cores; writes bench/results/ridge-cpu.json
 
 The load average before and after is recorded: on a shared machine the knee moves, so quote it with it.
 """
@@ -31,34 +32,43 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESET = "Llama-3.1-8B"  # the lesson's model: its layer and head shapes, one layer deep
 LAYERS = 1  # decoder layers kept: the output head alone is 525M parameters, one layer adds 218M
 K = 4  # draft tokens per sequence: the lesson's k
-BATCHES = (1, 2, 4, 8, 16, 32)  # tokens per step B x (k + 1) = 5 .. 160
+BATCHES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)  # tokens per step B x (k + 1) = 5 .. 320
 REPEATS = 3  # timed runs per point; the median is kept
 CONTEXT_LEN = 256  # cached tokens per sequence: small, so KV reads stay far below the weight reads
 OUTPUT = ROOT / "bench" / "results" / "ridge-cpu.json"
 
 
 def knee(points: list[dict]) -> dict:
-    """The ridge read off step times: flat level (smallest steps) over the linear slope (largest steps).
+    """The ridge read off step times: where a step's arithmetic takes as long as its weight reads.
 
-    points: [{"tokens_per_step", "step_ms"}] sorted by tokens. The flat level is the median time of the
-    two smallest steps; the slope is fitted (least squares) through the steps that take at least 1.5x
-    the flat level, clearly past the knee, or through the two largest when fewer do. The knee is where
-    that line reaches the flat level.
+    points: [{"tokens_per_step", "step_ms"}]. The floor is the time of the step with the fewest tokens
+    (all but its weight reads is a few tokens of arithmetic). The slope, the arithmetic one more token
+    costs, is fitted (least squares) through the largest steps, every one of which takes at least twice
+    the floor (clearly arithmetic-bound), or through the two largest when fewer do. The ridge is floor / slope tokens per step.
+    On an ideal roofline (time = max(reads, arithmetic)) that is the corner; on hardware that does the two
+    one after the other (time = reads + arithmetic, intercept near the floor) it is the step that takes
+    twice the floor. Either way it is the tokens per step past which arithmetic, not weight reads, sets
+    the step time.
     """
     pts = sorted(points, key=lambda p: p["tokens_per_step"])
     if len(pts) < 4:
-        raise ValueError("a knee needs at least four points: two for the flat part and two for the slope.")
-    flat = statistics.median(p["step_ms"] for p in pts[:2])
-    tail = [p for p in pts[2:] if p["step_ms"] >= 1.5 * flat]
+        raise ValueError("a knee needs at least four points: the floor, and steps well past it for the slope.")
+    floor = pts[0]["step_ms"]
+    # the run of largest steps that all take at least twice the floor (a lone slow small shape is not it)
+    start = len(pts)
+    while start > 1 and pts[start - 1]["step_ms"] >= 2 * floor:
+        start -= 1
+    tail = pts[start:]
     tail = tail if len(tail) >= 2 else pts[-2:]
     mean_t = statistics.fmean(p["tokens_per_step"] for p in tail)
     mean_ms = statistics.fmean(p["step_ms"] for p in tail)
     slope = (sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in tail)
              / sum((p["tokens_per_step"] - mean_t) ** 2 for p in tail))
     intercept = mean_ms - slope * mean_t
-    ridge = (flat - intercept) / slope if slope > 0 else float("inf")
-    return {"flat_ms": round(flat, 2), "ms_per_token_past_ridge": round(slope, 3),
-            "intercept_ms": round(intercept, 2), "ridge_tokens_per_step": round(ridge, 1)}
+    ridge = floor / slope if slope > 0 else float("inf")
+    return {"flat_ms": round(floor, 2), "ms_per_token_past_ridge": round(slope, 3),
+            "intercept_ms": round(intercept, 2), "ridge_tokens_per_step": round(ridge, 1),
+            "fitted_through_tokens": [p["tokens_per_step"] for p in tail]}
 
 
 def _gpu_step():

@@ -26,6 +26,23 @@ def test_knee_finds_the_ridge_of_a_roofline():
     assert knee["ridge_tokens_per_step"] == pytest.approx(50.0)
 
 
+def test_knee_finds_the_ridge_where_reads_and_arithmetic_add():
+    """Hardware that does not overlap the two: time = reads + arithmetic; the ridge is where they are equal."""
+    points = [{"tokens_per_step": t, "step_ms": 200.0 + 4.0 * t} for t in (5, 10, 20, 40, 80, 160, 320)]
+    knee = _ridge_cpu().knee(points)
+    assert knee["ms_per_token_past_ridge"] == pytest.approx(4.0)
+    assert knee["intercept_ms"] == pytest.approx(200.0)
+    # the floor is the 5-token step (220 ms): arithmetic takes as long at 220 / 4 = 55 tokens
+    assert knee["ridge_tokens_per_step"] == pytest.approx(55.0)
+    assert knee["fitted_through_tokens"] == [80, 160, 320]
+
+
+def test_one_slow_small_step_does_not_move_the_floor():
+    points = [{"tokens_per_step": t, "step_ms": max(100.0, 2.0 * t)} for t in (5, 10, 20, 40, 80, 160)]
+    points[1]["step_ms"] = 250.0  # a poorly tuned kernel for one small shape, over twice the floor
+    assert _ridge_cpu().knee(points)["ridge_tokens_per_step"] == pytest.approx(50.0)
+
+
 def test_knee_needs_enough_points():
     with pytest.raises(ValueError, match="at least four points"):
         _ridge_cpu().knee(_roofline_points(100.0, 2.0, (5, 10, 20)))

@@ -145,12 +145,26 @@ def _ridge() -> dict:
     low, high = points[0]["tokens_per_step"], points[-1]["tokens_per_step"]
     readable = knee["ms_per_token_past_ridge"] > 0 and low <= knee["ridge_tokens_per_step"] <= high
     if readable:
-        reading = (f"The step takes about {knee['flat_ms']:.0f} ms while it carries few tokens, because it reads the "
-                   f"same weights whatever it carries; past the knee every token adds about "
-                   f"{knee['ms_per_token_past_ridge']:.1f} ms of arithmetic. The knee, this CPU's ridge read from the "
-                   f"measurement, is near {knee['ridge_tokens_per_step']:.0f} tokens per step (its bandwidth and GEMM "
-                   f"probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with k = {k} crosses it "
-                   f"near batch {knee['ridge_tokens_per_step'] / (k + 1):.0f}.")
+        probe = ridge["roofline_probe"]
+        read_ms = ridge["weights_gb"] / (probe["copy_gb_s"] / 2) * 1000
+        fitted = knee.get("fitted_through_tokens") or [low, high]
+        odd = [p for p, q in zip(points, points[1:]) if p["step_ms"] > q["step_ms"]]
+        aside = (f" The {', '.join(str(p['tokens_per_step']) for p in odd)}-token step runs slower than the next "
+                 "larger one: a kernel choice for that one shape, not the roofline, and the fit leaves it out."
+                 if odd else "")
+        reading = (f"The {low}-token step takes {knee['flat_ms']:.0f} ms, about the time to read its "
+                   f"{ridge['weights_gb']:.2f} GB of weights once at the probe's read rate ({read_ms:.0f} ms at "
+                   f"{probe['copy_gb_s'] / 2:.1f} GB/s): it reads the same weights whatever it carries. Past that "
+                   f"every token adds about {knee['ms_per_token_past_ridge']:.1f} ms of arithmetic (fitted from "
+                   f"{fitted[0]} to {fitted[-1]} tokens). The ridge, where a step's arithmetic takes as long as its "
+                   f"weight reads, is near {knee['ridge_tokens_per_step']:.0f} tokens per step (the bandwidth and "
+                   f"GEMM probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with k = {k} reaches "
+                   f"it near batch {knee['ridge_tokens_per_step'] / (k + 1):.0f}. Below it extra tokens are cheap "
+                   f"({points[2]['tokens_per_step']} tokens cost {points[2]['step_ms'] / points[0]['step_ms']:.1f}x the "
+                   f"{low}-token step, not {points[2]['tokens_per_step'] / low:.0f}x); past it the time grows in "
+                   f"proportion. This CPU only partly overlaps the reads with the arithmetic (the fitted line meets "
+                   f"zero tokens at {knee['intercept_ms']:.0f} ms, not at 0), so the flat part rises gently instead "
+                   f"of lying level as on the ideal roofline.{aside}")
     else:
         first, last = points[0], points[-1]
         small = [p["step_ms"] for p in points[:len(points) // 2]]
@@ -169,4 +183,5 @@ def _ridge() -> dict:
         "machine": f"{machine['cpu']}, {machine['cores']} cores, torch {ridge['versions'].get('torch', '?')}",
         "load": f"{machine['loadavg_before'][0]:.1f} before, {machine['loadavg_after'][0]:.1f} after",
         "k": str(k),
+        "tokens": f"{knee['ridge_tokens_per_step']:.0f}" if readable else "(not readable from the recorded run)",
     }

@@ -81,8 +81,9 @@ lab
 # request, the latency speculation improves. Bottom right: the acceptance rate of draft tokens.
 #
 # The text under the charts names the regime at the chosen batch. A verify step pushes B(k+1) tokens
-# through the model; below the hardware's ridge point (about 11 tokens per step for this 2-core CPU,
-# {{ flip_roofline.ridge }} FLOP per byte measured, about 206 for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
+# through the model; below the hardware's ridge point (for this CPU, {{ flip_roofline.ridge }} FLOP per byte by its
+# bandwidth and GEMM probe, and near {{ ridge.tokens }} tokens per step measured directly below for float32 weights;
+# about 206 tokens for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
 # weight reads it pays for anyway. Above it, each verified token costs arithmetic, and rejected ones are
 # wasted.
 #
