@@ -331,34 +331,87 @@ def _by_knob(answer: dict, knobs) -> dict:
     return out
 
 
-# The words a reason about each knob names its fact with, beside the reviewer's own reason.
+# What a reason about each knob can name its fact with: the knob's own facts (a measurement, the load,
+# the weights against the memory, ...), never the knob's name alone or a word every sentence has. A
+# number counts when it is one of the reviewer's own (in GB or GiB), and "the model fits" for a config
+# whose weights do not fit states the opposite of the fact.
 KNOB_FACTS = {
-    "batching": ("batch", "concurren", "users", "peak", "measur", "ttft", "tpot", "latency", "slo", "queue"),
-    "quantization": ("bf16", "bfloat16", "fp16", "float16", "int8", "fp8", "int4", "awq", "gptq", "unquantized",
-                     "accuracy", "eval", "quality", "weights"),
-    "parallelism": ("fit", "weights", "memory", "gpu", "tensor", "pipeline", "node", "tp", "gb", "gib"),
-    "speculative_decoding": ("verif", "draft", "batch", "accept", "ridge", "memory-bound", "compute", "off",
-                             "measur", "tpot"),
-    "prefix_caching": ("prefix", "prompt", "shared", "system", "hit", "cache"),
-    "max_model_len": ("prompt", "output", "request", "longest", "context", "tokens", "p99"),
-    "gpu_memory_utilization": ("kv", "cache", "weights", "memory", "gb", "gib", "fit", "headroom"),
+    "batching": r"measur|benchmark|\btested\b|\bttft\b|\btpot\b|latenc|\bp(?:50|9[059])\b|\bslo\b|queue|peak|"
+                r"concurren|\busers?\b|\bload\b|traffic|\bqps\b|arrival",
+    "quantization": r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
+                    r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
+    "parallelism": r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater) than|more than|memory|\boom\b|"
+                   r"tensor[- _]parallel|pipeline[- _]parallel|\btp\b|\bpp\b|shard|split|\bgpus\b|\bh[12]00s\b|"
+                   r"\bnodes?\b|nvlink|interconnect|weights",
+    "speculative_decoding": r"\boff\b|disabled|not enabled|not (?:turned|switched) on|\bdraft|verif|accept|ridge|"
+                            r"memory[- ]bound|compute[- ]bound|nothing to|\bnone\b|\bk\s*=",
+    "prefix_caching": r"prefix|shared|system prompt|hit rate|cache hits?|reuse",
+    "max_model_len": r"longest|\bcovers?\b|prompts?\b|outputs?\b|context|\btokens\b|truncat|headroom|\brequests?\b",
+    "gpu_memory_utilization": r"\bkv\b|headroom|weights|memory|\bfits?\b|exceed|\boom\b|activation",
 }
-# Words every sentence has: sharing one of them with the reviewer's reason names no fact.
-_STOP = frozenset("a an the and or but so of to in on at for by with is are was be it its this that there "
-                  "no not nothing any all fine ok good justify justified unjustified wrong because".split())
-_WORD = re.compile(r"[a-z][a-z0-9-]*|\d[\d,]*(?:\.\d+)?")
+# A reason that states the opposite of the reviewer's fact: (what the reviewer's reason says, what the
+# learner's reason must not affirm unless it also names the fact, e.g. "does not fit" or "needs two GPUs").
+_SHORTFALL = (r"(?:not|cannot|never|too \w+ to|unable to|fails? to) (?:\w+ ){0,2}(?:fit|hold)|exceed|too (?:big|large)|"
+              r"(?:larger|bigger|greater) than|more than|\bover\b|overflow|\boom\b|out of memory|not enough|insufficient|short of|"
+              r"\bneeds?\b|\brequires?\b|at least|shard|split|(?:two|2|more|several|multiple) (?:\w+ )?gpus|only (?:with|on|across)|"
+              r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel(?:ism|[- _]size)?\s*(?:=|of)?\s*[2-8]\b")
+KNOB_DENIALS = {
+    "parallelism": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
+    "gpu_memory_utilization": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
+    "speculative_decoding": (r"^off\b|\boff:", r"\boff\b|disabled|not enabled|not (?:turned|switched) on|nothing to",
+                             r"\bon\b|\benabled\b|\bhelps\b|\bspeeds?\b"),
+    "quantization": (r"unquantized", r"unquanti|not quanti|no quanti|\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit",
+                     r"\bint[48]\b|\bfp8\b|\bawq\b|\bgptq\b|4[- ]bit|8[- ]bit|\bis quantized\b"),
+    "batching": (r"\bno (?:ttft|tpot)", r"\b(?:no|not|never|nobody|nothing|without|un)\b",
+                 r"\b(?:was|were|been|is|are) (?:measured|tested|benchmarked)\b"),
+}
+_NEGATORS = frozenset("not no never cannot nobody nothing without unable fails fail too nor neither".split())
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+GIB = 2 ** 30 / 1e9
 
 
-def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
-    """A reason of four words or more that carries a number or a word of the knob's facts."""
+def _plain(text: str) -> str:
+    """Lower case, with "doesn't" as "does not" and "can't" as "cannot", so one pattern reads both."""
+    text = text.lower().replace("\u2019", "'")
+    text = re.sub(r"\bwon't\b", "will not", re.sub(r"\bcan't\b", "cannot", text))
+    return re.sub(r"n't\b", " not", text)
+
+
+def _numbers(text: str) -> list[float]:
+    out = []
+    for raw in _NUMBER.findall(text):
+        try:
+            out.append(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+def _affirms(pattern: str, text: str) -> bool:
+    """Whether text says pattern with no negation among the four words before it."""
+    for match in re.finditer(pattern, text):
+        before = re.findall(r"[a-z]+", text[:match.start()])[-4:]
+        if not _NEGATORS.intersection(before):
+            return True
+    return False
+
+
+def _reason_kind(because: Any, knob: str, reviewer_reason: str) -> str:
+    """"fact" (names a fact of the config or workload), "opposite" (states the opposite of the
+    reviewer's fact) or "none" (too short, or names nothing)."""
     if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
-        return False
-    words = set(_WORD.findall(because.lower()))
-    if any(w[0].isdigit() for w in words):
-        return True
-    facts = {w for w in _WORD.findall(reviewer_reason.lower()) if not w[0].isdigit()} - _STOP
-    stems = KNOB_FACTS.get(knob, ())
-    return any(w in facts or w.startswith(stems) for w in words - _STOP)
+        return "none"
+    text, theirs = _plain(because), _plain(reviewer_reason)
+    denial = KNOB_DENIALS.get(knob)
+    if denial and re.search(denial[0], theirs) and not re.search(denial[1], text) and _affirms(denial[2], text):
+        return "opposite"
+    if re.search(KNOB_FACTS.get(knob, r"(?!)"), text):
+        return "fact"
+    refs = [n for n in _numbers(theirs) if n not in (0.0, 1.0)]
+    for n in _numbers(text):
+        if any(abs(n - r) <= 0.05 * r or abs(n - r / GIB) <= 0.05 * r / GIB for r in refs):
+            return "fact"
+    return "none"
 
 
 @_checker
@@ -369,9 +422,11 @@ def knob_audit(answer: Any, key: dict) -> Result:
     key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason},
     follows {knob: the knob whose finding it repeats} (graded once, under that knob).
     Per knob: full share for the reviewer's verdict with a reason of at least
-    four words that names a fact of this config or workload (a number, or a word
-    of the reviewer's reason or of the knob's own vocabulary), half a share for
-    the right verdict with no real reason.
+    four words that names a fact of this config or workload (one of the
+    reviewer's numbers, or a fact of the knob's own: KNOB_FACTS), half a share
+    for the right verdict with no real reason, nothing for the right verdict
+    with a reason that states the opposite of the reviewer's fact ("the model
+    fits" for weights that do not).
     """
     name = _name(key)
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
@@ -397,8 +452,14 @@ def knob_audit(answer: Any, key: dict) -> Result:
             slips[f"{knob}-{_normal(verdict)}"] = (f"{knob} called {_normal(verdict)}; the review says {expected}: "
                                                    f"{reasons.get(knob, '')}")
             continue
-        if _names_a_fact(because, knob, reasons.get(knob, "")):
+        kind = _reason_kind(because, knob, reasons.get(knob, ""))
+        if kind == "fact":
             earned += 1.0
+        elif kind == "opposite":
+            lines.append(f"- {knob}: right verdict, but your reason says the opposite of the fact behind it: "
+                         f"{reasons.get(knob, '')}")
+            slips[f"{knob}-opposite-reason"] = (f"{knob}: the right verdict for a reason that states the opposite of "
+                                                "the config's fact")
         else:
             earned += 0.5
             lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
