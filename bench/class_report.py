@@ -70,9 +70,22 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copy(samples.SUBMISSIONS / "lesson25" / f"{kind}.ipynb", subs / f"{kind}.ipynb")
         root = tmp / "course"
         started = time.perf_counter()
-        graded = subprocess.run([sys.executable, "-m", "servelab.grading.parallel", "--course", str(root),
-                                 "--submissions", str(subs.parent), "--workers=2", "lesson25"],
-                                capture_output=True, text=True, timeout=900)
+        graded = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "servelab.grading.parallel",
+                "--course",
+                str(root),
+                "--submissions",
+                str(subs.parent),
+                "--workers=2",
+                "lesson25",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         grading_s = time.perf_counter() - started
         if graded.returncode != 0:
             raise SystemExit(f"the parallel graders failed:\n{graded.stdout[-3000:]}\n{graded.stderr[-2000:]}")
@@ -100,10 +113,16 @@ def main(argv: list[str] | None = None) -> int:
         ("practice5-test", "chose-c"): counts["partial"],
         ("rep3-test", "no-downstream-told"): counts["near_misses"],
     }
-    off = {f"{g} {slip}": {"report": slips.get((g, slip)), "mix": v} for (g, slip), v in checks.items()
-           if slips.get((g, slip)) != v}
-    off |= {f"{q.question.grade_id} blank": {"report": q.blank, "mix": counts["empty"]} for q in built.questions
-            if q.question.autograded and q.blank != counts["empty"]}
+    off = {
+        f"{g} {slip}": {"report": slips.get((g, slip)), "mix": v}
+        for (g, slip), v in checks.items()
+        if slips.get((g, slip)) != v
+    }
+    off |= {
+        f"{q.question.grade_id} blank": {"report": q.blank, "mix": counts["empty"]}
+        for q in built.questions
+        if q.question.autograded and q.blank != counts["empty"]
+    }
     if built.submissions != args.students:
         off["submissions"] = {"report": built.submissions, "mix": args.students}
     as_mixed = not off
@@ -111,22 +130,37 @@ def main(argv: list[str] | None = None) -> int:
     section = {
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "what": f"`servelab class report lesson25` (report.build + report.write: gradebook read through nbgrader's "
-                f"API from PostgreSQL, {args.students} grader records, the page with plotly.js inline and the CSV), "
-                f"median of {RUNS} runs; the class: 4 lesson25 samples graded by 2 parallel graders in the sandbox, "
-                "copied to the class by servelab.grading.replicate",
-        "students": args.students, "mix": counts,
-        "seconds": [round(s, 2) for s in seconds], "seconds_median": round(median, 2),
-        "target_seconds": TARGET_S, "meets_target": median < TARGET_S,
-        "numbers_as_mixed": as_mixed, **({"not_as_mixed": off} if off else {}), "page_bytes": page_bytes,
-        "setup_seconds": {"parallel_graders_4_submissions": round(grading_s, 1),
-                          "replicate_to_class": round(replicate_s, 1)},
-        "machine": {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "platform": platform.platform(),
-                    "load_average_at_start": load_before,
-                    "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
-        "versions": {"python": platform.python_version(),
-                     **{p: hardware.package_version(p, missing="not installed")
-                        for p in ("servelab", "nbgrader", "plotly", "jinja2", "psycopg2-binary", "sqlalchemy")},
-                     "postgresql": db.bin.parent.name},
+        f"API from PostgreSQL, {args.students} grader records, the page with plotly.js inline and the CSV), "
+        f"median of {RUNS} runs; the class: 4 lesson25 samples graded by 2 parallel graders in the sandbox, "
+        "copied to the class by servelab.grading.replicate",
+        "students": args.students,
+        "mix": counts,
+        "seconds": [round(s, 2) for s in seconds],
+        "seconds_median": round(median, 2),
+        "target_seconds": TARGET_S,
+        "meets_target": median < TARGET_S,
+        "numbers_as_mixed": as_mixed,
+        **({"not_as_mixed": off} if off else {}),
+        "page_bytes": page_bytes,
+        "setup_seconds": {
+            "parallel_graders_4_submissions": round(grading_s, 1),
+            "replicate_to_class": round(replicate_s, 1),
+        },
+        "machine": {
+            "cpu": hardware.cpu_name(),
+            "cores": hardware.cpu_cores(),
+            "platform": platform.platform(),
+            "load_average_at_start": load_before,
+            "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": {
+            "python": platform.python_version(),
+            **{
+                p: hardware.package_version(p, missing="not installed")
+                for p in ("servelab", "nbgrader", "plotly", "jinja2", "psycopg2-binary", "sqlalchemy")
+            },
+            "postgresql": db.bin.parent.name,
+        },
     }
     result = json.loads(args.out.read_text()) if args.out.is_file() else {}
     result["report"] = section  # the other sections (grading, hub, load) are bench/class.py's

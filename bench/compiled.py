@@ -55,10 +55,20 @@ def main() -> int:
             engine.start()
             warm_up(engine, max(BATCHES))
             starts[method] = round(time.perf_counter() - t, 1)
-            print(f"[{time.perf_counter() - t_start:5.0f} s] {method} compiled engine ready in {starts[method]} s",
-                  file=sys.stderr)
-            runs[method] = sweep(engine.config, BATCHES, WORKLOAD, OUTPUT_LEN, store, engine, progress=False,
-                                 note="torch.compile (enforce_eager=False)")
+            print(
+                f"[{time.perf_counter() - t_start:5.0f} s] {method} compiled engine ready in {starts[method]} s",
+                file=sys.stderr,
+            )
+            runs[method] = sweep(
+                engine.config,
+                BATCHES,
+                WORKLOAD,
+                OUTPUT_LEN,
+                store,
+                engine,
+                progress=False,
+                note="torch.compile (enforce_eager=False)",
+            )
             info = dict(engine.info)
         finally:
             engine.stop()
@@ -68,24 +78,39 @@ def main() -> int:
     result = {
         "benchmark": "compiled-cpu",
         "what": f"vLLM offline generate compiled (enforce_eager=False) against eager (bench/results/flip-cpu.json), "
-                f"SmolLM2-135M-Instruct, greedy, {OUTPUT_LEN} new tokens, '{WORKLOAD}' workload, n-gram k={K}",
-        "machine": {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "python": platform.python_version(),
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
-        "versions": {"vllm": info.get("vllm_version", ""), "torch": info.get("torch_version", ""),
-                     "servelab": __version__},
+        f"SmolLM2-135M-Instruct, greedy, {OUTPUT_LEN} new tokens, '{WORKLOAD}' workload, n-gram k={K}",
+        "machine": {
+            "cpu": hardware.cpu_name(),
+            "cores": hardware.cpu_cores(),
+            "python": platform.python_version(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": {
+            "vllm": info.get("vllm_version", ""),
+            "torch": info.get("torch_version", ""),
+            "servelab": __version__,
+        },
         "dtype": info.get("dtype", ""),
-        "start_s": {"eager_none": flip["phases_s"].get("start plain engine"),
-                    "eager_ngram": flip["phases_s"].get("start n-gram engine")}
-                   | {"compiled_" + m: s for m, s in starts.items()},  # start + one warm-up batch, both modes
-        "table": [{
-            "batch_size": b,
-            "eager_none_tok_s": eager[b]["none_tok_s"], "compiled_none_tok_s": compiled["none"][b].output_tok_s,
-            "eager_ngram_tok_s": eager[b]["ngram_tok_s"], "compiled_ngram_tok_s": compiled["ngram"][b].output_tok_s,
-            "eager_speedup": eager[b]["speedup"], "compiled_speedup": speedup[b],
-            "compiled_none_tpot_ms_p50": compiled["none"][b].tpot_ms_p50,
-            "compiled_ngram_acceptance_rate": compiled["ngram"][b].acceptance_rate,
-        } for b in BATCHES],
+        "start_s": {
+            "eager_none": flip["phases_s"].get("start plain engine"),
+            "eager_ngram": flip["phases_s"].get("start n-gram engine"),
+        }
+        | {"compiled_" + m: s for m, s in starts.items()},  # start + one warm-up batch, both modes
+        "table": [
+            {
+                "batch_size": b,
+                "eager_none_tok_s": eager[b]["none_tok_s"],
+                "compiled_none_tok_s": compiled["none"][b].output_tok_s,
+                "eager_ngram_tok_s": eager[b]["ngram_tok_s"],
+                "compiled_ngram_tok_s": compiled["ngram"][b].output_tok_s,
+                "eager_speedup": eager[b]["speedup"],
+                "compiled_speedup": speedup[b],
+                "compiled_none_tpot_ms_p50": compiled["none"][b].tpot_ms_p50,
+                "compiled_ngram_acceptance_rate": compiled["ngram"][b].acceptance_rate,
+            }
+            for b in BATCHES
+        ],
         "transformers_peer": peer,
         "compiled_vllm_ahead_of_transformers": {
             "batch_1": compiled["none"][1].output_tok_s > peer["batch_1"]["output_tok_s"],

@@ -93,17 +93,39 @@ def main() -> int:
             records = [router.measure(WORKLOAD, b, OUTPUT_LEN) for b in batches]
             store.extend(records)
             return records
+
         routed = timed("sweep routed", routed_sweep)
     finally:
         spec.stop()
     try:
-        adaptive = timed("sweep adaptive", lambda: sweep(
-            EngineConfig(spec_method="ngram", num_speculative_tokens=K, num_speculative_tokens_per_batch_size=ADAPTIVE,
-                         **common), batches, WORKLOAD, OUTPUT_LEN, store))
-        k0 = timed("sweep k=0 machinery", lambda: sweep(
-            EngineConfig(spec_method="ngram", num_speculative_tokens=K, num_speculative_tokens_per_batch_size=K0,
-                         **common), [b for b in K0_BATCHES if b in batches], WORKLOAD, OUTPUT_LEN, store,
-            note="k=0 at every batch: the speculative machinery with nothing to verify"))
+        adaptive = timed(
+            "sweep adaptive",
+            lambda: sweep(
+                EngineConfig(
+                    spec_method="ngram",
+                    num_speculative_tokens=K,
+                    num_speculative_tokens_per_batch_size=ADAPTIVE,
+                    **common,
+                ),
+                batches,
+                WORKLOAD,
+                OUTPUT_LEN,
+                store,
+            ),
+        )
+        k0 = timed(
+            "sweep k=0 machinery",
+            lambda: sweep(
+                EngineConfig(
+                    spec_method="ngram", num_speculative_tokens=K, num_speculative_tokens_per_batch_size=K0, **common
+                ),
+                [b for b in K0_BATCHES if b in batches],
+                WORKLOAD,
+                OUTPUT_LEN,
+                store,
+                note="k=0 at every batch: the speculative machinery with nothing to verify",
+            ),
+        )
     finally:
         plain.stop()
     info = dict(plain.info)
@@ -118,27 +140,48 @@ def main() -> int:
     result = {
         "benchmark": "flip-cpu",
         "what": "vLLM offline generate, SmolLM2-135M-Instruct, greedy, every request exactly "
-                f"{OUTPUT_LEN} new tokens, '{WORKLOAD}' workload; n-gram k={K}; small batches run several "
-                "rounds (at least 8 requests per point)",
-        "machine": {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "python": platform.python_version(),
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
-        "versions": {"vllm": info["vllm_version"], "torch": info["torch_version"], "servelab": __version__,
-                     "transformers": hardware.package_version("transformers")},
-        "engine": {"dtype": info["dtype"], "enforce_eager": True, "threads": info["cores"],
-                   "prompt_lookup_min": spec.config.prompt_lookup_min,
-                   "prompt_lookup_max": spec.config.prompt_lookup_max},
+        f"{OUTPUT_LEN} new tokens, '{WORKLOAD}' workload; n-gram k={K}; small batches run several "
+        "rounds (at least 8 requests per point)",
+        "machine": {
+            "cpu": hardware.cpu_name(),
+            "cores": hardware.cpu_cores(),
+            "python": platform.python_version(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "versions": {
+            "vllm": info["vllm_version"],
+            "torch": info["torch_version"],
+            "servelab": __version__,
+            "transformers": hardware.package_version("transformers"),
+        },
+        "engine": {
+            "dtype": info["dtype"],
+            "enforce_eager": True,
+            "threads": info["cores"],
+            "prompt_lookup_min": spec.config.prompt_lookup_min,
+            "prompt_lookup_max": spec.config.prompt_lookup_max,
+        },
         "roofline": roofline.to_dict() | {"ridge_flop_per_byte": round(roofline.ridge_flop_per_byte, 2)},
-        "table": [{
-            "batch_size": bs,
-            "none_tok_s": b[bs].output_tok_s, "ngram_tok_s": n[bs].output_tok_s, "speedup": speedup[bs],
-            "adaptive_tok_s": a[bs].output_tok_s, "routed_tok_s": r0[bs].output_tok_s,
-            "routed_to": r0[bs].engine_config["routing"]["served_by"], "k0_machinery_tok_s": k0b[bs].output_tok_s if bs in k0b else None,
-            "none_tpot_ms_p50": b[bs].tpot_ms_p50, "ngram_tpot_ms_p50": n[bs].tpot_ms_p50,
-            "ngram_acceptance_rate": n[bs].acceptance_rate, "ngram_mean_acceptance_length": n[bs].mean_acceptance_length,
-            "none_roofline": roofline_fraction(b[bs], model, roofline),
-            "ngram_roofline": roofline_fraction(n[bs], model, roofline),
-        } for bs in batches],
+        "table": [
+            {
+                "batch_size": bs,
+                "none_tok_s": b[bs].output_tok_s,
+                "ngram_tok_s": n[bs].output_tok_s,
+                "speedup": speedup[bs],
+                "adaptive_tok_s": a[bs].output_tok_s,
+                "routed_tok_s": r0[bs].output_tok_s,
+                "routed_to": r0[bs].engine_config["routing"]["served_by"],
+                "k0_machinery_tok_s": k0b[bs].output_tok_s if bs in k0b else None,
+                "none_tpot_ms_p50": b[bs].tpot_ms_p50,
+                "ngram_tpot_ms_p50": n[bs].tpot_ms_p50,
+                "ngram_acceptance_rate": n[bs].acceptance_rate,
+                "ngram_mean_acceptance_length": n[bs].mean_acceptance_length,
+                "none_roofline": roofline_fraction(b[bs], model, roofline),
+                "ngram_roofline": roofline_fraction(n[bs], model, roofline),
+            }
+            for bs in batches
+        ],
         "crossover_batch": crossover,
         "why_adaptive_does_not_recover": explain_adaptive(b, k0b, n, proposer),
         "ngram_proposer_alone": proposer,
@@ -148,7 +191,8 @@ def main() -> int:
             "speedup_at_batch_1": speedup.get(1, 0) >= TARGETS["speedup_at_batch_1_min"],
             "speedup_at_batch_64": speedup.get(64, 9) <= TARGETS["speedup_at_batch_64_max"],
             "vllm_ahead_of_transformers_at_batch_1": b[1].output_tok_s > peers["batch_1"]["output_tok_s"],
-            "vllm_ahead_of_transformers_at_batch_64": 64 in b and b[64].output_tok_s > peers["batch_64"]["output_tok_s"],
+            "vllm_ahead_of_transformers_at_batch_64": 64 in b
+            and b[64].output_tok_s > peers["batch_64"]["output_tok_s"],
             "wall_time": wall <= TARGETS["wall_time_max_s"],
         },
         "phases_s": phases,
@@ -162,8 +206,20 @@ def main() -> int:
         print(f"wrote {RESULT} and {RECORDS}", file=sys.stderr)
     print(json.dumps({k: result[k] for k in ("crossover_batch", "targets_met", "wall_time_s")}, indent=2))
     for row in result["table"]:
-        print({k: row[k] for k in ("batch_size", "none_tok_s", "ngram_tok_s", "speedup", "adaptive_tok_s",
-                                   "routed_tok_s", "k0_machinery_tok_s")})
+        print(
+            {
+                k: row[k]
+                for k in (
+                    "batch_size",
+                    "none_tok_s",
+                    "ngram_tok_s",
+                    "speedup",
+                    "adaptive_tok_s",
+                    "routed_tok_s",
+                    "k0_machinery_tok_s",
+                )
+            }
+        )
     return 0
 
 
@@ -180,8 +236,10 @@ def roofline_fraction(record, model: ModelSpec, hw: hardware.Hardware) -> dict:
     dtype = record.dtype if record.dtype in ("float32", "bfloat16", "float16") else "float32"
     bytes_s = steps_s * model.weight_bytes(dtype)
     flops_s = computed_tok_s * model.flops_per_token()
-    return {"bandwidth_fraction": round(bytes_s / (hw.bandwidth_gb_s * 1e9), 3),
-            "compute_fraction": round(flops_s / (hw.peak_tflops * 1e12), 3)}
+    return {
+        "bandwidth_fraction": round(bytes_s / (hw.bandwidth_gb_s * 1e9), 3),
+        "compute_fraction": round(flops_s / (hw.peak_tflops * 1e12), 3),
+    }
 
 
 def explain_adaptive(base, k0, ngram, proposer) -> dict:
@@ -200,7 +258,9 @@ def explain_adaptive(base, k0, ngram, proposer) -> dict:
             "ngram_search_ms_per_step": search_ms,
             "other_machinery_ms_per_step": round(extra_ms - (search_ms or 0), 2),
             "k0_vs_plain_tok_s": round(rec.output_tok_s / base[bs].output_tok_s, 3),
-            "ngram_k4_vs_plain_tok_s": round(ngram[bs].output_tok_s / base[bs].output_tok_s, 3) if bs in ngram else None,
+            "ngram_k4_vs_plain_tok_s": round(ngram[bs].output_tok_s / base[bs].output_tok_s, 3)
+            if bs in ngram
+            else None,
         }
     return out
 
@@ -223,19 +283,21 @@ def time_ngram_proposer(batches) -> dict:
         for i in range(bs):  # a prompt, then an answer that copies it (the copy workload's shape)
             prompt = rng.integers(0, 49152, prompt_len)
             tokens[i, :prompt_len] = prompt
-            tokens[i, prompt_len:prompt_len + out] = prompt[:out]
+            tokens[i, prompt_len : prompt_len + out] = prompt[:out]
         num_tokens = np.full(bs, prompt_len + out // 2, dtype=np.int32)
         draft = np.zeros((bs, K), dtype=np.int32)
         ndraft = np.zeros(bs, dtype=np.int32)
         reqs = list(range(bs))
         timings = {}
         for k in (0, K):
-            batch_propose_numba(reqs, num_tokens, tokens, spec.prompt_lookup_min, spec.prompt_lookup_max,
-                                max_len, k, draft, ndraft)  # compile
+            batch_propose_numba(
+                reqs, num_tokens, tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, max_len, k, draft, ndraft
+            )  # compile
             n, t0 = 0, time.perf_counter()
             while time.perf_counter() - t0 < 0.3:
-                batch_propose_numba(reqs, num_tokens, tokens, spec.prompt_lookup_min, spec.prompt_lookup_max,
-                                    max_len, k, draft, ndraft)
+                batch_propose_numba(
+                    reqs, num_tokens, tokens, spec.prompt_lookup_min, spec.prompt_lookup_max, max_len, k, draft, ndraft
+                )
                 n += 1
             timings[f"k{k}_ms_per_step"] = round((time.perf_counter() - t0) / n * 1000, 4)
         result[str(bs)] = timings
@@ -244,8 +306,7 @@ def time_ngram_proposer(batches) -> dict:
 
 def transformers_peer_subprocess() -> dict:
     """The peer runs in a fresh Python: nothing vLLM or numba set up in this process touches torch there."""
-    out = subprocess.run([sys.executable, __file__, "--transformers-peer"], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, __file__, "--transformers-peer"], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -273,15 +334,25 @@ def transformers_peer(dtype: str) -> dict:
             enc = tok(texts, return_tensors="pt", padding=True)
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=OUTPUT_LEN, min_new_tokens=OUTPUT_LEN, do_sample=False,
-                                     pad_token_id=tok.pad_token_id or tok.eos_token_id, **kw)
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=OUTPUT_LEN,
+                    min_new_tokens=OUTPUT_LEN,
+                    do_sample=False,
+                    pad_token_id=tok.pad_token_id or tok.eos_token_id,
+                    **kw,
+                )
             elapsed += time.perf_counter() - t0
             tokens += (out.shape[1] - enc["input_ids"].shape[1]) * batch
         return {"output_tok_s": round(tokens / elapsed, 2), "requests": batch * rounds, "elapsed_s": round(elapsed, 2)}
 
     run(1, 1)  # warm-up
-    return {"dtype": dtype, "batch_1": run(1, 4), "batch_1_prompt_lookup": run(1, 4, prompt_lookup_num_tokens=K),
-            "batch_64": run(64, 1)}
+    return {
+        "dtype": dtype,
+        "batch_1": run(1, 4),
+        "batch_1_prompt_lookup": run(1, 4, prompt_lookup_num_tokens=K),
+        "batch_64": run(64, 1),
+    }
 
 
 if __name__ == "__main__":

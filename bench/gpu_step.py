@@ -57,7 +57,9 @@ CPU_PRESET = "SmolLM2-135M"  # the bundled model's shape: small enough for two c
 CPU_BATCHES = (1, 2, 4, 8, 16)
 CPU_KS = (0, 2, 4)
 CPU_REPEATS = 3
-CPU_DTYPE = "float32"  # eager bfloat16 on a CPU falls off the fast path for some shapes (a masked verify step 7x slower)
+CPU_DTYPE = (
+    "float32"  # eager bfloat16 on a CPU falls off the fast path for some shapes (a masked verify step 7x slower)
+)
 WARMUP = 2  # untimed runs per point before timing (and before graph capture)
 CONTEXT_LEN = simulate.CONTEXT_LEN  # tokens already in each sequence's KV cache: the simulator's context
 ACCEPTANCE_RATE = simulate.ACCEPTANCE_RATE  # the a of the speedup table and crossovers; 1.0 = every draft accepted
@@ -81,8 +83,10 @@ def pick_device(name: str):
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BenchError(f"--device {name}: torch {torch.__version__} sees no CUDA device here. "
-                         "Run with --device cpu, or on a machine where torch.cuda.is_available() is True.")
+        raise BenchError(
+            f"--device {name}: torch {torch.__version__} sees no CUDA device here. "
+            "Run with --device cpu, or on a machine where torch.cuda.is_available() is True."
+        )
     return torch.device(name)
 
 
@@ -124,8 +128,10 @@ def build_model(preset: str, device, dtype):
     if device.type == "cuda":
         free_gb = torch.cuda.mem_get_info(device)[0] / 1e9
         if need_gb > 0.8 * free_gb:
-            raise BenchError(f"{preset} needs {need_gb:.0f} GB of weights in {dtype} and the device has "
-                             f"{free_gb:.0f} GB free: choose a smaller --model.")
+            raise BenchError(
+                f"{preset} needs {need_gb:.0f} GB of weights in {dtype} and the device has "
+                f"{free_gb:.0f} GB free: choose a smaller --model."
+            )
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # made in the dtype directly: an 8B model never exists in float32
     try:
@@ -158,15 +164,19 @@ def gqa_sdpa(module, query, key, value, attention_mask, scaling=None, dropout=0.
     folded = query.reshape(batch, kv_heads, group * q_len, head_dim)
     if attention_mask is not None:
         mask = attention_mask[:, :, :, :kv_len]
-        mask = mask[:, :, None].expand(mask.shape[0], 1, group, q_len, kv_len).reshape(
-            mask.shape[0], 1, group * q_len, kv_len)
+        mask = (
+            mask[:, :, None]
+            .expand(mask.shape[0], 1, group, q_len, kv_len)
+            .reshape(mask.shape[0], 1, group * q_len, kv_len)
+        )
     elif q_len > 1:
         rows = torch.arange(q_len, device=query.device) + (kv_len - q_len)
         mask = (torch.arange(kv_len, device=query.device)[None, :] <= rows[:, None]).repeat(group, 1)
     else:
         mask = None  # one query token sees the whole cache
-    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, dropout_p=dropout,
-                                                           scale=scaling)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        folded, key, value, attn_mask=mask, dropout_p=dropout, scale=scaling
+    )
     return out.reshape(batch, heads, q_len, head_dim).transpose(1, 2).contiguous(), None
 
 
@@ -212,8 +222,14 @@ class StepRunner:
 
         if self.cache_kind == "dynamic":
             return DynamicCache()
-        offered = {"config": self.model.config, "max_cache_len": max_len, "max_batch_size": self.batch_size,
-                   "batch_size": self.batch_size, "device": self.model.device, "dtype": self.model.dtype}
+        offered = {
+            "config": self.model.config,
+            "max_cache_len": max_len,
+            "max_batch_size": self.batch_size,
+            "batch_size": self.batch_size,
+            "device": self.model.device,
+            "dtype": self.model.dtype,
+        }
         params = inspect.signature(StaticCache.__init__).parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
             wanted = {n for n in params if n != "self"}  # a **kwargs that swallows old names: pass only its own
@@ -241,8 +257,13 @@ class StepRunner:
             self.cache = self._new_cache(self.context_len + self.tokens)
         positions = self.position_ids.new_tensor(range(self.context_len))
         extra = {"cache_position": positions} if self.extra else {}
-        self.model(input_ids=input_ids, position_ids=positions.expand(input_ids.shape[0], -1),
-                   past_key_values=self.cache, use_cache=True, **extra)
+        self.model(
+            input_ids=input_ids,
+            position_ids=positions.expand(input_ids.shape[0], -1),
+            past_key_values=self.cache,
+            use_cache=True,
+            **extra,
+        )
 
     def rewind(self) -> None:
         """Back to context_len cached tokens: the next run writes the same positions again."""
@@ -259,8 +280,13 @@ class StepRunner:
 
     def run(self):
         """One forward pass; returns the logits of every new token (a verify step needs them all)."""
-        return self.model(input_ids=self.input_ids, position_ids=self.position_ids, past_key_values=self.cache,
-                          use_cache=True, **self.extra).logits
+        return self.model(
+            input_ids=self.input_ids,
+            position_ids=self.position_ids,
+            past_key_values=self.cache,
+            use_cache=True,
+            **self.extra,
+        ).logits
 
 
 # --- timing -----------------------------------------------------------------------------
@@ -346,8 +372,10 @@ def measure_point(runner: StepRunner, repeats: int, use_graph: bool) -> tuple[li
 
 def _first_line(exc: BaseException) -> str:
     """The error in one line, with the one it interrupted (a failed capture raises again on the way out)."""
+
     def line(e):
         return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+
     cause = exc.__cause__ or exc.__context__
     return (line(exc) + (f" (while handling {line(cause)})" if cause else ""))[:500]
 
@@ -385,17 +413,26 @@ def measure_roofline(device, dtype, seconds: float = 0.5) -> dict:
     a = torch.randn(m, kk, device=device, dtype=dtype)
     b = torch.randn(kk, n, device=device, dtype=dtype)
     gemm_tflops = 2 * m * n * kk / best_s(lambda: torch.mm(a, b)) / 1e12
-    return {"copy_gb_s": round(copy_gb_s, 1), "copy_bytes": copy_bytes, "gemm_tflops": round(gemm_tflops, 3),
-            "gemm_shape_mnk": [m, n, kk], "dtype": str(dtype).replace("torch.", "")}
+    return {
+        "copy_gb_s": round(copy_gb_s, 1),
+        "copy_bytes": copy_bytes,
+        "gemm_tflops": round(gemm_tflops, 3),
+        "gemm_shape_mnk": [m, n, kk],
+        "dtype": str(dtype).replace("torch.", ""),
+    }
 
 
 # --- the simulator beside the measurement ------------------------------------------------------
 def forward_simulator(spec, hw, dtype: str, context_len: int, on_gpu: bool) -> simulate.Simulator:
     """The simulator's verify pass alone: its default settings, minus the costs a bare forward pass never pays."""
-    base = simulate.Simulator(spec, hw, dtype=dtype, context_len=context_len) if on_gpu else \
-        simulate.cpu_simulator(spec, hw, dtype=dtype, context_len=context_len)
-    return dataclasses.replace(base, step_overhead_s=0.0, spec_overhead_s=0.0, ngram_s_per_token=0.0,
-                               ngram_match_rate=1.0)
+    base = (
+        simulate.Simulator(spec, hw, dtype=dtype, context_len=context_len)
+        if on_gpu
+        else simulate.cpu_simulator(spec, hw, dtype=dtype, context_len=context_len)
+    )
+    return dataclasses.replace(
+        base, step_overhead_s=0.0, spec_overhead_s=0.0, ngram_s_per_token=0.0, ngram_match_rate=1.0
+    )
 
 
 def simulated_step_s(sim: simulate.Simulator, batch_size: int, k: int) -> float:
@@ -408,8 +445,12 @@ def as_records(points: list[dict], acceptance_rate: float) -> list[dict]:
     for p in points:
         k = p["num_speculative_tokens"]
         tokens = simulate.expected_tokens_per_step(acceptance_rate, k)
-        record = {"method": "ngram" if k else "none", "num_speculative_tokens": k, "batch_size": p["batch_size"],
-                  "output_tok_s": p["batch_size"] * tokens / (p["step_ms"] / 1000.0)}
+        record = {
+            "method": "ngram" if k else "none",
+            "num_speculative_tokens": k,
+            "batch_size": p["batch_size"],
+            "output_tok_s": p["batch_size"] * tokens / (p["step_ms"] / 1000.0),
+        }
         if k:
             record["mean_acceptance_length"] = tokens  # gives calibrate() this acceptance back
         records.append(record)
@@ -428,8 +469,7 @@ def speedups(step_s: dict, batches, k: int, acceptance_rate: float) -> dict:
     return {b: tokens * step_s[(b, 0)] / step_s[(b, k)] for b in batches if (b, 0) in step_s and (b, k) in step_s}
 
 
-def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: bool,
-            acceptance_rate: float) -> dict:
+def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: bool, acceptance_rate: float) -> dict:
     """Per point, per k and overall: measured, the simulator's default, and the simulator calibrated on half."""
     sim = forward_simulator(spec, hw, dtype, context_len, on_gpu)
     batches = sorted({p["batch_size"] for p in points})
@@ -437,8 +477,15 @@ def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: 
     cal_points = [p for p in points if p["batch_size"] in cal_batches]
     calibrated = None
     if cal_points:
-        calibrated = simulate.calibrate(as_records(cal_points, acceptance_rate), spec, hw, dtype=dtype,
-                                        context_len=context_len, start=sim, params=FIT_PARAMS)
+        calibrated = simulate.calibrate(
+            as_records(cal_points, acceptance_rate),
+            spec,
+            hw,
+            dtype=dtype,
+            context_len=context_len,
+            start=sim,
+            params=FIT_PARAMS,
+        )
     for p in points:
         b, k = p["batch_size"], p["num_speculative_tokens"]
         p["simulated_step_ms"] = 1000.0 * simulated_step_s(sim, b, k)
@@ -454,14 +501,26 @@ def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: 
     ks = sorted({p["num_speculative_tokens"] for p in points if p["num_speculative_tokens"]})
     rows, crossovers = [], []
     for k in ks:
-        found = {name: speedups(steps(key), batches, k, acceptance_rate)
-                 for name, key in (("measured", "step_ms"), ("simulated", "simulated_step_ms"),
-                                   ("calibrated", "calibrated_step_ms"))}
+        found = {
+            name: speedups(steps(key), batches, k, acceptance_rate)
+            for name, key in (
+                ("measured", "step_ms"),
+                ("simulated", "simulated_step_ms"),
+                ("calibrated", "calibrated_step_ms"),
+            )
+        }
         for b in batches:
             if b in found["measured"]:
                 rows.append({"batch_size": b, "k": k, **{name: found[name].get(b) for name in found}})
-        crossovers.append({"k": k, **{name: simulate.crossover(list(s), list(s.values())) if len(s) > 1 else None
-                                      for name, s in found.items()}})
+        crossovers.append(
+            {
+                "k": k,
+                **{
+                    name: simulate.crossover(list(s), list(s.values())) if len(s) > 1 else None
+                    for name, s in found.items()
+                },
+            }
+        )
 
     def mape(selected, key):
         errors = [abs(p[key]) for p in selected if key in p]
@@ -471,30 +530,34 @@ def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: 
     return {
         "simulator": {
             "what": "simulate.Simulator's verify pass: max(compute, memory) + layers x layer_overhead_s; "
-                    "step_overhead_s, spec_overhead_s and n-gram cost set to 0, since a forward pass pays none",
-            "hardware": hw.to_dict(), "settings": sim.settings(),
+            "step_overhead_s, spec_overhead_s and n-gram cost set to 0, since a forward pass pays none",
+            "hardware": hw.to_dict(),
+            "settings": sim.settings(),
             "mape_pct": mape(points, "error_pct"),
         },
         "calibration": {
             "rule": "distinct batch sizes sorted; odd-indexed (0-based) calibrate, even-indexed evaluate; "
-                    f"simulate.calibrate fits {', '.join(FIT_PARAMS)}",
-            "calibrate_batches": cal_batches, "evaluate_batches": eval_batches,
+            f"simulate.calibrate fits {', '.join(FIT_PARAMS)}",
+            "calibrate_batches": cal_batches,
+            "evaluate_batches": eval_batches,
             "fitted": {name: getattr(calibrated, name) for name in FIT_PARAMS} if calibrated else None,
             "calibration_mape_pct": mape(cal_points, "calibrated_error_pct"),
             "held_out_mape_pct": mape(held_out, "calibrated_error_pct"),
             "held_out_mape_pct_default": mape(held_out, "error_pct"),
         },
-        "speedup": {"acceptance_rate": acceptance_rate,
-                    "formula": "(1 - a^(k+1)) / (1 - a) x decode_step_ms / verify_step_ms "
-                               "(simulate.expected_tokens_per_step)",
-                    "rows": rows},
+        "speedup": {
+            "acceptance_rate": acceptance_rate,
+            "formula": "(1 - a^(k+1)) / (1 - a) x decode_step_ms / verify_step_ms (simulate.expected_tokens_per_step)",
+            "rows": rows,
+        },
         "crossover_batch": crossovers,
     }
 
 
 # --- the sweep ------------------------------------------------------------------------------
-def sweep(model, batches, ks, context_len: int, repeats: int, cache: str, use_graph: bool, budget_s: float,
-          estimate) -> tuple[list[dict], list[dict], list[str]]:
+def sweep(
+    model, batches, ks, context_len: int, repeats: int, cache: str, use_graph: bool, budget_s: float, estimate
+) -> tuple[list[dict], list[dict], list[str]]:
     """Time every (B, k); past the budget, fewer repeats, then no more points. (points, skipped, graph failures)."""
     import torch
 
@@ -507,7 +570,9 @@ def sweep(model, batches, ks, context_len: int, repeats: int, cache: str, use_gr
         elapsed = time.perf_counter() - t_start
         left = sum(estimate(bb, kk, repeats) for bb, kk in plan[i:]) * scale
         if elapsed >= budget_s:
-            skipped.extend({"batch_size": bb, "num_speculative_tokens": kk, "why": "time budget"} for bb, kk in plan[i:])
+            skipped.extend(
+                {"batch_size": bb, "num_speculative_tokens": kk, "why": "time budget"} for bb, kk in plan[i:]
+            )
             break
         reps = repeats if elapsed + left <= budget_s else max(3, repeats // 4)
         t_point = time.perf_counter()
@@ -523,8 +588,10 @@ def sweep(model, batches, ks, context_len: int, repeats: int, cache: str, use_gr
             skipped.append({"batch_size": b, "num_speculative_tokens": k, "why": _first_line(exc)})
             print(f"B={b} k={k} failed: {skipped[-1]['why']}", file=sys.stderr, flush=True)
             if failures >= 3:
-                skipped.extend({"batch_size": bb, "num_speculative_tokens": kk, "why": "three points failed"}
-                               for bb, kk in plan[i + 1:])
+                skipped.extend(
+                    {"batch_size": bb, "num_speculative_tokens": kk, "why": "three points failed"}
+                    for bb, kk in plan[i + 1 :]
+                )
                 break
             continue
         finally:
@@ -537,11 +604,24 @@ def sweep(model, batches, ks, context_len: int, repeats: int, cache: str, use_gr
             use_graph = False  # one failed capture is enough: the rest run eagerly, and the record says so
         wall = time.perf_counter() - t_point
         scale = max(0.2, 0.5 * scale + 0.5 * wall / max(estimate(b, k, reps), 1e-3))
-        points.append({"batch_size": b, "num_speculative_tokens": k, "tokens_per_seq": k + 1,
-                       "step_ms": 1000.0 * statistics.median(times), "step_ms_min": 1000.0 * min(times),
-                       "step_ms_max": 1000.0 * max(times), "repeats": len(times), "cuda_graph": graphed})
-        print(f"[{time.perf_counter() - t_start:6.1f} s] B={b:<4} k={k}  {points[-1]['step_ms']:9.3f} ms"
-              f"{'  (graph)' if graphed else ''}", file=sys.stderr, flush=True)
+        points.append(
+            {
+                "batch_size": b,
+                "num_speculative_tokens": k,
+                "tokens_per_seq": k + 1,
+                "step_ms": 1000.0 * statistics.median(times),
+                "step_ms_min": 1000.0 * min(times),
+                "step_ms_max": 1000.0 * max(times),
+                "repeats": len(times),
+                "cuda_graph": graphed,
+            }
+        )
+        print(
+            f"[{time.perf_counter() - t_start:6.1f} s] B={b:<4} k={k}  {points[-1]['step_ms']:9.3f} ms"
+            f"{'  (graph)' if graphed else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
     return points, skipped, graph_failures
 
 
@@ -573,8 +653,12 @@ def check_attention(model, context_len: int) -> tuple[str, str]:
 # --- provenance -------------------------------------------------------------------------------
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
@@ -583,8 +667,13 @@ def git_commit() -> str | None:
 def versions() -> dict:
     import torch
 
-    found = {"python": platform.python_version(), "servelab": __version__, "torch": torch.__version__,
-             "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None}
+    found = {
+        "python": platform.python_version(),
+        "servelab": __version__,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+    }
     for name in ("transformers", "numpy"):
         try:
             found[name] = importlib.metadata.version(name)
@@ -599,8 +688,11 @@ def device_info(device) -> dict:
     info = {"type": device.type, "name": device_name(device)}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        info.update(memory_gb=round(props.total_memory / 1e9, 1), multiprocessors=props.multi_processor_count,
-                    capability=f"{props.major}.{props.minor}")
+        info.update(
+            memory_gb=round(props.total_memory / 1e9, 1),
+            multiprocessors=props.multi_processor_count,
+            capability=f"{props.major}.{props.minor}",
+        )
     else:
         info.update(threads=torch.get_num_threads())
     return info
@@ -627,22 +719,32 @@ def parse_ints(text: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto (CUDA if torch sees it, else cpu), cuda, cuda:1, cpu")
-    parser.add_argument("--model", default=None, help=f"model preset (default: {GPU_PRESET} on CUDA, "
-                                                      f"{CPU_PRESET} on the CPU)")
+    parser.add_argument(
+        "--model", default=None, help=f"model preset (default: {GPU_PRESET} on CUDA, {CPU_PRESET} on the CPU)"
+    )
     parser.add_argument("--batches", type=parse_ints, default=None, help="batch sizes, e.g. 1,2,4,8")
     parser.add_argument("--ks", type=parse_ints, default=None, help="draft lengths k; 0 is the decode step")
     parser.add_argument("--context-len", type=int, default=CONTEXT_LEN, help="tokens already in each KV cache")
     parser.add_argument("--dtype", default=None, help="bfloat16 (default on CUDA), float32 (default on the CPU)")
     parser.add_argument("--repeats", type=int, default=None, help="timed runs per point (median reported)")
-    parser.add_argument("--cache", choices=("static", "dynamic"), default="static",
-                        help="transformers' StaticCache (default; needed for CUDA graphs) or DynamicCache")
+    parser.add_argument(
+        "--cache",
+        choices=("static", "dynamic"),
+        default="static",
+        help="transformers' StaticCache (default; needed for CUDA graphs) or DynamicCache",
+    )
     parser.add_argument("--no-cuda-graphs", action="store_true", help="time eager forward passes on CUDA")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch (default: torch's); 1 keeps a shared machine's timings steady")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads for torch (default: torch's); 1 keeps a shared machine's timings steady",
+    )
     parser.add_argument("--acceptance", type=float, default=ACCEPTANCE_RATE, help="a for the speedup and crossovers")
     parser.add_argument("--budget-s", type=float, default=BUDGET_S, help="seconds of sweep before points are skipped")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="where the JSON goes (default: bench/results/gpu-step-<chip>.json)")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="where the JSON goes (default: bench/results/gpu-step-<chip>.json)"
+    )
     args = parser.parse_args(argv)
     try:
         return run(args, list(sys.argv[1:] if argv is None else argv))
@@ -662,8 +764,9 @@ def run(args, argv: list[str]) -> int:
     batches = args.batches or list(GPU_BATCHES if on_gpu else CPU_BATCHES)
     ks = sorted(set(args.ks if args.ks is not None else (GPU_KS if on_gpu else CPU_KS)) | {0})  # k=0 is the baseline
     repeats = args.repeats or (GPU_REPEATS if on_gpu else CPU_REPEATS)
-    dtype_name = simulate.DTYPE_ALIASES.get(args.dtype, args.dtype) if args.dtype else \
-        ("bfloat16" if on_gpu else CPU_DTYPE)
+    dtype_name = (
+        simulate.DTYPE_ALIASES.get(args.dtype, args.dtype) if args.dtype else ("bfloat16" if on_gpu else CPU_DTYPE)
+    )
     if dtype_name not in ("bfloat16", "float16", "float32"):
         raise BenchError(f"--dtype {args.dtype}: use bfloat16, float16 or float32.")
     if not 0.0 <= args.acceptance < 1.0:
@@ -679,14 +782,22 @@ def run(args, argv: list[str]) -> int:
     if on_gpu:
         torch.cuda.set_device(device)
     name = device_name(device)
-    print(f"gpu_step: {preset} ({dtype_name}) on {name}, batches {batches}, k {ks}, context {args.context_len}",
-          file=sys.stderr, flush=True)
+    print(
+        f"gpu_step: {preset} ({dtype_name}) on {name}, batches {batches}, k {ks}, context {args.context_len}",
+        file=sys.stderr,
+        flush=True,
+    )
 
     roofline = measure_roofline(device, dtype)
-    measured_hw = hardware.Hardware(name=f"{name} (measured)", memory_gb=0.0, bandwidth_gb_s=roofline["copy_gb_s"],
-                                    peak_tflops=roofline["gemm_tflops"], dtype=dtype_name,
-                                    source=f"bench/gpu_step.py: {roofline['copy_bytes'] >> 20} MiB copy, "
-                                           f"{'x'.join(map(str, roofline['gemm_shape_mnk']))} GEMM")
+    measured_hw = hardware.Hardware(
+        name=f"{name} (measured)",
+        memory_gb=0.0,
+        bandwidth_gb_s=roofline["copy_gb_s"],
+        peak_tflops=roofline["gemm_tflops"],
+        dtype=dtype_name,
+        source=f"bench/gpu_step.py: {roofline['copy_bytes'] >> 20} MiB copy, "
+        f"{'x'.join(map(str, roofline['gemm_shape_mnk']))} GEMM",
+    )
     datasheet = None
     if on_gpu:
         try:
@@ -695,9 +806,12 @@ def run(args, argv: list[str]) -> int:
             pass
     # The simulator as learners see it: the datasheet preset for a known GPU, else what was just measured.
     sim_hw = datasheet or measured_hw
-    print(f"gpu_step: roofline {roofline['copy_gb_s']:.0f} GB/s copy, {roofline['gemm_tflops']:.3g} TFLOP/s GEMM"
-          + (f" (datasheet {datasheet.bandwidth_gb_s:g} GB/s, {datasheet.peak_tflops:g} TFLOP/s)" if datasheet else ""),
-          file=sys.stderr, flush=True)
+    print(
+        f"gpu_step: roofline {roofline['copy_gb_s']:.0f} GB/s copy, {roofline['gemm_tflops']:.3g} TFLOP/s GEMM"
+        + (f" (datasheet {datasheet.bandwidth_gb_s:g} GB/s, {datasheet.peak_tflops:g} TFLOP/s)" if datasheet else ""),
+        file=sys.stderr,
+        flush=True,
+    )
 
     t_build = time.perf_counter()
     model = build_model(preset, device, dtype)
@@ -714,42 +828,68 @@ def run(args, argv: list[str]) -> int:
         return runs * (simulated_step_s(estimator, b, k) + per_run_overhead_s) + (0.1 if on_gpu else 0.0)
 
     planned = sum(estimate(b, k, repeats) for b in batches for k in ks)
-    print(f"gpu_step: {len(batches) * len(ks)} points, about {planned:.0f} s by the roofline "
-          f"(budget {args.budget_s:g} s); attention: {attention}", file=sys.stderr, flush=True)
-    points, skipped, graph_failures = sweep(model, batches, ks, args.context_len, repeats, args.cache, use_graph,
-                                            args.budget_s, estimate)
+    print(
+        f"gpu_step: {len(batches) * len(ks)} points, about {planned:.0f} s by the roofline "
+        f"(budget {args.budget_s:g} s); attention: {attention}",
+        file=sys.stderr,
+        flush=True,
+    )
+    points, skipped, graph_failures = sweep(
+        model, batches, ks, args.context_len, repeats, args.cache, use_graph, args.budget_s, estimate
+    )
     if not any(p["num_speculative_tokens"] == 0 for p in points):
         raise BenchError("No decode step was timed (every point was skipped): raise --budget-s or shorten --batches.")
     comparison = compare(points, spec, sim_hw, dtype_name, args.context_len, on_gpu, args.acceptance)
 
-    timing = ("CUDA graphs, CUDA events" if any(p["cuda_graph"] for p in points) else
-              "eager forward passes, CUDA events" if on_gpu else "eager forward passes, time.perf_counter")
+    timing = (
+        "CUDA graphs, CUDA events"
+        if any(p["cuda_graph"] for p in points)
+        else "eager forward passes, CUDA events"
+        if on_gpu
+        else "eager forward passes, time.perf_counter"
+    )
     result = {
         "benchmark": "gpu-step",
         "what": f"one forward pass of {preset}'s shape (random weights) over B sequences x (k+1) new tokens after "
-                f"{args.context_len} cached tokens each: k = 0 is the decode step, k > 0 the verify step; median "
-                f"of the timed runs; beside it servelab.simulate's verify pass for the same chip",
+        f"{args.context_len} cached tokens each: k = 0 is the decode step, k > 0 the verify step; median "
+        f"of the timed runs; beside it servelab.simulate's verify pass for the same chip",
         "command": " ".join(["python bench/gpu_step.py", *argv]),
         "device": device_info(device),
-        "machine": {"cpu": hardware.cpu_name(), "cores": hardware.cpu_cores(), "platform": platform.platform(),
-                    "loadavg_before": load_before, "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpu": hardware.cpu_name(),
+            "cores": hardware.cpu_cores(),
+            "platform": platform.platform(),
+            "loadavg_before": load_before,
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "versions": versions(),
         "commit": git_commit(),
-        "model": {"preset": preset, "config": relative(config), "num_params": spec.num_params,
-                  "weights": "random: LlamaForCausalLM(config), nothing downloaded", "build_s": round(build_s, 1)},
+        "model": {
+            "preset": preset,
+            "config": relative(config),
+            "num_params": spec.num_params,
+            "weights": "random: LlamaForCausalLM(config), nothing downloaded",
+            "build_s": round(build_s, 1),
+        },
         "dtype": dtype_name,
         "context_len": args.context_len,
         "cache": f"transformers {'StaticCache' if args.cache == 'static' else 'DynamicCache'}, "
-                 "filled with random keys and values",
-        "attention": attention, "attention_note": attention_note,
-        "timing": timing, "warmup_runs": WARMUP,
+        "filled with random keys and values",
+        "attention": attention,
+        "attention_note": attention_note,
+        "timing": timing,
+        "warmup_runs": WARMUP,
         "cuda_graph_failures": graph_failures,
-        "roofline": {**roofline, "datasheet": datasheet.to_dict() if datasheet else None,
-                     "copy_over_datasheet": round(roofline["copy_gb_s"] / datasheet.bandwidth_gb_s, 3)
-                     if datasheet else None,
-                     "gemm_over_datasheet": round(roofline["gemm_tflops"] / datasheet.peak_tflops, 3)
-                     if datasheet else None},
-        "batches": batches, "ks": ks, "repeats": repeats, "budget_s": args.budget_s,
+        "roofline": {
+            **roofline,
+            "datasheet": datasheet.to_dict() if datasheet else None,
+            "copy_over_datasheet": round(roofline["copy_gb_s"] / datasheet.bandwidth_gb_s, 3) if datasheet else None,
+            "gemm_over_datasheet": round(roofline["gemm_tflops"] / datasheet.peak_tflops, 3) if datasheet else None,
+        },
+        "batches": batches,
+        "ks": ks,
+        "repeats": repeats,
+        "budget_s": args.budget_s,
         "estimated_sweep_s": round(planned, 1),
         "points": points,
         "skipped": skipped,
@@ -775,22 +915,33 @@ def table(result: dict) -> str:
     def num(v, fmt):
         return format(v, fmt) if isinstance(v, (int, float)) else "-"
 
-    lines = [f"{result['model']['preset']} on {result['device']['name']} ({result['dtype']}, {result['timing']}, "
-             f"context {result['context_len']}), a = {a:g}; measured / simulator (calibrated on half)",
-             f"{'k':>2} {'speedup at B=' + str(first):>22} {'crossover batch':>26}"]
+    lines = [
+        f"{result['model']['preset']} on {result['device']['name']} ({result['dtype']}, {result['timing']}, "
+        f"context {result['context_len']}), a = {a:g}; measured / simulator (calibrated on half)",
+        f"{'k':>2} {'speedup at B=' + str(first):>22} {'crossover batch':>26}",
+    ]
     for c in result["crossover_batch"]:
         r = at_first.get(c["k"], {})
-        lines.append(f"{c['k']:>2} {num(r.get('measured'), '.2f'):>8} / {num(r.get('simulated'), '.2f'):>5}"
-                     f" ({num(r.get('calibrated'), '.2f'):>5}) {num(c['measured'], '.1f'):>9} / "
-                     f"{num(c['simulated'], '.1f'):>6} ({num(c['calibrated'], '.1f'):>6})")
-    lines.append(f"step time error, simulator: {num(result['simulator']['mape_pct'], '.1f')} % mean over "
-                 f"{len(result['points'])} points; calibrated on B={cal['calibrate_batches']}, held-out B="
-                 f"{cal['evaluate_batches']}: {num(cal['held_out_mape_pct'], '.1f')} % "
-                 f"(uncalibrated {num(cal['held_out_mape_pct_default'], '.1f')} %)")
+        lines.append(
+            f"{c['k']:>2} {num(r.get('measured'), '.2f'):>8} / {num(r.get('simulated'), '.2f'):>5}"
+            f" ({num(r.get('calibrated'), '.2f'):>5}) {num(c['measured'], '.1f'):>9} / "
+            f"{num(c['simulated'], '.1f'):>6} ({num(c['calibrated'], '.1f'):>6})"
+        )
+    lines.append(
+        f"step time error, simulator: {num(result['simulator']['mape_pct'], '.1f')} % mean over "
+        f"{len(result['points'])} points; calibrated on B={cal['calibrate_batches']}, held-out B="
+        f"{cal['evaluate_batches']}: {num(cal['held_out_mape_pct'], '.1f')} % "
+        f"(uncalibrated {num(cal['held_out_mape_pct_default'], '.1f')} %)"
+    )
     roof = result["roofline"]
-    lines.append(f"roofline: copy {roof['copy_gb_s']:g} GB/s, GEMM {roof['gemm_tflops']:g} TFLOP/s"
-                 + (f" ({roof['copy_over_datasheet']:.0%} and {roof['gemm_over_datasheet']:.0%} of the datasheet)"
-                    if roof.get("datasheet") else ""))
+    lines.append(
+        f"roofline: copy {roof['copy_gb_s']:g} GB/s, GEMM {roof['gemm_tflops']:g} TFLOP/s"
+        + (
+            f" ({roof['copy_over_datasheet']:.0%} and {roof['gemm_over_datasheet']:.0%} of the datasheet)"
+            if roof.get("datasheet")
+            else ""
+        )
+    )
     if result["skipped"]:
         lines.append(f"skipped {len(result['skipped'])} points: {result['skipped'][0]['why']}")
     return "\n".join(lines)

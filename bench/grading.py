@@ -53,8 +53,14 @@ def main(argv: list[str] | None = None) -> int:
                 kind = MIX[i % len(MIX)]
                 shutil.copy(source / f"{kind}.ipynb", subs / f"s{i:03d}_{kind}.ipynb")
             start = time.perf_counter()
-            graded = pipeline.run(tmp / "submissions", tmp / "course", tmp / "out", trusted_submissions=trusted,
-                                  assignments=[course.get("lesson25")], log=lambda *a: None)
+            graded = pipeline.run(
+                tmp / "submissions",
+                tmp / "course",
+                tmp / "out",
+                trusted_submissions=trusted,
+                assignments=[course.get("lesson25")],
+                log=lambda *a: None,
+            )
             return graded, time.perf_counter() - start
 
     results, total = grade(args.n, trusted=False)
@@ -77,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         "autograde_seconds_max": round(max(per), 2),
         "class_steps_seconds": round(total - sum(per), 1),  # generate_assignment, zip_collect, feedback, export
         "run_in_sandbox_seconds_mean": round(run_sandboxed, 2),  # of autograde: bwrap, runner, kernel, cells
-        "run_without_sandbox_seconds_mean": round(run_trusted, 2),  # the same with --trusted, on len(mix) or n/5 submissions
+        "run_without_sandbox_seconds_mean": round(
+            run_trusted, 2
+        ),  # the same with --trusted, on len(mix) or n/5 submissions
         "sandbox_cost_seconds_per_submission": round(run_sandboxed - run_trusted, 2),
         "trusted_submissions_compared": len(unsandboxed),
         "target_seconds_per_submission": TARGET_S_PER_SUBMISSION,
@@ -91,16 +99,35 @@ def main(argv: list[str] | None = None) -> int:
         },
         "versions": {
             "python": platform.python_version(),
-            **{p: hardware.package_version(p, missing="not installed") for p in ("servelab", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client")},
+            **{
+                p: hardware.package_version(p, missing="not installed")
+                for p in ("servelab", "nbgrader", "nbconvert", "nbclient", "ipykernel", "jupyter_client")
+            },
         },
-        "settings": {"cell_timeout_s": pipeline.CELL_TIMEOUT_S, "submission_timeout_s": pipeline.SUBMISSION_TIMEOUT_S,
-                     "sandbox": sandbox.bwrap_version(missing="bwrap not found"), "one_process_per_submission": True},
+        "settings": {
+            "cell_timeout_s": pipeline.CELL_TIMEOUT_S,
+            "submission_timeout_s": pipeline.SUBMISSION_TIMEOUT_S,
+            "sandbox": sandbox.bwrap_version(missing="bwrap not found"),
+            "one_process_per_submission": True,
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(json.dumps({k: report[k] for k in ("submissions", "seconds_total", "seconds_per_submission",
-                                             "sandbox_cost_seconds_per_submission", "meets_target",
-                                             "all_scores_as_expected")}))
+    print(
+        json.dumps(
+            {
+                k: report[k]
+                for k in (
+                    "submissions",
+                    "seconds_total",
+                    "seconds_per_submission",
+                    "sandbox_cost_seconds_per_submission",
+                    "meets_target",
+                    "all_scores_as_expected",
+                )
+            }
+        )
+    )
     return 0 if not wrong else 1
 
 

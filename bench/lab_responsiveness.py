@@ -107,18 +107,26 @@ def main() -> int:
         "worst_median_ms": worst,
         "cases": result["cases"],
         "recorded_measurements": result["recorded"],
-        "machine": {"cpu": cpu_name(), "cores": cpu_cores(), "platform": platform.platform(),
-                    "load_average_before": [round(x, 2) for x in load_before]},
+        "machine": {
+            "cpu": cpu_name(),
+            "cores": cpu_cores(),
+            "platform": platform.platform(),
+            "load_average_before": [round(x, 2) for x in load_before],
+        },
         "versions": versions(),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2) + "\n")
     for c in report["cases"]:
-        print(f"{c['view']:5s} {c['backend']:6s} median {c['median_ms']:7.2f} ms  p90 {c['p90_ms']:7.2f} ms  "
-              f"max {c['max_ms']:7.2f} ms  ({c['moves']} moves)")
-    print(f"{'pass' if report['passed'] else 'FAIL'}: worst median {worst:.1f} ms (target {TARGET_MS:.0f} ms) "
-          f"-> {OUT.relative_to(REPO)}")
+        print(
+            f"{c['view']:5s} {c['backend']:6s} median {c['median_ms']:7.2f} ms  p90 {c['p90_ms']:7.2f} ms  "
+            f"max {c['max_ms']:7.2f} ms  ({c['moves']} moves)"
+        )
+    print(
+        f"{'pass' if report['passed'] else 'FAIL'}: worst median {worst:.1f} ms (target {TARGET_MS:.0f} ms) "
+        f"-> {OUT.relative_to(REPO)}"
+    )
     return 0 if report["passed"] else 1
 
 

@@ -20,7 +20,9 @@ import argparse
 import os
 from pathlib import Path
 
-SOURCE = Path(os.environ.get("SERVELAB_CACHE", Path.home() / ".cache" / "servelab")) / "models" / "SmolLM2-135M-Instruct"
+SOURCE = (
+    Path(os.environ.get("SERVELAB_CACHE", Path.home() / ".cache" / "servelab")) / "models" / "SmolLM2-135M-Instruct"
+)
 GROUP_SIZE = 64  # divides 576 (hidden) and 1536 (MLP); 128 would not divide 576
 
 
@@ -41,8 +43,9 @@ def main() -> int:
     model = AutoModelForCausalLM.from_pretrained(args.source, dtype=torch.bfloat16)
     tokenizer = AutoTokenizer.from_pretrained(args.source)
     weights = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=GROUP_SIZE)
-    recipe = QuantizationModifier(config_groups={"w4a16": QuantizationScheme(targets=["Linear"], weights=weights)},
-                                  ignore=["lm_head"])
+    recipe = QuantizationModifier(
+        config_groups={"w4a16": QuantizationScheme(targets=["Linear"], weights=weights)}, ignore=["lm_head"]
+    )
     oneshot(model=model, recipe=recipe)
     args.out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(args.out, save_compressed=True)

@@ -62,13 +62,18 @@ def knee(points: list[dict]) -> dict:
     tail = tail if len(tail) >= 2 else pts[-2:]
     mean_t = statistics.fmean(p["tokens_per_step"] for p in tail)
     mean_ms = statistics.fmean(p["step_ms"] for p in tail)
-    slope = (sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in tail)
-             / sum((p["tokens_per_step"] - mean_t) ** 2 for p in tail))
+    slope = sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in tail) / sum(
+        (p["tokens_per_step"] - mean_t) ** 2 for p in tail
+    )
     intercept = mean_ms - slope * mean_t
     ridge = floor / slope if slope > 0 else float("inf")
-    return {"flat_ms": round(floor, 2), "ms_per_token_past_ridge": round(slope, 3),
-            "intercept_ms": round(intercept, 2), "ridge_tokens_per_step": round(ridge, 1),
-            "fitted_through_tokens": [p["tokens_per_step"] for p in tail]}
+    return {
+        "flat_ms": round(floor, 2),
+        "ms_per_token_past_ridge": round(slope, 3),
+        "intercept_ms": round(intercept, 2),
+        "ridge_tokens_per_step": round(ridge, 1),
+        "fitted_through_tokens": [p["tokens_per_step"] for p in tail],
+    }
 
 
 def _gpu_step():
@@ -111,22 +116,34 @@ def main(argv: list[str] | None = None) -> int:
         for batch in (int(b) for b in args.batches.split(",")):
             runner = gpu_step.StepRunner(model, batch, K, CONTEXT_LEN)
             times = gpu_step.time_cpu(runner, args.repeats)
-            points.append({"batch_size": batch, "num_speculative_tokens": K, "tokens_per_step": batch * (K + 1),
-                           "step_ms": round(statistics.median(times) * 1000, 2),
-                           "runs_ms": [round(t * 1000, 2) for t in times]})
+            points.append(
+                {
+                    "batch_size": batch,
+                    "num_speculative_tokens": K,
+                    "tokens_per_step": batch * (K + 1),
+                    "step_ms": round(statistics.median(times) * 1000, 2),
+                    "runs_ms": [round(t * 1000, 2) for t in times],
+                }
+            )
             print(f"B {batch:3d} x (k + 1) = {batch * (K + 1):4d} tokens: {points[-1]['step_ms']:9.1f} ms", flush=True)
             del runner
     weight_bytes = params * 4
     roofline_ridge = roofline["gemm_tflops"] * 1e12 / (roofline["copy_gb_s"] / 2 * 1e9) * 4 / 2
     result = {
         "benchmark": "ridge-cpu",
-        "what": (f"verify step (k = {K}) of {args.layers} decoder layer(s) of {PRESET}'s shape plus its tied "
-                 f"output head, random float32 weights ({params / 1e6:.0f}M parameters, {weight_bytes / 1e9:.2f} GB "
-                 f"read per step), {CONTEXT_LEN} cached tokens per sequence; median of {args.repeats} runs"),
+        "what": (
+            f"verify step (k = {K}) of {args.layers} decoder layer(s) of {PRESET}'s shape plus its tied "
+            f"output head, random float32 weights ({params / 1e6:.0f}M parameters, {weight_bytes / 1e9:.2f} GB "
+            f"read per step), {CONTEXT_LEN} cached tokens per sequence; median of {args.repeats} runs"
+        ),
         "command": "python bench/ridge_cpu.py" + (" " + " ".join(argv) if argv else ""),
-        "machine": {"cpu": gpu_step.device_name(torch.device("cpu")), "cores": os.cpu_count(),
-                    "torch_threads": torch.get_num_threads(), "loadavg_before": load_before,
-                    "loadavg_after": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpu": gpu_step.device_name(torch.device("cpu")),
+            "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "loadavg_before": load_before,
+            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "versions": gpu_step.versions(),
         "roofline_probe": roofline,
         # the probe's copy counts read + write; a step reads its weights, so half the copy rate is the read rate
@@ -139,8 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result["knee"]), "load", result["machine"]["loadavg_before"], "->",
-          result["machine"]["loadavg_after"])
+    print(
+        json.dumps(result["knee"]),
+        "load",
+        result["machine"]["loadavg_before"],
+        "->",
+        result["machine"]["loadavg_after"],
+    )
     return 0
 
 

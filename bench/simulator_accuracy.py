@@ -56,35 +56,51 @@ def split_batches(batches) -> tuple[list, list]:
 def load(path: Path, method: str | None, k: int | None, workload: str | None) -> tuple[list[dict], str, int]:
     """The sweep's usable records: method none plus one speculative (method, k), one workload."""
     if not path.is_file():
-        raise BenchError(f"No measured sweep at {path}. Record one first (a sweep of batch sizes 1, 2, 4, ..., 64 "
-                         "with and without n-gram speculation), or pass its path with --input.")
+        raise BenchError(
+            f"No measured sweep at {path}. Record one first (a sweep of batch sizes 1, 2, 4, ..., 64 "
+            "with and without n-gram speculation), or pass its path with --input."
+        )
     records = [r for r in ResultsStore(path).read() if r.get("output_tok_s") and r.get("batch_size")]
     if workload:
         records = [r for r in records if r.get("workload") == workload]
-    spec = [r for r in records if r.get("method") in SPEC_METHODS
-            and (method is None or r["method"] == method)
-            and (k is None or r.get("num_speculative_tokens") == k)]
+    spec = [
+        r
+        for r in records
+        if r.get("method") in SPEC_METHODS
+        and (method is None or r["method"] == method)
+        and (k is None or r.get("num_speculative_tokens") == k)
+    ]
     if not spec:
-        raise BenchError(f"{path} holds no speculative records ({'/'.join(SPEC_METHODS)}) to compare with: "
-                         "the sweep needs runs with and without speculation.")
-    (method, k, workload), _ = Counter((r["method"], r.get("num_speculative_tokens"), r.get("workload"))
-                                       for r in spec).most_common(1)[0]
-    chosen = [r for r in records if r.get("workload") == workload
-              and (r.get("method") == "none" or (r.get("method") == method
-                                                 and r.get("num_speculative_tokens") == k))]
+        raise BenchError(
+            f"{path} holds no speculative records ({'/'.join(SPEC_METHODS)}) to compare with: "
+            "the sweep needs runs with and without speculation."
+        )
+    (method, k, workload), _ = Counter(
+        (r["method"], r.get("num_speculative_tokens"), r.get("workload")) for r in spec
+    ).most_common(1)[0]
+    chosen = [
+        r
+        for r in records
+        if r.get("workload") == workload
+        and (r.get("method") == "none" or (r.get("method") == method and r.get("num_speculative_tokens") == k))
+    ]
     batches_none = {r["batch_size"] for r in chosen if r["method"] == "none"}
     batches_spec = {r["batch_size"] for r in chosen if r["method"] == method}
     if len(batches_none & batches_spec) < 4:
-        raise BenchError(f"{path} has {method} k={k} and no-speculation runs at only "
-                         f"{sorted(batches_none & batches_spec)} together: the split needs at least 4 batch sizes "
-                         "measured both ways.")
+        raise BenchError(
+            f"{path} has {method} k={k} and no-speculation runs at only "
+            f"{sorted(batches_none & batches_spec)} together: the split needs at least 4 batch sizes "
+            "measured both ways."
+        )
     return [r for r in chosen if r["batch_size"] in batches_none & batches_spec], method, k
 
 
 def measured_speedups(records: list[dict], method: str) -> dict:
     """Batch -> mean speculative tok/s over mean plain tok/s, from the measurements alone."""
+
     def mean_at(m, b):
         return statistics.fmean(r["output_tok_s"] for r in records if r["method"] == m and r["batch_size"] == b)
+
     return {b: mean_at(method, b) / mean_at("none", b) for b in sorted({r["batch_size"] for r in records})}
 
 
@@ -94,8 +110,9 @@ def predicted_speedups(sim: simulate.Simulator, records: list[dict], method: str
     for b in sorted({r["batch_size"] for r in records}):
         spec = [r for r in records if r["method"] == method and r["batch_size"] == b]
         plain = [r for r in records if r["method"] == "none" and r["batch_size"] == b]
-        out[b] = (statistics.fmean(simulate.predict(sim, simulate.point_from_record(r, method)) for r in spec)
-                  / statistics.fmean(simulate.predict(sim, simulate.point_from_record(r, "none")) for r in plain))
+        out[b] = statistics.fmean(
+            simulate.predict(sim, simulate.point_from_record(r, method)) for r in spec
+        ) / statistics.fmean(simulate.predict(sim, simulate.point_from_record(r, "none")) for r in plain)
     return out
 
 
@@ -134,12 +151,24 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
     return {
         "benchmark": "simulator-accuracy",
         "input": _relative(path),
-        "sweep": {"method": method, "num_speculative_tokens": k, "workload": first.get("workload"),
-                  "batches": batches, "records": len(records), "model": first.get("model"),
-                  "hardware": first.get("hardware"), "dtype": first.get("dtype"), "backend": first.get("backend"),
-                  "enforce_eager": first.get("enforce_eager"), "vllm_version": first.get("vllm_version")},
-        "split": {"rule": "distinct batch sizes sorted; odd-indexed (0-based) calibrate, even-indexed evaluate",
-                  "calibrate_batches": cal_batches, "evaluate_batches": eval_batches},
+        "sweep": {
+            "method": method,
+            "num_speculative_tokens": k,
+            "workload": first.get("workload"),
+            "batches": batches,
+            "records": len(records),
+            "model": first.get("model"),
+            "hardware": first.get("hardware"),
+            "dtype": first.get("dtype"),
+            "backend": first.get("backend"),
+            "enforce_eager": first.get("enforce_eager"),
+            "vllm_version": first.get("vllm_version"),
+        },
+        "split": {
+            "rule": "distinct batch sizes sorted; odd-indexed (0-based) calibrate, even-indexed evaluate",
+            "calibrate_batches": cal_batches,
+            "evaluate_batches": eval_batches,
+        },
         "fitted": {name: getattr(sim, name) for name in simulate.FITTABLE},
         "hardware_roofline": sim.hardware.to_dict(),
         "context_len": sim.context_len,
@@ -147,11 +176,19 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
         "mape_pct": mape,
         "target_mape_pct": TARGET_MAPE_PCT,
         "per_record": errors,
-        "crossover_batch": {"measured": measured_cross, "predicted": predicted_cross, "sweep_step_factor": step,
-                            "within_one_step": within},
+        "crossover_batch": {
+            "measured": measured_cross,
+            "predicted": predicted_cross,
+            "sweep_step_factor": step,
+            "within_one_step": within,
+        },
         "meets_targets": mape <= TARGET_MAPE_PCT and within,
-        "machine": {"cpu_name": hardware.cpu_name(), "cores": hardware.cpu_cores(),
-                    "platform": platform.platform(), "versions": versions()},
+        "machine": {
+            "cpu_name": hardware.cpu_name(),
+            "cores": hardware.cpu_cores(),
+            "platform": platform.platform(),
+            "versions": versions(),
+        },
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -164,11 +201,13 @@ def _relative(path: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", type=Path, default=DEFAULT_INPUT,
-                        help="measured sweep, JSONL of Measurement records")
+    parser.add_argument(
+        "--input", type=Path, default=DEFAULT_INPUT, help="measured sweep, JSONL of Measurement records"
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="where the JSON result goes")
-    parser.add_argument("--method", choices=SPEC_METHODS, default=None,
-                        help="speculative method (default: the most recorded)")
+    parser.add_argument(
+        "--method", choices=SPEC_METHODS, default=None, help="speculative method (default: the most recorded)"
+    )
     parser.add_argument("--k", type=int, default=None, help="num_speculative_tokens (default: the most recorded)")
     parser.add_argument("--workload", default=None, help="only records of this workload (default: the most recorded)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -181,9 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     cross = result["crossover_batch"]
-    print(f"MAPE {result['mape_pct']:.1f} % (target <= {TARGET_MAPE_PCT:g} %) on batches "
-          f"{result['split']['evaluate_batches']}; crossover measured {cross['measured']}, predicted "
-          f"{cross['predicted']} (within one step: {cross['within_one_step']}) -> {args.output}")
+    print(
+        f"MAPE {result['mape_pct']:.1f} % (target <= {TARGET_MAPE_PCT:g} %) on batches "
+        f"{result['split']['evaluate_batches']}; crossover measured {cross['measured']}, predicted "
+        f"{cross['predicted']} (within one step: {cross['within_one_step']}) -> {args.output}"
+    )
     return 1 if args.check and not result["meets_targets"] else 0
 
 

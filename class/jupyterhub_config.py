@@ -33,8 +33,7 @@ c.JupyterHub.pid_file = str(hub_dir / "jupyterhub.pid")
 c.JupyterHub.authenticator_class = "pam"
 c.PAMAuthenticator.open_sessions = False  # no login session per spawn: containers and CI have no logind
 c.Authenticator.allowed_users = set(settings.instructors + settings.students)
-c.JupyterHub.load_groups = {"instructors": {"users": settings.instructors},
-                            "students": {"users": settings.students}}
+c.JupyterHub.load_groups = {"instructors": {"users": settings.instructors}, "students": {"users": settings.students}}
 
 # Each user's server, run as that user in their home folder: a student's from the students' environment
 # (<state>/env, a built wheel of servelab), an instructor's from this checkout's venv (pre_spawn_hook).

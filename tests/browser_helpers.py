@@ -30,9 +30,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium keeps calling home, which a closed network punishes.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 ARTIFACTS = REPO / "test-artifacts"
 SCREENSHOTS = ARTIFACTS / "screenshots"
 SERVER_START_TIMEOUT_S = 90  # a cold JupyterLab on 2 busy cores starts in 5 to 20 s
@@ -43,8 +50,10 @@ def require_chromium() -> None:
     """Skip without Chromium on a developer machine; in CI (CI set) a missing browser is a failure."""
     if Path(CHROMIUM).exists():
         return
-    message = (f"{CHROMIUM} is missing: install Debian's Chromium with `make browser-deps` "
-               "(apt-get install chromium chromium-driver) to run the browser tests.")
+    message = (
+        f"{CHROMIUM} is missing: install Debian's Chromium with `make browser-deps` "
+        "(apt-get install chromium chromium-driver) to run the browser tests."
+    )
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
@@ -60,8 +69,14 @@ def free_port() -> int:
 class JupyterLab:
     """A JupyterLab server on localhost in its own temporary root; use as a context manager."""
 
-    def __init__(self, root: Path, env: dict[str, str] | None = None, copy: tuple[str, ...] = ("labs", "lessons"),
-                 settings: dict[tuple[str, str], dict] | None = None, quiet_news: bool = True):
+    def __init__(
+        self,
+        root: Path,
+        env: dict[str, str] | None = None,
+        copy: tuple[str, ...] = ("labs", "lessons"),
+        settings: dict[tuple[str, str], dict] | None = None,
+        quiet_news: bool = True,
+    ):
         self.root = Path(root)
         # Whether the user settings answer JupyterLab's news question themselves; without them, what answers it
         # is the environment's own overrides.d file (servelab.launch.install_lab_settings, run by `make setup`).
@@ -101,28 +116,47 @@ class JupyterLab:
         self.root.mkdir(parents=True, exist_ok=True)
         for folder in self.copy:
             if (REPO / folder).is_dir():
-                shutil.copytree(REPO / folder, self.root / folder, dirs_exist_ok=True,
-                                ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+                shutil.copytree(
+                    REPO / folder,
+                    self.root / folder,
+                    dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"),
+                )
         settings = self.state / "settings"
         if self.quiet_news:  # no news or update checks (they reach out to the network) and no toast over the page
-            _write_settings(settings, "@jupyterlab/apputils-extension", "notification",
-                            {"fetchNews": "false", "checkForUpdates": False})
+            _write_settings(
+                settings,
+                "@jupyterlab/apputils-extension",
+                "notification",
+                {"fetchNews": "false", "checkForUpdates": False},
+            )
         for (package, plugin), values in self.settings.items():
             _write_settings(settings, package, plugin, values)
         self.state.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
-        cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={self.state / 'workspaces'}",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--ServerApp.shutdown_no_activity_timeout=1800",  # a test run that dies still lets it go
-               "--MappingKernelManager.cull_idle_timeout=1800"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={self.state / 'workspaces'}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--ServerApp.shutdown_no_activity_timeout=1800",  # a test run that dies still lets it go
+            "--MappingKernelManager.cull_idle_timeout=1800",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")  # CI containers run as root
         # The server's cwd is the root: nbgrader's Validate handler reads nbgrader_config.py from there.
-        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env(), stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=self.root, env=self.env(), stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
             if self.proc.poll() is not None:
@@ -138,9 +172,12 @@ class JupyterLab:
 
     def api(self, method: str, path: str, body: dict | None = None, timeout: float = 10):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.base_url}/{path}", data=data, method=method,
-                                     headers={"Authorization": f"token {self.token}",
-                                              "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.base_url}/{path}",
+            data=data,
+            method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
         return json.loads(raw) if raw else None
@@ -192,6 +229,7 @@ def _write_settings(settings_dir: Path, plugin_package: str, plugin: str, values
 
 def _descendants(pid: int) -> set[int]:
     import psutil
+
     try:
         return {p.pid for p in psutil.Process(pid).children(recursive=True)}
     except psutil.Error:
@@ -213,8 +251,8 @@ def chromium(playwright):
     """Debian's Chromium, headless, with a profile made fresh for this run; closed afterwards."""
     profile = tempfile.mkdtemp(prefix="servelab-chromium-")
     context = playwright.chromium.launch_persistent_context(
-        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT,
-        timeout=60_000)
+        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT, timeout=60_000
+    )
     try:
         yield context
     finally:
@@ -251,7 +289,9 @@ def wait_kernel_idle(page, timeout_s: float = 90) -> None:
             const name = panel && panel.querySelector('.jp-KernelName');
             return el && el.getAttribute('data-status') === 'idle'
                 && name && !/No Kernel/.test(name.textContent);
-        }""", timeout=timeout_s * 1000)
+        }""",
+        timeout=timeout_s * 1000,
+    )
 
 
 def menu(page, top: str, command: str) -> None:
@@ -278,7 +318,9 @@ def wait_cells_done(page, timeout_s: float = 180) -> None:
                 .some(p => p.textContent.includes('*'));
             const el = panel.querySelector('.jp-Notebook-ExecutionIndicator');
             return !busy && el && el.getAttribute('data-status') === 'idle';
-        }""", timeout=timeout_s * 1000)
+        }""",
+        timeout=timeout_s * 1000,
+    )
 
 
 def cell(page, index: int):
@@ -305,7 +347,8 @@ def save(page, timeout_s: float = 30) -> None:
         """() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')
                     ?.classList.contains('jp-mod-dirty')
                && !document.querySelector('.lm-DockPanel-tabBar .lm-mod-current.jp-mod-dirty')""",
-        timeout=timeout_s * 1000)
+        timeout=timeout_s * 1000,
+    )
 
 
 # --- accessibility: axe-core in the page ---------------------------------------------------------------
@@ -343,7 +386,9 @@ def axe_audit(page, ours: str, tags: list[str] = WCAG_TAGS) -> list[dict]:
                     ours: !!(n.element && n.element.closest && n.element.closest(ours)),
                 })),
             }));
-        }""", [tags, ours])
+        }""",
+        [tags, ours],
+    )
 
 
 def split_violations(violations: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def store(tmp_path):
     from servelab.results import ResultsStore
+
     return ResultsStore(tmp_path / "results.jsonl")
 
 

@@ -42,8 +42,11 @@ REGIONS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS"
 
 
 def _student_text() -> str:
-    return "\n".join(" ".join(cell.source.split()) for a in course.ASSIGNMENTS
-                     for cell in nbformat.read(a.student, as_version=4).cells)
+    return "\n".join(
+        " ".join(cell.source.split())
+        for a in course.ASSIGNMENTS
+        for cell in nbformat.read(a.student, as_version=4).cells
+    )
 
 
 def _keep(line: str, public: str) -> bool:
@@ -94,8 +97,11 @@ def key_values() -> dict[str, str]:
             for value in _values(key):
                 if isinstance(value, str) and value.strip()[:MIN_CHARS] in written:
                     found.setdefault(value.strip(), f"keys/{a.name}.py:{grade_id}")
-                elif (isinstance(value, float) and not value.is_integer()
-                      and len(re.sub(r"\D", "", repr(value))) >= MIN_DIGITS):
+                elif (
+                    isinstance(value, float)
+                    and not value.is_integer()
+                    and len(re.sub(r"\D", "", repr(value))) >= MIN_DIGITS
+                ):
                     found.setdefault(repr(value), f"keys/{a.name}.py:{grade_id}")
     return found
 
@@ -140,7 +146,8 @@ def verdict_lines() -> dict[str, str]:
 
 def graded_configs() -> list[str]:
     """The configs in data/configs/ that the lesson or its keys name (the questions a learner answers on them)."""
-    text = "\n".join(p.read_text() for a in course.ASSIGNMENTS
-                     for p in (a.source, trusted.KEYS_DIR / f"{a.name}.py") if p.exists())
+    text = "\n".join(
+        p.read_text() for a in course.ASSIGNMENTS for p in (a.source, trusted.KEYS_DIR / f"{a.name}.py") if p.exists()
+    )
     names = set(re.findall(r"data/configs/([A-Za-z0-9_.-]+?)(?:-workload)?\.yaml", text))
     return sorted(n for n in names if (CONFIGS / f"{n}.yaml").is_file())

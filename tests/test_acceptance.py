@@ -22,8 +22,10 @@ def test_impossible_counters_say_what_to_check(length, k):
 
 def test_vllms_ratio_is_lower_than_the_lessons_a():
     # 0.75 accepted / drafted at k = 4 is E = 4.0 tokens per step: a is about 0.89, not 0.75
-    acc = acceptance.from_record({"num_speculative_tokens": 4, "acceptance_rate": 0.75, "batch_size": 64,
-                                  "dtype": "bfloat16"}, hw=hardware.get("H200"))
+    acc = acceptance.from_record(
+        {"num_speculative_tokens": 4, "acceptance_rate": 0.75, "batch_size": 64, "dtype": "bfloat16"},
+        hw=hardware.get("H200"),
+    )
     assert acc.mean_acceptance_length == pytest.approx(4.0)
     assert 0.88 < acc.acceptance_rate < 0.90
     ridge = hardware.get("H200").ridge_tokens_per_step(2)

@@ -20,50 +20,79 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 # --- the charts in words --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("speedups, expected", [
-    ([1.3, 1.1, 0.9, 0.7], "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 "
-                           "(measured; best 1.30x at batch 1)."),
-    ([0.8, 0.9, 1.1, 1.2], "n-gram k=4 is slower than no speculation up to batch 2 and faster from batch 4 "
-                           "(measured; best 1.20x at batch 8)."),
-    ([1.5, 1.2, 1.1, 1.01], "n-gram k=4 is faster than no speculation at every measured batch from 1 to 8 "
-                            "(measured; best 1.50x at batch 1)."),
-    ([0.9, 0.8, 0.7, 0.6], "n-gram k=4 is slower than no speculation at every measured batch from 1 to 8 "
-                           "(measured; best 0.90x at batch 1)."),
-    ([1.2, 0.9, 1.1, 0.8], "n-gram k=4 is faster than no speculation at batches 1, 4 and slower at batches 2, 8 "
-                           "(measured; best 1.20x at batch 1)."),
-    ([1.2, 1.0, 1.0, 0.9], "n-gram k=4 is faster than no speculation at batch 1 and slower at batch 8 and as "
-                           "fast at batches 2, 4 (measured; best 1.20x at batch 1)."),
-])
+@pytest.mark.parametrize(
+    "speedups, expected",
+    [
+        (
+            [1.3, 1.1, 0.9, 0.7],
+            "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 "
+            "(measured; best 1.30x at batch 1).",
+        ),
+        (
+            [0.8, 0.9, 1.1, 1.2],
+            "n-gram k=4 is slower than no speculation up to batch 2 and faster from batch 4 "
+            "(measured; best 1.20x at batch 8).",
+        ),
+        (
+            [1.5, 1.2, 1.1, 1.01],
+            "n-gram k=4 is faster than no speculation at every measured batch from 1 to 8 "
+            "(measured; best 1.50x at batch 1).",
+        ),
+        (
+            [0.9, 0.8, 0.7, 0.6],
+            "n-gram k=4 is slower than no speculation at every measured batch from 1 to 8 "
+            "(measured; best 0.90x at batch 1).",
+        ),
+        (
+            [1.2, 0.9, 1.1, 0.8],
+            "n-gram k=4 is faster than no speculation at batches 1, 4 and slower at batches 2, 8 "
+            "(measured; best 1.20x at batch 1).",
+        ),
+        (
+            [1.2, 1.0, 1.0, 0.9],
+            "n-gram k=4 is faster than no speculation at batch 1 and slower at batch 8 and as "
+            "fast at batches 2, 4 (measured; best 1.20x at batch 1).",
+        ),
+    ],
+)
 def test_the_summary_sentence_says_where_speculation_wins_from_the_data(speedups, expected):
     assert drawing.speedup_sentence("n-gram k=4", [1, 2, 4, 8], speedups, "measured") == expected
 
 
 def test_the_summary_sentence_skips_gaps_and_says_when_there_is_nothing():
-    assert drawing.speedup_sentence("n-gram k=4", [4, 1, 2], [0.9, float("nan"), None], "measured") == \
-        "n-gram k=4 is slower than no speculation at batch 4 (measured; best 0.90x at batch 4)."
+    assert (
+        drawing.speedup_sentence("n-gram k=4", [4, 1, 2], [0.9, float("nan"), None], "measured")
+        == "n-gram k=4 is slower than no speculation at batch 4 (measured; best 0.90x at batch 4)."
+    )
     assert "nothing measured yet" in drawing.speedup_sentence("n-gram k=4", [1], [None], "measured")
 
 
 def _drawing() -> drawing.Drawing:
     T = drawing.Trace
-    traces = {t.uid: t for t in [
-        T("tok_s|0|measured", "no speculation, measured", [1, 8], [26.3, 100.6]),
-        T("tok_s|1|measured", "n-gram k=4, measured", [1, 8], [39.2, 65.7]),
-        T("tok_s|1|simulated", "n-gram k=4, simulated", [1, 1.5, 2, 8], [35.2, 40.0, 51.5, 70.1]),
-        T("speedup|1|measured", "n-gram k=4 over no speculation, measured", [1, 8], [1.49, 0.65]),
-        T("speedup|1|simulated", "n-gram k=4 over no speculation, simulated", [1, 2, 8], [1.5, 1.2, 0.72]),
-        T("speedup|2|measured", "routed k=4 over no speculation, measured", [], []),
-        T("speedup|2|simulated", "routed k=4 over no speculation, simulated", [1, 8], [1.5, 1.0]),
-    ]}
+    traces = {
+        t.uid: t
+        for t in [
+            T("tok_s|0|measured", "no speculation, measured", [1, 8], [26.3, 100.6]),
+            T("tok_s|1|measured", "n-gram k=4, measured", [1, 8], [39.2, 65.7]),
+            T("tok_s|1|simulated", "n-gram k=4, simulated", [1, 1.5, 2, 8], [35.2, 40.0, 51.5, 70.1]),
+            T("speedup|1|measured", "n-gram k=4 over no speculation, measured", [1, 8], [1.49, 0.65]),
+            T("speedup|1|simulated", "n-gram k=4 over no speculation, simulated", [1, 2, 8], [1.5, 1.2, 0.72]),
+            T("speedup|2|measured", "routed k=4 over no speculation, measured", [], []),
+            T("speedup|2|simulated", "routed k=4 over no speculation, simulated", [1, 8], [1.5, 1.0]),
+        ]
+    }
     return drawing.Drawing(traces, 8, 2.6, 3.2, "", None)
 
 
 def test_the_chart_summary_prefers_measured_points_and_falls_back_to_the_simulator():
     text = drawing.summary(_drawing())
-    assert text.startswith("Speedup panel: n-gram k=4 is faster than no speculation up to batch 1 and slower from "
-                           "batch 8 (measured; best 1.49x at batch 1; crossover at batch 2.6).")
-    assert ("routed k=4 is faster than no speculation at batch 1 and as fast at batch 8 "
-            "(simulated; best 1.50x at batch 1).") in text  # nothing measured for routed: the simulator
+    assert text.startswith(
+        "Speedup panel: n-gram k=4 is faster than no speculation up to batch 1 and slower from "
+        "batch 8 (measured; best 1.49x at batch 1; crossover at batch 2.6)."
+    )
+    assert (
+        "routed k=4 is faster than no speculation at batch 1 and as fast at batch 8 (simulated; best 1.50x at batch 1)."
+    ) in text  # nothing measured for routed: the simulator
     # every panel in words at the chosen batch, the measured value where there is one
     assert "Output tok/s at batch 8: no speculation 101 (measured), n-gram k=4 65.7 (measured)." in text
 
@@ -106,8 +135,9 @@ def test_every_batch_a_summary_names_is_one_the_slider_has(book_and_sims):
 
 def test_with_speculation_off_the_summary_speaks_of_the_baseline_it_draws(book_and_sims):
     text = _summary_for(book_and_sims, method="none")
-    assert text.startswith("No speculating series is drawn, so there is no speedup to show. "
-                           "Output tok/s at batch 8: no speculation "), text
+    assert text.startswith(
+        "No speculating series is drawn, so there is no speedup to show. Output tok/s at batch 8: no speculation "
+    ), text
     assert ": :" not in text and "nothing measured or simulated" not in text
 
 
@@ -146,18 +176,30 @@ def test_series_differ_by_more_than_colour_in_a_colour_blind_safe_palette():
     symbols = {by_uid[f"tok_s|{s}|measured"].marker.symbol for s in range(4)}
     dashes = {by_uid[f"tok_s|{s}|simulated"].line.dash for s in range(4)}
     assert len(symbols) == 4 and len(dashes) == 4
-    assert {c.upper() for c in charts.COLORS} <= {"#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00",
-                                                   "#56B4E9", "#F0E442", "#000000"}  # Okabe-Ito
+    assert {c.upper() for c in charts.COLORS} <= {
+        "#0072B2",
+        "#D55E00",
+        "#009E73",
+        "#CC79A7",
+        "#E69F00",
+        "#56B4E9",
+        "#F0E442",
+        "#000000",
+    }  # Okabe-Ito
     for slot in range(4):  # measured: filled; simulated: the same shape, open
-        assert by_uid[f"tok_s|{slot}|simulated"].marker.symbol == by_uid[f"tok_s|{slot}|measured"].marker.symbol + "-open"
+        assert (
+            by_uid[f"tok_s|{slot}|simulated"].marker.symbol == by_uid[f"tok_s|{slot}|measured"].marker.symbol + "-open"
+        )
 
 
 # --- the engine start: its phase and how long it takes here ------------------------------------------------------
 def test_the_start_phase_is_read_from_vllms_log():
     assert engines.start_phase("") == "starting the engine"
     assert engines.start_phase("INFO ... Starting to load model /m...") == "loading the model"
-    assert engines.start_phase("Starting to load model\nModel loading took 0.3 GiB and 2.1 seconds") == \
-        "preparing the KV cache"
+    assert (
+        engines.start_phase("Starting to load model\nModel loading took 0.3 GiB and 2.1 seconds")
+        == "preparing the KV cache"
+    )
     assert engines.start_phase("... init engine (profile, create kv cache, warmup model) took 9.2 s") == "warming up"
 
 
@@ -183,19 +225,25 @@ def test_the_estimate_is_the_median_of_this_machines_recorded_starts(tmp_path):
     engines.record_start(plain, 30, only_plain)
     stand_in = engines.start_estimate(spec, only_plain)
     assert (stand_in.seconds, stand_in.other_kind) == (30, True)
-    assert stand_in.describe() == ("about 30 s, as the one non-speculating engine start recorded took on this "
-                                   "machine; no speculating engine has started here yet")
+    assert stand_in.describe() == (
+        "about 30 s, as the one non-speculating engine start recorded took on this "
+        "machine; no speculating engine has started here yet"
+    )
 
 
 def test_the_knob_summary_with_one_setting_twice_asks_for_another():
-    assert knobcharts.summary((None, None), ("tp=2", "tp=2")) == \
-        "Both settings are tp=2: pick another setting b to compare two."
+    assert (
+        knobcharts.summary((None, None), ("tp=2", "tp=2"))
+        == "Both settings are tp=2: pick another setting b to compare two."
+    )
 
 
 def test_the_data_table_scrolls_in_a_box_the_keyboard_reaches_and_status_changes_are_announced():
     wrapped = drawing.chart_text_html("A sentence.", "<table></table>")
-    assert ("<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
-            "style='display:block;max-width:100%;overflow-x:auto'><table></table></div>") in wrapped
+    assert (
+        "<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+        "style='display:block;max-width:100%;overflow-x:auto'><table></table></div>"
+    ) in wrapped
     # the page helper makes the status line and the charts in words live regions (both labs give these classes)
     assert drawing.LIVE_REGIONS == (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
     assert "'.servelab-lab .servelab-status, .servelab-lab .servelab-chart-text'" in drawing.PAGE_HELPER_JS
@@ -263,8 +311,18 @@ def test_learners_jupyterlab_never_asks_about_news(tmp_path):
     assert not error
     news = overrides["@jupyterlab/apputils-extension:notification"]
     assert news["fetchNews"] == "false" and news["checkForUpdates"] is False
-    schema = json.loads((Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas" / "@jupyterlab"
-                         / "apputils-extension" / "notification.json").read_text())
+    schema = json.loads(
+        (
+            Path(sys.prefix)
+            / "share"
+            / "jupyter"
+            / "lab"
+            / "schemas"
+            / "@jupyterlab"
+            / "apputils-extension"
+            / "notification.json"
+        ).read_text()
+    )
     never = {c["const"]: c["title"] for c in schema["properties"]["fetchNews"]["oneOf"]}["false"]
     assert never == "Never"  # the default, "none", is "Ask": the pop-up
     assert launch.install_lab_settings(tmp_path) == path  # a second start leaves it as it is

@@ -22,8 +22,18 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from browser_helpers import (CELLS, JupyterLab, chromium, open_notebook, require_chromium, run_all_cells, save,
-                             screenshot, type_into_cell, wait_cells_done)
+from browser_helpers import (
+    CELLS,
+    JupyterLab,
+    chromium,
+    open_notebook,
+    require_chromium,
+    run_all_cells,
+    save,
+    screenshot,
+    type_into_cell,
+    wait_cells_done,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -56,8 +66,9 @@ def browser(playwright_driver):
 @pytest.fixture(scope="module")
 def offline_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("jupyter-offline")
-    with JupyterLab(tmp / "root", env={"SERVELAB_OFFLINE": "1",
-                                       "SERVELAB_RESULTS": str(tmp / "results.jsonl")}) as server:
+    with JupyterLab(
+        tmp / "root", env={"SERVELAB_OFFLINE": "1", "SERVELAB_RESULTS": str(tmp / "results.jsonl")}
+    ) as server:
         yield server
 
 
@@ -75,8 +86,9 @@ def page(browser):
 # --- reading the lab from the page ------------------------------------------------------------------------
 def lab_state(page, view: str = "flip") -> dict:
     """The chart state the lab publishes in the page (a hidden widget): settings, traces, crossover."""
-    text = page.evaluate("sel => document.querySelector(sel)?.textContent || ''",
-                         f".servelab-chart-data.servelab-view-{view}")
+    text = page.evaluate(
+        "sel => document.querySelector(sel)?.textContent || ''", f".servelab-chart-data.servelab-view-{view}"
+    )
     return json.loads(text) if text else {}
 
 
@@ -92,7 +104,9 @@ def figure(page, view: str = "flip") -> dict:
                                            x: Array.from(t.x || []), y: Array.from(t.y || [])})),
                 marker: shapes.length ? shapes[0].x0 : null,
             };
-        }""", f".servelab-lab.servelab-view-{view}")
+        }""",
+        f".servelab-lab.servelab-view-{view}",
+    )
 
 
 def status(page, view: str = "flip") -> tuple[str, str]:
@@ -108,7 +122,10 @@ def wait_for_lab(page, predicate: str, timeout_s: float = 30) -> None:
             if (!el || !el.textContent) return false;
             const s = JSON.parse(el.textContent);
             return Function('s', 'return ' + body)(s);
-        }""", arg=[".servelab-chart-data.servelab-view-flip", predicate], timeout=timeout_s * 1000)
+        }""",
+        arg=[".servelab-chart-data.servelab-view-flip", predicate],
+        timeout=timeout_s * 1000,
+    )
 
 
 def slider_handle(page, css: str, view: str = "flip"):
@@ -150,15 +167,19 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
     lab = page.locator(f"{FLIP}").first
     lab.wait_for(state="attached", timeout=60_000)
     lab.scroll_into_view_if_needed()
-    page.wait_for_function("sel => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
-                           " return gd && gd.data && gd.data.some(t => t.x && t.x.length); }", arg=FLIP)
+    page.wait_for_function(
+        "sel => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
+        " return gd && gd.data && gd.data.some(t => t.x && t.x.length); }",
+        arg=FLIP,
+    )
     screenshot(page, "lab-1-after-run-all")
 
     # The status line names the engine's state; offline, Measure is greyed out.
     state, text = status(page)
     assert state == "offline" and "SERVELAB_OFFLINE" in text, text
-    assert page.locator(f".servelab-measure.servelab-view-flip button, button.servelab-measure.servelab-view-flip"
-                        ).first.is_disabled()
+    assert page.locator(
+        f".servelab-measure.servelab-view-flip button, button.servelab-measure.servelab-view-flip"
+    ).first.is_disabled()
 
     # The figure in the page holds exactly what the lab computed: every trace, point for point.
     published = lab_state(page)
@@ -177,8 +198,11 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
     slider_handle(page, "servelab-batch-slider").focus()
     page.keyboard.press("ArrowRight")
     wait_for_lab(page, f"s.settings.batch_size === {batch * 2}")
-    page.wait_for_function("([sel, b]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
-                           " return gd.layout.shapes[0].x0 === b; }", arg=[FLIP, batch * 2])
+    page.wait_for_function(
+        "([sel, b]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
+        " return gd.layout.shapes[0].x0 === b; }",
+        arg=[FLIP, batch * 2],
+    )
     assert f"Batch {batch * 2}" in page.locator(f".servelab-regime.servelab-view-flip").first.inner_text()
 
     # k slider: the simulated n-gram curve is recomputed for the new k (its data, not only its look).
@@ -186,8 +210,11 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
     before = drawn[f"n-gram k={k}, simulated"]
     slider_handle(page, "servelab-k-slider").focus()
     page.keyboard.press("ArrowRight")
-    page.wait_for_function("([sel, name]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
-                           " return gd.data.some(t => t.name === name); }", arg=[FLIP, f"n-gram k={k + 1}, simulated"])
+    page.wait_for_function(
+        "([sel, name]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
+        " return gd.data.some(t => t.name === name); }",
+        arg=[FLIP, f"n-gram k={k + 1}, simulated"],
+    )
     after = _traces_by_name(figure(page))[f"n-gram k={k + 1}, simulated"]
     assert after["x"] == before["x"] and after["y"] != before["y"]
     lab.scroll_into_view_if_needed()
@@ -200,8 +227,9 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
     for _ in range(8):
         page.keyboard.press("ArrowRight")
     wait_for_lab(page, "s.settings.batch_size === 256", timeout_s=30)
-    page.wait_for_function("sel => document.querySelector(sel + ' .js-plotly-plot').layout.shapes[0].x0 === 256",
-                           arg=FLIP)
+    page.wait_for_function(
+        "sel => document.querySelector(sel + ' .js-plotly-plot').layout.shapes[0].x0 === 256", arg=FLIP
+    )
     settle_s = time.monotonic() - t0
     assert settle_s < 20, f"the chart took {settle_s:.0f} s to catch up with eight slider moves"
     assert status(page)[0] == "offline"
@@ -258,8 +286,14 @@ def test_lesson_answer_then_nbgrader_validate(page, offline_server):
         screenshot(page, "lesson-2-validate-dialog")
         page.locator(".jp-Dialog .jp-mod-accept").first.click()
     else:
-        result = subprocess.run([sys.executable, "-m", "nbgrader", "validate", str(path)], capture_output=True,
-                                text=True, timeout=180, cwd=offline_server.root, env=offline_server.env())
+        result = subprocess.run(
+            [sys.executable, "-m", "nbgrader", "validate", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=offline_server.root,
+            env=offline_server.env(),
+        )
         text = result.stdout
     # The unanswered parts fail, by name; the answered one is not among them.
     assert "The following cell failed" in text
@@ -343,8 +377,10 @@ def test_live_measure_from_the_browser_with_the_keyboard_alone(page, live_server
             now = {name: t["x"] for name, t in _traces_by_name(figure(page)).items()}
             assert all(set(x) <= set(now.get(name, [])) for name, x in shown.items()), (shown, now)
             if not shot and "so far" in text:
-                page.evaluate("() => document.querySelector('.servelab-status.servelab-view-flip')"
-                              ".scrollIntoView({block: 'center'})")
+                page.evaluate(
+                    "() => document.querySelector('.servelab-status.servelab-view-flip')"
+                    ".scrollIntoView({block: 'center'})"
+                )
                 screenshot(page, "live-1-engine-starting")
                 shot = True
         if state in ("idle", "failed") and len(seen) > 1:
@@ -354,28 +390,41 @@ def test_live_measure_from_the_browser_with_the_keyboard_alone(page, live_server
     assert state == "idle" and "measured 1 of 1" in text, (seen, text)
     assert "starting" in seen and "measuring" in seen, seen
     # While it starts, the status says which phase and how long a start takes on this machine.
-    phases = {p for p in ("starting the engine", "loading the model", "preparing the KV cache", "warming up")
-              if any(t.removeprefix("starting: ").startswith(p) for t in starting)}
+    phases = {
+        p
+        for p in ("starting the engine", "loading the model", "preparing the KV cache", "warming up")
+        if any(t.removeprefix("starting: ").startswith(p) for t in starting)
+    }
     assert phases and any("s so far, about " in t for t in starting), starting
     print(f"first point, from Enter on Measure to idle: {time.monotonic() - t0:.0f} s; phases seen: {sorted(phases)}")
-    page.wait_for_function("([sel]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
-                           " return gd.data.some(t => t.name === 'no speculation, measured' && Array.from(t.x).includes(1)); }",
-                           arg=[FLIP])
+    page.wait_for_function(
+        "([sel]) => { const gd = document.querySelector(sel + ' .js-plotly-plot');"
+        " return gd.data.some(t => t.name === 'no speculation, measured' && Array.from(t.x).includes(1)); }",
+        arg=[FLIP],
+    )
     lab.scroll_into_view_if_needed()
     screenshot(page, "live-2-point-measured")
     records = [json.loads(line) for line in live_server.results.read_text().splitlines()]
-    assert [(r["method"], r["batch_size"], r["output_len"], r["backend"]) for r in records] == [("none", 1, 16, "local")]
+    assert [(r["method"], r["batch_size"], r["output_len"], r["backend"]) for r in records] == [
+        ("none", 1, 16, "local")
+    ]
 
     # Stop: the engine goes, the kernel stays.
     kernels = live_server.kernels()
     assert len(kernels) == 1
     tab_to(page, "servelab-stop")
     page.keyboard.press("Space")
-    page.wait_for_function("() => document.querySelector('.servelab-status.servelab-view-flip "
-                           ".servelab-status-line')?.getAttribute('data-state') === 'stopped'", timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelector('.servelab-status.servelab-view-flip "
+        ".servelab-status-line')?.getAttribute('data-state') === 'stopped'",
+        timeout=60_000,
+    )
     server = psutil.Process(live_server.proc.pid)
-    engines = [p for p in server.children(recursive=True) if "VLLM" in " ".join(p.cmdline())
-               or "spawn_main" in " ".join(p.cmdline())]
+    engines = [
+        p
+        for p in server.children(recursive=True)
+        if "VLLM" in " ".join(p.cmdline()) or "spawn_main" in " ".join(p.cmdline())
+    ]
     assert not engines, [p.cmdline() for p in engines]
     assert live_server.kernels()[0]["execution_state"] in ("idle", "busy")
     assert not page.problems, page.problems

@@ -22,16 +22,30 @@ import warnings
 from pathlib import Path
 
 import pytest
-from browser_helpers import (ARTIFACTS, JupyterLab, axe_audit, chromium, describe_violations, open_notebook,
-                             require_axe, require_chromium, run_all_cells, screenshot, split_violations)
+from browser_helpers import (
+    ARTIFACTS,
+    JupyterLab,
+    axe_audit,
+    chromium,
+    describe_violations,
+    open_notebook,
+    require_axe,
+    require_chromium,
+    run_all_cells,
+    screenshot,
+    split_violations,
+)
 
 from servelab.launch import lab_settings_path
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = {"lesson": "lessons/lesson25.ipynb", "spec-decode lab": "labs/spec_decode_lab.ipynb",
-         "knob lab": "labs/knob_lab.ipynb"}
+PAGES = {
+    "lesson": "lessons/lesson25.ipynb",
+    "spec-decode lab": "labs/spec_decode_lab.ipynb",
+    "knob lab": "labs/knob_lab.ipynb",
+}
 LABS = ("spec-decode lab", "knob lab")
 # Where this project's output sits: in JupyterLab, rendered markdown and output areas (widgets, charts,
 # printed text); in nbgrader's feedback page (its classic template), rendered markdown and outputs.
@@ -40,16 +54,22 @@ OURS = ".jp-RenderedMarkdown, .jp-OutputArea-output, .text_cell_render, .output_
 KNOWN_TO_FIX = {
     # nbconvert's and nbgrader's feedback styles, applied to our text; grading/feedback.py (which builds the
     # page) can add this CSS: each line below clears one rule.
-    ("feedback page", "scrollable-region-focusable"):
-        "the checkers' printed feedback sits in <pre> blocks that scroll sideways and cannot be reached by "
-        "keyboard: pre { white-space: pre-wrap; overflow-wrap: anywhere; }",
-    ("feedback page", "color-contrast"):
-        "Pygments' comment colour #3d7b7b on the code background #f5f5f5 is 4.46:1, under 4.5:1: "
-        ".highlight .c, .highlight .c1, .highlight .cm, .highlight .ch, .highlight .cs { color: #3a7575; } "
-        "(4.84:1)",
-    ("feedback page", "link-in-text-block"):
-        "nbconvert's heading anchors (a.anchor-link, the pilcrow) are told from the text by colour alone, "
-        "2.77:1 against it: a { text-decoration: underline; }",
+    (
+        "feedback page",
+        "scrollable-region-focusable",
+    ): "the checkers' printed feedback sits in <pre> blocks that scroll sideways and cannot be reached by "
+    "keyboard: pre { white-space: pre-wrap; overflow-wrap: anywhere; }",
+    (
+        "feedback page",
+        "color-contrast",
+    ): "Pygments' comment colour #3d7b7b on the code background #f5f5f5 is 4.46:1, under 4.5:1: "
+    ".highlight .c, .highlight .c1, .highlight .cm, .highlight .ch, .highlight .cs { color: #3a7575; } "
+    "(4.84:1)",
+    (
+        "feedback page",
+        "link-in-text-block",
+    ): "nbconvert's heading anchors (a.anchor-link, the pilcrow) are told from the text by colour alone, "
+    "2.77:1 against it: a { text-decoration: underline; }",
 }
 # The window sizes a learner uses: (name, CSS width, CSS height); 200% zoom of a 1440 x 1000 window.
 # A 1280 x 1600 window at 200% is 640 x 800 CSS pixels (what device_scale_factor=2 changes is the pixels
@@ -79,9 +99,12 @@ def server(tmp_path_factory):
     # itself carries (`make setup`'s overrides.d file) keeps JupyterLab's news question off the page.
     home = tmp / "home"
     home.mkdir()
-    with JupyterLab(tmp / "root", env={"SERVELAB_OFFLINE": "1", "SERVELAB_RESULTS": str(tmp / "results.jsonl"),
-                                       "HOME": str(home)},
-                    settings=settings, quiet_news=False) as lab:
+    with JupyterLab(
+        tmp / "root",
+        env={"SERVELAB_OFFLINE": "1", "SERVELAB_RESULTS": str(tmp / "results.jsonl"), "HOME": str(home)},
+        settings=settings,
+        quiet_news=False,
+    ) as lab:
         yield lab
 
 
@@ -118,8 +141,15 @@ def feedback_page(browser, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("feedback")
     (tmp / "submissions" / "lesson25").mkdir(parents=True)
     shutil.copy(samples.SUBMISSIONS / "lesson25" / "partial.ipynb", tmp / "submissions" / "lesson25")
-    pipeline.run(tmp / "submissions", tmp / "course", tmp / "out", assignments=[course.get("lesson25")],
-                 cell_timeout=10, submission_timeout=240, log=lambda *a: None)
+    pipeline.run(
+        tmp / "submissions",
+        tmp / "course",
+        tmp / "out",
+        assignments=[course.get("lesson25")],
+        cell_timeout=10,
+        submission_timeout=240,
+        log=lambda *a: None,
+    )
     html = tmp / "out" / "feedback" / "lesson25" / "partial.html"
     assert html.exists(), "the pipeline released no feedback page"
     page = browser.new_page()
@@ -137,9 +167,11 @@ def report(name: str, violations: list[dict]) -> list[dict]:
     (REPORTS / f"{slug}.json").write_text(json.dumps({"page": name, "ours": ours, "host": theirs}, indent=1))
     if theirs:
         host = "nbgrader's feedback template" if name == "feedback page" else "JupyterLab"
-        warnings.warn(f"{host}'s own WCAG 2.1 AA violations on the {name} (not this project's output; "
-                      f"test-artifacts/accessibility/{slug}.json):\n{describe_violations(theirs, 1)}",
-                      stacklevel=2)
+        warnings.warn(
+            f"{host}'s own WCAG 2.1 AA violations on the {name} (not this project's output; "
+            f"test-artifacts/accessibility/{slug}.json):\n{describe_violations(theirs, 1)}",
+            stacklevel=2,
+        )
     return ours
 
 
@@ -147,8 +179,9 @@ def expect_only_known(name: str, ours: list[dict]) -> None:
     found = {v["id"] for v in ours}
     known = {rule for page, rule in KNOWN_TO_FIX if page == name}
     unexpected = [v for v in ours if v["id"] not in known]
-    assert not unexpected, f"the {name} breaks WCAG 2.1 AA in this project's output:\n" + \
-        describe_violations(unexpected, 5)
+    assert not unexpected, f"the {name} breaks WCAG 2.1 AA in this project's output:\n" + describe_violations(
+        unexpected, 5
+    )
     gone = known - found
     assert not gone, f"fixed on the {name}: {sorted(gone)}; remove them from KNOWN_TO_FIX"
 
@@ -161,8 +194,9 @@ def test_axe_finds_nothing_of_ours_in_the_notebooks(opened, name):
     assert not page.problems, page.problems
     # JupyterLab asks its news question in a toast once its plugins are up, long before a notebook has run.
     toasts = page.locator(".Toastify__toast").all_inner_texts()
-    assert not toasts, (f"JupyterLab shows {toasts} over the {name}: is {lab_settings_path()} missing? "
-                        "`make setup` writes it")
+    assert not toasts, (
+        f"JupyterLab shows {toasts} over the {name}: is {lab_settings_path()} missing? `make setup` writes it"
+    )
 
 
 @pytest.mark.timeout(300)
@@ -217,7 +251,10 @@ def wait_charts_fit(page, lab: str, timeout_s: float = 30) -> None:
             const s = svg.getBoundingClientRect();
             return Math.abs(s.width - gd.clientWidth) <= 2
                 && (!legend || legend.getBoundingClientRect().bottom <= s.bottom + 1);
-        }) && document.querySelectorAll(sel + ' .js-plotly-plot').length > 0""", arg=lab, timeout=timeout_s * 1000)
+        }) && document.querySelectorAll(sel + ' .js-plotly-plot').length > 0""",
+        arg=lab,
+        timeout=timeout_s * 1000,
+    )
 
 
 def scroll_to_top(page, selector: str) -> None:
@@ -230,8 +267,10 @@ def scroll_to_top(page, selector: str) -> None:
 def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(opened, name):
     page = opened(name)
     slug = name.replace(" ", "-")
-    page.evaluate("sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = true; })",
-                  ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"))  # the data tables open, so their width is checked too
+    page.evaluate(
+        "sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = true; })",
+        ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"),
+    )  # the data tables open, so their width is checked too
     try:
         for size, width, height in SIZES:
             page.set_viewport_size({"width": width, "height": height})
@@ -246,8 +285,10 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
             scroll_to_top(page, f"{LAB[name]} .servelab-chart")
             screenshot(page, f"a11y-{slug}-{size}-chart")
     finally:
-        page.evaluate("sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = false; })",
-                      ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"))
+        page.evaluate(
+            "sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = false; })",
+            ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"),
+        )
         page.set_viewport_size({"width": 1400, "height": 1000})
 
 
@@ -255,10 +296,25 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
 # The controls of each lab, by the CSS class the lab gives them, that Tab must reach. Measure is greyed out
 # offline, so it is not in the Tab order here: the live test in test_browser.py presses it from the keyboard.
 CONTROLS = {
-    "spec-decode lab": ["servelab-batch-slider", "servelab-k-slider", "servelab-method", "servelab-workload",
-                        "servelab-output-len", "servelab-backend", "servelab-engine-toggle", "servelab-stop"],
-    "knob lab": ["servelab-knob", "servelab-setting-a", "servelab-setting-b", "servelab-knob-workload",
-                 "servelab-load", "servelab-users", "servelab-stop"],
+    "spec-decode lab": [
+        "servelab-batch-slider",
+        "servelab-k-slider",
+        "servelab-method",
+        "servelab-workload",
+        "servelab-output-len",
+        "servelab-backend",
+        "servelab-engine-toggle",
+        "servelab-stop",
+    ],
+    "knob lab": [
+        "servelab-knob",
+        "servelab-setting-a",
+        "servelab-setting-b",
+        "servelab-knob-workload",
+        "servelab-load",
+        "servelab-users",
+        "servelab-stop",
+    ],
 }
 FOCUSED = """lab => {
     const e = document.activeElement;
@@ -305,9 +361,10 @@ def test_every_lab_control_is_reached_by_tab_and_shows_where_focus_is(opened, na
     view = LAB[name].removeprefix(".servelab-lab")  # the lab's widgets carry its view's class
     # The status line and the charts in words are live regions that stay in place while their text changes.
     live = page.locator(f"{view}.servelab-status, {view}.servelab-chart-text")
-    assert live.count() >= 2 and all(r == ["status", "polite"] for r in live.evaluate_all(
-        "els => els.map(e => [e.getAttribute('role'), e.getAttribute('aria-live')])")), live.evaluate_all(
-        "els => els.map(e => e.outerHTML.slice(0, 200))")
+    assert live.count() >= 2 and all(
+        r == ["status", "polite"]
+        for r in live.evaluate_all("els => els.map(e => [e.getAttribute('role'), e.getAttribute('aria-live')])")
+    ), live.evaluate_all("els => els.map(e => e.outerHTML.slice(0, 200))")
     live.evaluate_all("els => els.forEach(e => { e.dataset.servelabSeen = '1'; })")
     if name == "knob lab":
         # The load toggle says which button is pressed, and follows a keyboard choice of the other.
@@ -317,15 +374,25 @@ def test_every_lab_control_is_reached_by_tab_and_shows_where_focus_is(opened, na
         other = pressed().index("false")
         buttons.nth(other).focus()
         page.keyboard.press("Enter")
-        page.wait_for_function("([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
-                               arg=[f"{view}.servelab-load button.widget-toggle-button", other], timeout=10_000)
+        page.wait_for_function(
+            "([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
+            arg=[f"{view}.servelab-load button.widget-toggle-button", other],
+            timeout=10_000,
+        )
         assert pressed().count("true") == 1, pressed()
-        assert page.locator(f"{view}.servelab-load[role=group], {view}.servelab-load [role=group]"
-                            ).first.get_attribute("aria-label") == "load"
+        assert (
+            page.locator(f"{view}.servelab-load[role=group], {view}.servelab-load [role=group]").first.get_attribute(
+                "aria-label"
+            )
+            == "load"
+        )
         buttons.nth(1 - other).focus()
         page.keyboard.press("Enter")  # back to how the notebook set it
-        page.wait_for_function("([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
-                               arg=[f"{view}.servelab-load button.widget-toggle-button", 1 - other], timeout=10_000)
+        page.wait_for_function(
+            "([sel, i]) => document.querySelectorAll(sel)[i].getAttribute('aria-pressed') === 'true'",
+            arg=[f"{view}.servelab-load button.widget-toggle-button", 1 - other],
+            timeout=10_000,
+        )
     if name == "spec-decode lab":
         # The engine panel opens from the keyboard: its toggle takes Space, and the model field appears.
         page.locator(".servelab-engine-toggle.servelab-view-flip").first.focus()

@@ -64,9 +64,24 @@ def gradebook(cluster, name: str) -> str:
 
 def grade(course: Path, url: str, *args: str, **popen) -> subprocess.Popen:
     env = dict(os.environ, SERVELAB_GRADEBOOK_URL=url, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "servelab.grading.parallel", "--course", str(course),
-                             "--cell-timeout=20", "--submission-timeout=240", *args, "lesson25"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "servelab.grading.parallel",
+            "--course",
+            str(course),
+            "--cell-timeout=20",
+            "--submission-timeout=240",
+            *args,
+            "lesson25",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 def claims(log: str) -> list[str]:

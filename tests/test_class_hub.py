@@ -33,8 +33,19 @@ from pathlib import Path
 import pytest
 
 import nbformat
-from browser_helpers import (CELLS, chromium, free_port, menu, require_chromium, run_all_cells, save, screenshot,
-                             type_into_cell, wait_cells_done, wait_kernel_idle)
+from browser_helpers import (
+    CELLS,
+    chromium,
+    free_port,
+    menu,
+    require_chromium,
+    run_all_cells,
+    save,
+    screenshot,
+    type_into_cell,
+    wait_cells_done,
+    wait_kernel_idle,
+)
 from servelab.classroom.hub import ClassHub, ClassSettings
 from servelab.classroom.postgres import Postgres
 from servelab.classroom.servers import ClassServers
@@ -47,15 +58,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 INSTRUCTOR = "sl-teach"
 # student -> the samples they hand in, lesson25 and lab25; "typed" starts from the released lesson and types one answer
-ANSWERS = {"sl-ana": ("perfect", "perfect"), "sl-ben": ("partial", "conclusion_contradicts"), "sl-cat": ("typed", "empty")}
+ANSWERS = {
+    "sl-ana": ("perfect", "perfect"),
+    "sl-ben": ("partial", "conclusion_contradicts"),
+    "sl-cat": ("typed", "empty"),
+}
 TYPED = ("practice5-answer", 'practice5_answer = "b"', "practice5-test")  # the cell, what is typed, the test it passes
 LAB_FILE = {"lesson25": "lesson25/lesson25.ipynb", "lab25": "lab25/spec_decode_lab.ipynb"}
 
 
 def points(assignment: str, grade_id: str) -> float:
     path = REPO_DIR / "solutions" / LAB_FILE[assignment]
-    cell = next(c for c in nbformat.read(path, as_version=4).cells
-                if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+    cell = next(
+        c for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id
+    )
     return float(cell.metadata["nbgrader"]["points"])
 
 
@@ -63,6 +79,7 @@ def expected(assignment: str, sample: str) -> float:
     if sample == "typed":
         return points(assignment, TYPED[2])
     return json.loads(samples.EXPECTED.read_text())[assignment][sample]
+
 
 REPO_ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LOGIN_TIMEOUT_MS = 300_000  # login, spawn and JupyterLab's first load on 2 busy cores
@@ -83,8 +100,13 @@ def remove_user(name: str) -> None:
 def as_user(name: str, *cmd: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 600):
     """Run a command as a system user, with that user's HOME and the class's environment."""
     home = pwd.getpwnam(name).pw_dir
-    pairs = {"HOME": home, "USER": name, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-             "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **(env or {})}
+    pairs = {
+        "HOME": home,
+        "USER": name,
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+        **(env or {}),
+    }
     full = ["runuser", "-u", name, "--", "env", *[f"{k}={v}" for k, v in pairs.items()], *cmd]
     return subprocess.run(full, capture_output=True, text=True, timeout=timeout, cwd=cwd or home)
 
@@ -112,8 +134,14 @@ def klass(tmp_path_factory):
     # the class's shared server without speculation, as `servelab class servers` starts it (the pair is
     # tested in test_class_servers.py); it loads its model while the hub starts
     shared = ClassServers(off_port=free_port(), on_port=free_port(), log_dir=tmp_path_factory.mktemp("vllm")).off
-    settings = ClassSettings(state=state / "class", instructors=[INSTRUCTOR], students=list(ANSWERS),
-                             port=free_port_run(3), gradebook_url=gradebook_url, remote_off_url=shared.url)
+    settings = ClassSettings(
+        state=state / "class",
+        instructors=[INSTRUCTOR],
+        students=list(ANSWERS),
+        port=free_port_run(3),
+        gradebook_url=gradebook_url,
+        remote_off_url=shared.url,
+    )
     hub = ClassHub(settings)
     try:
         shared.start()
@@ -145,8 +173,16 @@ def free_port_run(n: int) -> int:
 def instructor_nbgrader(klass, *args: str, timeout: float = 600):
     s = klass["settings"]
     env = {"JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")), "SERVELAB_GRADEBOOK_URL": s.gradebook_url}
-    result = as_user(INSTRUCTOR, sys.executable, "-m", "servelab.grading.nbgrader_cli", *args, env=env,
-                     cwd=s.course_dir, timeout=timeout)
+    result = as_user(
+        INSTRUCTOR,
+        sys.executable,
+        "-m",
+        "servelab.grading.nbgrader_cli",
+        *args,
+        env=env,
+        cwd=s.course_dir,
+        timeout=timeout,
+    )
     assert result.returncode == 0, f"nbgrader {' '.join(args)}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result
 
@@ -175,7 +211,8 @@ def row(page, listing: str, assignment: str):
 
 def save_as_student(page, path: str, notebook: dict) -> None:
     """Save a notebook into the student's own folder through their server, as JupyterLab's save does."""
-    status = page.evaluate("""async ([path, nb]) => {
+    status = page.evaluate(
+        """async ([path, nb]) => {
         const xsrf = (document.cookie.match(/_xsrf=([^;]+)/) || [])[1] || '';
         const base = document.querySelector('body').dataset.baseUrl
             || JSON.parse(document.getElementById('jupyter-config-data').textContent).baseUrl;
@@ -183,7 +220,9 @@ def save_as_student(page, path: str, notebook: dict) -> None:
             headers: {'Content-Type': 'application/json', 'X-XSRFToken': decodeURIComponent(xsrf)},
             body: JSON.stringify({type: 'notebook', format: 'json', content: nb})});
         return r.status;
-    }""", [path, notebook])
+    }""",
+        [path, notebook],
+    )
     assert status in (200, 201), status
 
 
@@ -234,17 +273,22 @@ def measure_a_live_point(page, klass, student: str) -> None:
     choose_the_first_point(page)
     before = requests_served(klass)
     page.locator(".servelab-measure.servelab-view-flip").first.click()
-    page.wait_for_function("() => { const l = document.querySelector('.servelab-status.servelab-view-flip "
-                           ".servelab-status-line'); return l && (l.dataset.state === 'failed' "
-                           "|| /measured 1 of 1/.test(l.textContent)); }", timeout=300_000)
+    page.wait_for_function(
+        "() => { const l = document.querySelector('.servelab-status.servelab-view-flip "
+        ".servelab-status-line'); return l && (l.dataset.state === 'failed' "
+        "|| /measured 1 of 1/.test(l.textContent)); }",
+        timeout=300_000,
+    )
     state, text = status(page)
     assert state == "idle" and "measured 1 of 1" in text, text
     assert requests_served(klass) > before  # the point's requests went to the shared server
     page.locator(FLIP).first.scroll_into_view_if_needed()
     screenshot(page, f"class-2-{student}-measured-on-the-shared-server")
     menu(page, "File", "docmanager:save")  # the focus is on the lab's button: save through the menu
-    page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')"
-                           "?.classList.contains('jp-mod-dirty')", timeout=30_000)
+    page.wait_for_function(
+        "() => !document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)')?.classList.contains('jp-mod-dirty')",
+        timeout=30_000,
+    )
 
 
 def test_a_week_of_class(klass):
@@ -264,7 +308,9 @@ def test_a_week_of_class(klass):
             page = login(browser_context, klass, student)
             open_assignments(page)
             for assignment in ("lesson25", "lab25"):
-                row(page, "released_assignments_list", assignment).get_by_role("button", name="Fetch", exact=True).click()
+                row(page, "released_assignments_list", assignment).get_by_role(
+                    "button", name="Fetch", exact=True
+                ).click()
                 row(page, "fetched_assignments_list", assignment).wait_for(timeout=60_000)
             screenshot(page, f"class-1-{student}-fetched")
             lesson, lab = sample
@@ -298,10 +344,26 @@ def test_a_week_of_class(klass):
         # The instructor collects, autogrades with two graders into PostgreSQL, and returns feedback.
         for assignment in ("lesson25", "lab25"):
             instructor_nbgrader(klass, "collect", assignment)
-        env = {"SERVELAB_GRADEBOOK_URL": s.gradebook_url, "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")),
-               "SERVELAB_SANDBOX_PACKAGE": s.student_package}  # as the instructor's server has it (lab_environment)
-        graded = as_user(INSTRUCTOR, sys.executable, "-m", "servelab.grading.parallel", "--course", str(s.course_dir),
-                         "--workers=2", "--cell-timeout=30", "lesson25", "lab25", env=env, cwd=s.course_dir, timeout=900)
+        env = {
+            "SERVELAB_GRADEBOOK_URL": s.gradebook_url,
+            "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")),
+            "SERVELAB_SANDBOX_PACKAGE": s.student_package,
+        }  # as the instructor's server has it (lab_environment)
+        graded = as_user(
+            INSTRUCTOR,
+            sys.executable,
+            "-m",
+            "servelab.grading.parallel",
+            "--course",
+            str(s.course_dir),
+            "--workers=2",
+            "--cell-timeout=30",
+            "lesson25",
+            "lab25",
+            env=env,
+            cwd=s.course_dir,
+            timeout=900,
+        )
         assert graded.returncode == 0, graded.stdout[-3000:] + graded.stderr[-2000:]
         from nbgrader.api import Gradebook
 
@@ -313,12 +375,21 @@ def test_a_week_of_class(klass):
 
         # Outside the browser: a student's account cannot read another's work, the exchange's inbound, or the course.
         exchange = s.exchange / s.course_id
-        for target in (Path(pwd.getpwnam("sl-ben").pw_dir) / "lesson25", exchange / "inbound", s.course_dir,
-                       s.course_dir / "submitted"):
+        for target in (
+            Path(pwd.getpwnam("sl-ben").pw_dir) / "lesson25",
+            exchange / "inbound",
+            s.course_dir,
+            s.course_dir / "submitted",
+        ):
             refused = as_user("sl-ana", "ls", str(target))
             assert refused.returncode != 0 and "Permission denied" in refused.stderr, (target, refused.stdout)
-        peek = as_user("sl-ana", s.student_python, "-c", "import psycopg2; psycopg2.connect(host='127.0.0.1', "
-                       f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')")
+        peek = as_user(
+            "sl-ana",
+            s.student_python,
+            "-c",
+            "import psycopg2; psycopg2.connect(host='127.0.0.1', "
+            f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')",
+        )
         assert peek.returncode != 0 and "password" in peek.stderr, peek.stderr  # the gradebook is the instructor's
 
         for assignment in ("lesson25", "lab25"):
@@ -339,21 +410,29 @@ def test_a_week_of_class(klass):
                 pages = sorted(home.glob(f"{assignment}/feedback/*/{notebooks[assignment]}"))
                 assert len(pages) == 1, pages  # their own submission's feedback only
                 feedback = browser_context.new_page()  # beside the lab, which keeps the assignment list
-                feedback.goto(f"{klass['hub'].url}/user/{student}/files/{pages[0].relative_to(home)}",
-                              wait_until="domcontentloaded")
+                feedback.goto(
+                    f"{klass['hub'].url}/user/{student}/files/{pages[0].relative_to(home)}",
+                    wait_until="domcontentloaded",
+                )
                 text = feedback.inner_text("body")
                 score = float(re.search(r"Score:\s*([\d.]+)", text).group(1))
                 assert score == pytest.approx(expected(assignment, handed_in), abs=0.01), (student, text[:300])
-                screenshot(feedback, f"class-5-{student}-feedback" if assignment == "lesson25"
-                           else f"class-5-{student}-{assignment}-feedback")
+                screenshot(
+                    feedback,
+                    f"class-5-{student}-feedback"
+                    if assignment == "lesson25"
+                    else f"class-5-{student}-{assignment}-feedback",
+                )
                 feedback.close()
             page.close()
             browser_context.clear_cookies()
 
         # The instructor's formgrader reads the same PostgreSQL gradebook.
         page = login(browser_context, klass, INSTRUCTOR)
-        page.goto(f"{klass['hub'].url}/user/{INSTRUCTOR}/formgrader/gradebook/lesson25/lesson25",
-                  wait_until="domcontentloaded")
+        page.goto(
+            f"{klass['hub'].url}/user/{INSTRUCTOR}/formgrader/gradebook/lesson25/lesson25",
+            wait_until="domcontentloaded",
+        )
         try:
             page.get_by_text(f"Submission #{len(ANSWERS)}").wait_for(timeout=60_000)
             page.get_by_role("button", name="Show All Names").click()  # the formgrader hides names by default
@@ -371,10 +450,37 @@ SIZE_CAP_KIB = 4096  # files above it are counted and skipped: shared libraries,
 def _other_checkouts() -> list[str]:
     """Other clones of the course on this machine: the instructor's to close, not the class's (class up
     closes the one it runs from). Reported, and left out of the walk."""
-    found = subprocess.run(["find", "/", "-maxdepth", "5", "(", "-path", "/proc", "-o", "-path", "/sys", "-o",
-                            "-path", "/dev", ")", "-prune", "-o", "-type", "d", "-path", "*/grading/keys", "-print"],
-                           capture_output=True, text=True, timeout=300).stdout.split()
-    clones = {str(Path(keys).parent.parent) for keys in found if (Path(keys).parent.parent / "src" / "servelab").is_dir()}
+    found = subprocess.run(
+        [
+            "find",
+            "/",
+            "-maxdepth",
+            "5",
+            "(",
+            "-path",
+            "/proc",
+            "-o",
+            "-path",
+            "/sys",
+            "-o",
+            "-path",
+            "/dev",
+            ")",
+            "-prune",
+            "-o",
+            "-type",
+            "d",
+            "-path",
+            "*/grading/keys",
+            "-print",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout.split()
+    clones = {
+        str(Path(keys).parent.parent) for keys in found if (Path(keys).parent.parent / "src" / "servelab").is_dir()
+    }
     return sorted(c for c in clones if Path(c).resolve() != REPO_DIR)
 
 
@@ -403,9 +509,11 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
         skipped = ["/proc", "/sys", "/dev", str(scan), *_other_checkouts(), *map(str, Path(home).glob("*/feedback"))]
         prune = " -o ".join(f"-path {shlex.quote(p)}" for p in skipped)
         walk = f"find / \\( {prune} \\) -prune -o -type f -readable"
-        script = (f"{walk} -size -{SIZE_CAP_KIB}k -print0 > ~/files.0; tr -cd '\\0' < ~/files.0 | wc -c; "
-                  f"{walk} -size +{SIZE_CAP_KIB - 1}k -print | wc -l; "
-                  f"xargs -0 -n 2000 grep -lFZ -f {scan / 'markers.txt'} -- < ~/files.0; rm -f ~/files.0; true")
+        script = (
+            f"{walk} -size -{SIZE_CAP_KIB}k -print0 > ~/files.0; tr -cd '\\0' < ~/files.0 | wc -c; "
+            f"{walk} -size +{SIZE_CAP_KIB - 1}k -print | wc -l; "
+            f"xargs -0 -n 2000 grep -lFZ -f {scan / 'markers.txt'} -- < ~/files.0; rm -f ~/files.0; true"
+        )
         result = as_user(student, "bash", "-c", script, timeout=900)
         searched, over_cap, listed = result.stdout.split("\n", 2)  # two counts, then the hits' names, NUL-ended
         searched, over_cap, hits = int(searched), int(over_cap), [p for p in listed.split("\0") if p]
@@ -413,8 +521,10 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
         for path in hits:
             data = Path(path).read_bytes().decode("utf-8", "replace")
             found[path] = [f"{m[:60]!r} ({markers.get(m) or 'as JSON'})" for m in patterns if m in data][:3]
-        print(f"searched {searched} files as {student} ({over_cap} over {SIZE_CAP_KIB} KiB skipped), "
-              f"{len(markers)} markers ({len(patterns)} patterns); skipped {skipped}; hits: {found}")
+        print(
+            f"searched {searched} files as {student} ({over_cap} over {SIZE_CAP_KIB} KiB skipped), "
+            f"{len(markers)} markers ({len(patterns)} patterns); skipped {skipped}; hits: {found}"
+        )
         assert searched > 10_000 and len(markers) > 100
         assert found == {}, found
     finally:
@@ -429,11 +539,21 @@ def test_a_student_reads_no_answer_anywhere_on_the_machine(klass):
     for a in course.ASSIGNMENTS:
         shutil.copy(a.student, work / a.student.name)
     subprocess.run(["chown", "-R", f"{student}:", str(work)], check=True)
-    ran = as_user(student, s.student_python, "-c", RUN_ALL, *[a.student.name for a in course.ASSIGNMENTS],
-                  # runuser's env keeps the test's own variables: the results store goes back to the student's
-                  env={"SERVELAB_OFFLINE": "1", "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin",
-                       "SERVELAB_RESULTS": f"{home}/.cache/servelab/results.jsonl"},
-                  cwd=work, timeout=900)
+    ran = as_user(
+        student,
+        s.student_python,
+        "-c",
+        RUN_ALL,
+        *[a.student.name for a in course.ASSIGNMENTS],
+        # runuser's env keeps the test's own variables: the results store goes back to the student's
+        env={
+            "SERVELAB_OFFLINE": "1",
+            "PATH": f"{Path(s.student_python).parent}:/usr/bin:/bin",
+            "SERVELAB_RESULTS": f"{home}/.cache/servelab/results.jsonl",
+        },
+        cwd=work,
+        timeout=900,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
 
 

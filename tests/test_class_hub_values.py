@@ -13,8 +13,13 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from servelab.classroom.hub import (ClassSettings, disabled_lab_plugins, lab_environment, nbgrader_settings,
-                                    server_extensions)
+from servelab.classroom.hub import (
+    ClassSettings,
+    disabled_lab_plugins,
+    lab_environment,
+    nbgrader_settings,
+    server_extensions,
+)
 from servelab.lab.data import class_defaults
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,9 +35,15 @@ def spawn(role: str, user_id: int, name: str = "someone"):
     scope = {"c": c}
     exec(compile(hook_source, "hub.extraConfig.servelab-roles", "exec"), scope)
     group = "instructors" if role == "instructor" else "students"
-    spawner = SimpleNamespace(user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
-                              environment={}, volume_mounts=[], image=VALUES["singleuser"]["image"]["name"],
-                              uid=None, gid=None, container_security_context=None)
+    spawner = SimpleNamespace(
+        user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
+        environment={},
+        volume_mounts=[],
+        image=VALUES["singleuser"]["image"]["name"],
+        uid=None,
+        gid=None,
+        container_security_context=None,
+    )
     # The hook reads the secret from the hub's environment; put it back, or every later test's nbgrader
     # (tests/test_release.py's) would open this made-up PostgreSQL gradebook.
     had = os.environ.get("SERVELAB_GRADEBOOK_URL")
@@ -59,9 +70,14 @@ def assigned(python_config: str) -> dict[str, dict]:
 
 @pytest.fixture
 def local(tmp_path):
-    return ClassSettings(state=tmp_path, instructors=["root"], students=["ada"],
-                         remote_off_url="http://127.0.0.1:8100", remote_on_url="http://127.0.0.1:8101",
-                         gradebook_url="postgresql+psycopg2://servelab:pw@127.0.0.1:5433/servelab_gradebook")
+    return ClassSettings(
+        state=tmp_path,
+        instructors=["root"],
+        students=["ada"],
+        remote_off_url="http://127.0.0.1:8100",
+        remote_on_url="http://127.0.0.1:8101",
+        gradebook_url="postgresql+psycopg2://servelab:pw@127.0.0.1:5433/servelab_gradebook",
+    )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -110,7 +126,10 @@ def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_grade
     # what the lab does with the URLs, on either hub
     assert class_defaults(pod_env)["backend"] == "remote"
     assert class_defaults(lab_environment(local, "student")) == {
-        "backend": "remote", "remote_off_url": local.remote_off_url, "remote_on_url": local.remote_on_url}
+        "backend": "remote",
+        "remote_off_url": local.remote_off_url,
+        "remote_on_url": local.remote_on_url,
+    }
     assert class_defaults({}) == {}
 
 
@@ -121,7 +140,9 @@ def test_login_is_the_institutions_with_the_two_groups_and_tls():
     assert oauth["manage_groups"] is True and set(oauth["allowed_groups"]) == {"instructors", "students"}
     assert oauth["oauth_callback_url"].startswith("https://")
     env = VALUES["hub"]["extraEnv"]
-    assert {env[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET")} == {"servelab-oauth"}
+    assert {env[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET")} == {
+        "servelab-oauth"
+    }
     https = VALUES["proxy"]["https"]
     assert https["enabled"] is True and https["hosts"] and https["type"] == "letsencrypt"
     assert https["hosts"][0] in oauth["oauth_callback_url"]
@@ -152,8 +173,10 @@ def test_graders_run_in_instructors_pods_with_what_bubblewrap_needs():
 def test_the_gradebook_password_is_a_secret_never_a_value():
     text = yaml.safe_dump(VALUES)  # the values, not the comments that explain them
     assert "postgresql+psycopg2://" not in text and not re.search(r"password\s*:", text, re.I)
-    assert VALUES["hub"]["extraEnv"]["SERVELAB_GRADEBOOK_URL"]["valueFrom"]["secretKeyRef"] == \
-        {"name": "servelab-gradebook", "key": "url"}
+    assert VALUES["hub"]["extraEnv"]["SERVELAB_GRADEBOOK_URL"]["valueFrom"]["secretKeyRef"] == {
+        "name": "servelab-gradebook",
+        "key": "url",
+    }
 
 
 def test_the_lab_servers_come_from_production_stack_and_user_pods_may_reach_them_and_postgres():
@@ -178,10 +201,18 @@ def test_the_lab_servers_come_from_production_stack_and_user_pods_may_reach_them
 def build_context(dockerfile: str) -> list[str]:
     """The files of this checkout (and a built wheel) that enter a Dockerfile's build context, reading its
     <Dockerfile>.dockerignore as Docker does: the last pattern a path (or a folder above it) matches decides."""
-    patterns = [line.strip() for line in (REPO / "class" / f"{dockerfile}.dockerignore").read_text().splitlines()
-                if line.strip() and not line.startswith("#")]
-    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
+    patterns = [
+        line.strip()
+        for line in (REPO / "class" / f"{dockerfile}.dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     files += ["dist/servelab-0.1.0-py3-none-any.whl", ".venv/bin/python", ".git/config"]
 
     def ignored(path: str) -> bool:
@@ -194,6 +225,7 @@ def build_context(dockerfile: str) -> list[str]:
             if any(fnmatch.fnmatch(p, glob) or fnmatch.fnmatch(p.rsplit("/", 1)[-1], glob) for p in prefixes):
                 verdict = not keep
         return verdict
+
     return sorted(f for f in files if not ignored(f))
 
 
@@ -243,8 +275,9 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     assert hub.lab_environment(local, "instructor")["SERVELAB_SANDBOX_PACKAGE"] == str(env / "servelab")
     for role in ROLES:
         folder = local.jupyter_dir(role)
-        assert json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"]["jpserver_extensions"] \
-            == server_extensions(role)
+        assert json.loads((folder / "jupyter_server_config.json").read_text())["ServerApp"][
+            "jpserver_extensions"
+        ] == server_extensions(role)
         written = (folder / "nbgrader_config.py").read_text()
         assert assigned(written) == nbgrader_settings(local, role)
         assert ("load_subconfig(" in written) == (role == "instructor")
@@ -317,8 +350,13 @@ def test_a_shared_model_cache_is_read_by_students_who_keep_their_own_results(loc
 
 
 def _git(*args, cwd):
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd, check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture
@@ -351,16 +389,28 @@ def test_a_linked_worktrees_git_directory_is_closed_with_the_checkout(linked_wor
     assert hub.git_dirs_outside(linked) == [(main / ".git").resolve()]  # worktrees/linked lies inside that
     if os.geteuid() != 0:
         pytest.skip("closing a folder to other users (chown to the instructors' group) needs root")
-    read = ["runuser", "-u", "nobody", "--", "git", "-c", f"safe.directory={main / '.git'}",
-            f"--git-dir={main / '.git'}", "show", "HEAD:grading/keys/lesson25.py"]
+    read = [
+        "runuser",
+        "-u",
+        "nobody",
+        "--",
+        "git",
+        "-c",
+        f"safe.directory={main / '.git'}",
+        f"--git-dir={main / '.git'}",
+        "show",
+        "HEAD:grading/keys/lesson25.py",
+    ]
     assert "unjustified" in subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60).stdout
     was = {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in (linked, main / ".git")}
     class_hub = hub.ClassHub(ClassSettings(state=Path("/nonexistent")))
     class_hub.close_checkout(linked)
     try:
         for folder in was:
-            assert folder.stat().st_mode & 0o7777 == 0o750 and folder.stat().st_gid == \
-                hub.grp.getgrnam(hub.CHECKOUT_GROUP).gr_gid
+            assert (
+                folder.stat().st_mode & 0o7777 == 0o750
+                and folder.stat().st_gid == hub.grp.getgrnam(hub.CHECKOUT_GROUP).gr_gid
+            )
         denied = subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60)
         assert denied.returncode != 0 and "unjustified" not in denied.stdout
     finally:

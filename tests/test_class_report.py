@@ -25,8 +25,11 @@ from servelab.classroom import report
 from servelab.grading import course, pipeline, replicate, samples, trusted
 
 LESSON = course.get("lesson25")
-GRADED = {"lesson25": ["perfect", "partial", "near_misses", "empty"], "lab25": ["perfect", "conclusion_contradicts"],
-          "knoblab": ["perfect"]}
+GRADED = {
+    "lesson25": ["perfect", "partial", "near_misses", "empty"],
+    "lab25": ["perfect", "conclusion_contradicts"],
+    "knoblab": ["perfect"],
+}
 MIX = {"perfect": 24, "partial": 18, "near_misses": 12, "empty": 6}  # the class of 60
 N = sum(MIX.values())
 # The slips each sample makes (samples.py says which slip each of its wrong answers is), by test.
@@ -69,7 +72,11 @@ def graded(tmp_path_factory):
         pipeline.collect(root, assignment, subs / name)
         for student in students:
             g = pipeline.grade_submission(root, assignment, student, cell_timeout=10, submission_timeout=240)
-            assert g.status == "graded" and g.score == pytest.approx(EXPECTED[name][student]), (name, student, g.log_tail)
+            assert g.status == "graded" and g.score == pytest.approx(EXPECTED[name][student]), (
+                name,
+                student,
+                g.log_tail,
+            )
     return root
 
 
@@ -95,8 +102,9 @@ def test_the_grader_records_each_tests_slips_and_whether_an_answer_came(graded):
     assert "K and V" in partial["warmup1-batch"]["slips"]["kv-once"]
     assert all(not t["slips"] and t["answered"] for t in perfect.values())
     assert all(not t["answered"] and not t["slips"] and t["points"] == 0 for t in empty.values())
-    lab = json.loads((graded / trusted.REPORT_DIR / "lab25" / "conclusion_contradicts" / "spec_decode_lab.json")
-                     .read_text())["tests"]
+    lab = json.loads(
+        (graded / trusted.REPORT_DIR / "lab25" / "conclusion_contradicts" / "spec_decode_lab.json").read_text()
+    )["tests"]
     assert set(lab["rep2-test"]["slips"]) == {"against-own-pick"}
 
 
@@ -154,16 +162,20 @@ def test_the_discrimination_index_matches_a_hand_computation(lesson_class):
 
 
 def test_discrimination_waits_for_hand_grading_on_the_autograded_points_only(tmp_path):
-    qs = [report.Question("a", "nb", 1.0, True), report.Question("b", "nb", 4.0, True),
-          report.Question("essay", "nb", 5.0, False)]
+    qs = [
+        report.Question("a", "nb", 1.0, True),
+        report.Question("b", "nb", 4.0, True),
+        report.Question("essay", "nb", 5.0, False),
+    ]
     b = [4, 1, 3, 0, 2]
     essay = [5, None, 0, None, 5]  # two still to be graded by a person
     subs = [report.Submission(f"s{i}", {"a": float(i % 2 == 0), "b": float(b[i]), "essay": essay[i]}) for i in range(5)]
     data = report.ClassData("x", qs, subs, [])
     a = report.question_stats(data)[0]
     assert a.discrimination == pytest.approx(report.point_biserial([1, 0, 1, 0, 1], b))
-    r = report.ClassReport("x", 5, 10.0, 0.0, report.question_stats(data), [], 0, False,
-                           hand_grading_done=report.hand_grading_done(data))
+    r = report.ClassReport(
+        "x", 5, 10.0, 0.0, report.question_stats(data), [], 0, False, hand_grading_done=report.hand_grading_done(data)
+    )
     assert "Hand\n  grading is not complete" in report.render_html(r, tmp_path)
     for s, score in zip(subs, [5, 1, 0, 2, 5]):
         s.points["essay"] = float(score)
@@ -184,8 +196,10 @@ def test_point_biserial_on_a_small_case_and_without_spread():
 def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(lesson_class, tmp_path):
     # An answer's lost points are shared equally among the slips named on it; a slip's, summed over its questions.
     lost, where, who, order = {}, {}, {}, [q for q in trusted.load_tests("lesson25")]
-    points = {"partial": LESSON25_SAMPLES.LESSON25_PARTIAL_POINTS,
-              "near_misses": {g: m - LESSON25_SAMPLES.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()}}
+    points = {
+        "partial": LESSON25_SAMPLES.LESSON25_PARTIAL_POINTS,
+        "near_misses": {g: m - LESSON25_SAMPLES.LESSON25_NEAR_MISS_LOSSES.get(g, 0) for g, m in max_points().items()},
+    }
     for kind, tests in SLIPS.items():
         for grade_id, slips in tests.items():
             for slip in slips:
@@ -204,25 +218,35 @@ def test_the_reteach_list_is_the_costliest_three_with_their_lesson_sections(less
     for s in r.reteach:
         assert s.sections == list(dict.fromkeys(report.TEACHES[g] for g in s.grade_ids))
         assert report.lesson_link(s.section, tmp_path, r.lesson) in md
-    assert r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"  # inside the course: JupyterLab serves it
+    assert (
+        r.lesson == lesson_class / "release" / "lesson25" / "lesson25.ipynb"
+    )  # inside the course: JupyterLab serves it
 
 
 def test_one_slip_on_two_questions_is_one_entry_ranked_by_its_total():
     def slip(grade_id, name, lost, who):
-        return report.SlipStats(grade_id, name, name, len(who), 1.0, lost, "", 0, section=report.TEACHES[grade_id],
-                                made_by=frozenset(who))
+        return report.SlipStats(
+            grade_id, name, name, len(who), 1.0, lost, "", 0, section=report.TEACHES[grade_id], made_by=frozenset(who)
+        )
 
     def question(grade_id, *slips):
         return report.QuestionStats(report.Question(grade_id, "lesson25", 1.0, True), 4, 0.5, {}, 0, None, list(slips))
 
-    stats = [question("warmup1-per-token", slip("warmup1-per-token", "kv-once", 0.75, "ab"),
-                      slip("warmup1-per-token", "no-bytes-per-value", 1.0, "cd")),
-             question("warmup1-batch", slip("warmup1-batch", "kv-once", 0.75, "bc")),
-             question("practice5-test", slip("practice5-test", "chose-c", 1.0, "abcd"))]
+    stats = [
+        question(
+            "warmup1-per-token",
+            slip("warmup1-per-token", "kv-once", 0.75, "ab"),
+            slip("warmup1-per-token", "no-bytes-per-value", 1.0, "cd"),
+        ),
+        question("warmup1-batch", slip("warmup1-batch", "kv-once", 0.75, "bc")),
+        question("practice5-test", slip("practice5-test", "chose-c", 1.0, "abcd")),
+    ]
     got = report.reteach(stats)
     assert [(r.slip, r.points_lost, r.count, r.grade_ids) for r in got] == [
         ("kv-once", 1.5, 3, ["warmup1-per-token", "warmup1-batch"]),
-        ("chose-c", 1.0, 4, ["practice5-test"]), ("no-bytes-per-value", 1.0, 2, ["warmup1-per-token"])]
+        ("chose-c", 1.0, 4, ["practice5-test"]),
+        ("no-bytes-per-value", 1.0, 2, ["warmup1-per-token"]),
+    ]
     assert got[0].sections == [report.RECAP] and got[1].section == report.PRIMARY_SOURCE
 
 
@@ -230,16 +254,20 @@ def test_the_pages_lesson_links_open_jupyterlab_at_the_section(tmp_path):
     lesson = tmp_path / "home" / "my course" / "release" / "lesson25" / "lesson25.ipynb"
     lesson.parent.mkdir(parents=True)
     lesson.write_text("{}")
-    assert report.lab_link(report.RECAP, lesson, "/user/ada/", tmp_path / "home") == \
-        "/user/ada/lab/tree/my%20course/release/lesson25/lesson25.ipynb#Recap:-what-this-lesson-leans-on"
+    assert (
+        report.lab_link(report.RECAP, lesson, "/user/ada/", tmp_path / "home")
+        == "/user/ada/lab/tree/my%20course/release/lesson25/lesson25.ipynb#Recap:-what-this-lesson-leans-on"
+    )
     assert report.lab_link(report.RECAP, lesson, "http://localhost:8888", tmp_path / "home").startswith(
-        "http://localhost:8888/lab/tree/my%20course/")
+        "http://localhost:8888/lab/tree/my%20course/"
+    )
     assert report.lab_link(report.RECAP, lesson, "/", tmp_path / "elsewhere") is None
     data = one_question_class(["2 GB"] * 3, [])
     stats = report.question_stats(data)
     for root, want in ((tmp_path / "home", 'href="/user/ada/lab/tree/my%20course/'), (tmp_path / "x", 'href="../')):
-        r = report.ClassReport("lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 0, False, lesson,
-                               lab_url="/user/ada/", lab_root=root)
+        r = report.ClassReport(
+            "lesson25", 3, 1.0, 0.0, stats, report.reteach(stats), 0, False, lesson, lab_url="/user/ada/", lab_root=root
+        )
         page = report.render_html(r, tmp_path / "out")
         assert want in page
         in_lab = root.name == "home"
@@ -248,8 +276,13 @@ def test_the_pages_lesson_links_open_jupyterlab_at_the_section(tmp_path):
 
 def test_every_question_links_to_a_heading_of_the_lesson():
     nb = json.loads(report.LESSON.read_text())
-    headings = {line.lstrip("#").strip() for c in nb["cells"] if c["cell_type"] == "markdown"
-                for line in "".join(c["source"]).splitlines() if line.startswith("#")}
+    headings = {
+        line.lstrip("#").strip()
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown"
+        for line in "".join(c["source"]).splitlines()
+        if line.startswith("#")
+    }
     assert set(report.TEACHES.values()) <= headings
     for name in GRADED:
         assert set(trusted.load_tests(name)) <= set(report.TEACHES), name
@@ -286,20 +319,27 @@ def one_question_class(answers, identities, slip="kv-once", about="K and V <coun
     """A class of len(answers) on one 1-point question, each answer recorded as the grader records it
     (JSON text, non-ASCII escaped), every one wrong with `slip`: students st0, st1, ..."""
     q = report.Question("warmup1-batch", "lesson25", 1.0, True)
-    subs = [report.Submission(f"st{i}", {q.grade_id: 0.0}, {q.grade_id: {"points": 0.0, "slips": {slip: about},
-                                                                         "answered": True, "answer": json.dumps(a)}})
-            for i, a in enumerate(answers)]
+    subs = [
+        report.Submission(
+            f"st{i}",
+            {q.grade_id: 0.0},
+            {q.grade_id: {"points": 0.0, "slips": {slip: about}, "answered": True, "answer": json.dumps(a)}},
+        )
+        for i, a in enumerate(answers)
+    ]
     return report.ClassData("lesson25", [q], subs, identities)
 
 
 def page_of(data, tmp_path):
     stats = report.question_stats(data)
-    return report.render_html(report.ClassReport("lesson25", len(data.submissions), 1.0, 0.0, stats,
-                                                 report.reteach(stats), 0, False), tmp_path), stats
+    return report.render_html(
+        report.ClassReport("lesson25", len(data.submissions), 1.0, 0.0, stats, report.reteach(stats), 0, False),
+        tmp_path,
+    ), stats
 
 
 def test_a_hostile_answer_is_escaped_and_anonymised(tmp_path):
-    hostile = '<script>alert(1)</script><img src=x onerror=alert(2)> ada_l wrote this, with bo_k; \u202egnp.exe'
+    hostile = "<script>alert(1)</script><img src=x onerror=alert(2)> ada_l wrote this, with bo_k; \u202egnp.exe"
     data = one_question_class([hostile] * 3, [("ada_l", "Ada", "Lovelace", "ada@example.edu"), "bo_k"])
     data.submissions[0].student, data.submissions[1].student = "ada_l", "bo_k"  # each wrote their own id
     page, _ = page_of(data, tmp_path)
@@ -349,8 +389,14 @@ def test_a_crafted_record_counts_as_none_and_never_stops_the_report(tmp_path):
 
     folder = tmp_path / "course" / trusted.REPORT_DIR / "lesson25"
     good = {"tests": {"q1": {"points": 1, "slips": {}, "answered": True, "answer": '"caf\\ud800"'}}}
-    records = {"list": "[]", "null": "null", "deep": "[" * 100_000 + "]" * 100_000, "good": json.dumps(good),
-               "bytes": "\udcff", "big": " " * (report.RECORD_BYTES + 1)}
+    records = {
+        "list": "[]",
+        "null": "null",
+        "deep": "[" * 100_000 + "]" * 100_000,
+        "good": json.dumps(good),
+        "bytes": "\udcff",
+        "big": " " * (report.RECORD_BYTES + 1),
+    }
     for student, text in records.items():
         (folder / student).mkdir(parents=True)
         (folder / student / "lesson25.json").write_bytes(text.encode("utf-8", "surrogateescape"))
@@ -359,8 +405,10 @@ def test_a_crafted_record_counts_as_none_and_never_stops_the_report(tmp_path):
     (folder / "link").mkdir()
     (folder / "link" / "lesson25.json").symlink_to(folder / "good" / "lesson25.json")
     (folder / "linked").symlink_to(folder / "good")  # another student's folder
-    read = {st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25")
-            for st in [*records, "fifo", "link", "linked"]}
+    read = {
+        st: report._read_record(tmp_path / "course", "lesson25", st, "lesson25")
+        for st in [*records, "fifo", "link", "linked"]
+    }
     assert read.pop("good")["q1"]["answer"] == '"caf\\ud800"'  # the JSON text; its decoding is answer_text's
     assert read == {st: None for st in read}
     assert report._read_record(tmp_path / "course", "lesson25", "nobody", "lesson25") == {}
@@ -384,8 +432,17 @@ def test_the_csv_holds_the_numbers_and_no_formula(lesson_class):
     kv = next(r for r in rows if r["grade_id"] == "warmup1-batch" and r["slip"] == "kv-once")
     assert int(kv["students_with_slip"]) == MIX["partial"] and float(kv["share"]) == MIX["partial"] / N
     cells = ('=HYPERLINK("a")', "-cmd", "-1.5", "@x", "plain", 3, "\n=1+1", "\t=1", "\r@")
-    assert [report.csv_cell(v) for v in cells] == \
-        ['\'=HYPERLINK("a")', "'-cmd", "-1.5", "'@x", "plain", 3, "'\n=1+1", "'\t=1", "'\r@"]
+    assert [report.csv_cell(v) for v in cells] == [
+        '\'=HYPERLINK("a")',
+        "'-cmd",
+        "-1.5",
+        "'@x",
+        "plain",
+        3,
+        "'\n=1+1",
+        "'\t=1",
+        "'\r@",
+    ]
     assert report.shown_id("\u202eevil\u200b\n=1") == "evil=1" and report.shown_id("\u202e") == "?"
 
 
@@ -443,13 +500,20 @@ def test_the_page_opens_offline_reads_its_reteach_list_and_passes_axe(lesson_cla
     r = report.build("lesson25", lesson_class)
     page_path, _ = report.write(r, tmp_path)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True, args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             page = browser.new_page()
             online = []
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-                       else (online.append(route.request.url), route.abort()))
+            page.route(
+                "**/*",
+                lambda route: (
+                    route.continue_()
+                    if route.request.url.startswith("file:")
+                    else (online.append(route.request.url), route.abort())
+                ),
+            )
             page.goto(page_path.as_uri())
             page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
             items = page.locator("#reteach li").all_inner_texts()
@@ -490,7 +554,11 @@ def test_checkers_name_their_slips_beside_the_points_and_feedback():
     assert set(checkers.choice("c", tests["practice5-test"][1]).slips) == {"chose-c"}
     assert set(checkers.yes_no(False, tests["warmup3-bound"][1]).slips) == {"said-false"}
     assert set(checkers.selection(["batch_size", "gpu_count"], tests["practice2-missing"][1]).slips) == {
-        "picked-gpu_count", "missed-bottleneck", "missed-on_off_measurement", "missed-slo_metric"}
+        "picked-gpu_count",
+        "missed-bottleneck",
+        "missed-on_off_measurement",
+        "missed-slo_metric",
+    }
     assert checkers.choice("zz", tests["practice5-test"][1]).slips == {}  # a malformed answer is not a slip
     assert set(checkers.rollout_plan({}, {"points": 5}).slips) == set(checkers.ROLLOUT_SLIPS)  # an empty plan
     assert set(checkers.measured_comparison({}, {"points": 4}).slips) == {"not-a-comparison"}

@@ -39,8 +39,9 @@ def test_the_verdict_markers_find_every_verdict_file_and_the_graded_headers_leav
     assert {"practice-1-batch-256", "practice-4-tp8-on-4-gpus", "70b-one-gpu-no-tp"} <= set(graded)
     words = re.compile(r"\b(" + "|".join(sorted(secrets_helpers.verdicts())) + r")\b", re.IGNORECASE)
     for name in graded:
-        header = [line for line in (secrets_helpers.CONFIGS / f"{name}.yaml").read_text().splitlines()
-                  if line.startswith("#")]
+        header = [
+            line for line in (secrets_helpers.CONFIGS / f"{name}.yaml").read_text().splitlines() if line.startswith("#")
+        ]
         assert not [line for line in header if words.search(line)], f"{name}.yaml's header states a verdict"
 
 
@@ -56,8 +57,11 @@ def _found(files) -> dict[str, list[str]]:
 
 def test_the_installed_package_holds_no_answer():
     root = Path(servelab.__file__).resolve().parent
-    files = [(str(p.relative_to(root)), p.read_bytes()) for p in root.rglob("*")
-             if p.is_file() and "__pycache__" not in p.parts]
+    files = [
+        (str(p.relative_to(root)), p.read_bytes())
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    ]
     assert len(files) > 50
     assert _found(files) == {}
 
@@ -66,8 +70,23 @@ def test_the_installed_package_holds_no_answer():
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # The venv's own setuptools builds it: no network, and the wheel is what `pip install .` would install.
-    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                             "-w", str(out), str(REPO_DIR)], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(REPO_DIR),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (built,) = out.glob("servelab-*.whl")
     return built
@@ -80,8 +99,9 @@ def test_a_built_wheel_holds_no_answer(wheel):
     assert "servelab/lab/rep2.py" in names  # what a learner's notebook imports is there
     assert not any(n.startswith(("grading/", "solutions/")) or n.endswith(".ipynb") for n in names)
     data = REPO_DIR / "data"
-    assert not [n for n in names for path in secrets_helpers.VERDICT_FILES
-                if n == f"servelab/data/{path.relative_to(data)}"]
+    assert not [
+        n for n in names for path in secrets_helpers.VERDICT_FILES if n == f"servelab/data/{path.relative_to(data)}"
+    ]
     assert _found(files) == {}
 
 
@@ -91,11 +111,20 @@ def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_read
 
     python, package = studentenv.build(tmp_path)
     # servelab.grading.capture and .runner: what the grading sandbox runs from the students' package
-    probe = subprocess.run([str(python), "-c", "import servelab, servelab.lab, servelab.paths as p, vllm; "
-                            "import servelab.grading.capture, servelab.grading.runner; "
-                            "print(servelab.__file__); print(p.data_dir()); "
-                            "print((p.data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').is_file())"],
-                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import servelab, servelab.lab, servelab.paths as p, vllm; "
+            "import servelab.grading.capture, servelab.grading.runner; "
+            "print(servelab.__file__); print(p.data_dir()); "
+            "print((p.data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').is_file())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     where, data, config = probe.stdout.split()
     assert Path(where).parent == package and Path(data) == package / "data" and config == "True"

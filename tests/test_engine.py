@@ -101,8 +101,16 @@ def test_killed_worker_mid_sweep_keeps_earlier_points_and_restarts(base_engine, 
         os.killpg(base_engine.pid, signal.SIGKILL)
 
     with pytest.raises(EngineError, match="killed by signal 9") as info:
-        sweep(base_engine.config, [1, 8], "copy", OUTPUT_LEN, store=store, engine=base_engine,
-              progress=False, on_point=kill_after_first)
+        sweep(
+            base_engine.config,
+            [1, 8],
+            "copy",
+            OUTPUT_LEN,
+            store=store,
+            engine=base_engine,
+            progress=False,
+            on_point=kill_after_first,
+        )
     assert "start the engine again" in str(info.value)
     assert [r["batch_size"] for r in store.read()] == [1]
     assert base_engine.state == "failed" and not base_engine.is_alive()
@@ -134,7 +142,8 @@ def test_an_engine_whose_caller_is_killed_outright_does_not_outlive_it(tmp_path)
         "if __name__ == '__main__':\n"
         "    e = Engine(EngineConfig(max_num_seqs=4)).start()\n"
         "    print(e.pid, flush=True)\n"
-        "    time.sleep(600)\n")
+        "    time.sleep(600)\n"
+    )
     caller = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     worker = int(caller.stdout.readline())
     os.killpg(worker, 0)  # the engine's process group is alive

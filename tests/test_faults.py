@@ -65,11 +65,14 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _run_writer(path: Path, name: str, pad_bytes: int, chunk: int, acks_before_kill: int,
-                delay_s: float) -> list[int]:
+def _run_writer(path: Path, name: str, pad_bytes: int, chunk: int, acks_before_kill: int, delay_s: float) -> list[int]:
     """Start a writer, let it acknowledge some records, kill -9 it a moment later; return the acknowledged seqs."""
-    proc = subprocess.Popen([PYTHON, "-c", WRITER, str(path), name, str(pad_bytes), str(chunk)],
-                            stdout=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(
+        [PYTHON, "-c", WRITER, str(path), name, str(pad_bytes), str(chunk)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     acked = []
     try:
         while len(acked) < acks_before_kill:
@@ -104,7 +107,7 @@ def _assert_nothing_acknowledged_is_lost(records: list[dict], acked: dict[str, l
     for name, seqs in acked.items():
         stored = by_writer.get(name, [])
         # every acknowledged record is there, in order; at most the one in flight beyond it
-        assert stored[:len(seqs)] == sorted(seqs) == list(range(len(seqs))), (name, stored[:5], seqs[:5])
+        assert stored[: len(seqs)] == sorted(seqs) == list(range(len(seqs))), (name, stored[:5], seqs[:5])
         assert len(stored) <= len(seqs) + 1
 
 
@@ -209,8 +212,10 @@ def _error_line(stderr: str) -> str:
 
 def _assert_no_traceback_from_servelab(stderr: str) -> None:
     # vLLM's own log may be quoted below the message; servelab itself must not crash with a traceback.
-    assert 'servelab/cli.py", line' not in stderr and "Traceback (most recent call last)" not in stderr.split(
-        "--- last lines of the engine log ---")[0], stderr
+    assert (
+        'servelab/cli.py", line' not in stderr
+        and "Traceback (most recent call last)" not in stderr.split("--- last lines of the engine log ---")[0]
+    ), stderr
 
 
 def test_cli_sweep_without_the_model_says_prepare_model_and_exits_2(tmp_path):
@@ -223,13 +228,16 @@ def test_cli_sweep_without_the_model_says_prepare_model_and_exits_2(tmp_path):
     assert not (tmp_path / "results.jsonl").exists()
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--kv-cache-gb", "-1"], "kv_cache_gb must be positive"),
-    (["--spec", "ngram", "--k", "0"], "needs k >= 1"),
-    (["--batch", "0"], "batch sizes must be whole numbers of at least 1"),
-    (["--batch", "1,two"], "expected comma-separated whole numbers"),
-    (["--spec", "medusa"], "invalid choice: 'medusa'"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--kv-cache-gb", "-1"], "kv_cache_gb must be positive"),
+        (["--spec", "ngram", "--k", "0"], "needs k >= 1"),
+        (["--batch", "0"], "batch sizes must be whole numbers of at least 1"),
+        (["--batch", "1,two"], "expected comma-separated whole numbers"),
+        (["--spec", "medusa"], "invalid choice: 'medusa'"),
+    ],
+)
 def test_cli_sweep_bad_inputs_exit_2_with_one_line(tmp_path, args, says):
     result, took = _sweep(tmp_path, *args, timeout=60)
     assert result.returncode == 2, result.stderr
@@ -426,13 +434,16 @@ def _measure_with_deadline(url: str, what: str = "measure"):
 
 # A closed port, a socket that never answers and an HTTP 500 are tried in test_remote.py (the client) and
 # test_faults_lab.py (the lab's status line); these are the other ways a server goes wrong.
-@pytest.mark.parametrize("mode, says", [
-    ("not_json", "did not answer with JSON"),
-    ("no_models", "lists no model"),
-    ("chat503", "HTTP 503"),
-    ("garbage_stream", "not JSON"),
-    ("stall_mid_stream", f"did not answer within {REMOTE_TIMEOUT_S:g} s"),
-])
+@pytest.mark.parametrize(
+    "mode, says",
+    [
+        ("not_json", "did not answer with JSON"),
+        ("no_models", "lists no model"),
+        ("chat503", "HTTP 503"),
+        ("garbage_stream", "not JSON"),
+        ("stall_mid_stream", f"did not answer within {REMOTE_TIMEOUT_S:g} s"),
+    ],
+)
 def test_remote_server_faults_give_a_clear_message_within_the_timeout(mode, says):
     from servelab.remote import RemoteError
 

@@ -38,19 +38,36 @@ OUTPUT_LEN = 16  # the shortest output the lab offers: a point costs seconds, no
 def _lab(tmp_path, **kwargs) -> SpecDecodeLab:
     """A lab that measures live (offline=""), with its own store and no recorded points to skip over."""
     kwargs.setdefault("settings", Settings(method="none", batch_size=1, output_len=OUTPUT_LEN))
-    return SpecDecodeLab(store=ResultsStore(tmp_path / "results.jsonl"), recorded=tmp_path / "nothing-recorded.jsonl",
-                         offline="", **kwargs)
+    return SpecDecodeLab(
+        store=ResultsStore(tmp_path / "results.jsonl"),
+        recorded=tmp_path / "nothing-recorded.jsonl",
+        offline="",
+        **kwargs,
+    )
 
 
 def _fake_record(point) -> Measurement:
     b, s = point.batch_size, point.settings
     n = max(8, b)
-    return Measurement(method=point.method, num_speculative_tokens=0 if point.method == "none" else s.k,
-                       batch_size=b, workload=s.workload, output_len=s.output_len, num_requests=n,
-                       prompt_tokens=100 * n, output_tokens=s.output_len * n, elapsed_s=1.0,
-                       output_tok_s=float(s.output_len * n), request_throughput=float(n), ttft_ms_p50=50.0,
-                       ttft_ms_p99=60.0, tpot_ms_p50=40.0, tpot_ms_p99=45.0, hardware="test double",
-                       note="a stand-in point: this test is about queueing, not speed")
+    return Measurement(
+        method=point.method,
+        num_speculative_tokens=0 if point.method == "none" else s.k,
+        batch_size=b,
+        workload=s.workload,
+        output_len=s.output_len,
+        num_requests=n,
+        prompt_tokens=100 * n,
+        output_tokens=s.output_len * n,
+        elapsed_s=1.0,
+        output_tok_s=float(s.output_len * n),
+        request_throughput=float(n),
+        ttft_ms_p50=50.0,
+        ttft_ms_p99=60.0,
+        tpot_ms_p50=40.0,
+        tpot_ms_p99=45.0,
+        hardware="test double",
+        note="a stand-in point: this test is about queueing, not speed",
+    )
 
 
 # --- clicks and slider moves faster than measurements -----------------------------------------------
@@ -104,8 +121,9 @@ def test_stop_mid_sweep_keeps_what_was_measured(tmp_path):
         time.sleep(0.2)
         return _fake_record(point)
 
-    lab = _lab(tmp_path, measure_point=slow_point, settings=Settings(method="none", batch_size=256,
-                                                                    output_len=OUTPUT_LEN))
+    lab = _lab(
+        tmp_path, measure_point=slow_point, settings=Settings(method="none", batch_size=256, output_len=OUTPUT_LEN)
+    )
     lab.measure()
     deadline = time.monotonic() + 10
     while not lab.store.read() and time.monotonic() < deadline:
@@ -117,7 +135,7 @@ def test_stop_mid_sweep_keeps_what_was_measured(tmp_path):
         time.sleep(0.05)
     assert lab.state == "stopped", lab.status_text
     stored = [r["batch_size"] for r in lab.store.read()]
-    assert 1 <= len(stored) <= 3 and stored == list(BATCHES[:len(stored)])
+    assert 1 <= len(stored) <= 3 and stored == list(BATCHES[: len(stored)])
     assert [r.batch_size for r in lab.measured] == stored  # what the lab says it measured is what is stored
 
 
@@ -176,8 +194,12 @@ def test_engine_that_cannot_start_is_reported_in_the_status_line_and_the_kernel_
     bad = _bad_architecture_model(tmp_path / "wrong-model")
     km, kc = start_new_kernel(kernel_name="python3", startup_timeout=90, cwd=str(tmp_path))
     try:
-        _run(kc, LAB_IN_A_KERNEL.format(output_len=OUTPUT_LEN, store=str(store),
-                                        recorded=str(tmp_path / "nothing-recorded.jsonl")))
+        _run(
+            kc,
+            LAB_IN_A_KERNEL.format(
+                output_len=OUTPUT_LEN, store=str(store), recorded=str(tmp_path / "nothing-recorded.jsonl")
+            ),
+        )
         missing = json.loads(_run(kc, f"print(json.dumps(click_measure(model={str(tmp_path / 'nowhere')!r})))"))
         assert missing["state"] == "failed", missing
         assert "No model at" in missing["status"] and "config.json" in missing["status"]
@@ -216,6 +238,7 @@ class _RefuseToStart:
     def start(self, *args, **kwargs):
         _RefuseToStart.started.append(self.config)
         from servelab.engine import EngineError
+
         raise EngineError("test: an engine start was attempted for a batch the KV cache cannot hold")
 
     def stop(self):
@@ -297,27 +320,39 @@ def test_engine_killed_mid_sweep_keeps_the_points_and_the_next_measure_restarts_
     assert "starting" in states
     assert lab.state == "idle" and "measured" in lab.status_text, lab.status_text
     after = lab.store.read()
-    assert after[:len(kept)] == kept  # nothing measured before the kill was lost or rewritten
+    assert after[: len(kept)] == kept  # nothing measured before the kill was lost or rewritten
     assert sorted(r["batch_size"] for r in after) == [1, 2]
     engine = pool.engines()[0]
     assert engine.is_alive() and engine.pid != killed[0]
 
 
 # --- a remote server that refuses, stalls or fails, seen from the lab ------------------------------------------
-@pytest.mark.parametrize("mode, says", [
-    ("refused", "refused the connection"),
-    ("silent", "did not answer within 1.5 s"),
-    ("error500", "HTTP 500"),
-    ("no_url", "Enter the URL"),
-])
+@pytest.mark.parametrize(
+    "mode, says",
+    [
+        ("refused", "refused the connection"),
+        ("silent", "did not answer within 1.5 s"),
+        ("error500", "HTTP 500"),
+        ("no_url", "Enter the URL"),
+    ],
+)
 def test_remote_server_faults_show_in_the_status_line_without_a_hang(tmp_path, mode, says):
     from test_faults import FakeServer, SilentServer, refused_url
 
     def run(url: str):
         # Both URLs point at the broken server: whichever the lab asks first, it meets the fault.
-        lab = _lab(tmp_path, remote_timeout_s=1.5,
-                   settings=Settings(method="none", batch_size=2, output_len=OUTPUT_LEN, backend="remote",
-                                     remote_off_url=url, remote_on_url=url))
+        lab = _lab(
+            tmp_path,
+            remote_timeout_s=1.5,
+            settings=Settings(
+                method="none",
+                batch_size=2,
+                output_len=OUTPUT_LEN,
+                backend="remote",
+                remote_off_url=url,
+                remote_on_url=url,
+            ),
+        )
         t0 = time.monotonic()
         lab.measure()
         assert lab.worker.wait_idle(10), "the lab still waits on the server 10 s after a 1.5 s timeout"
@@ -345,9 +380,13 @@ def test_remote_with_speculation_off_needs_only_the_plain_servers_url(tmp_path):
     from test_faults import FakeServer
 
     with FakeServer("healthy") as server:
-        lab = _lab(tmp_path, remote_timeout_s=5,
-                   settings=Settings(method="none", batch_size=1, output_len=OUTPUT_LEN, backend="remote",
-                                     remote_off_url=server.url))
+        lab = _lab(
+            tmp_path,
+            remote_timeout_s=5,
+            settings=Settings(
+                method="none", batch_size=1, output_len=OUTPUT_LEN, backend="remote", remote_off_url=server.url
+            ),
+        )
         lab.measure()
         assert lab.worker.wait_idle(30)
     assert lab.state == "idle", lab.status_text
@@ -368,9 +407,9 @@ def test_running_the_lab_never_rewrites_a_students_cells(tmp_path, monkeypatch):
     nb = nbformat.read(LAB_NOTEBOOK, as_version=4)
     answers = {
         "rep2-answer": "comparison = dict(draft, better=0,\n                  conclusion='At batch 64 speculation "
-                       "made fewer tokens per second than the baseline, so for a throughput SLO it stays off.')",
+        "made fewer tokens per second than the baseline, so for a throughput SLO it stays off.')",
         "fix-answer": "Routing sends big batches to an engine with no speculative path at all; load-adaptive k "
-                      "keeps paying for the proposer at k = 0. (my own words, kept as typed)",
+        "keeps paying for the proposer at k = 0. (my own words, kept as typed)",
     }
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -385,8 +424,9 @@ def test_running_the_lab_never_rewrites_a_students_cells(tmp_path, monkeypatch):
     typed = [c.source for c in nb.cells]
 
     ran = copy.deepcopy(nb)
-    NotebookClient(ran, timeout=240, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(work)}}).execute()
+    NotebookClient(
+        ran, timeout=240, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(work)}}
+    ).execute()
 
     assert [c.source for c in ran.cells] == typed
     assert path.read_bytes() == on_disk

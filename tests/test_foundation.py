@@ -22,9 +22,23 @@ from servelab.workload import load
 
 
 def make_record(**overrides) -> Measurement:
-    base = dict(method="none", num_speculative_tokens=0, batch_size=8, workload="copy", output_len=64,
-                num_requests=8, prompt_tokens=800, output_tokens=512, elapsed_s=4.0, output_tok_s=128.0,
-                request_throughput=2.0, ttft_ms_p50=90.0, ttft_ms_p99=120.0, tpot_ms_p50=55.0, tpot_ms_p99=60.0)
+    base = dict(
+        method="none",
+        num_speculative_tokens=0,
+        batch_size=8,
+        workload="copy",
+        output_len=64,
+        num_requests=8,
+        prompt_tokens=800,
+        output_tokens=512,
+        elapsed_s=4.0,
+        output_tok_s=128.0,
+        request_throughput=2.0,
+        ttft_ms_p50=90.0,
+        ttft_ms_p99=120.0,
+        tpot_ms_p50=55.0,
+        tpot_ms_p99=60.0,
+    )
     base.update(overrides)
     return Measurement(**base)
 
@@ -45,8 +59,15 @@ def test_llama_presets_have_their_published_sizes():
 
 
 def test_model_spec_reads_a_config_folder(tmp_path):
-    cfg = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-           "num_key_value_heads": 2, "vocab_size": 100, "tie_word_embeddings": False}
+    cfg = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "tie_word_embeddings": False,
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     m = modelspec.ModelSpec.from_config_json(tmp_path)
     assert m.head_dim == 16
@@ -133,7 +154,9 @@ def test_two_processes_writing_at_once_never_interleave_lines(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a damaged line would warn
         records = ResultsStore(path).read()
-    assert sorted(r["batch_size"] for r in records) == sorted([1000 + i for i in range(60)] + [2000 + i for i in range(60)])
+    assert sorted(r["batch_size"] for r in records) == sorted(
+        [1000 + i for i in range(60)] + [2000 + i for i in range(60)]
+    )
 
 
 # --- workloads ---------------------------------------------------------------------------------
@@ -152,14 +175,23 @@ def test_unknown_workload_says_what_exists():
 
 
 # --- engine config checks that fail before the 40-second start --------------------------------------
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(spec_method="ngram", num_speculative_tokens=0), "needs k >= 1"),
-    (dict(spec_method="medusa", num_speculative_tokens=2), "spec_method must be one of"),
-    (dict(num_speculative_tokens=4), "spec_method is 'none'"),
-    (dict(max_num_seqs=0), "max_num_seqs"),
-    (dict(prompt_lookup_min=5, prompt_lookup_max=2, spec_method="ngram", num_speculative_tokens=2), "prompt_lookup_min"),
-    (dict(spec_method="ngram", num_speculative_tokens=4, num_speculative_tokens_per_batch_size=((8, 1, 2),)), "first <= last"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(spec_method="ngram", num_speculative_tokens=0), "needs k >= 1"),
+        (dict(spec_method="medusa", num_speculative_tokens=2), "spec_method must be one of"),
+        (dict(num_speculative_tokens=4), "spec_method is 'none'"),
+        (dict(max_num_seqs=0), "max_num_seqs"),
+        (
+            dict(prompt_lookup_min=5, prompt_lookup_max=2, spec_method="ngram", num_speculative_tokens=2),
+            "prompt_lookup_min",
+        ),
+        (
+            dict(spec_method="ngram", num_speculative_tokens=4, num_speculative_tokens_per_batch_size=((8, 1, 2),)),
+            "first <= last",
+        ),
+    ],
+)
 def test_bad_engine_configs_say_what_to_change(kwargs, message):
     with pytest.raises(EngineConfigError, match=message):
         EngineConfig(**kwargs)
@@ -171,8 +203,11 @@ def test_missing_model_folder_fails_fast(tmp_path):
 
 
 def test_kv_cache_too_small_for_the_batch_names_the_size_needed(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(json.loads(
-        (modelspec.resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json").read_text())))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            json.loads((modelspec.resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json").read_text())
+        )
+    )
     cfg = EngineConfig(model=str(tmp_path), kv_cache_gb=0.01, dtype="float32", max_num_seqs=64)
     with pytest.raises(EngineConfigError, match=r"KV cache is too small.*Raise kv_cache_gb to at least"):
         cfg.check_batch(64, 512)
@@ -182,11 +217,16 @@ def test_kv_cache_too_small_for_the_batch_names_the_size_needed(tmp_path):
 
 
 def test_speculative_config_is_what_vllm_takes():
-    cfg = EngineConfig(spec_method="ngram", num_speculative_tokens=4,
-                       num_speculative_tokens_per_batch_size=((1, 2, 4), (3, 256, 0)))
+    cfg = EngineConfig(
+        spec_method="ngram", num_speculative_tokens=4, num_speculative_tokens_per_batch_size=((1, 2, 4), (3, 256, 0))
+    )
     assert cfg.speculative_config() == {
-        "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4,
-        "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 256, 0]]}
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+        "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 256, 0]],
+    }
     assert cfg.method_label() == "adaptive"
     assert EngineConfig().speculative_config() is None
 
@@ -209,10 +249,13 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
 
 
 def test_root_cause_is_the_refused_settings_reason_or_the_most_specific_error():
-    assert root_cause(REFUSED_LOG) == "Total number of attention heads (9) must be divisible by tensor parallel size (2)."
+    assert (
+        root_cause(REFUSED_LOG) == "Total number of attention heads (9) must be divisible by tensor parallel size (2)."
+    )
     assert root_cause(WRAPPED_LOG).startswith("ValueError: To serve at least one request")
     assert root_cause("INFO 12-01 starting\nRuntimeError: Engine core initialization failed.") == (
-        "RuntimeError: Engine core initialization failed.")  # only the wrapper: better than nothing
+        "RuntimeError: Engine core initialization failed."
+    )  # only the wrapper: better than nothing
     assert root_cause("INFO 12-01 starting\n") == ""
 
 
@@ -227,8 +270,14 @@ def test_batch_sizes_are_whole_numbers_and_an_ellipsis_continues_the_ratio():
     assert parse_batch_sizes("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert parse_batch_sizes("3, 5") == [3, 5]
     assert parse_batch_sizes("1,3,...,27") == [1, 3, 9, 27]
-    for bad, says in [("1,...,8", "two batch sizes before it"), ("4,2,...,1", "must grow"), ("0,1", "'0'"),
-                      ("1,2.5", "'2.5'"), ("", "no batch sizes"), ("1,2,...", "one after")]:
+    for bad, says in [
+        ("1,...,8", "two batch sizes before it"),
+        ("4,2,...,1", "must grow"),
+        ("0,1", "'0'"),
+        ("1,2.5", "'2.5'"),
+        ("", "no batch sizes"),
+        ("1,2,...", "one after"),
+    ]:
         with pytest.raises(ValueError, match=re.escape(says)):
             parse_batch_sizes(bad)
 
@@ -259,8 +308,12 @@ def test_crossover_is_none_when_speculation_always_wins_and_first_batch_when_it_
 
 
 def test_merging_rounds_adds_times_and_counters():
-    a = BatchResult(["x"], [5], [64], [0.1], [0.05], 2.0, {"num_drafts": 3, "num_draft_tokens": 12, "num_accepted_tokens": 6})
-    b = BatchResult(["y"], [6], [64], [0.2], [None], 3.0, {"num_drafts": 1, "num_draft_tokens": 4, "num_accepted_tokens": 4})
+    a = BatchResult(
+        ["x"], [5], [64], [0.1], [0.05], 2.0, {"num_drafts": 3, "num_draft_tokens": 12, "num_accepted_tokens": 6}
+    )
+    b = BatchResult(
+        ["y"], [6], [64], [0.2], [None], 3.0, {"num_drafts": 1, "num_draft_tokens": 4, "num_accepted_tokens": 4}
+    )
     m = merge([a, b])
     assert m.elapsed_s == 5.0 and m.output_tokens == [64, 64] and m.tpot_s == [0.05, None]
     assert m.spec_counters == {"num_drafts": 4, "num_draft_tokens": 16, "num_accepted_tokens": 10}
@@ -274,8 +327,12 @@ def test_readme_quotes_the_committed_benchmark():
     repo = Path(__file__).resolve().parent.parent
     flip = json.loads((repo / "bench" / "results" / "flip-cpu.json").read_text())
     readme = (repo / "README.md").read_text()
-    rows = {int(m.group(1)): [float(x) for x in m.group(2, 3, 4, 5, 6)] for m in re.finditer(
-        r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \| ([\d.]+) \| ([\d.]+) \|$", readme, re.MULTILINE)}
+    rows = {
+        int(m.group(1)): [float(x) for x in m.group(2, 3, 4, 5, 6)]
+        for m in re.finditer(
+            r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \| ([\d.]+) \| ([\d.]+) \|$", readme, re.MULTILINE
+        )
+    }
     assert sorted(rows) == [r["batch_size"] for r in flip["table"]]
     for r in flip["table"]:
         quoted = rows[r["batch_size"]]

@@ -35,16 +35,26 @@ def _load_bench():
 
 bench = _load_bench()
 # transformers before 4.48 has no AttentionInterface: the bench then times its sdpa path (and says so)
-GQA = pytest.param(bench.GQA_ATTENTION, marks=pytest.mark.skipif(
-    not hasattr(transformers, "AttentionInterface"), reason="transformers without AttentionInterface"))
+GQA = pytest.param(
+    bench.GQA_ATTENTION,
+    marks=pytest.mark.skipif(
+        not hasattr(transformers, "AttentionInterface"), reason="transformers without AttentionInterface"
+    ),
+)
 
 
 def tiny_model(layers: int = 2, heads: int = 4, kv_heads: int = 2):
     """A Llama of a few layers, float32, grouped-query attention (2 query heads per KV head)."""
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                                      num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=256,
-                                      max_position_embeddings=512)
+    config = transformers.LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        vocab_size=256,
+        max_position_embeddings=512,
+    )
     return transformers.LlamaForCausalLM(config).eval()
 
 
@@ -58,7 +68,10 @@ def test_gqa_attention_equals_sdpa_with_repeated_kv(q_len, with_mask):
     # the queries are the last q_len tokens: each sees the cache and the new tokens up to itself
     causal = torch.arange(kv_len)[None, :] <= torch.arange(q_len)[:, None] + (kv_len - q_len)
     mask = causal[None, None].expand(batch, 1, q_len, kv_len) if with_mask else None
-    repeated = {"key": key.repeat_interleave(heads // kv_heads, 1), "value": value.repeat_interleave(heads // kv_heads, 1)}
+    repeated = {
+        "key": key.repeat_interleave(heads // kv_heads, 1),
+        "value": value.repeat_interleave(heads // kv_heads, 1),
+    }
     expected = torch.nn.functional.scaled_dot_product_attention(query, **repeated, attn_mask=causal, scale=0.3)
     got, _ = bench.gqa_sdpa(None, query, key, value, mask, scaling=0.3)
     assert got.shape == (batch, q_len, heads, dim)
@@ -120,8 +133,9 @@ def test_cpu_run_times_every_point_with_provenance(cpu_run):
     assert result["device"]["type"] == "cpu" and result["timing"] == "eager forward passes, time.perf_counter"
     assert result["model"]["preset"] == bench.CPU_PRESET
     assert (REPO / result["model"]["config"]).is_file()  # named relative to the repository
-    assert {(p["batch_size"], p["num_speculative_tokens"]) for p in result["points"]} == \
-        {(b, k) for b in bench.CPU_BATCHES for k in bench.CPU_KS}
+    assert {(p["batch_size"], p["num_speculative_tokens"]) for p in result["points"]} == {
+        (b, k) for b in bench.CPU_BATCHES for k in bench.CPU_KS
+    }
     for p in result["points"]:
         assert 0 < p["step_ms_min"] <= p["step_ms"] <= p["step_ms_max"] and p["repeats"] == bench.CPU_REPEATS
         assert p["cuda_graph"] is False
@@ -141,7 +155,8 @@ def test_cpu_run_speedups_and_crossovers_follow_from_the_step_times(cpu_run):
         tokens = simulate.expected_tokens_per_step(a, k)
         assert row["measured"] == pytest.approx(tokens * step[(b, 0)]["step_ms"] / step[(b, k)]["step_ms"])
         assert row["simulated"] == pytest.approx(
-            tokens * step[(b, 0)]["simulated_step_ms"] / step[(b, k)]["simulated_step_ms"])
+            tokens * step[(b, 0)]["simulated_step_ms"] / step[(b, k)]["simulated_step_ms"]
+        )
     for cross in result["crossover_batch"]:
         rows = [r for r in result["speedup"]["rows"] if r["k"] == cross["k"]]
         assert cross["measured"] == simulate.crossover([r["batch_size"] for r in rows], [r["measured"] for r in rows])
@@ -151,13 +166,18 @@ def test_cpu_run_speedups_and_crossovers_follow_from_the_step_times(cpu_run):
 def test_cpu_run_sets_the_simulator_beside_each_point(cpu_run):
     result, _ = cpu_run
     hw = simulate.hardware_presets.from_dict(result["simulator"]["hardware"])
-    sim = bench.forward_simulator(modelspec.preset(bench.CPU_PRESET), hw, result["dtype"], result["context_len"],
-                                  on_gpu=False)
+    sim = bench.forward_simulator(
+        modelspec.preset(bench.CPU_PRESET), hw, result["dtype"], result["context_len"], on_gpu=False
+    )
     # the verify pass alone: no per-step, speculative or drafting cost
     assert sim.step_overhead_s == sim.spec_overhead_s == sim.ngram_s_per_token == 0
     for p in result["points"]:
-        predicted = 1000 * sim.step(p["batch_size"], p["num_speculative_tokens"],
-                                    "ngram" if p["num_speculative_tokens"] else "none").time_s
+        predicted = (
+            1000
+            * sim.step(
+                p["batch_size"], p["num_speculative_tokens"], "ngram" if p["num_speculative_tokens"] else "none"
+            ).time_s
+        )
         assert p["simulated_step_ms"] == pytest.approx(predicted)
         assert p["error_pct"] == pytest.approx(100 * (predicted - p["step_ms"]) / p["step_ms"])
     errors = [abs(p["error_pct"]) for p in result["points"]]
@@ -173,7 +193,8 @@ def test_cpu_run_calibrates_on_half_and_predicts_the_other(cpu_run):
     held_out = [p for p in result["points"] if p["half"] == "evaluate"]
     assert {p["batch_size"] for p in held_out} == set(cal["evaluate_batches"])
     assert cal["held_out_mape_pct"] == pytest.approx(
-        sum(abs(p["calibrated_error_pct"]) for p in held_out) / len(held_out))
+        sum(abs(p["calibrated_error_pct"]) for p in held_out) / len(held_out)
+    )
     assert all(math.isfinite(p["calibrated_step_ms"]) and p["calibrated_step_ms"] > 0 for p in result["points"])
 
 
@@ -181,8 +202,9 @@ def test_cpu_run_prints_the_short_table_last(cpu_run):
     result, printed = cpu_run
     lines = printed.strip().splitlines()
     assert lines[0].startswith(f"{bench.CPU_PRESET} on ")
-    assert [line.split()[0] for line in lines[2:2 + len(result["crossover_batch"])]] == \
-        [str(c["k"]) for c in result["crossover_batch"]]
+    assert [line.split()[0] for line in lines[2 : 2 + len(result["crossover_batch"])]] == [
+        str(c["k"]) for c in result["crossover_batch"]
+    ]
     assert lines[-1].startswith("roofline:")
 
 
@@ -202,6 +224,7 @@ def test_unknown_preset_and_dtype_are_refused(capsys):
 
 def test_a_spent_budget_skips_the_points_it_cannot_time():
     model = tiny_model()
-    points, skipped, _ = bench.sweep(model, [1, 2], [0, 1], 8, 1, "static", False, budget_s=0.0,
-                                     estimate=lambda b, k, reps: 0.0)
+    points, skipped, _ = bench.sweep(
+        model, [1, 2], [0, 1], 8, 1, "static", False, budget_s=0.0, estimate=lambda b, k, reps: 0.0
+    )
     assert points == [] and len(skipped) == 4 and {s["why"] for s in skipped} == {"time budget"}

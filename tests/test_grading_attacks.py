@@ -36,9 +36,23 @@ from servelab.paths import REPO_DIR
 LESSON = course.get("lesson25")
 CONTROLS = {"aaa_perfect": "perfect", "aab_partial": "partial", "zzz_empty": "empty"}
 SELECTIONS = ("practice2-missing", "practice3-test")
-PRACTICE2_OPTIONS = ["batch_size", "bottleneck", "on_off_measurement", "slo_metric", "draft_vendor", "gpu_count",
-                     "client_language"]
-PRACTICE3_OPTIONS = ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger", "int8_slower", "more_memory"]
+PRACTICE2_OPTIONS = [
+    "batch_size",
+    "bottleneck",
+    "on_off_measurement",
+    "slo_metric",
+    "draft_vendor",
+    "gpu_count",
+    "client_language",
+]
+PRACTICE3_OPTIONS = [
+    "no_canary",
+    "output_drift",
+    "callers_not_told",
+    "no_rollback_trigger",
+    "int8_slower",
+    "more_memory",
+]
 SECONDS_PER_SUBMISSION = 30  # the bound on a run: far above the ~3 s a submission takes, far below a hang
 
 
@@ -118,8 +132,12 @@ ZIP_ENTRIES = {
     "--zip_option.ipynb": ("file", ["not a student id"]),
     "zip_ok.ipynb": ("file", []),  # taken: graded like the partial sample it holds
 }
-ZIP_STUDENTS = {"../../zip_slip.ipynb": "zip_slip", "sub/../../zip_slip2.ipynb": "zip_slip2",
-                "/tmp/zip_absolute.ipynb": "zip_absolute", "--zip_option.ipynb": "--zip_option"}
+ZIP_STUDENTS = {
+    "../../zip_slip.ipynb": "zip_slip",
+    "sub/../../zip_slip2.ipynb": "zip_slip2",
+    "/tmp/zip_absolute.ipynb": "zip_absolute",
+    "--zip_option.ipynb": "--zip_option",
+}
 
 
 def _write_zip(path: Path) -> None:
@@ -181,7 +199,7 @@ BAIT = {
 }
 
 
-THREAD_FORGES = '''
+THREAD_FORGES = """
 import os, threading, time
 from servelab.grading import capture as _c
 def _forge():
@@ -189,16 +207,19 @@ def _forge():
         os.write(_c._fd, b'practice5-test\\t"b"\\n')
         time.sleep(0.002)
 threading.Thread(target=_forge, daemon=True).start()
-'''
-THREAD_REPLACES = THREAD_FORGES + '''
+"""
+THREAD_REPLACES = (
+    THREAD_FORGES
+    + """
 def _quiet(grade_id, answer, _own=_c.capture):
     if grade_id == "practice5-test":
         time.sleep(0.3)  # the test's own answer is dropped; the thread writes meanwhile
     else:
         _own(grade_id, answer)
 _c.capture = _quiet
-'''
-FORK_REPLACES = '''
+"""
+)
+FORK_REPLACES = """
 import os, time
 from servelab.grading import capture as _c
 if os.fork() == 0:
@@ -212,12 +233,17 @@ def _quiet(grade_id, answer, _own=_c.capture):
     else:
         _own(grade_id, answer)
 _c.capture = _quiet
-'''
+"""
 
 
 def _select(nb, practice2, practice3):
-    return samples.fill(nb, {"practice2-answer": f'practice2_sufficient = "no"\npractice2_missing = {practice2!r}',
-                             "practice3-answer": f"practice3_problems = {practice3!r}"})
+    return samples.fill(
+        nb,
+        {
+            "practice2-answer": f'practice2_sufficient = "no"\npractice2_missing = {practice2!r}',
+            "practice3-answer": f"practice3_problems = {practice3!r}",
+        },
+    )
 
 
 # name -> (make the notebook, how its tests compare with a control's: {grade_id: points or "base"}, base control)
@@ -230,16 +256,28 @@ def _graded_attacks():
         "forged_answers": (_with_cell(partial, "warmup1-answer", FORGE), {gid: 0.0 for gid in FORGED}, "aab_partial"),
         # attribution: a thread or a forked process writes an answer line while the test runs
         "thread_beside_capture": (_with_cell(partial, "practice5-answer", THREAD_FORGES), {}, "aab_partial"),
-        "thread_instead_of_capture": (_with_cell(partial, "practice5-answer", THREAD_REPLACES), {"practice5-test": "perfect"},
-                                      "aab_partial"),
-        "fork_instead_of_capture": (_with_cell(partial, "practice5-answer", FORK_REPLACES), {"practice5-test": "perfect"},
-                                    "aab_partial"),
+        "thread_instead_of_capture": (
+            _with_cell(partial, "practice5-answer", THREAD_REPLACES),
+            {"practice5-test": "perfect"},
+            "aab_partial",
+        ),
+        "fork_instead_of_capture": (
+            _with_cell(partial, "practice5-answer", FORK_REPLACES),
+            {"practice5-test": "perfect"},
+            "aab_partial",
+        ),
         # the rubric: every option, or none
-        "select_all_empty": (_select(empty, PRACTICE2_OPTIONS, PRACTICE3_OPTIONS), {"practice2-sufficient": "perfect"},
-                             "zzz_empty"),
+        "select_all_empty": (
+            _select(empty, PRACTICE2_OPTIONS, PRACTICE3_OPTIONS),
+            {"practice2-sufficient": "perfect"},
+            "zzz_empty",
+        ),
         "select_none_empty": (_select(empty, [], []), {"practice2-sufficient": "perfect"}, "zzz_empty"),
-        "select_all_partial": (_select(partial, PRACTICE2_OPTIONS, PRACTICE3_OPTIONS),
-                               {"practice2-missing": 0.0, "practice3-test": 0.0}, "aab_partial"),
+        "select_all_partial": (
+            _select(partial, PRACTICE2_OPTIONS, PRACTICE3_OPTIONS),
+            {"practice2-missing": 0.0, "practice3-test": 0.0},
+            "aab_partial",
+        ),
     }
     return {f"m_{name}": value for name, value in attacks.items()}
 
@@ -265,8 +303,12 @@ def _grade_from_a_copy_under_tmp(submissions: Path, out: Path) -> dict:
     venv = Path(sys.prefix)
     with tempfile.TemporaryDirectory(prefix="servelab clone ", dir="/tmp") as where:
         clone = Path(where) / "servelab"
-        files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_DIR,
-                               capture_output=True, check=True).stdout.split(b"\0")
+        files = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
         for name in filter(None, (f.decode() for f in files)):
             if (REPO_DIR / name).is_file():
                 (clone / name).parent.mkdir(parents=True, exist_ok=True)
@@ -274,13 +316,22 @@ def _grade_from_a_copy_under_tmp(submissions: Path, out: Path) -> dict:
         # The environment, hard-linked where it can be (the same disk), so the copy costs seconds.
         link = subprocess.run(["cp", "-al", str(venv), str(clone / ".venv")], capture_output=True)
         if link.returncode != 0:
-            return {"skipped": f"the Python environment cannot be hard-linked under /tmp: {link.stderr.decode()[-200:]}"}
+            return {
+                "skipped": f"the Python environment cannot be hard-linked under /tmp: {link.stderr.decode()[-200:]}"
+            }
         shutil.copytree(submissions, clone / "subs")
         python = clone / ".venv" / "bin" / "python"
-        env = {"PATH": f"{python.parent}:/usr/bin:/bin", "PYTHONPATH": str(clone / "src"), "HOME": where,
-               "LANG": "C.UTF-8", "USER": "instructor"}
+        env = {
+            "PATH": f"{python.parent}:/usr/bin:/bin",
+            "PYTHONPATH": str(clone / "src"),
+            "HOME": where,
+            "LANG": "C.UTF-8",
+            "USER": "instructor",
+        }
         as_user = []
-        if os.geteuid() == 0:  # the copied checkout becomes the instructor's; the hard-linked environment stays as it is
+        if (
+            os.geteuid() == 0
+        ):  # the copied checkout becomes the instructor's; the hard-linked environment stays as it is
             os.chown(where, INSTRUCTOR_UID, INSTRUCTOR_UID)
             for folder, dirs, names in os.walk(clone):
                 if Path(folder) == clone:
@@ -290,14 +341,39 @@ def _grade_from_a_copy_under_tmp(submissions: Path, out: Path) -> dict:
             as_user = ["setpriv", f"--reuid={INSTRUCTOR_UID}", f"--regid={INSTRUCTOR_UID}", "--clear-groups"]
         who = [*as_user, str(python), "-c", "import os, servelab; print(os.getuid(), servelab.__file__)"]
         uid, servelab_file = subprocess.run(who, env=env, capture_output=True, text=True).stdout.split(" ", 1)
-        result = subprocess.run([*as_user, str(python), "-m", "servelab.grading.pipeline", "--submissions", str(clone / "subs"),
-                                 "--course", str(clone / "grading" / "course"), "--out", str(clone / "grading" / "out"),
-                                 "--cell-timeout", "8", "--submission-timeout", "60", LESSON.name],
-                                cwd=clone, env=env, capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [
+                *as_user,
+                str(python),
+                "-m",
+                "servelab.grading.pipeline",
+                "--submissions",
+                str(clone / "subs"),
+                "--course",
+                str(clone / "grading" / "course"),
+                "--out",
+                str(clone / "grading" / "out"),
+                "--cell-timeout",
+                "8",
+                "--submission-timeout",
+                "60",
+                LESSON.name,
+            ],
+            cwd=clone,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if (clone / "grading" / "out").exists():
             shutil.copytree(clone / "grading" / "out", out)
-        return {"returncode": result.returncode, "output": result.stdout[-2000:] + result.stderr[-3000:],
-                "where": where, "uid": int(uid), "servelab": servelab_file.strip()}
+        return {
+            "returncode": result.returncode,
+            "output": result.stdout[-2000:] + result.stderr[-3000:],
+            "where": where,
+            "uid": int(uid),
+            "servelab": servelab_file.strip(),
+        }
 
 
 @pytest.fixture(scope="module")
@@ -310,8 +386,15 @@ def corpus(tmp_path_factory):
     copy = _grade_from_a_copy_under_tmp(tmp / "controls", tmp / "out-controls")
     (tmp / "copy.json").write_text(json.dumps(copy))
     if copy.get("skipped") or copy["returncode"] != 0:
-        pipeline.run(tmp / "controls", tmp / "course-controls", tmp / "out-controls", assignments=[LESSON],
-                     cell_timeout=8, submission_timeout=60, log=quiet)
+        pipeline.run(
+            tmp / "controls",
+            tmp / "course-controls",
+            tmp / "out-controls",
+            assignments=[LESSON],
+            cell_timeout=8,
+            submission_timeout=60,
+            log=quiet,
+        )
     folder = tmp / "hostile" / LESSON.name
     _controls(folder)
     for name, (make, _) in COLLECTION.items():
@@ -321,8 +404,15 @@ def corpus(tmp_path_factory):
     for student, (nb, _, _) in graded.items():
         nbformat.write(nb, folder / f"{student}.ipynb")
     start = time.monotonic()
-    results = pipeline.run(tmp / "hostile", tmp / "course-hostile", tmp / "out-hostile", assignments=[LESSON],
-                           cell_timeout=8, submission_timeout=60, log=quiet)
+    results = pipeline.run(
+        tmp / "hostile",
+        tmp / "course-hostile",
+        tmp / "out-hostile",
+        assignments=[LESSON],
+        cell_timeout=8,
+        submission_timeout=60,
+        log=quiet,
+    )
     wall = time.monotonic() - start
     return {g.student: g for g in results}, tmp, wall, len(graded) + len(CONTROLS) + 1
 
@@ -383,10 +473,15 @@ def test_a_graded_attack_scores_what_its_answers_score(corpus, student):
         expected[grade_id] = results["aaa_perfect"].tests[grade_id] if points == "perfect" else points
     if student.startswith("m_select"):
         assert all(g.tests[s] == 0 for s in SELECTIONS), g.tests
-    assert g.tests == pytest.approx(expected), {k: (g.tests.get(k), v) for k, v in expected.items() if g.tests.get(k) != v}
+    assert g.tests == pytest.approx(expected), {
+        k: (g.tests.get(k), v) for k, v in expected.items() if g.tests.get(k) != v
+    }
     if student == "m_forged_answers":
         for grade_id, (_, flagged) in FORGED.items():
-            assert flagged == any(f.startswith(f"{grade_id}:") and "scored 0" in f for f in g.flags), (grade_id, g.flags)
+            assert flagged == any(f.startswith(f"{grade_id}:") and "scored 0" in f for f in g.flags), (
+                grade_id,
+                g.flags,
+            )
 
 
 @pytest.mark.parametrize("bait", list(BAIT))
@@ -447,8 +542,14 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     (glob_name / LESSON.notebook).write_bytes(_sample_bytes("perfect"))
     (inbound / f"mallory+{LESSON.name}+garbage").mkdir()  # a time stamp nbgrader's own parse stops on
     # The course's own config (grading/nbgrader_config.py), as a hub's instructor server loads it.
-    result = course.nbgrader(root, "collect", LESSON.name, f"--Exchange.root={tmp_path / 'exchange'}",
-                             "--CollectApp.check_owner=False", timeout=120)
+    result = course.nbgrader(
+        root,
+        "collect",
+        LESSON.name,
+        f"--Exchange.root={tmp_path / 'exchange'}",
+        "--CollectApp.check_owner=False",
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     submitted = root / "submitted"
     assert (submitted / "carol" / LESSON.name / LESSON.notebook).read_bytes() == _sample_bytes("partial")
@@ -456,5 +557,7 @@ def test_nbgrader_collect_from_a_hostile_inbound_takes_regular_files_only(tmp_pa
     assert (submitted / "sl-dan" / LESSON.name / LESSON.notebook).read_bytes() == _sample_bytes("perfect")
     assert sorted(p.name for p in submitted.iterdir()) == ["alice", "carol", "sl-dan"]
     log = result.stderr
-    assert "symbolic link" in log and "named pipe" in log and "hard link" in log and "not a student id" in log, log[-3000:]
+    assert "symbolic link" in log and "named pipe" in log and "hard link" in log and "not a student id" in log, log[
+        -3000:
+    ]
     assert "'mallory'" in log and "'garbage' is not a time" in log, log[-3000:]

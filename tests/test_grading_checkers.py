@@ -14,6 +14,7 @@ H200 = hardware.get("H200")
 
 # --------------------------------------------------------------------------- number
 
+
 def test_number_full_points_within_tolerance():
     key = keys.kv_bytes_per_token("Llama-3.1-8B", "bfloat16", points=2)
     assert key["value"] == 2 * 32 * 8 * 128 * 2 == LLAMA_8B.kv_bytes_per_token("bfloat16")
@@ -22,12 +23,15 @@ def test_number_full_points_within_tolerance():
     assert checkers.number(131072 * 1.05, key).points == 0
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (131072 * 32 / 8, "32 attention heads"),  # attention heads for KV heads
-    (131072 / 32, "every one of the 32 layers"),
-    (131072 * 8, "bits"),
-    (131072 * 2, "float32"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (131072 * 32 / 8, "32 attention heads"),  # attention heads for KV heads
+        (131072 / 32, "every one of the 32 layers"),
+        (131072 * 8, "bits"),
+        (131072 * 2, "float32"),
+    ],
+)
 def test_number_names_the_slip(wrong, says):
     points, feedback = checkers.number(wrong, keys.kv_bytes_per_token("Llama-3.1-8B"))
     assert points == 0 and says in feedback
@@ -77,14 +81,17 @@ def test_keys_come_from_servelab():
     assert keys.is_compute_bound(16, 4, "H200")["value"] is False
 
 
-@pytest.mark.parametrize("key_fn, wrong, says", [
-    (lambda: keys.kv_bytes("Llama-3.1-8B", 8192, 32), 131072 * 8192, "every sequence keeps its own"),
-    (lambda: keys.ridge_flop_per_byte("H200"), 4.8e12 / 989e12, "bytes per FLOP"),
-    (lambda: keys.ridge_tokens_per_step("H200"), 206.04 * 2, "2 FLOP per parameter"),
-    (lambda: keys.tokens_per_verify_step(0.7, 4), 5, "every draft token is accepted"),
-    (lambda: keys.tokens_per_verify_step(0.7, 4), 1 + 0.7 * 4, "draft acceptance rate"),
-    (lambda: keys.verified_tokens_per_step(64, 4), 256, "k + 1 positions"),
-])
+@pytest.mark.parametrize(
+    "key_fn, wrong, says",
+    [
+        (lambda: keys.kv_bytes("Llama-3.1-8B", 8192, 32), 131072 * 8192, "every sequence keeps its own"),
+        (lambda: keys.ridge_flop_per_byte("H200"), 4.8e12 / 989e12, "bytes per FLOP"),
+        (lambda: keys.ridge_tokens_per_step("H200"), 206.04 * 2, "2 FLOP per parameter"),
+        (lambda: keys.tokens_per_verify_step(0.7, 4), 5, "every draft token is accepted"),
+        (lambda: keys.tokens_per_verify_step(0.7, 4), 1 + 0.7 * 4, "draft acceptance rate"),
+        (lambda: keys.verified_tokens_per_step(64, 4), 256, "k + 1 positions"),
+    ],
+)
 def test_keys_teach_the_common_slips(key_fn, wrong, says):
     points, feedback = checkers.number(wrong, key_fn())
     assert points == 0 and says in feedback
@@ -92,8 +99,12 @@ def test_keys_teach_the_common_slips(key_fn, wrong, says):
 
 # --------------------------------------------------------------------------- choice, yes/no, selection, fields
 
-CHOICE = {"name": "q", "points": 1, "correct": "b",
-          "options": {"a": "a is wrong because A.", "b": "b is right.", "c": "c is wrong because C."}}
+CHOICE = {
+    "name": "q",
+    "points": 1,
+    "correct": "b",
+    "options": {"a": "a is wrong because A.", "b": "b is right.", "c": "c is wrong because C."},
+}
 
 
 def test_choice():
@@ -124,13 +135,25 @@ def test_yes_no():
     assert checkers.yes_no(1, key).points == 0  # 1 is not True here
 
 
-SELECTION = {"name": "s", "points": 2, "correct": ["x", "y"],
-             "options": {"x": "x matters.", "y": "y matters.", "z": "z is a distractor."}}
+SELECTION = {
+    "name": "s",
+    "points": 2,
+    "correct": ["x", "y"],
+    "options": {"x": "x matters.", "y": "y matters.", "z": "z is a distractor."},
+}
 
 
-@pytest.mark.parametrize("answer, points", [
-    (["x", "y"], 2), (["x"], 1), (["x", "z"], 0), (["x", "y", "z"], 0), ([], 0), (["z"], 0),
-])
+@pytest.mark.parametrize(
+    "answer, points",
+    [
+        (["x", "y"], 2),
+        (["x"], 1),
+        (["x", "z"], 0),
+        (["x", "y", "z"], 0),
+        ([], 0),
+        (["z"], 0),
+    ],
+)
 def test_selection_share_right_minus_share_wrong(answer, points):
     assert checkers.selection(answer, SELECTION).points == points
 
@@ -142,11 +165,15 @@ def test_selection_explains_wrong_and_missed():
     assert checkers.selection("x", SELECTION).points == 0
 
 
-FIELDS = {"name": "f", "points": 3, "fields": {
-    "knob": {"expect": "batching", "also": ["batch_size"], "feedback": "the batching knob"},
-    "miss": {"expect": 700, "rel_tol": 0.01, "feedback": "1200 - 500"},
-    "met": {"expect": False, "feedback": "it misses"},
-}}
+FIELDS = {
+    "name": "f",
+    "points": 3,
+    "fields": {
+        "knob": {"expect": "batching", "also": ["batch_size"], "feedback": "the batching knob"},
+        "miss": {"expect": 700, "rel_tol": 0.01, "feedback": "1200 - 500"},
+        "met": {"expect": False, "feedback": "it misses"},
+    },
+}
 
 
 def test_fields_share_points_and_name_wrong_parts():
@@ -171,10 +198,22 @@ def test_points_never_exceed_the_key():
 
 # --------------------------------------------------------------------------- knob audit
 
-AUDIT_KEY = {"name": "audit", "points": 4,
-             "verdicts": {"batching": "unjustified", "parallelism": "wrong", "quantization": "justified", "max_model_len": "justified"},
-             "reasons": {"batching": "no TTFT measured at batch 32", "parallelism": "141 GB does not fit 127 GB",
-                         "quantization": "bf16", "max_model_len": "covers the longest request"}}
+AUDIT_KEY = {
+    "name": "audit",
+    "points": 4,
+    "verdicts": {
+        "batching": "unjustified",
+        "parallelism": "wrong",
+        "quantization": "justified",
+        "max_model_len": "justified",
+    },
+    "reasons": {
+        "batching": "no TTFT measured at batch 32",
+        "parallelism": "141 GB does not fit 127 GB",
+        "quantization": "bf16",
+        "max_model_len": "covers the longest request",
+    },
+}
 GOOD_AUDIT = {
     "batching": {"verdict": "unjustified", "because": "no latency measured at this batch"},
     "parallelism": {"verdict": "wrong", "because": "the weights do not fit one GPU"},
@@ -211,15 +250,18 @@ def test_knob_audit_key_comes_from_the_reviewer():
     assert key["follows"] == {"gpu_memory_utilization": "parallelism"}
 
 
-@pytest.mark.parametrize("because, full", [
-    ("no TTFT was measured at batch 32 against the SLO", True),
-    ("max-num-seqs 32 covers the peak of 24 users", True),
-    ("nobody measured latency at this load", True),
-    ("this looks fine to me", False),
-    ("I checked it very carefully", False),
-    ("it is just not justified at all", False),
-    ("unmeasured", False),
-])
+@pytest.mark.parametrize(
+    "because, full",
+    [
+        ("no TTFT was measured at batch 32 against the SLO", True),
+        ("max-num-seqs 32 covers the peak of 24 users", True),
+        ("nobody measured latency at this load", True),
+        ("this looks fine to me", False),
+        ("I checked it very carefully", False),
+        ("it is just not justified at all", False),
+        ("unmeasured", False),
+    ],
+)
 def test_knob_audit_reason_must_name_a_fact(because, full):
     answer = {**GOOD_AUDIT, "batching": {"verdict": "unjustified", "because": because}}
     points, feedback = checkers.knob_audit(answer, AUDIT_KEY)
@@ -227,8 +269,11 @@ def test_knob_audit_reason_must_name_a_fact(because, full):
 
 
 def test_knob_audit_grades_a_repeated_fault_once():
-    key = {**AUDIT_KEY, "follows": {"gpu_memory_utilization": "parallelism"},
-           "reasons": {**AUDIT_KEY["reasons"], "gpu_memory_utilization": "weights exceed what vLLM may use"}}
+    key = {
+        **AUDIT_KEY,
+        "follows": {"gpu_memory_utilization": "parallelism"},
+        "reasons": {**AUDIT_KEY["reasons"], "gpu_memory_utilization": "weights exceed what vLLM may use"},
+    }
     answer = {**GOOD_AUDIT, "gpu_memory_utilization": {"verdict": "justified", "because": "0.9 is the default"}}
     points, feedback = checkers.knob_audit(answer, key)
     assert points == 4 and "graded once, under parallelism" in feedback and "not graded" not in feedback
@@ -236,14 +281,29 @@ def test_knob_audit_grades_a_repeated_fault_once():
 
 # --------------------------------------------------------------------------- measured comparison
 
+
 def _record(method, k, tok_s, **overrides) -> dict:
     output_tokens = 64 * 8
     elapsed = output_tokens / tok_s
     record = Measurement(
-        method=method, num_speculative_tokens=k, batch_size=8, workload="copy", output_len=64, num_requests=8,
-        prompt_tokens=400, output_tokens=output_tokens, elapsed_s=round(elapsed, 4), output_tok_s=tok_s,
-        request_throughput=8 / elapsed, ttft_ms_p50=100, ttft_ms_p99=150, tpot_ms_p50=90 if k == 0 else 110,
-        tpot_ms_p99=120, model="SmolLM2-135M-Instruct", dtype="float32", hardware="Intel(R) Xeon(R) Processor",
+        method=method,
+        num_speculative_tokens=k,
+        batch_size=8,
+        workload="copy",
+        output_len=64,
+        num_requests=8,
+        prompt_tokens=400,
+        output_tokens=output_tokens,
+        elapsed_s=round(elapsed, 4),
+        output_tok_s=tok_s,
+        request_throughput=8 / elapsed,
+        ttft_ms_p50=100,
+        ttft_ms_p99=150,
+        tpot_ms_p50=90 if k == 0 else 110,
+        tpot_ms_p99=120,
+        model="SmolLM2-135M-Instruct",
+        dtype="float32",
+        hardware="Intel(R) Xeon(R) Processor",
         acceptance_rate=0.63 if k else None,
     ).to_dict()
     record.update(overrides)
@@ -290,14 +350,20 @@ def test_measured_comparison_plausibility():
     assert points == 3 and "not plausible" in feedback and "roofline" in feedback
 
 
-@pytest.mark.parametrize("overrides, says", [
-    ({"measurements": [_record("none", 0, 80.5)]}, "two Measurement"),
-    ({"measurements": [_record("none", 0, 80.5), _record("none", 0, 80.5)]}, "same settings"),
-    ({"measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7, workload="open")]}, "differ in workload"),
-    ({"measurements": [{"method": "none"}, _record("ngram", 4, 63.7)]}, "missing fields"),
-    ({"slo_metric": "vibes"}, "slo_metric"),
-    ({"better": "first"}, "better must be 0 or 1"),
-])
+@pytest.mark.parametrize(
+    "overrides, says",
+    [
+        ({"measurements": [_record("none", 0, 80.5)]}, "two Measurement"),
+        ({"measurements": [_record("none", 0, 80.5), _record("none", 0, 80.5)]}, "same settings"),
+        (
+            {"measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7, workload="open")]},
+            "differ in workload",
+        ),
+        ({"measurements": [{"method": "none"}, _record("ngram", 4, 63.7)]}, "missing fields"),
+        ({"slo_metric": "vibes"}, "slo_metric"),
+        ({"better": "first"}, "better must be 0 or 1"),
+    ],
+)
 def test_measured_comparison_schema(overrides, says):
     points, feedback = checkers.measured_comparison(_comparison(**overrides), KEY)
     assert points == 0 and says in feedback
@@ -316,8 +382,10 @@ PLAN = {
     "canary_hours": 24,
     "stages": [0.05, 0.25, 1.0],
     "metrics": ["ttft_ms_p99", "output_tok_s", "eval_gate_acceptance_rate"],
-    "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
-                          {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"}],
+    "rollback_triggers": [
+        {"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+        {"metric": "eval_gate_acceptance_rate", "threshold": 0.97, "direction": "below"},
+    ],
     "notify": ["eval gate owners", "client teams"],
 }
 
@@ -327,18 +395,29 @@ def test_rollout_plan_full_marks():
     assert points == 5, feedback
 
 
-@pytest.mark.parametrize("change, says", [
-    ({"canary_fraction": 0.5}, "canary"),
-    ({"canary_hours": 0}, "canary"),
-    ({"canary_hours": 2}, "daily peak"),
-    ({"canary_hours": 24 * 30}, "still a canary"),
-    ({"stages": [1.0]}, "stages"),
-    ({"stages": [0.5, 0.25, 1.0]}, "stages"),
-    ({"metrics": ["ttft_ms_p99", "output_tok_s"],
-      "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"}]}, "drift"),
-    ({"rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": "high", "direction": "above"}]}, "rollback_triggers"),
-    ({"notify": []}, "notify"),
-])
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        ({"canary_fraction": 0.5}, "canary"),
+        ({"canary_hours": 0}, "canary"),
+        ({"canary_hours": 2}, "daily peak"),
+        ({"canary_hours": 24 * 30}, "still a canary"),
+        ({"stages": [1.0]}, "stages"),
+        ({"stages": [0.5, 0.25, 1.0]}, "stages"),
+        (
+            {
+                "metrics": ["ttft_ms_p99", "output_tok_s"],
+                "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"}],
+            },
+            "drift",
+        ),
+        (
+            {"rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": "high", "direction": "above"}]},
+            "rollback_triggers",
+        ),
+        ({"notify": []}, "notify"),
+    ],
+)
 def test_rollout_plan_misses_a_part(change, says):
     points, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert points < 5 and says in feedback
@@ -406,12 +485,17 @@ CONCLUSIONS = [
     ("Turning speculation off would be a mistake at batch 64.", "on"),
     ("Prefer n-gram speculation for this job.", "on"),
     ("Speculation on this CPU is slower at batch 64.", "off"),
-    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
-     "speculation.", "both"),
+    (
+        "Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with speculation.",
+        "both",
+    ),
     ("Speculation should be off at batch 64 because it is faster with speculation.", "both"),
     ("Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.", "off"),
-    ("Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
-     "to enable it.", "off"),
+    (
+        "Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+        "to enable it.",
+        "off",
+    ),
     ("Spec decode OFF.", "off"),
     ("Plain decoding wins at batch 64.", "off"),
     ("Speculation is not faster here, so go back to plain decoding.", "off"),
@@ -438,35 +522,45 @@ def test_a_negated_recommendation_is_not_marked_against_the_learner():
 
 def _batch64(conclusion: str) -> dict:
     """The lab solution's records: plain 168.2 tok/s, n-gram 87.5 tok/s, plain picked as better."""
-    return _comparison(measurements=[_record("none", 0, 168.2), _record("ngram", 4, 87.5)], better=0,
-                       conclusion=conclusion)
+    return _comparison(
+        measurements=[_record("none", 0, 168.2), _record("ngram", 4, 87.5)], better=0, conclusion=conclusion
+    )
 
 
-@pytest.mark.parametrize("conclusion, says", [
-    ("The configured choice (speculation on) is right at batch 64.", "recommends speculation on"),
-    ("I recommend speculation at batch 64.", "recommends speculation on"),
-    ("Speculation beats the baseline here, so the configured choice stands.", "recommends speculation on"),
-    ("It would be wrong to disable speculation here.", "recommends speculation on"),
-    ("Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
-     "speculation.", "both on and off"),
-    ("Speculation should be off at batch 64 because it is faster with speculation.", "both on and off"),
-    ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "on or off"),
-    ("The numbers at batch 64 are what they are, throughput is the metric.", "on or off"),
-    ("Turn speculation off: it gives 140 tok/s against 168.2 tok/s without it.", "neither record measured"),
-])
+@pytest.mark.parametrize(
+    "conclusion, says",
+    [
+        ("The configured choice (speculation on) is right at batch 64.", "recommends speculation on"),
+        ("I recommend speculation at batch 64.", "recommends speculation on"),
+        ("Speculation beats the baseline here, so the configured choice stands.", "recommends speculation on"),
+        ("It would be wrong to disable speculation here.", "recommends speculation on"),
+        (
+            "Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
+            "speculation.",
+            "both on and off",
+        ),
+        ("Speculation should be off at batch 64 because it is faster with speculation.", "both on and off"),
+        ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "on or off"),
+        ("The numbers at batch 64 are what they are, throughput is the metric.", "on or off"),
+        ("Turn speculation off: it gives 140 tok/s against 168.2 tok/s without it.", "neither record measured"),
+    ],
+)
 def test_a_conclusion_that_does_not_recommend_the_pick_earns_no_point(conclusion, says):
     points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
     assert points == 3 and says in feedback, feedback
 
 
-@pytest.mark.parametrize("conclusion", [
-    "Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.",
-    "Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
-    "to enable it.",
-    "Spec decode OFF at batch 64.",
-    "Turn speculation off: 168.2 tok/s without it against 87.5 tok/s with it.",
-    "Plain decoding wins at batch 64 (168 tok/s vs 88 tok/s), so disable speculation.",
-])
+@pytest.mark.parametrize(
+    "conclusion",
+    [
+        "Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.",
+        "Speculative decoding is counterproductive at batch 64 (88 vs 168 tok/s); the configuration is mistaken "
+        "to enable it.",
+        "Spec decode OFF at batch 64.",
+        "Turn speculation off: 168.2 tok/s without it against 87.5 tok/s with it.",
+        "Plain decoding wins at batch 64 (168 tok/s vs 88 tok/s), so disable speculation.",
+    ],
+)
 def test_a_right_conclusion_at_batch_64_earns_its_point(conclusion):
     points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
     assert points == 4, feedback
@@ -475,8 +569,12 @@ def test_a_right_conclusion_at_batch_64_earns_its_point(conclusion):
 def test_rollout_plan_canary_hours_bounds_are_the_questions():
     from servelab.grading import course
     import nbformat
-    question = next(c.source for c in nbformat.read(course.get("lesson25").source, as_version=4).cells
-                    if c.get("id") == "rep3-question")
+
+    question = next(
+        c.source
+        for c in nbformat.read(course.get("lesson25").source, as_version=4).cells
+        if c.get("id") == "rep3-question"
+    )
     low, high = checkers.CANARY_HOURS
     assert f"from {low}" in question and f"to {high}" in question
     assert checkers.rollout_plan({**PLAN, "canary_hours": low}, {"points": 5}).points == 5
@@ -489,45 +587,126 @@ def _trigger(metric, threshold, direction):
 
 # Rollback triggers that point the wrong way, watch no drift, or can never fire; and right plans that
 # name things in a learner's own words.
-@pytest.mark.parametrize("change, points, says", [
-    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("eval_gate_acceptance_rate", 0.97, "above")]}, 4, "roll back when it is below"),
-    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "below"),
-                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "roll back when it is above"),
-    ({"rollback_triggers": [_trigger("output_tok_s", 1000, "above"), _trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "below 1000"),
-    ({"rollback_triggers": [_trigger("ttft_ms_p99", 50_000, "above"),
-                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "no latency"),
-    ({"rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("eval_gate_acceptance_rate", 97, "below")]}, 4, "between 0 and 1"),
-    ({"metrics": ["ttft_ms_p99", "output_tok_s", "spec_decode_draft_acceptance_rate"],
-      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("spec_decode_draft_acceptance_rate", 0.6, "below")]}, 3, "draft acceptance"),
-    ({"metrics": ["ttft_ms_p99", "output_tok_s", "gpu_memory_usage_evaluation"],
-      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("gpu_memory_usage_evaluation", 0.9, "above")]}, 3, "drift"),
-    ({"metrics": ["ttft_ms_p99", "eval_gate_acceptance_rate"],
-      "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                            _trigger("eval_gate_acceptance_rate", 0.97, "below")]}, 4, "tokens per second"),
-])
+@pytest.mark.parametrize(
+    "change, points, says",
+    [
+        (
+            {
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("eval_gate_acceptance_rate", 0.97, "above"),
+                ]
+            },
+            4,
+            "roll back when it is below",
+        ),
+        (
+            {
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "below"),
+                    _trigger("eval_gate_acceptance_rate", 0.97, "below"),
+                ]
+            },
+            4,
+            "roll back when it is above",
+        ),
+        (
+            {
+                "rollback_triggers": [
+                    _trigger("output_tok_s", 1000, "above"),
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("eval_gate_acceptance_rate", 0.97, "below"),
+                ]
+            },
+            4,
+            "below 1000",
+        ),
+        (
+            {
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 50_000, "above"),
+                    _trigger("eval_gate_acceptance_rate", 0.97, "below"),
+                ]
+            },
+            4,
+            "no latency",
+        ),
+        (
+            {
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("eval_gate_acceptance_rate", 97, "below"),
+                ]
+            },
+            4,
+            "between 0 and 1",
+        ),
+        (
+            {
+                "metrics": ["ttft_ms_p99", "output_tok_s", "spec_decode_draft_acceptance_rate"],
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("spec_decode_draft_acceptance_rate", 0.6, "below"),
+                ],
+            },
+            3,
+            "draft acceptance",
+        ),
+        (
+            {
+                "metrics": ["ttft_ms_p99", "output_tok_s", "gpu_memory_usage_evaluation"],
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("gpu_memory_usage_evaluation", 0.9, "above"),
+                ],
+            },
+            3,
+            "drift",
+        ),
+        (
+            {
+                "metrics": ["ttft_ms_p99", "eval_gate_acceptance_rate"],
+                "rollback_triggers": [
+                    _trigger("ttft_ms_p99", 500, "above"),
+                    _trigger("eval_gate_acceptance_rate", 0.97, "below"),
+                ],
+            },
+            4,
+            "tokens per second",
+        ),
+    ],
+)
 def test_rollout_triggers_are_checked_against_their_metric(change, points, says):
     got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert got == points and says in feedback, feedback
 
 
-@pytest.mark.parametrize("change", [
-    {"metrics": ["p99 TTFT", "output tok/s", "thumbs-down rate"],
-     "rollback_triggers": [_trigger("p99 TTFT", 500, "above"), _trigger("thumbs-down rate", 0.05, "above")]},
-    {"notify": "eval gate owners, client teams and on-call"},
-    {"metrics": ["ttft_ms_p99", "vllm:generation_tokens_total rate", "eval_gate_acceptance_rate"],
-     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"),
-                           _trigger("vllm:generation_tokens_total rate", 800, "below"),
-                           _trigger("eval_gate_acceptance_rate", 0.97, "below")]},
-    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval perplexity"],
-     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval perplexity", 6.5, "above")]},
-    {"metrics": ["ttft_ms_p99", "output_tok_s", "eval_acceptance_pct"],
-     "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval_acceptance_pct", 97, "below")]},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {
+            "metrics": ["p99 TTFT", "output tok/s", "thumbs-down rate"],
+            "rollback_triggers": [_trigger("p99 TTFT", 500, "above"), _trigger("thumbs-down rate", 0.05, "above")],
+        },
+        {"notify": "eval gate owners, client teams and on-call"},
+        {
+            "metrics": ["ttft_ms_p99", "vllm:generation_tokens_total rate", "eval_gate_acceptance_rate"],
+            "rollback_triggers": [
+                _trigger("ttft_ms_p99", 500, "above"),
+                _trigger("vllm:generation_tokens_total rate", 800, "below"),
+                _trigger("eval_gate_acceptance_rate", 0.97, "below"),
+            ],
+        },
+        {
+            "metrics": ["ttft_ms_p99", "output_tok_s", "eval perplexity"],
+            "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval perplexity", 6.5, "above")],
+        },
+        {
+            "metrics": ["ttft_ms_p99", "output_tok_s", "eval_acceptance_pct"],
+            "rollback_triggers": [_trigger("ttft_ms_p99", 500, "above"), _trigger("eval_acceptance_pct", 97, "below")],
+        },
+    ],
+)
 def test_right_rollout_plans_in_other_words_pass(change):
     got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert got == 5, feedback

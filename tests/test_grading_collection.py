@@ -122,8 +122,15 @@ def test_restore_cells_runs_a_cell_with_a_grade_id_that_is_not_text_as_a_plain_c
         for cell in graded:
             meta = cell.metadata.nbgrader
             gb.add_grade_cell(meta["grade_id"], "nb", "a1", max_score=meta["points"], cell_type=cell.cell_type)
-            gb.add_source_cell(meta["grade_id"], "nb", "a1", cell_type=cell.cell_type, source=cell.source,
-                               locked=True, checksum=meta.get("checksum"))
+            gb.add_source_cell(
+                meta["grade_id"],
+                "nb",
+                "a1",
+                cell_type=cell.cell_type,
+                source=cell.source,
+                locked=True,
+                checksum=meta.get("checksum"),
+            )
     broken.metadata.nbgrader["grade_id"] = ["x"]
     resources = {"nbgrader": {"db_url": db_url, "notebook": "nb", "assignment": "a1", "student": "s1"}}
     nb, resources = trusted.RestoreCells(report_dir=str(tmp_path)).preprocess(nb, resources)

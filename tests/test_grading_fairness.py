@@ -57,9 +57,13 @@ def hidden_points(grade_id: str, **answer) -> float:
 
 # --------------------------------------------------------------------------- numpy values
 
+
 def test_numpy_scalars_are_plain_values_to_every_checker():
-    assert checkers.plain({"a": np.float64(2.5), "b": [np.int64(3), np.True_], "c": np.array([1, 2])}) == \
-        {"a": 2.5, "b": [3, True], "c": [1, 2]}
+    assert checkers.plain({"a": np.float64(2.5), "b": [np.int64(3), np.True_], "c": np.array([1, 2])}) == {
+        "a": 2.5,
+        "b": [3, True],
+        "c": [1, 2],
+    }
     assert checkers.number(np.float64(2.7731), keys.tokens_per_verify_step(0.7, 4)).points == 1
     assert checkers.number(np.int64(320), keys.verified_tokens_per_step(64, 4)).points == 1
     assert checkers.yes_no(np.True_, keys.is_compute_bound(64, 4, "H200")).points == 1
@@ -71,16 +75,23 @@ def test_numpy_answers_earn_full_points_through_the_notebook_cells():
     tokens = (1 - a ** (k + 1)) / (1 - a)  # np.float64
     verified = np.int64(64) * (k + 1)  # np.int64
     bound = verified > np.float64(206.04)  # np.bool_
-    for grade_id, name, value in [("warmup3-tokens", "warmup3_tokens_per_verify_step", tokens),
-                                  ("warmup3-verified", "warmup3_verified_tokens_per_step", verified),
-                                  ("warmup3-bound", "warmup3_compute_bound", bound)]:
+    for grade_id, name, value in [
+        ("warmup3-tokens", "warmup3_tokens_per_verify_step", tokens),
+        ("warmup3-verified", "warmup3_verified_tokens_per_step", verified),
+        ("warmup3-bound", "warmup3_compute_bound", bound),
+    ]:
         visible(grade_id, **{name: value})
         assert hidden_points(grade_id, **{name: value}) == 1, grade_id
 
 
 def test_a_numpy_value_inside_a_dict_answer_is_not_a_zero():
-    practice4 = {"knob": "parallelism", "verdict": "wrong", "configured": np.int64(8),
-                 "gpus_available": np.int64(4), "max_tensor_parallel": np.int64(4)}
+    practice4 = {
+        "knob": "parallelism",
+        "verdict": "wrong",
+        "configured": np.int64(8),
+        "gpus_available": np.int64(4),
+        "max_tensor_parallel": np.int64(4),
+    }
     assert hidden_points("practice4-test", practice4=practice4) == 2
 
 
@@ -95,6 +106,7 @@ def test_visible_number_form_still_rejects_a_non_number():
 
 # --------------------------------------------------------------------------- letters and yes/no
 
+
 @pytest.mark.parametrize("answer", ["No", "no", " NO "])
 def test_practice2_accepts_no_in_any_case(answer):
     visible("practice2-sufficient", practice2_sufficient=answer)
@@ -106,12 +118,15 @@ def test_practice2_yes_is_accepted_as_a_form_and_scores_zero():
     assert hidden_points("practice2-sufficient", practice2_sufficient="Yes") == 0
 
 
-@pytest.mark.parametrize("grade_id, name, right, wrong", [
-    ("practice5-test", "practice5_answer", "(b)", "(c)"),
-    ("practice5-test", "practice5_answer", "B", "a"),
-    ("quiz-test", "quiz_answer", "(C)", "(A)"),
-    ("quiz-test", "quiz_answer", "c", "d"),
-])
+@pytest.mark.parametrize(
+    "grade_id, name, right, wrong",
+    [
+        ("practice5-test", "practice5_answer", "(b)", "(c)"),
+        ("practice5-test", "practice5_answer", "B", "a"),
+        ("quiz-test", "quiz_answer", "(C)", "(A)"),
+        ("quiz-test", "quiz_answer", "c", "d"),
+    ],
+)
 def test_letters_in_brackets_or_either_case(grade_id, name, right, wrong):
     visible(grade_id, **{name: right})
     visible(grade_id, **{name: wrong})
@@ -120,6 +135,7 @@ def test_letters_in_brackets_or_either_case(grade_id, name, right, wrong):
 
 
 # --------------------------------------------------------------------------- warm-up 3
+
 
 @pytest.mark.parametrize("answer, points", [(2.7731, 1), (2.773, 1), (2.77, 1), (2.8, 0), (3.8, 0), (5, 0)])
 def test_warmup3_tokens_tolerance_separates_rounding_from_slips(answer, points):
@@ -140,13 +156,27 @@ def test_warmup3_question_states_the_precision_its_tolerance_needs():
     assert "two figures" in feedback and "three" in feedback
 
 
-@pytest.mark.parametrize("field, value, says", [
-    ("verdict", "no", None), ("slo_met", "no", "True or False"), ("cap_explains_miss", 0, "True or False"),
-    ("slo_miss_ms", "700 ms", "a number"), ("useful_batch_limit", True, "a number"), ("knob", 7, "a string"),
-])
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("verdict", "no", None),
+        ("slo_met", "no", "True or False"),
+        ("cap_explains_miss", 0, "True or False"),
+        ("slo_miss_ms", "700 ms", "a number"),
+        ("useful_batch_limit", True, "a number"),
+        ("knob", 7, "a string"),
+    ],
+)
 def test_practice1_visible_test_checks_each_fields_form(field, value, says):
-    answer = {"knob": "batching", "verdict": "unjustified", "slo_met": False, "slo_miss_ms": 700,
-              "useful_batch_limit": 20, "cap_explains_miss": False, field: value}
+    answer = {
+        "knob": "batching",
+        "verdict": "unjustified",
+        "slo_met": False,
+        "slo_miss_ms": 700,
+        "useful_batch_limit": 20,
+        "cap_explains_miss": False,
+        field: value,
+    }
     if says is None:  # a string verdict is a form the content checker grades
         visible("practice1-test", practice1=answer)
         return
@@ -162,19 +192,39 @@ def test_warmup3_vllm_acceptance_rate_reading_gets_its_own_feedback():
 
 # --------------------------------------------------------------------------- practice 4
 
+
 @pytest.mark.parametrize("knob", ["parallelism", "tp", "TP", "tensor-parallel-size", "tensor parallelism"])
 @pytest.mark.parametrize("configured", [8, "8-way", "8", "TP 8"])
 def test_practice4_accepts_the_ways_learners_name_tp(knob, configured):
-    practice4 = {"knob": knob, "verdict": "wrong", "configured": configured, "gpus_available": 4,
-                 "max_tensor_parallel": 4}
+    practice4 = {
+        "knob": knob,
+        "verdict": "wrong",
+        "configured": configured,
+        "gpus_available": 4,
+        "max_tensor_parallel": 4,
+    }
     assert checkers.fields(practice4, KEYS.PRACTICE4_KEY).points == 2
 
 
-@pytest.mark.parametrize("change", [{"knob": "batching"}, {"configured": "4-way"}, {"configured": "8 or 4"},
-                                    {"max_tensor_parallel": 8}, {"verdict": "unjustified"}])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"knob": "batching"},
+        {"configured": "4-way"},
+        {"configured": "8 or 4"},
+        {"max_tensor_parallel": 8},
+        {"verdict": "unjustified"},
+    ],
+)
 def test_practice4_still_fails_wrong_parts(change):
-    practice4 = {"knob": "tp", "verdict": "wrong", "configured": "8-way", "gpus_available": 4,
-                 "max_tensor_parallel": 4, **change}
+    practice4 = {
+        "knob": "tp",
+        "verdict": "wrong",
+        "configured": "8-way",
+        "gpus_available": 4,
+        "max_tensor_parallel": 4,
+        **change,
+    }
     assert checkers.fields(practice4, KEYS.PRACTICE4_KEY).points < 2
 
 
@@ -191,14 +241,20 @@ AUDIT_KEY = keys.knob_audit(keys.config_path(KEYS.AUDIT_CASE), keys.workload_pat
 def _audit(names: dict[str, str]) -> dict:
     """The reviewer's own verdicts, keyed by the names a learner chose."""
     verdicts = {**AUDIT_KEY["verdicts"], **{k: "wrong" for k in AUDIT_KEY["follows"]}}
-    return {name: {"verdict": verdicts[knob], "because": AUDIT_KEY["reasons"][knob]}
-            for name, knob in names.items()}
+    return {name: {"verdict": verdicts[knob], "because": AUDIT_KEY["reasons"][knob]} for name, knob in names.items()}
 
 
 def test_audit_keyed_by_the_yaml_names_earns_full_points():
-    answer = _audit({"max-num-seqs": "batching", "quantization": "quantization",
-                     "tensor-parallel-size": "parallelism", "speculative_decoding": "speculative_decoding",
-                     "max-model-len": "max_model_len", "gpu-memory-utilization": "gpu_memory_utilization"})
+    answer = _audit(
+        {
+            "max-num-seqs": "batching",
+            "quantization": "quantization",
+            "tensor-parallel-size": "parallelism",
+            "speculative_decoding": "speculative_decoding",
+            "max-model-len": "max_model_len",
+            "gpu-memory-utilization": "gpu_memory_utilization",
+        }
+    )
     points, feedback = checkers.knob_audit(answer, AUDIT_KEY)
     assert points == 4, feedback
     assert "not graded" not in feedback
@@ -225,8 +281,10 @@ PLAN = {
     "canary_hours": 24,
     "stages": [0.05, 0.25, 0.5, 1.0],
     "metrics": ["p99 TTFT", "output tok/s", "eval perplexity"],
-    "rollback_triggers": [{"metric": "p99 TTFT", "threshold": 500, "direction": "Above"},
-                          {"metric": "eval perplexity", "threshold": 6.5, "direction": "ABOVE"}],
+    "rollback_triggers": [
+        {"metric": "p99 TTFT", "threshold": 500, "direction": "Above"},
+        {"metric": "eval perplexity", "threshold": 6.5, "direction": "ABOVE"},
+    ],
     "notify": ["customers on the public API"],
 }
 
@@ -236,32 +294,61 @@ def test_rollout_in_a_learners_words_earns_full_points():
     assert points == 5, feedback
 
 
-@pytest.mark.parametrize("change", [
-    {"metrics": ["ttft_ms_p99", "rps", "kl_divergence_vs_fp16"],
-     "rollback_triggers": [{"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
-                           {"metric": "kl_divergence_vs_fp16", "threshold": 0.05, "direction": "above"}]},
-    {"metrics": ["tpot p99", "requests per second", "KL"],
-     "rollback_triggers": [{"metric": "tpot p99", "threshold": 60, "direction": "above"},
-                           {"metric": "KL", "threshold": 0.05, "direction": "above"}]},
-    {"notify": ["API customers"]},
-    {"notify": ["downstream eval owners", "serving on-call"]},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {
+            "metrics": ["ttft_ms_p99", "rps", "kl_divergence_vs_fp16"],
+            "rollback_triggers": [
+                {"metric": "ttft_ms_p99", "threshold": 500, "direction": "above"},
+                {"metric": "kl_divergence_vs_fp16", "threshold": 0.05, "direction": "above"},
+            ],
+        },
+        {
+            "metrics": ["tpot p99", "requests per second", "KL"],
+            "rollback_triggers": [
+                {"metric": "tpot p99", "threshold": 60, "direction": "above"},
+                {"metric": "KL", "threshold": 0.05, "direction": "above"},
+            ],
+        },
+        {"notify": ["API customers"]},
+        {"notify": ["downstream eval owners", "serving on-call"]},
+    ],
+)
 def test_rollout_synonyms_learners_use(change):
     points, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert points == 5, feedback
 
 
-@pytest.mark.parametrize("change, points, says", [
-    ({"notify": ["serving on-call"]}, 4, "notify"),
-    ({"notify": ["serving team", "SRE on-call"]}, 4, "notify"),
-    # "weekly" holds the letters k-l but is no KL divergence: no drift metric, so no drift trigger either
-    ({"metrics": ["p99 TTFT", "output tok/s", "weekly cost"],
-      "rollback_triggers": [{"metric": "p99 TTFT", "threshold": 500, "direction": "above"},
-                            {"metric": "weekly cost", "threshold": 9, "direction": "above"}]}, 3, "drift"),
-    ({"rollback_triggers": [{"metric": "p99 TTFT", "threshold": 500, "direction": "sideways"},
-                            {"metric": "eval perplexity", "threshold": 6.5, "direction": "above"}]},
-     4, "rollback_triggers"),
-])
+@pytest.mark.parametrize(
+    "change, points, says",
+    [
+        ({"notify": ["serving on-call"]}, 4, "notify"),
+        ({"notify": ["serving team", "SRE on-call"]}, 4, "notify"),
+        # "weekly" holds the letters k-l but is no KL divergence: no drift metric, so no drift trigger either
+        (
+            {
+                "metrics": ["p99 TTFT", "output tok/s", "weekly cost"],
+                "rollback_triggers": [
+                    {"metric": "p99 TTFT", "threshold": 500, "direction": "above"},
+                    {"metric": "weekly cost", "threshold": 9, "direction": "above"},
+                ],
+            },
+            3,
+            "drift",
+        ),
+        (
+            {
+                "rollback_triggers": [
+                    {"metric": "p99 TTFT", "threshold": 500, "direction": "sideways"},
+                    {"metric": "eval perplexity", "threshold": 6.5, "direction": "above"},
+                ]
+            },
+            4,
+            "rollback_triggers",
+        ),
+    ],
+)
 def test_rollout_slips_still_lose_points(change, points, says):
     got, feedback = checkers.rollout_plan({**PLAN, **change}, {"points": 5})
     assert got == points and says in feedback
@@ -269,40 +356,65 @@ def test_rollout_slips_still_lose_points(change, points, says):
 
 # --------------------------------------------------------------------------- the lab's conclusion
 
+
 def _record(method: str, k: int, tok_s: float) -> dict:
     from servelab.measurement import Measurement
 
     output_tokens = 64 * 8
     elapsed = output_tokens / tok_s
     return Measurement(
-        method=method, num_speculative_tokens=k, batch_size=8, workload="copy", output_len=64, num_requests=8,
-        prompt_tokens=400, output_tokens=output_tokens, elapsed_s=round(elapsed, 4), output_tok_s=tok_s,
-        request_throughput=8 / elapsed, ttft_ms_p50=100, ttft_ms_p99=150, tpot_ms_p50=90, tpot_ms_p99=120,
-        model="SmolLM2-135M-Instruct", dtype="float32", hardware="Intel(R) Xeon(R) Processor",
+        method=method,
+        num_speculative_tokens=k,
+        batch_size=8,
+        workload="copy",
+        output_len=64,
+        num_requests=8,
+        prompt_tokens=400,
+        output_tokens=output_tokens,
+        elapsed_s=round(elapsed, 4),
+        output_tok_s=tok_s,
+        request_throughput=8 / elapsed,
+        ttft_ms_p50=100,
+        ttft_ms_p99=150,
+        tpot_ms_p50=90,
+        tpot_ms_p99=120,
+        model="SmolLM2-135M-Instruct",
+        dtype="float32",
+        hardware="Intel(R) Xeon(R) Processor",
     ).to_dict()
 
 
 def _comparison(conclusion: str) -> dict:
-    return {"knob": "speculative_decoding", "slo_metric": "output_tok_s",
-            "measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7)], "better": 0,
-            "conclusion": conclusion}
+    return {
+        "knob": "speculative_decoding",
+        "slo_metric": "output_tok_s",
+        "measurements": [_record("none", 0, 80.5), _record("ngram", 4, 63.7)],
+        "better": 0,
+        "conclusion": conclusion,
+    }
 
 
-@pytest.mark.parametrize("conclusion", [
-    "Speculation cost throughput at batch 8 (63.7 vs 80.5 tok/s), so turn it off for this SLO.",
-    "With n-gram on we got 63.7 tok/s against 80.5 without; the configured choice is wrong, disable it.",
-    "Throughput is the SLO metric and plain decoding wins at batch 8, so the config should not enable it.",
-    "Plain decoding gives 80.5 tok/s against 63.7 with speculation: the SLO is throughput, so plain wins.",
-])
+@pytest.mark.parametrize(
+    "conclusion",
+    [
+        "Speculation cost throughput at batch 8 (63.7 vs 80.5 tok/s), so turn it off for this SLO.",
+        "With n-gram on we got 63.7 tok/s against 80.5 without; the configured choice is wrong, disable it.",
+        "Throughput is the SLO metric and plain decoding wins at batch 8, so the config should not enable it.",
+        "Plain decoding gives 80.5 tok/s against 63.7 with speculation: the SLO is throughput, so plain wins.",
+    ],
+)
 def test_lab_conclusions_that_agree_with_the_pick_pass(conclusion):
     points, feedback = checkers.measured_comparison(_comparison(conclusion), {"points": 4})
     assert points == 4, feedback
 
 
-@pytest.mark.parametrize("conclusion", [
-    "Speculation is the right call here, so keep it on for the fleet.",
-    "The configured choice is right: enable n-gram speculation at batch 8.",
-])
+@pytest.mark.parametrize(
+    "conclusion",
+    [
+        "Speculation is the right call here, so keep it on for the fleet.",
+        "The configured choice is right: enable n-gram speculation at batch 8.",
+    ],
+)
 def test_lab_conclusion_that_contradicts_the_pick_fails(conclusion):
     points, feedback = checkers.measured_comparison(_comparison(conclusion), {"points": 4})
     assert points == 3 and "recommends speculation on" in feedback

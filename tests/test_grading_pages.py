@@ -86,59 +86,67 @@ def hostile_html(canary: str, where: str) -> str:
     """HTML that tries every way a page can be made to run, load or navigate."""
     js = lambda tag: payload_js(canary, f"{where}-{tag}")  # noqa: E731
     data_page = "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg=="
-    return "\n".join([
-        f"<script>{js('script')}</script>",
-        f'<img src="x" onerror="{js("img-onerror")}">',
-        f'<body onload="{js("body-onload")}">',
-        f'<svg onload="{js("svg-onload")}"><circle r="4"/></svg>',
-        f"<svg><script>{js('svg-script')}</script></svg>",
-        f'<a href="javascript:{js("js-link")}">a javascript: link</a>',
-        f'<a href="{data_page}">a data: link</a>',
-        f'<iframe src="{canary}/iframe"></iframe>',
-        f'<iframe srcdoc="<script>{js("srcdoc")}</script>"></iframe>',
-        f'<meta http-equiv="refresh" content="0;url={canary}/meta-refresh">',
-        f'<base href="{canary}/base/">',
-        f'<style>@import url("{canary}/import.css"); body {{ background: url("{canary}/bg.png") }}</style>',
-        f"<div style=\"background-image: url('{canary}/style-attribute.png')\">a styled div</div>",
-        f'<link rel="stylesheet" href="{canary}/link.css">',
-        f'<object data="{canary}/object"></object><embed src="{canary}/embed">',
-        f'<form action="{canary}/form"><input autofocus onfocus="{js("autofocus")}"><button>go</button></form>',
-        f'<img src="{canary}/remote.png"><input type="image" src="{canary}/input-image">',
-        f'<details open ontoggle="{js("ontoggle")}"><summary>details</summary></details>',
-        f'<video><source onerror="{js("video-onerror")}"></video>',
-        f"<math><mtext><table><mglyph><style><img src=x onerror=\"{js('mxss')}\">",
-        f'<noscript><p title="</noscript><img src=x onerror={js("noscript")}>"></noscript>',
-    ])
+    return "\n".join(
+        [
+            f"<script>{js('script')}</script>",
+            f'<img src="x" onerror="{js("img-onerror")}">',
+            f'<body onload="{js("body-onload")}">',
+            f'<svg onload="{js("svg-onload")}"><circle r="4"/></svg>',
+            f"<svg><script>{js('svg-script')}</script></svg>",
+            f'<a href="javascript:{js("js-link")}">a javascript: link</a>',
+            f'<a href="{data_page}">a data: link</a>',
+            f'<iframe src="{canary}/iframe"></iframe>',
+            f'<iframe srcdoc="<script>{js("srcdoc")}</script>"></iframe>',
+            f'<meta http-equiv="refresh" content="0;url={canary}/meta-refresh">',
+            f'<base href="{canary}/base/">',
+            f'<style>@import url("{canary}/import.css"); body {{ background: url("{canary}/bg.png") }}</style>',
+            f"<div style=\"background-image: url('{canary}/style-attribute.png')\">a styled div</div>",
+            f'<link rel="stylesheet" href="{canary}/link.css">',
+            f'<object data="{canary}/object"></object><embed src="{canary}/embed">',
+            f'<form action="{canary}/form"><input autofocus onfocus="{js("autofocus")}"><button>go</button></form>',
+            f'<img src="{canary}/remote.png"><input type="image" src="{canary}/input-image">',
+            f'<details open ontoggle="{js("ontoggle")}"><summary>details</summary></details>',
+            f'<video><source onerror="{js("video-onerror")}"></video>',
+            f'<math><mtext><table><mglyph><style><img src=x onerror="{js("mxss")}">',
+            f'<noscript><p title="</noscript><img src=x onerror={js("noscript")}>"></noscript>',
+        ]
+    )
 
 
 def hostile_markdown(canary: str, where: str) -> str:
     """The learner's own readable markdown, then markdown's own ways to link and load, then raw HTML."""
-    return "\n\n".join([
-        "## My working, in my own words",
-        "The cache grows with the **tokens in flight**; note that `a < b` here.",
-        "| batch | tokens |\n|---|---|\n| 8 | 128 |",
-        f"![a remote picture]({canary}/markdown-image.png) and [a markdown link](javascript:{payload_js(canary, where + '-md-link')})",
-        hostile_html(canary, where),
-    ])
+    return "\n\n".join(
+        [
+            "## My working, in my own words",
+            "The cache grows with the **tokens in flight**; note that `a < b` here.",
+            "| batch | tokens |\n|---|---|\n| 8 | 128 |",
+            f"![a remote picture]({canary}/markdown-image.png) and [a markdown link](javascript:{payload_js(canary, where + '-md-link')})",
+            hostile_html(canary, where),
+        ]
+    )
 
 
 def hostile_outputs_cell(canary: str) -> str:
     """A code cell whose outputs carry HTML, SVG, JavaScript, markdown, a widget and file-naming metadata."""
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "svg-output-onload")}">'
-           f'<script>{payload_js(canary, "svg-output-script")}</script><image href="{canary}/svg-image.png"/></svg>')
-    return "\n".join([
-        "from IPython.display import HTML, SVG, Javascript, Markdown, display, publish_display_data",
-        f"display(HTML({json.dumps(hostile_html(canary, 'html-output'))}))",
-        f"display(HTML({json.dumps(hostile_html(canary, 'isolated-output'))}, metadata={{'isolated': True}}))",
-        f"display(SVG({json.dumps(svg)}))",
-        f"display(Javascript({json.dumps(payload_js(canary, 'javascript-output'))}))",
-        f"display(Markdown({json.dumps(hostile_markdown(canary, 'markdown-output'))}))",
-        f"publish_display_data({{'image/png': {PNG_1PX!r}, 'text/plain': 'a picture'}},",
-        f"                     metadata={{'filenames': {{'image/png': '{canary}/filenames.png'}}}})",
-        "publish_display_data({'application/vnd.jupyter.widget-view+json': {'model_id': 'x', 'version_major': 2,",
-        "                      'version_minor': 0}, 'text/plain': 'a widget'})",
-        f"print({json.dumps('<script>' + payload_js(canary, 'stream') + '</script>')})",
-    ])
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "svg-output-onload")}">'
+        f'<script>{payload_js(canary, "svg-output-script")}</script><image href="{canary}/svg-image.png"/></svg>'
+    )
+    return "\n".join(
+        [
+            "from IPython.display import HTML, SVG, Javascript, Markdown, display, publish_display_data",
+            f"display(HTML({json.dumps(hostile_html(canary, 'html-output'))}))",
+            f"display(HTML({json.dumps(hostile_html(canary, 'isolated-output'))}, metadata={{'isolated': True}}))",
+            f"display(SVG({json.dumps(svg)}))",
+            f"display(Javascript({json.dumps(payload_js(canary, 'javascript-output'))}))",
+            f"display(Markdown({json.dumps(hostile_markdown(canary, 'markdown-output'))}))",
+            f"publish_display_data({{'image/png': {PNG_1PX!r}, 'text/plain': 'a picture'}},",
+            f"                     metadata={{'filenames': {{'image/png': '{canary}/filenames.png'}}}})",
+            "publish_display_data({'application/vnd.jupyter.widget-view+json': {'model_id': 'x', 'version_major': 2,",
+            "                      'version_minor': 0}, 'text/plain': 'a widget'})",
+            f"print({json.dumps('<script>' + payload_js(canary, 'stream') + '</script>')})",
+        ]
+    )
 
 
 def hostile_submission(canary: str) -> nbformat.NotebookNode:
@@ -148,12 +156,17 @@ def hostile_submission(canary: str) -> nbformat.NotebookNode:
     for cell in nb.cells:
         if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "warmup1-explain":
             cell.source += "\n\n" + hostile_markdown(canary, "answer")
-    svg = f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "attachment-svg")}"><circle r="4"/></svg>'
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary, "attachment-svg")}"><circle r="4"/></svg>'
+    )
     attached = nbformat.v4.new_markdown_cell(
         "![an attached svg](attachment:figure.svg) ![an attached page](attachment:page.html)\n\n"
         + hostile_markdown(canary, "markdown"),
-        attachments={"figure.svg": {"image/svg+xml": base64.b64encode(svg.encode()).decode()},
-                     "page.html": {"text/html": base64.b64encode(hostile_html(canary, "attachment").encode()).decode()}})
+        attachments={
+            "figure.svg": {"image/svg+xml": base64.b64encode(svg.encode()).decode()},
+            "page.html": {"text/html": base64.b64encode(hostile_html(canary, "attachment").encode()).decode()},
+        },
+    )
     raw = nbformat.v4.new_raw_cell(hostile_html(canary, "raw"), metadata={"raw_mimetype": "text/html"})
     nb.cells[2:2] = [attached, raw, nbformat.v4.new_code_cell(hostile_outputs_cell(canary))]
     return nb
@@ -183,8 +196,15 @@ def graded(tmp_path_factory, canary):
     subs.mkdir(parents=True)
     shutil.copy(REPO / "grading" / "submissions" / LESSON.name / "perfect.ipynb", subs / "perfect.ipynb")
     nbformat.write(hostile_submission(canary.url), subs / "hostile.ipynb")
-    results = pipeline.run(subs.parent, instructor / "grading" / "course", tmp / "out", assignments=[LESSON],
-                           cell_timeout=30, submission_timeout=240, log=lambda *a: None)
+    results = pipeline.run(
+        subs.parent,
+        instructor / "grading" / "course",
+        tmp / "out",
+        assignments=[LESSON],
+        cell_timeout=30,
+        submission_timeout=240,
+        log=lambda *a: None,
+    )
     by_student = {g.student: g for g in results}
     assert all(g.status == "graded" for g in results), [g.log_tail for g in results]
     return {"results": by_student, "instructor": instructor, "out": tmp / "out"}
@@ -235,7 +255,7 @@ def page_state(page) -> dict:
 
 
 def same_origin_paths(requested: list[str], origin: str, submission_id: str | None = None) -> set[str]:
-    paths = {u[len(origin):].split("?")[0] for u in requested if u.startswith(origin)}
+    paths = {u[len(origin) :].split("?")[0] for u in requested if u.startswith(origin)}
     return {p.replace(submission_id, "<id>") for p in paths} if submission_id else paths
 
 
@@ -299,18 +319,19 @@ def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded,
     ids = {s: submission_id(graded, s) for s in ("perfect", "hostile")}
     views = {}
     for student in ("perfect", "hostile"):
-        page, requested = open_and_record(browser, f"{origin}/formgrader/submissions/{ids[student]}/", origin,
-                                          canary.url)
+        page, requested = open_and_record(
+            browser, f"{origin}/formgrader/submissions/{ids[student]}/", origin, canary.url
+        )
         views[student] = (page, requested, page_state(page))
     clean, clean_requests, clean_state = views["perfect"]
     page, requested, state = views["hostile"]
     assert canary.hits == [], canary.hits
     assert state["title"] == clean_state["title"] == LESSON.notebook_id and state["pwned"] is None
     assert state["handlers"] == 0 and state["dangerous"] == 0 and state["urls"] == [], state
-    assert same_origin_paths(requested, origin, ids["hostile"]) <= same_origin_paths(clean_requests, origin,
-                                                                                     ids["perfect"])
-    assert {u for u in requested if not u.startswith(origin)} <= {u for u in clean_requests
-                                                                  if not u.startswith(origin)}
+    assert same_origin_paths(requested, origin, ids["hostile"]) <= same_origin_paths(
+        clean_requests, origin, ids["perfect"]
+    )
+    assert {u for u in requested if not u.startswith(origin)} <= {u for u in clean_requests if not u.startswith(origin)}
     # formgrader's own page still works: a score box per graded cell, showing the autograde its script fetched.
     auto_scores = "() => Array.from(document.querySelectorAll('input.score')).map(e => e.placeholder)"
     scores = page.evaluate(auto_scores)
@@ -326,14 +347,17 @@ def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded,
 def test_a_file_handed_in_beside_the_notebook_runs_nothing_in_formgrader(graded, formgrader, browser, canary):
     """formgrader serves the submission's folder (all that `nbgrader collect` took in) at <id>/<path>."""
     folder = graded["instructor"] / "grading" / "course" / "autograded" / "hostile" / LESSON.name
-    (folder / "report.html").write_text("<html><head><title>report</title></head><body>"
-                                        + hostile_html(canary.url, "file") + "</body></html>")
-    (folder / "figure.svg").write_text(f'<svg xmlns="http://www.w3.org/2000/svg" onload="'
-                                       f'{payload_js(canary.url, "file-svg")}"><circle r="4"/></svg>')
+    (folder / "report.html").write_text(
+        "<html><head><title>report</title></head><body>" + hostile_html(canary.url, "file") + "</body></html>"
+    )
+    (folder / "figure.svg").write_text(
+        f'<svg xmlns="http://www.w3.org/2000/svg" onload="{payload_js(canary.url, "file-svg")}"><circle r="4"/></svg>'
+    )
     origin = formgrader.base_url
     for name in ("report.html", "figure.svg"):
-        page, requested = open_and_record(browser, f"{origin}/formgrader/submissions/{submission_id(graded, 'hostile')}/"
-                                          f"{name}", origin, canary.url)
+        page, requested = open_and_record(
+            browser, f"{origin}/formgrader/submissions/{submission_id(graded, 'hostile')}/{name}", origin, canary.url
+        )
         assert page.response.ok and page.response.headers["content-security-policy"].startswith("sandbox"), name
         assert page.evaluate("() => window.__pwned === undefined") and page.title() != "pwned", name
         page.close()
@@ -360,14 +384,22 @@ def _render_plainly_and_open(graded, browser, canary, tmp_path) -> dict:
     autograded = graded["instructor"] / "grading" / "course" / "autograded" / "hostile" / LESSON.name
     fired = {}
     for template in ("feedback", "formgrade"):
-        exporter = HTMLExporter(template_name=template, extra_template_basedirs=[handlers.template_path],
-                                extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap"
-                                                          / "dist" / "css")])  # as generate_feedback sets it
+        exporter = HTMLExporter(
+            template_name=template,
+            extra_template_basedirs=[handlers.template_path],
+            extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap" / "dist" / "css")],
+        )  # as generate_feedback sets it
         nb = nbformat.read(autograded / LESSON.notebook, as_version=4)
         for cell in nb.cells:  # plain cells: the templates' grading panels need the gradebook's values
             cell.metadata.pop("nbgrader", None)
-        html, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {
-            "notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0}, "index": 0, "total": 1})
+        html, _ = exporter.from_notebook_node(
+            nb,
+            resources={
+                "nbgrader": {"notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0},
+                "index": 0,
+                "total": 1,
+            },
+        )
         path = tmp_path / f"{template}.html"
         path.write_text(html)
         before = len(canary.hits)
@@ -379,15 +411,23 @@ def _render_plainly_and_open(graded, browser, canary, tmp_path) -> dict:
 
 def test_the_sanitizer_keeps_what_a_learner_writes():
     """Unit: the policy keeps text, tables, code highlighting and data: images; drops what runs or loads."""
-    kept = safe_html.sanitize('<h2 id="x">Title</h2><table><tr><td>1</td></tr></table>'
-                              '<div class="highlight navbar"><span class="k btn">def</span></div>'
-                              f'<img src="data:image/png;base64,{PNG_1PX}"><a href="https://docs.vllm.ai">docs</a>')
+    kept = safe_html.sanitize(
+        '<h2 id="x">Title</h2><table><tr><td>1</td></tr></table>'
+        '<div class="highlight navbar"><span class="k btn">def</span></div>'
+        f'<img src="data:image/png;base64,{PNG_1PX}"><a href="https://docs.vllm.ai">docs</a>'
+    )
     assert "<h2>Title</h2>" in kept and "<td>1</td>" in kept
     assert 'class="highlight"' in kept and 'class="k"' in kept and "navbar" not in kept and "btn" not in kept
     assert f"base64,{PNG_1PX}" in kept and 'href="https://docs.vllm.ai"' in kept
-    for bad in ('<img src="http://127.0.0.1:9/x.png">', '<a href="evil.html">x</a>', '<a href="javascript:x()">x</a>',
-                '<p style="color:red">x</p>', '<base href="http://x/">', '<img src="data:text/html,x">'):
-        assert not re.search(r'(src|href|style)=', safe_html.sanitize(bad)), bad
+    for bad in (
+        '<img src="http://127.0.0.1:9/x.png">',
+        '<a href="evil.html">x</a>',
+        '<a href="javascript:x()">x</a>',
+        '<p style="color:red">x</p>',
+        '<base href="http://x/">',
+        '<img src="data:text/html,x">',
+    ):
+        assert not re.search(r"(src|href|style)=", safe_html.sanitize(bad)), bad
 
 
 def test_the_policy_covers_formgraders_submission_pages_only():
@@ -411,11 +451,15 @@ def test_the_class_hub_gives_instructors_the_page_policy(tmp_path, monkeypatch):
 
     from servelab.classroom.hub import ClassSettings
 
-    (tmp_path / "class.json").write_text(ClassSettings(state=tmp_path, instructors=["grace"], students=["ada"]).to_json())
+    (tmp_path / "class.json").write_text(
+        ClassSettings(state=tmp_path, instructors=["grace"], students=["ada"]).to_json()
+    )
     monkeypatch.setenv("SERVELAB_CLASS_STATE", str(tmp_path))
     c = Config()
-    exec(compile((REPO / "class" / "jupyterhub_config.py").read_text(), "jupyterhub_config.py", "exec"),
-         {"get_config": lambda: c, "__file__": str(REPO / "class" / "jupyterhub_config.py")})
+    exec(
+        compile((REPO / "class" / "jupyterhub_config.py").read_text(), "jupyterhub_config.py", "exec"),
+        {"get_config": lambda: c, "__file__": str(REPO / "class" / "jupyterhub_config.py")},
+    )
     paths = {}
     for name in ("grace", "ada"):
         spawner = SimpleNamespace(user=SimpleNamespace(name=name), environment={})
@@ -439,16 +483,33 @@ def test_math_reaches_mathjax_only_through_its_safe_extension():
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
     math = r"$$\href{javascript:window.PWN=1}{x}$$"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-        math + '\n\n<script type="text/x-mathjax-config">MathJax.Hub.Config({Safe: {allow: {URLs: "all"}}})</script>'
-        '\n\n<script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML"></script>')])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell(
+                math
+                + '\n\n<script type="text/x-mathjax-config">MathJax.Hub.Config({Safe: {allow: {URLs: "all"}}})</script>'
+                '\n\n<script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML"></script>'
+            )
+        ]
+    )
     for template in ("feedback", "formgrade"):
-        exporter = HTMLExporter(config=config, template_name=template, extra_template_basedirs=[handlers.template_path],
-                                extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap"
-                                                          / "dist" / "css")])
-        html, _ = exporter.from_notebook_node(nb, resources={"nbgrader": {
-            "notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0}, "index": 0, "total": 1})
+        exporter = HTMLExporter(
+            config=config,
+            template_name=template,
+            extra_template_basedirs=[handlers.template_path],
+            extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap" / "dist" / "css")],
+        )
+        html, _ = exporter.from_notebook_node(
+            nb,
+            resources={
+                "nbgrader": {"notebook": LESSON.notebook_id, "score": 0, "max_score": 0, "late_penalty": 0},
+                "index": 0,
+                "total": 1,
+            },
+        )
         loads = [src for src in re.findall(r'<script[^>]*\ssrc="([^"]*)"', html) if "mathjax" in src.lower()]
-        assert loads == ["https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"]
+        assert loads == [
+            "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX-AMS_CHTML-full,Safe"
+        ]
         assert html.count("text/x-mathjax-config") == 1 and '"all"' not in html, template  # the template's own only
         assert math in html, template  # the math is left as text: MathJax, with Safe, draws it

@@ -25,7 +25,9 @@ def graded(tmp_path_factory):
     dying = nbformat.read(subs / "lesson25" / "partial.ipynb", as_version=4)
     dying.cells[1].source = "import os\nos._exit(1)"
     nbformat.write(dying, subs / "lesson25" / "kernel_dies.ipynb")
-    results = pipeline.run(subs, tmp / "course", tmp / "out", cell_timeout=10, submission_timeout=240, log=lambda *a: None)
+    results = pipeline.run(
+        subs, tmp / "course", tmp / "out", cell_timeout=10, submission_timeout=240, log=lambda *a: None
+    )
     return {(g.assignment, g.student): g for g in results}, tmp / "out"
 
 
@@ -89,9 +91,13 @@ def test_feedback_shows_the_checkers_words_not_the_hidden_tests(graded):
     pages = list((out / "feedback" / "lesson25").glob("*.html"))
     assert len(pages) >= len(EXPECTED["lesson25"])
     source = nbformat.read(course.get("lesson25").source, as_version=4)
-    hidden_lines = {line.strip() for c in source.cells if "### BEGIN HIDDEN TESTS" in c.source
-                    for line in c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].split("\n")
-                    if len(line.strip()) > 12}
+    hidden_lines = {
+        line.strip()
+        for c in source.cells
+        if "### BEGIN HIDDEN TESTS" in c.source
+        for line in c.source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0].split("\n")
+        if len(line.strip()) > 12
+    }
     assert hidden_lines
     for page in pages:
         html = page.read_text()

@@ -25,10 +25,22 @@ from servelab.grading import course, pipeline, sandbox, samples
 from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")
-HONEST = {"aaa_perfect": "perfect", "aab_partial": "partial", "zzz_empty": "empty"}  # graded before and after the attackers
+HONEST = {
+    "aaa_perfect": "perfect",
+    "aab_partial": "partial",
+    "zzz_empty": "empty",
+}  # graded before and after the attackers
 # The tests before the practice section: the warm-ups and the prediction of which claims are wrong.
-WARMUPS = {"warmup1-per-token", "warmup1-batch", "warmup2-ridge", "warmup2-tokens", "warmup3-tokens",
-           "warmup3-verified", "warmup3-bound", "predict-test"}
+WARMUPS = {
+    "warmup1-per-token",
+    "warmup1-batch",
+    "warmup2-ridge",
+    "warmup2-tokens",
+    "warmup3-tokens",
+    "warmup3-verified",
+    "warmup3-bound",
+    "predict-test",
+}
 
 
 def _listener():
@@ -59,22 +71,34 @@ PORT, CONNECTIONS, STOP = _listener()
 # name -> (where the code goes, code, words the flags must contain, which tests still count)
 # where: an answer cell's grade_id (the code runs after that answer), "before-practice" or "end" (a new cell).
 ATTACKS = {
-    "child_reads_course": ("practice5-answer", r'''
+    "child_reads_course": (
+        "practice5-answer",
+        r"""
 import subprocess, re
 found = subprocess.run("find / -maxdepth 6 -not -path '/proc/*' -not -path '/usr/*' \\( -name '*.ipynb' "
                        "-o -name '*.db' -o -name 'lesson25.py' \\) 2>/dev/null | head -50 | xargs -r cat 2>/dev/null",
                        shell=True, capture_output=True, text=True).stdout
 letters = re.findall(r"'correct': '([a-d])'", found)
 practice5_answer = letters[0] if letters else practice5_answer
-''', ["starts processes"], "all"),
-    "import_the_lesson_builder": ("practice5-answer", '''
+""",
+        ["starts processes"],
+        "all",
+    ),
+    "import_the_lesson_builder": (
+        "practice5-answer",
+        """
 try:
     from servelab.grading import lesson25, samples
     exec(samples.solutions(lesson25.build())["practice5-answer"])
 except ImportError as exc:
     print("no lesson builder here:", exc)
-''', ["imports the grading package"], "all"),
-    "child_writes_gradebook": ("warmup1-answer", r'''
+""",
+        ["imports the grading package"],
+        "all",
+    ),
+    "child_writes_gradebook": (
+        "warmup1-answer",
+        r'''
 import subprocess, sys
 subprocess.run([sys.executable, "-c", """
 import glob, sqlite3
@@ -89,8 +113,13 @@ for path in paths:
     except Exception:
         pass
 """], timeout=60)
-''', ["starts processes", "opens a database"], "all"),
-    "network_out": ("warmup2-answer", f'''
+''',
+        ["starts processes", "opens a database"],
+        "all",
+    ),
+    "network_out": (
+        "warmup2-answer",
+        f"""
 import socket, urllib.request
 for target in [("127.0.0.1", {PORT}), ("10.0.0.1", 80), ("1.1.1.1", 443)]:
     try:
@@ -101,34 +130,59 @@ try:
     urllib.request.urlopen("http://example.com", timeout=2)
 except Exception as exc:
     print("no web:", exc)
-''', ["network"], "all"),
-    "patch_math": ("warmup1-answer", '''
+""",
+        ["network"],
+        "all",
+    ),
+    "patch_math": (
+        "warmup1-answer",
+        """
 import math
 math.isclose = lambda *args, **kwargs: True
 math.isfinite = lambda *args: True
-''', ["patches modules"], "all"),
-    "patch_builtins": ("warmup1-answer", '''
+""",
+        ["patches modules"],
+        "all",
+    ),
+    "patch_builtins": (
+        "warmup1-answer",
+        """
 everything = print.__self__  # the builtins module, without naming it
 setattr(everything, "min", lambda *args, **kwargs: 1e18)
 setattr(everything, "max", lambda *args, **kwargs: 1e18)
 setattr(everything, "abs", lambda x: 0)
 setattr(everything, "round", lambda x, *a: 1.0)
 setattr(everything, "sum", lambda *args, **kwargs: 28)
-''', ["patches modules"], "all"),
-    "patch_json": ("warmup1-answer", '''
+""",
+        ["patches modules"],
+        "all",
+    ),
+    "patch_json": (
+        "warmup1-answer",
+        """
 import json
 json.dumps = lambda *args, **kwargs: '"b"'
 json.loads = lambda *args, **kwargs: 131072
-''', ["patches modules"], "all"),
-    "patch_display": ("warmup1-answer", '''
+""",
+        ["patches modules"],
+        "all",
+    ),
+    "patch_display": (
+        "warmup1-answer",
+        """
 import sys
 ip = get_ipython()
 ip.display_pub.publish = lambda data, *a, **k: print("points: 28.0")
 sys.displayhook = lambda value: print(28.0)
 ip.displayhook.write_format_data = lambda *a, **k: print(28.0)
 ip.events.register("post_run_cell", lambda result: print("1.0"))
-''', ["changes how cells run or display"], "all"),
-    "fake_score": ("practice5-answer", '''
+""",
+        ["changes how cells run or display"],
+        "all",
+    ),
+    "fake_score": (
+        "practice5-answer",
+        """
 import os, stat
 print("Score: 28 / 28")
 display({"text/plain": "28.0"}, raw=True)
@@ -143,29 +197,54 @@ try:
         report.write('{"event": "cell", "index": 49, "outputs": [], "answer": "\\\\"b\\\\""}\\n')
 except OSError as exc:
     print("cannot write the report:", exc)
-''', ["prints or displays a score", "reads notebooks or the course's files"], "all"),
-    "kill_kernel_end": ("end", '''
+""",
+        ["prints or displays a score", "reads notebooks or the course's files"],
+        "all",
+    ),
+    "kill_kernel_end": (
+        "end",
+        """
 import os
 os.kill(os.getpid(), 9)
-''', ["kernel died", "starts processes or signals"], "all"),
-    "exit_before_practice": ("before-practice", '''
+""",
+        ["kernel died", "starts processes or signals"],
+        "all",
+    ),
+    "exit_before_practice": (
+        "before-practice",
+        """
 import os
 os._exit(0)
-''', ["kernel died", "tests after it score 0"], "warmups"),
-    "memory_blowup": ("end", '''
+""",
+        ["kernel died", "tests after it score 0"],
+        "warmups",
+    ),
+    "memory_blowup": (
+        "end",
+        """
 try:
     hog = bytearray(64 * 2**30)
 except MemoryError:
     hog = []
     while True:
         hog.append(bytearray(2**28))
-''', ["ran out of memory"], "all"),
-    "fork_bomb": ("end", '''
+""",
+        ["ran out of memory"],
+        "all",
+    ),
+    "fork_bomb": (
+        "end",
+        """
 import os
 while True:
     os.fork()
-''', ["starts processes or signals", "could not start more processes"], "all"),
-    "fill_disk": ("warmup1-answer", '''
+""",
+        ["starts processes or signals", "could not start more processes"],
+        "all",
+    ),
+    "fill_disk": (
+        "warmup1-answer",
+        """
 import os
 for folder in ["/opt/servelab", "/usr", os.path.dirname(os.__file__)]:
     try:
@@ -175,20 +254,38 @@ for folder in ["/opt/servelab", "/usr", os.path.dirname(os.__file__)]:
 with open("filler.bin", "wb") as f:
     while True:
         f.write(b"x" * 2**20)
-''', ["file past the size limit"], "all"),
-    "output_line_200mb": ("warmup2-answer", '''
+""",
+        ["file past the size limit"],
+        "all",
+    ),
+    "output_line_200mb": (
+        "warmup2-answer",
+        """
 print("x" * 200_000_000)
-''', ["output cut"], "all"),
-    "sleep_in_answer": ("warmup2-answer", '''
+""",
+        ["output cut"],
+        "all",
+    ),
+    "sleep_in_answer": (
+        "warmup2-answer",
+        """
 import time
 time.sleep(10**6)
-''', ["time limit"], "all"),
-    "sleep_ignoring_interrupts": ("before-practice", '''
+""",
+        ["time limit"],
+        "all",
+    ),
+    "sleep_ignoring_interrupts": (
+        "before-practice",
+        """
 import signal, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 while True:
     time.sleep(1)
-''', ["timed out", "time limit", "starts processes or signals"], "warmups"),
+""",
+        ["timed out", "time limit", "starts processes or signals"],
+        "warmups",
+    ),
 }
 
 
@@ -230,11 +327,18 @@ def _tamper_replace(nb):
 
 TAMPERING = {
     "meta_points_and_lock": (_tamper_points, ["'warmup1-per-token' was changed (locked, points, source)"]),
-    "meta_grade_ids": (_tamper_ids, ["extra graded cell 'free-points'", "'warmup1-batch' was changed (source)",
-                                     "'warmup1-per-token' was missing"]),
-    "meta_extra_graded_cells": (_tamper_extra, ["extra graded cell 'bonus'", "answer cell 'warmup1-answer' was changed (grade, points)"]),
-    "meta_tests_deleted_or_replaced": (_tamper_replace, ["'warmup1-per-token' was missing",
-                                                         "'warmup1-batch' was changed (cell type, source)"]),
+    "meta_grade_ids": (
+        _tamper_ids,
+        ["extra graded cell 'free-points'", "'warmup1-batch' was changed (source)", "'warmup1-per-token' was missing"],
+    ),
+    "meta_extra_graded_cells": (
+        _tamper_extra,
+        ["extra graded cell 'bonus'", "answer cell 'warmup1-answer' was changed (grade, points)"],
+    ),
+    "meta_tests_deleted_or_replaced": (
+        _tamper_replace,
+        ["'warmup1-per-token' was missing", "'warmup1-batch' was changed (cell type, source)"],
+    ),
 }
 
 
@@ -244,7 +348,9 @@ def _with_attack(nb, where: str, code: str):
     if where == "end":
         nb.cells.append(nbformat.v4.new_code_cell(code))
     elif where == "before-practice":
-        at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "practice1-answer")
+        at = next(
+            i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "practice1-answer"
+        )
         nb.cells.insert(at, nbformat.v4.new_code_cell(code))
     else:
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == where)
@@ -278,10 +384,24 @@ def graded(tmp_path_factory):
     _write_class(tmp / "honest", {})
     _write_class(tmp / "hostile", attackers)
     quiet = lambda *a: None  # noqa: E731
-    pipeline.run(tmp / "honest", tmp / "course-honest", tmp / "out-honest", assignments=[LESSON],
-                 cell_timeout=8, submission_timeout=30, log=quiet)
-    results = pipeline.run(tmp / "hostile", tmp / "course-hostile", tmp / "out-hostile", assignments=[LESSON],
-                           cell_timeout=8, submission_timeout=30, log=quiet)
+    pipeline.run(
+        tmp / "honest",
+        tmp / "course-honest",
+        tmp / "out-honest",
+        assignments=[LESSON],
+        cell_timeout=8,
+        submission_timeout=30,
+        log=quiet,
+    )
+    results = pipeline.run(
+        tmp / "hostile",
+        tmp / "course-hostile",
+        tmp / "out-hostile",
+        assignments=[LESSON],
+        cell_timeout=8,
+        submission_timeout=30,
+        log=quiet,
+    )
     STOP.set()
     return {g.student: g for g in results}, tmp
 
@@ -302,7 +422,9 @@ def test_an_attack_scores_what_its_answers_score_and_is_flagged(graded, attack):
     assert g.status == "graded", g.log_tail
     counted = ATTACKS[attack][3] if attack in ATTACKS else "all"
     expected = {k: (v if counted == "all" or k in WARMUPS else 0.0) for k, v in partial.tests.items()}
-    assert g.tests == pytest.approx(expected), {k: (g.tests.get(k), v) for k, v in expected.items() if g.tests.get(k) != v}
+    assert g.tests == pytest.approx(expected), {
+        k: (g.tests.get(k), v) for k, v in expected.items() if g.tests.get(k) != v
+    }
     assert g.score == pytest.approx(sum(expected.values()))
     words = ATTACKS[attack][2] if attack in ATTACKS else TAMPERING[attack][1]
     text = " | ".join(g.flags) + " | run: " + g.run
@@ -326,17 +448,36 @@ def test_grading_refuses_to_run_without_the_sandbox_and_names_the_fix(tmp_path, 
         sandbox.check()
     (tmp_path / "subs" / LESSON.name).mkdir(parents=True)
     env = {"PATH": "/usr/bin:/bin", "SERVELAB_BWRAP": "/bin/false", "PYTHONPATH": str(REPO_DIR / "src")}
-    result = subprocess.run([sys.executable, "-m", "servelab.grading.pipeline", "--submissions", str(tmp_path / "subs"),
-                             "--course", str(tmp_path / "course"), "--out", str(tmp_path / "out"), LESSON.name],
-                            capture_output=True, text=True, env=env, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "servelab.grading.pipeline",
+            "--submissions",
+            str(tmp_path / "subs"),
+            "--course",
+            str(tmp_path / "course"),
+            "--out",
+            str(tmp_path / "out"),
+            LESSON.name,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "could not make the sandbox" in result.stderr and "--trusted" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_trusted_flag_runs_the_same_capture_without_the_sandbox():
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 6 * 7"), nbformat.v4.new_code_cell(
-        "from servelab.grading.capture import capture as _c\n_c('t', {'x': x})")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("x = 6 * 7"),
+            nbformat.v4.new_code_cell("from servelab.grading.capture import capture as _c\n_c('t', {'x': x})"),
+        ]
+    )
     nb.cells[1].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1, "locked": True}
     run = sandbox.execute(nb, cell_timeout=30, run_timeout=120, trusted=True)
     assert run.status == "ok" and not run.sandboxed and run.answers == {1: '{"x": 42}'}

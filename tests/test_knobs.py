@@ -28,11 +28,16 @@ def test_a_setting_changes_one_server_argument_and_baselines_share_a_server():
     small = knobs.resolve("kv_cache", "kv_cache=16MiB")
     assert small.setting_value("--kv-cache-memory-bytes") == str(16 << 20)
     # the baseline of every knob is the same command line, so one warm server serves them all
-    baselines = {knobs.resolve(k, s).server_key for k, s in (("batching", "max_num_seqs=256"),
-                                                             ("prefix_caching", "prefix caching off"),
-                                                             ("precision", "bfloat16"),
-                                                             ("speculation", "no speculation"),
-                                                             ("parallelism", "tp=1"))}
+    baselines = {
+        knobs.resolve(k, s).server_key
+        for k, s in (
+            ("batching", "max_num_seqs=256"),
+            ("prefix_caching", "prefix caching off"),
+            ("precision", "bfloat16"),
+            ("speculation", "no speculation"),
+            ("parallelism", "tp=1"),
+        )
+    }
     assert len(baselines) == 1
 
 
@@ -67,9 +72,13 @@ def test_the_step_token_budget_is_a_batching_setting_resolved_into_the_server_ar
 def test_a_sweep_hands_vllms_sweep_each_settings_flags_and_leaves_naming_the_result_files_to_it(tmp_path):
     plans = [knobs.resolve("batching", s) for s in knobs.KNOBS["batching"].settings]
     assert [serve_sweep._sweep_overrides(p) for p in plans] == [
-        {"max_num_seqs": "256"}, {"max_num_seqs": "4"}, {"max_num_batched_tokens": "256"}]
+        {"max_num_seqs": "256"},
+        {"max_num_seqs": "4"},
+        {"max_num_batched_tokens": "256"},
+    ]
     assert serve_sweep._sweep_overrides(knobs.resolve("batching", "max_num_batched_tokens=512")) == {
-        "max_num_batched_tokens": "512"}
+        "max_num_batched_tokens": "512"
+    }
     args = serve_sweep._without_result_args(knobs.bench_args(plans[0], "http://127.0.0.1:1", "m", tmp_path, "r.json"))
     assert not {"--save-result", "--result-dir", "--result-filename", "r.json", str(tmp_path)} & set(args)
     assert args[args.index("--max-concurrency") + 1] == "20"
@@ -143,8 +152,13 @@ def test_recorded_counters_show_what_each_knob_does():
 def test_rep2_for_batching_from_recorded_records_earns_full_points():
     records = _recorded()
     a, b = knobs.latest(records, "batching", "max_num_seqs=256"), knobs.latest(records, "batching", "max_num_seqs=4")
-    answer = rep2.comparison("batching", a, b, "ttft_ms_p99", conclusion=(
-        "p99 TTFT is the SLO; the smaller cap queues requests and their wait shows up in TTFT."))
+    answer = rep2.comparison(
+        "batching",
+        a,
+        b,
+        "ttft_ms_p99",
+        conclusion=("p99 TTFT is the SLO; the smaller cap queues requests and their wait shows up in TTFT."),
+    )
     points, feedback = checkers.measured_comparison(answer, {"points": 4})
     assert points == 4, feedback
     wrong = dict(answer, better=1 - answer["better"])
@@ -265,12 +279,17 @@ def test_knob_records_are_evidence_for_servelab_review(tmp_path):
     _recorded()
     configs = paths.data_dir() / "configs"
     workload = tmp_path / "workload.yaml"
-    workload.write_text((configs / "smollm2-cpu-lab-records-workload.yaml").read_text()
-                        .replace("records: lab-cpu/records.jsonl", f"records: {RECORDED}"))
+    workload.write_text(
+        (configs / "smollm2-cpu-lab-records-workload.yaml")
+        .read_text()
+        .replace("records: lab-cpu/records.jsonl", f"records: {RECORDED}")
+    )
     config = tmp_path / "config.yaml"
-    config.write_text((configs / "smollm2-cpu-lab-records.yaml").read_text()
-                      .replace("hardware-file: lab-cpu/hardware.json",
-                               f"hardware-file: {configs / 'lab-cpu' / 'hardware.json'}"))
+    config.write_text(
+        (configs / "smollm2-cpu-lab-records.yaml")
+        .read_text()
+        .replace("hardware-file: lab-cpu/hardware.json", f"hardware-file: {configs / 'lab-cpu' / 'hardware.json'}")
+    )
     report = review_files(config, workload)
     cited = " ".join(f.evidence for f in report.findings)
     assert f"{RECORDED}:" in cited  # a finding rests on a line of the recorded knob benchmark
@@ -283,8 +302,9 @@ def test_vllms_sweep_measures_each_setting_on_its_own_server_with_its_counters(t
     if not (model_dir() / "config.json").is_file():
         pytest.skip("the bundled model is not prepared: run `servelab prepare-model`")
     plans = [knobs.resolve("batching", s, load=TINY) for s in ("max_num_seqs=4", "max_num_batched_tokens=256")]
-    records, failures = knobs.sweep(plans, str(model_dir()), tmp_path, knobs.machine_info(str(model_dir()),
-                                                                                          roofline=False))
+    records, failures = knobs.sweep(
+        plans, str(model_dir()), tmp_path, knobs.machine_info(str(model_dir()), roofline=False)
+    )
     assert failures == {}
     assert [r.knob_setting for r in records] == [p.setting for p in plans]
     for record, plan in zip(records, plans):

@@ -28,8 +28,16 @@ from servelab.results import ResultsStore
 TOK_S = {"none": {1: 13.7, 8: 80.5, 64: 177.1}, "ngram": {1: 22.4, 8: 63.7, 64: 101.2}}
 
 
-def record(method: str, batch: int, tok_s: float, k: int = 4, workload: str = "copy", output_len: int = 64,
-           backend: str = "local", **extra) -> dict:
+def record(
+    method: str,
+    batch: int,
+    tok_s: float,
+    k: int = 4,
+    workload: str = "copy",
+    output_len: int = 64,
+    backend: str = "local",
+    **extra,
+) -> dict:
     requests = max(batch, 8)
     out = requests * output_len
     elapsed = out / tok_s
@@ -38,14 +46,32 @@ def record(method: str, batch: int, tok_s: float, k: int = 4, workload: str = "c
     steps = (out - requests) / (1 + 0.3 * 0.63 * k)
     drafts = round(0.3 * steps)
     r = Measurement(
-        method=method, num_speculative_tokens=k if spec else 0, batch_size=batch, workload=workload,
-        output_len=output_len, num_requests=requests, prompt_tokens=requests * 20, output_tokens=out,
-        elapsed_s=round(elapsed, 6), output_tok_s=round(out / elapsed, 3), request_throughput=requests / elapsed,
-        ttft_ms_p50=120.0, ttft_ms_p99=150.0, tpot_ms_p50=1000.0 * batch / tok_s, tpot_ms_p99=1100.0 * batch / tok_s,
-        acceptance_rate=0.63 if spec else None, num_drafts=drafts if spec else None,
-        num_draft_tokens=drafts * k if spec else None, num_accepted_tokens=round(drafts * k * 0.63) if spec else None,
-        backend=backend, model="SmolLM2-135M-Instruct", dtype="float32", hardware="Intel(R) Xeon(R) Processor",
-        cores=2, vllm_version="0.32.0", timestamp="2026-01-01T00:00:00+00:00",
+        method=method,
+        num_speculative_tokens=k if spec else 0,
+        batch_size=batch,
+        workload=workload,
+        output_len=output_len,
+        num_requests=requests,
+        prompt_tokens=requests * 20,
+        output_tokens=out,
+        elapsed_s=round(elapsed, 6),
+        output_tok_s=round(out / elapsed, 3),
+        request_throughput=requests / elapsed,
+        ttft_ms_p50=120.0,
+        ttft_ms_p99=150.0,
+        tpot_ms_p50=1000.0 * batch / tok_s,
+        tpot_ms_p99=1100.0 * batch / tok_s,
+        acceptance_rate=0.63 if spec else None,
+        num_drafts=drafts if spec else None,
+        num_draft_tokens=drafts * k if spec else None,
+        num_accepted_tokens=round(drafts * k * 0.63) if spec else None,
+        backend=backend,
+        model="SmolLM2-135M-Instruct",
+        dtype="float32",
+        hardware="Intel(R) Xeon(R) Processor",
+        cores=2,
+        vllm_version="0.32.0",
+        timestamp="2026-01-01T00:00:00+00:00",
         roofline={"name": "test CPU", "bandwidth_gb_s": 19.7, "peak_tflops": 0.117, "dtype": "float32"},
     ).to_dict()
     r.update(extra)
@@ -65,10 +91,19 @@ def make_lab(recorded, tmp_path):
 
     def make(view="flip", settings=None, measure_point=None, offline="", store=None, pool=None):
         store = store or ResultsStore(tmp_path / "results.jsonl")
-        worker = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale),
-                                     lambda req, exc: req[0]._crashed(exc))
-        lab = SpecDecodeLab(view, settings or Settings(), store=store, recorded=recorded,
-                            measure_point=measure_point, offline=offline, worker=worker, pool=pool)
+        worker = LatestRequestWorker(
+            lambda req, stale: req[0]._run(req[1], stale), lambda req, exc: req[0]._crashed(exc)
+        )
+        lab = SpecDecodeLab(
+            view,
+            settings or Settings(),
+            store=store,
+            recorded=recorded,
+            measure_point=measure_point,
+            offline=offline,
+            worker=worker,
+            pool=pool,
+        )
         labs.append(lab)
         return lab
 
@@ -93,16 +128,24 @@ class FakeMeasure:
         if (point.method, point.batch_size) in self.fail_on:
             raise self.error
         s = point.settings
-        base = 15.0 * point.batch_size ** 0.5
+        base = 15.0 * point.batch_size**0.5
         tok = base * (1.3 if point.method != "none" and point.batch_size < 4 else 0.8 if point.method != "none" else 1)
-        return Measurement.from_dict(record(point.method, point.batch_size, tok, k=s.k, workload=s.workload,
-                                            output_len=s.output_len))
+        return Measurement.from_dict(
+            record(point.method, point.batch_size, tok, k=s.k, workload=s.workload, output_len=s.output_len)
+        )
 
 
 # --- when the lab may measure ------------------------------------------------------------
-@pytest.mark.parametrize("env, offline", [
-    ({}, False), ({"NBGRADER_EXECUTION": "autograde"}, True), ({"SERVELAB_OFFLINE": "1"}, True),
-    ({"SERVELAB_OFFLINE": "0"}, False), ({"SERVELAB_OFFLINE": ""}, False)])
+@pytest.mark.parametrize(
+    "env, offline",
+    [
+        ({}, False),
+        ({"NBGRADER_EXECUTION": "autograde"}, True),
+        ({"SERVELAB_OFFLINE": "1"}, True),
+        ({"SERVELAB_OFFLINE": "0"}, False),
+        ({"SERVELAB_OFFLINE": ""}, False),
+    ],
+)
 def test_offline_reason_follows_nbgrader_and_nbval(env, offline):
     assert bool(offline_reason(env)) is offline
 
@@ -172,8 +215,12 @@ def test_the_fix_view_draws_every_policy_and_the_ideal(make_lab):
     fix = make_lab(view="fix")
     chart = fix.chart_data()
     names = [chart[f"tok_s|{slot}|simulated"]["name"] for slot in range(4)]
-    assert names == ["no speculation, simulated", "n-gram k=4, simulated", "load-adaptive k=4, simulated",
-                     "routed k=4, simulated"]
+    assert names == [
+        "no speculation, simulated",
+        "n-gram k=4, simulated",
+        "load-adaptive k=4, simulated",
+        "routed k=4, simulated",
+    ]
     assert chart["tok_s|ideal|simulated"]["y"]
     batch, threshold_source = fix.last_drawing.threshold
     assert batch == 4 and threshold_source.startswith("measured")  # the recorded crossover is near 4.8
@@ -241,9 +288,15 @@ class ClockEngine:
         self.batches.append(list(prompts))
         n = len(prompts)
         # a batch of n takes n times longer per step than one request: throughput is flat, easy to check
-        return BatchResult(texts=["x"] * n, prompt_tokens=[20] * n, output_tokens=[max_tokens] * n,
-                           ttft_s=[self.TOKEN_S * n] * n, tpot_s=[self.TOKEN_S * n] * n,
-                           elapsed_s=self.TOKEN_S * n * max_tokens, spec_counters={})
+        return BatchResult(
+            texts=["x"] * n,
+            prompt_tokens=[20] * n,
+            output_tokens=[max_tokens] * n,
+            ttft_s=[self.TOKEN_S * n] * n,
+            tpot_s=[self.TOKEN_S * n] * n,
+            elapsed_s=self.TOKEN_S * n * max_tokens,
+            spec_counters={},
+        )
 
 
 def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_chart_plots(make_lab, tmp_path):
@@ -255,16 +308,18 @@ def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_ch
 
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text((resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json")
-                                       .read_text())
+    (model / "config.json").write_text(
+        (resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json").read_text()
+    )
     engines: list[ClockEngine] = []
 
     def factory(config):
         engines.append(ClockEngine(config))
         return engines[-1]
 
-    lab = make_lab(settings=Settings(method="routed", batch_size=4, model=str(model)),
-                   pool=EnginePool(engine_factory=factory))
+    lab = make_lab(
+        settings=Settings(method="routed", batch_size=4, model=str(model)), pool=EnginePool(engine_factory=factory)
+    )
     workload.load.cache_clear()
     planned = lab.measure()
     assert lab.worker.wait_idle(30), lab.status_text
@@ -312,8 +367,11 @@ def test_the_latest_request_wins_and_nothing_piles_up(make_lab):
 
 
 def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab):
-    error = EngineError("The engine worker was killed by signal 9 during 'generate'. Your kernel is fine and "
-                        "measurements already stored are kept; start the engine again.", "vLLM said goodbye")
+    error = EngineError(
+        "The engine worker was killed by signal 9 during 'generate'. Your kernel is fine and "
+        "measurements already stored are kept; start the engine again.",
+        "vLLM said goodbye",
+    )
     fake = FakeMeasure(fail_on=(("none", 4),), error=error)
     lab = make_lab(measure_point=fake)
     lab.set(batch_size=4)
@@ -330,8 +388,10 @@ def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab)
 
 
 def test_a_config_the_engine_rejects_is_a_status_line_not_a_traceback(make_lab):
-    error = EngineConfigError("The KV cache is too small for this batch: 256 requests x 400 tokens need 4.39 GiB "
-                              "but kv_cache_gb=2.0. Raise kv_cache_gb to at least 4.83 or measure a smaller batch.")
+    error = EngineConfigError(
+        "The KV cache is too small for this batch: 256 requests x 400 tokens need 4.39 GiB "
+        "but kv_cache_gb=2.0. Raise kv_cache_gb to at least 4.83 or measure a smaller batch."
+    )
     fake = FakeMeasure(fail_on=(("none", 2),), error=error)
     lab = make_lab(measure_point=fake)
     lab.set(batch_size=2)
@@ -372,8 +432,13 @@ def test_rep2_hand_in_is_plain_values_the_checker_accepts(make_lab, tmp_path, ca
     lab = make_lab()
     a = lab.record(method="none", batch_size=64)
     b = lab.record(method="ngram", num_speculative_tokens=4, batch_size=64)
-    value = lab.comparison("speculative_decoding", a, b, slo_metric="output_tok_s",
-                           conclusion="Throughput is the SLO at batch 64 and speculation lowers it, so turn it off.")
+    value = lab.comparison(
+        "speculative_decoding",
+        a,
+        b,
+        slo_metric="output_tok_s",
+        conclusion="Throughput is the SLO at batch 64 and speculation lowers it, so turn it off.",
+    )
     printed = capsys.readouterr().out
     source = printed.split("\n", 1)[1]
     pasted = {}
@@ -416,8 +481,12 @@ def test_adaptive_schedule_is_vllms_form():
 
 
 def test_trace_ids_are_stable_per_view():
-    assert drawing.trace_uids("flip")[:4] == ["tok_s|0|measured", "tok_s|0|simulated", "tok_s|1|measured",
-                                               "tok_s|1|simulated"]
+    assert drawing.trace_uids("flip")[:4] == [
+        "tok_s|0|measured",
+        "tok_s|0|simulated",
+        "tok_s|1|measured",
+        "tok_s|1|simulated",
+    ]
     assert "tok_s|ideal|simulated" in drawing.trace_uids("fix")
     assert not [u for u in drawing.trace_uids("flip") if u.startswith(("speedup|0", "acceptance|0"))]
 

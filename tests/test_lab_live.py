@@ -26,9 +26,14 @@ def live_lab(tmp_path):
     empty.write_text("")  # nothing recorded: every point is measured here
     pool = EnginePool()
     worker = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale), lambda req, exc: req[0]._crashed(exc))
-    lab = SpecDecodeLab(settings=Settings(batch_size=2, output_len=16, method="ngram", workload="copy"),
-                        store=ResultsStore(tmp_path / "results.jsonl"), recorded=empty, offline="",
-                        pool=pool, worker=worker)
+    lab = SpecDecodeLab(
+        settings=Settings(batch_size=2, output_len=16, method="ngram", workload="copy"),
+        store=ResultsStore(tmp_path / "results.jsonl"),
+        recorded=empty,
+        offline="",
+        pool=pool,
+        worker=worker,
+    )
     try:
         yield lab
     finally:

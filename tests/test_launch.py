@@ -36,8 +36,7 @@ def test_when_every_port_tried_is_taken_the_error_says_how_to_choose_one():
 
 def test_the_url_opens_the_lab_notebook_with_the_lessons_in_the_file_browser():
     url = launch.lab_url(8888, "abc")
-    assert url == ("http://127.0.0.1:8888/lab/tree/labs/spec_decode_lab.ipynb"
-                   "?file-browser-path=/lessons&token=abc")
+    assert url == ("http://127.0.0.1:8888/lab/tree/labs/spec_decode_lab.ipynb?file-browser-path=/lessons&token=abc")
 
 
 def test_jupyter_runs_from_this_python_and_as_root_with_allow_root(tmp_path):

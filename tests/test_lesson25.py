@@ -21,8 +21,8 @@ TEXT = "\n".join(" ".join(c.source.split()) for c in STUDENT.cells)
 LESSON_PHRASES = [
     # title, mission link, primary source, prerequisites
     "Lesson 25. Reviewing a Serving Configuration",
-    'defend the latency and throughput numbers it produces.',
-    'spot the mismatch before it reaches production',
+    "defend the latency and throughput numbers it produces.",
+    "spot the mismatch before it reaches production",
     'Docs: "Speculative Decoding", vLLM Project',
     "Lesson 2, Lesson 6, Lesson 12, Lesson 18, Lesson 22, Lesson 23",
     # warm-up
@@ -59,7 +59,7 @@ LESSON_PHRASES = [
     "Cite what you measured.",
     "3,200 tokens/sec with spec decode on and 3,400 tokens/sec with it off",
     # practice
-    'p99 TTFT under 500ms at 20 concurrent users.',
+    "p99 TTFT under 500ms at 20 concurrent users.",
     "What is the configuration's actual error?",
     '"speculative decoding reduces latency, and latency is important."',
     "roll it out all at once to the entire fleet",
@@ -110,8 +110,7 @@ def test_extension_problems_have_worked_answers():
 
 
 def _grade_cells(nb):
-    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")}
+    return {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
 
 
 def test_points():
@@ -167,9 +166,22 @@ def test_nbval_passes_on_student_and_instructor_versions():
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
-         str(LESSON.student), str(LESSON.source.parent)],
-        cwd=REPO_DIR, capture_output=True, text=True, env=env, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(LESSON.student),
+            str(LESSON.source.parent),
+        ],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
@@ -178,10 +190,14 @@ def test_nbval_passes_on_student_and_instructor_versions():
 
 # Each correction opens after the practice it belongs to, so no reveal answers a later practice.
 REVEALS = {
-    "claim-batching": "practice1", "claim-ttft-driver": "practice1",
-    "claim-bottleneck": "practice2", "claim-littles-law": "practice2",
-    "claim-lossless": "practice3", "claim-parallelism": "practice4",
-    "claim-latency-throughput": "practice5", "claim-spec-threshold": "quiz",
+    "claim-batching": "practice1",
+    "claim-ttft-driver": "practice1",
+    "claim-bottleneck": "practice2",
+    "claim-littles-law": "practice2",
+    "claim-lossless": "practice3",
+    "claim-parallelism": "practice4",
+    "claim-latency-throughput": "practice5",
+    "claim-spec-threshold": "quiz",
 }
 STEPS = ["practice1", "practice2", "practice3", "practice4", "practice5", "quiz", "rep1"]
 
@@ -207,17 +223,20 @@ def test_the_prediction_table_offers_exactly_the_keys_options():
     assert 0 < len(KEYS.PREDICT_KEY["correct"]) < len(offered), "a prediction needs claims that hold, too"
 
 
-@pytest.mark.parametrize("question, answer", [
-    ("warmup1-question", "34 GB"),  # warm-up 1's KV cache per step
-    ("practice4-question", "vLLM will not start if"),  # practice 4's verdict
-    ("quiz-question", "[129, 1024, 0]"),  # a k of 0 at large batch: the quiz's answer C
-    ("quiz-question", "loses past break-even"),
-    ("quiz-question", "break-even of 114"),  # 114 is worked out after the quiz
-])
+@pytest.mark.parametrize(
+    "question, answer",
+    [
+        ("warmup1-question", "34 GB"),  # warm-up 1's KV cache per step
+        ("practice4-question", "vLLM will not start if"),  # practice 4's verdict
+        ("quiz-question", "[129, 1024, 0]"),  # a k of 0 at large batch: the quiz's answer C
+        ("quiz-question", "loses past break-even"),
+        ("quiz-question", "break-even of 114"),  # 114 is worked out after the quiz
+    ],
+)
 def test_no_cell_gives_an_answer_away_before_its_question(question, answer):
     """Predict, then reveal: a question's answer appears in no cell before the question."""
     ids = [c.get("id") for c in SOURCE.cells]
-    before = SOURCE.cells[:ids.index(question)]
+    before = SOURCE.cells[: ids.index(question)]
     assert not [c.get("id") for c in before if answer in c.source]
 
 

@@ -35,9 +35,14 @@ def review_cli(config: Path, workload: Path) -> dict:
     """`servelab review CONFIG --workload WORKLOAD --json`, as a learner runs it."""
     script = Path(sys.executable).parent / "servelab"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "servelab.cli"]
-    result = subprocess.run([*command, "review", str(config), "--workload", str(workload), "--json"],
-                            capture_output=True, text=True, cwd=REPO, timeout=120,
-                            env={**os.environ, "NO_COLOR": "1"})
+    result = subprocess.run(
+        [*command, "review", str(config), "--workload", str(workload), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert result.returncode in (0, 1), result.stderr
     return json.loads(result.stdout)
 
@@ -79,8 +84,7 @@ def test_rep1_model_answer_is_the_reviewers_audit():
 def test_rep1_shows_the_settings_without_the_header_that_explains_the_case():
     show = next(c for c in STUDENT.cells if c.get("id") == "rep1-show")
     assert 'startswith("#")' in show.source
-    header = [line for line in (CONFIGS / f"{KEYS.AUDIT_CASE}.yaml").read_text().splitlines()
-              if line.startswith("#")]
+    header = [line for line in (CONFIGS / f"{KEYS.AUDIT_CASE}.yaml").read_text().splitlines() if line.startswith("#")]
     assert not any("TP 2" in line or "does not fit" in line for line in header)
 
 
@@ -118,25 +122,39 @@ def test_tpot_moves_with_throughput_as_the_lesson_says():
 
 
 def _spec_config(tmp_path: Path, batch: int) -> dict:
-    config = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max-num-seqs": batch,
-              "speculative-config": {"method": "ngram", "num_speculative_tokens": 4,
-                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2},
-              "deployment": {"gpu": "H200", "gpus-per-node": 1}}
-    workload = {"concurrency": {"typical": batch, "peak": batch}, "prompt-tokens": {"mean": 700, "p99": 2000},
-                "output-tokens": {"mean": 250, "p99": 800}, "slo": {"tpot-p99-ms": 60}}
+    config = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "max-num-seqs": batch,
+        "speculative-config": {
+            "method": "ngram",
+            "num_speculative_tokens": 4,
+            "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2,
+        },
+        "deployment": {"gpu": "H200", "gpus-per-node": 1},
+    }
+    workload = {
+        "concurrency": {"typical": batch, "peak": batch},
+        "prompt-tokens": {"mean": 700, "p99": 2000},
+        "output-tokens": {"mean": 250, "p99": 800},
+        "slo": {"tpot-p99-ms": 60},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "workload.yaml").write_text(yaml.safe_dump(workload))
     return finding(review_cli(tmp_path / "config.yaml", tmp_path / "workload.yaml"), "speculative_decoding")
 
 
-@pytest.mark.parametrize("batch, verdict", [
-    (32, "unjustified"),   # memory-bound: may well help, unmeasured
-    (64, "unjustified"),   # past the ridge batch (41), below break-even (114): still pays in the simulator
-    (100, "unjustified"),
-    (128, "unjustified"),  # near break-even (114 on the roofline, 132 in the simulator): measure
-    (160, "wrong"),        # well past break-even
-    (256, "wrong"),
-])
+@pytest.mark.parametrize(
+    "batch, verdict",
+    [
+        (32, "unjustified"),  # memory-bound: may well help, unmeasured
+        (64, "unjustified"),  # past the ridge batch (41), below break-even (114): still pays in the simulator
+        (100, "unjustified"),
+        (128, "unjustified"),  # near break-even (114 on the roofline, 132 in the simulator): measure
+        (160, "wrong"),  # well past break-even
+        (256, "wrong"),
+    ],
+)
 def test_reviewer_speculation_rule_follows_the_break_even(tmp_path, batch, verdict):
     spec = _spec_config(tmp_path, batch)
     assert spec["verdict"] == verdict, spec["reason"]
@@ -161,8 +179,13 @@ def test_every_claim_box_is_marked_and_cites_evidence():
     assert len(boxes) >= 9
     assert all(box.rstrip().endswith("</details>") for box in boxes), "every correction is a collapsed reveal"
     for box in boxes:
-        cites = ("simulator" in box or "servelab review" in box or "https://docs.vllm.ai" in box
-                 or "vLLM 0.32" in box or "Little's law" in box)
+        cites = (
+            "simulator" in box
+            or "servelab review" in box
+            or "https://docs.vllm.ai" in box
+            or "vLLM 0.32" in box
+            or "Little's law" in box
+        )
         assert cites, box[:120]
     assert re.search(r"docs\.vllm\.ai/en/latest/features/speculative_decoding/", TEXT)
     assert "spec_decode.html" not in TEXT and "v0.8.3" not in TEXT, "stale vLLM links"

@@ -53,7 +53,7 @@ NOT_RUN = {
     "make bench": "40 minutes on 2 cores; run by hand",
     "make class-deps": "a prerequisite of make test, so every test run runs it",
     "make notebooks": "rewrites committed notebooks; tests/test_release.py checks each of its three steps for every "
-                      "assignment (build, release, samples) by comparing instead of writing",
+    "assignment (build, release, samples) by comparing instead of writing",
     "make quantized-model": "installs llm-compressor into a venv of its own for make bench's precision knob; by hand",
     "make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu": "installs from PyTorch's index: needs the network",
 }
@@ -85,8 +85,7 @@ def readme_command(prefix: str) -> str:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """A newcomer's environment: the system PATH, a HOME, nothing activated."""
-    env = {"PATH": CLEAN_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "COLUMNS": "200",
-           "NO_COLOR": "1"}
+    env = {"PATH": CLEAN_PATH, "HOME": os.environ["HOME"], "LANG": "C.UTF-8", "COLUMNS": "200", "NO_COLOR": "1"}
     # SERVELAB_CACHE keeps the test run's model cache; PYTHONPATH=src lets a checkout sharing another's
     # venv run its own code (neither is set in CI).
     for name in ("SERVELAB_CACHE", "PYTHONPATH", "CI"):
@@ -97,8 +96,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_readme(command: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(shlex.split(command), cwd=REPO, env=clean_env(**env), capture_output=True,
-                            text=True, timeout=timeout)
+    result = subprocess.run(
+        shlex.split(command), cwd=REPO, env=clean_env(**env), capture_output=True, text=True, timeout=timeout
+    )
     print(f"$ {command}\n{result.stdout}\n{result.stderr}")
     return result
 
@@ -114,8 +114,9 @@ def test_every_readme_command_is_run_by_a_test_or_said_why_not():
 def test_make_lab_runs_the_readme_servelab_lab():
     """The README's `servelab lab` line is what `make lab` runs, with the port from LAB_PORT."""
     shown = readme_command(".venv/bin/servelab lab")
-    dry = subprocess.run(["make", "-n", "lab", "LAB_PORT=9000"], cwd=REPO, env=clean_env(), capture_output=True,
-                         text=True, timeout=60)
+    dry = subprocess.run(
+        ["make", "-n", "lab", "LAB_PORT=9000"], cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.strip().splitlines()[-1] == f"{shown} --port 9000"
 
@@ -232,8 +233,16 @@ class LabCommand:
     """`make lab` or `servelab lab` in its own process group, its output read line by line as it comes."""
 
     def __init__(self, argv: list[str], env: dict[str, str]):
-        self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -319,8 +328,11 @@ def _as_user(user: pwd.struct_passwd, argv: list[str], needed: list[Path], stash
         return setpriv + argv
     script = ["set -e"]
     for i, (folder, children) in enumerate(closed.items()):
-        script += [f"mkdir -p {stash}/{i}", f"mount --bind {shlex.quote(str(folder))} {stash}/{i}",
-                   f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}"]
+        script += [
+            f"mkdir -p {stash}/{i}",
+            f"mount --bind {shlex.quote(str(folder))} {stash}/{i}",
+            f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}",
+        ]
         for child in sorted(children):
             q = shlex.quote(str(child))
             script += [f"mkdir -p {q}", f"mount --bind {stash}/{i}/{shlex.quote(child.name)} {q}"]
@@ -338,8 +350,11 @@ def learner():
     try:
         pwd.getpwnam(LEARNER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        LEARNER], check=True, capture_output=True)
+        subprocess.run(
+            ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", LEARNER],
+            check=True,
+            capture_output=True,
+        )
         created = True
     try:
         yield pwd.getpwnam(LEARNER)
@@ -376,7 +391,8 @@ def _open_and_check_the_lab(playwright_driver, url: str, name: str) -> None:
         screenshot(page, f"make-lab-{name}")
         lesson.dblclick()
         expect(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-RenderedMarkdown h1").first).to_contain_text(
-            _lab_heading(REPO / "lessons" / "lesson25.ipynb"))
+            _lab_heading(REPO / "lessons" / "lesson25.ipynb")
+        )
 
 
 def _formgrader_assignments(url: str) -> set[str]:
@@ -400,8 +416,13 @@ def _run_make_lab(playwright_driver, name: str, user: pwd.struct_passwd | None, 
         os.chown(home, user.pw_uid, user.pw_gid)
         env.update(USER=user.pw_name, LOGNAME=user.pw_name)
         import servelab
-        needed = [REPO, (REPO / ".venv").resolve(), Path(sys.base_prefix).resolve(),
-                  Path(servelab.__file__).resolve().parent]
+
+        needed = [
+            REPO,
+            (REPO / ".venv").resolve(),
+            Path(sys.base_prefix).resolve(),
+            Path(servelab.__file__).resolve().parent,
+        ]
         argv = _as_user(user, command, needed, stash)
     blocker = socket.socket()
     if taken:  # something already listens on the port asked for
@@ -409,8 +430,10 @@ def _run_make_lab(playwright_driver, name: str, user: pwd.struct_passwd | None, 
         blocker.listen()
     lab = LabCommand(argv, env)
     try:
-        m = lab.wait_for(r"^\s*(http://127\.0\.0\.1:(\d+)/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$",
-                         LAB_START_TIMEOUT_S)
+        m = lab.wait_for(
+            r"^\s*(http://127\.0\.0\.1:(\d+)/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$",
+            LAB_START_TIMEOUT_S,
+        )
         url, used = m.group(1), int(m.group(2))
         assert (used != port) if taken else (used == port)
         with urllib.request.urlopen(url, timeout=30) as resp:  # servelab printed it once the server answered
@@ -464,15 +487,16 @@ def test_readme_servelab_lab_opens_the_lab_notebook_in_the_browser_where_there_i
     """
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser"
-    browser.write_text(f"#!/bin/sh\necho \"$1\" > {opened}\n")
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
     browser.chmod(0o755)
     env = clean_env(HOME=str(tmp_path), DISPLAY=":0", BROWSER=str(browser))
     env.pop("SERVELAB_CACHE", None)
     command = shlex.split(readme_command(".venv/bin/servelab lab")) + ["--port", str(_free_port())]
     lab = LabCommand(command, env)
     try:
-        url = lab.wait_for(r"^\s*(http://127\.0\.0\.1:\d+/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$",
-                           LAB_START_TIMEOUT_S).group(1)
+        url = lab.wait_for(
+            r"^\s*(http://127\.0\.0\.1:\d+/lab/tree/labs/spec_decode_lab\.ipynb\?\S*token=\w+)\s*$", LAB_START_TIMEOUT_S
+        ).group(1)
         assert any("Opened the lab in your browser" in line for line in lab.lines)
         assert opened.read_text().strip() == url
         assert not lab.ctrl_c()

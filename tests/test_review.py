@@ -42,11 +42,13 @@ def servelab_command() -> list[str]:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    return subprocess.run([*servelab_command(), "review", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [*servelab_command(), "review", *map(str, args)], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+    )
 
 
 # --- the examples ------------------------------------------------------------------
+
 
 def test_every_example_pair_has_expectations():
     configs = {p.stem for p in CONFIGS.glob("*.yaml")} - {"expected"}
@@ -111,13 +113,26 @@ def test_practice_1_cap_that_never_binds_is_unjustified_not_the_cause():
 
 
 def _batching(max_num_seqs: int, peak: int, measured_ttft: float | None) -> review.Finding:
-    config = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max-num-seqs": max_num_seqs,
-              "deployment": {"gpu": "H100", "gpus-per-node": 1}}
-    workload = {"concurrency": {"typical": peak, "peak": peak}, "prompt-tokens": {"mean": 700, "p99": 2500},
-                "output-tokens": {"mean": 250, "p99": 900}, "slo": {"ttft-p99-ms": 500}}
+    config = {
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "max-num-seqs": max_num_seqs,
+        "deployment": {"gpu": "H100", "gpus-per-node": 1},
+    }
+    workload = {
+        "concurrency": {"typical": peak, "peak": peak},
+        "prompt-tokens": {"mean": 700, "p99": 2500},
+        "output-tokens": {"mean": 250, "p99": 900},
+        "slo": {"ttft-p99-ms": 500},
+    }
     if measured_ttft is not None:
-        workload["measurements"] = [{"setting": {"max-num-seqs": max_num_seqs, "concurrency": peak},
-                                     "metric": "ttft_ms_p99", "value": measured_ttft, "source": "load test"}]
+        workload["measurements"] = [
+            {
+                "setting": {"max-num-seqs": max_num_seqs, "concurrency": peak},
+                "metric": "ttft_ms_p99",
+                "value": measured_ttft,
+                "source": "load test",
+            }
+        ]
     return review.review(config, workload).finding("batching")
 
 
@@ -137,14 +152,16 @@ def test_a_cap_below_the_load_that_misses_the_slo_is_wrong():
 def test_speculation_crossover_comes_from_the_hardware_preset():
     from servelab import hardware
 
-    report = review.review_files(config_path("spec-decode-latency-matters"),
-                                 workload_path("spec-decode-latency-matters"))
+    report = review.review_files(
+        config_path("spec-decode-latency-matters"), workload_path("spec-decode-latency-matters")
+    )
     ridge = hardware.get("H100").ridge_tokens_per_step(2)
     assert report.facts["ridge_tokens_per_step"] == pytest.approx(ridge, abs=0.1)
     assert f"above batch {int(ridge // 5)}" in report.finding("speculative_decoding").evidence
 
 
 # --- the command line ---------------------------------------------------------------
+
 
 def test_cli_exit_status_clean_and_findings():
     clean = run_cli(config_path("well-justified-chat"), "--workload", workload_path("well-justified-chat"))
@@ -183,6 +200,7 @@ def test_cli_without_workload_is_a_usage_error():
 
 # --- bad input: one clear message, file and line, no traceback ----------------------
 
+
 def _edited(tmp_path: Path, case: str, old: str, new: str, workload: bool = False) -> Path:
     source = workload_path(case) if workload else config_path(case)
     text = source.read_text()
@@ -201,24 +219,66 @@ def _line_of(path: Path, needle: str) -> int:
 
 BAD_CONFIG = [
     # (name, old text, new text, the line holding this text, phrases the message must contain)
-    ("unknown key", "max-num-seqs: 256", "max-num-seq: 256", "max-num-seq:",
-     ["unknown key", "did you mean --max-num-seqs"]),
-    ("wrong type", "tensor-parallel-size: 1", "tensor-parallel-size: four", "tensor-parallel-size",
-     ["tensor-parallel-size", "whole number", "'four'"]),
-    ("out of range", "gpu-memory-utilization: 0.9", "gpu-memory-utilization: 1.5", "gpu-memory-utilization",
-     ["gpu-memory-utilization", "at most 1"]),
-    ("yaml syntax error", "max-num-seqs: 256", "max-num-seqs: [256", "max-model-len",
-     ["YAML syntax error"]),
-    ("unknown gpu", "gpu: H100", "gpu: V100", "gpu: V100",
-     ["unknown GPU type 'V100'", "H200, H100, A100, A100-40GB, H100-PCIE, H100-NVL, A800, MI325X, T4, L40S, L4, H20, B200, MI300X"]),
-    ("unknown model", "meta-llama/Llama-3.1-8B-Instruct", "tiiuae/falcon-40b-instruct", "model:",
-     ["not in servelab's model catalogue", "model-config"]),
-    ("missing model config", "  nodes: 1", "  nodes: 1\n  model-config: nowhere/config.json", "model-config",
-     ["no such file", "config.json"]),
-    ("duplicate key", "max-model-len: 8192", "max-model-len: 8192\nmax-model-len: 4096", "max-model-len: 4096",
-     ["duplicate key"]),
-    ("unknown quantization", "dtype: bfloat16", "dtype: bfloat16\nquantization: int3", "quantization",
-     ["unknown quantization 'int3'"]),
+    (
+        "unknown key",
+        "max-num-seqs: 256",
+        "max-num-seq: 256",
+        "max-num-seq:",
+        ["unknown key", "did you mean --max-num-seqs"],
+    ),
+    (
+        "wrong type",
+        "tensor-parallel-size: 1",
+        "tensor-parallel-size: four",
+        "tensor-parallel-size",
+        ["tensor-parallel-size", "whole number", "'four'"],
+    ),
+    (
+        "out of range",
+        "gpu-memory-utilization: 0.9",
+        "gpu-memory-utilization: 1.5",
+        "gpu-memory-utilization",
+        ["gpu-memory-utilization", "at most 1"],
+    ),
+    ("yaml syntax error", "max-num-seqs: 256", "max-num-seqs: [256", "max-model-len", ["YAML syntax error"]),
+    (
+        "unknown gpu",
+        "gpu: H100",
+        "gpu: V100",
+        "gpu: V100",
+        [
+            "unknown GPU type 'V100'",
+            "H200, H100, A100, A100-40GB, H100-PCIE, H100-NVL, A800, MI325X, T4, L40S, L4, H20, B200, MI300X",
+        ],
+    ),
+    (
+        "unknown model",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "tiiuae/falcon-40b-instruct",
+        "model:",
+        ["not in servelab's model catalogue", "model-config"],
+    ),
+    (
+        "missing model config",
+        "  nodes: 1",
+        "  nodes: 1\n  model-config: nowhere/config.json",
+        "model-config",
+        ["no such file", "config.json"],
+    ),
+    (
+        "duplicate key",
+        "max-model-len: 8192",
+        "max-model-len: 8192\nmax-model-len: 4096",
+        "max-model-len: 4096",
+        ["duplicate key"],
+    ),
+    (
+        "unknown quantization",
+        "dtype: bfloat16",
+        "dtype: bfloat16\nquantization: int3",
+        "quantization",
+        ["unknown quantization 'int3'"],
+    ),
 ]
 
 
@@ -240,13 +300,28 @@ BAD_WORKLOAD = [
     ("unknown key", "concurrency:", "concurency:", "concurency:", ["did you mean 'concurrency'"]),
     ("wrong type", "ttft-p99-ms: 500", "ttft-p99-ms: fast", "ttft-p99-ms", ["slo.ttft-p99-ms", "must be a number"]),
     ("unknown metric", "metric: ttft_ms_p99", "metric: ttft_p99", "metric:", ["did you mean 'ttft_ms_p99'"]),
-    ("unknown setting", "setting: {max-num-seqs: 256", "setting: {max-num-seq: 256", "setting:",
-     ["measurements[0].setting.max-num-seq", "did you mean 'max-num-seqs'"]),
-    ("missing source", '    source: "load test, 20 simulated users for 30 min, vllm bench serve"\n', "",
-     "- setting", ["'source' is required"]),
+    (
+        "unknown setting",
+        "setting: {max-num-seqs: 256",
+        "setting: {max-num-seq: 256",
+        "setting:",
+        ["measurements[0].setting.max-num-seq", "did you mean 'max-num-seqs'"],
+    ),
+    (
+        "missing source",
+        '    source: "load test, 20 simulated users for 30 min, vllm bench serve"\n',
+        "",
+        "- setting",
+        ["'source' is required"],
+    ),
     ("missing records", "slo:", "records: nowhere.jsonl\nslo:", "records:", ["no such file", "nowhere.jsonl"]),
-    ("typical above peak", "concurrency: {typical: 12, peak: 20}", "concurrency: {typical: 30, peak: 20}",
-     "concurrency", ["typical (30) is above peak (20)"]),
+    (
+        "typical above peak",
+        "concurrency: {typical: 12, peak: 20}",
+        "concurrency: {typical: 30, peak: 20}",
+        "concurrency",
+        ["typical (30) is above peak (20)"],
+    ),
 ]
 
 
@@ -282,12 +357,17 @@ def test_damaged_record_names_its_line(tmp_path):
     lines = (CONFIGS / "lab-cpu" / "records.jsonl").read_text().splitlines()
     records.write_text("\n".join([lines[0], '{"method": "none", "batch_size": 8', *lines[1:]]) + "\n")
     workload = tmp_path / "workload.yaml"
-    workload.write_text(workload_path("smollm2-cpu-lab-records").read_text()
-                        .replace("records: lab-cpu/records.jsonl", f"records: {records}"))
+    workload.write_text(
+        workload_path("smollm2-cpu-lab-records")
+        .read_text()
+        .replace("records: lab-cpu/records.jsonl", f"records: {records}")
+    )
     config = tmp_path / "config.yaml"
-    config.write_text(config_path("smollm2-cpu-lab-records").read_text()
-                      .replace("hardware-file: lab-cpu/hardware.json",
-                               f"hardware-file: {CONFIGS / 'lab-cpu' / 'hardware.json'}"))
+    config.write_text(
+        config_path("smollm2-cpu-lab-records")
+        .read_text()
+        .replace("hardware-file: lab-cpu/hardware.json", f"hardware-file: {CONFIGS / 'lab-cpu' / 'hardware.json'}")
+    )
     result = run_cli(config, "--workload", workload)
     assert result.returncode == 2
     assert f"{records}:2: not a servelab Measurement record" in result.stderr
@@ -295,9 +375,12 @@ def test_damaged_record_names_its_line(tmp_path):
 
 # --- the Python API ------------------------------------------------------------------
 
+
 def base_config(**changes) -> dict:
     config = {
-        "model": "meta-llama/Llama-3.1-8B-Instruct", "max-num-seqs": 32, "max-model-len": 8192,
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "max-num-seqs": 32,
+        "max-model-len": 8192,
         "deployment": {"gpu": "H100", "gpus-per-node": 1, "nodes": 1},
     }
     config.update(changes)
@@ -306,12 +389,18 @@ def base_config(**changes) -> dict:
 
 def base_workload(**changes) -> dict:
     workload = {
-        "task": "qa", "concurrency": {"typical": 16, "peak": 24},
-        "prompt-tokens": {"mean": 1000, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 800},
+        "task": "qa",
+        "concurrency": {"typical": 16, "peak": 24},
+        "prompt-tokens": {"mean": 1000, "p99": 3000},
+        "output-tokens": {"mean": 200, "p99": 800},
         "slo": {"ttft-p99-ms": 800, "tpot-p99-ms": 50},
         "measurements": [
-            {"setting": {"max-num-seqs": 32, "concurrency": 24}, "metric": "ttft_ms_p99", "value": 400,
-             "source": "load test"},
+            {
+                "setting": {"max-num-seqs": 32, "concurrency": 24},
+                "metric": "ttft_ms_p99",
+                "value": 400,
+                "source": "load test",
+            },
         ],
     }
     workload.update(changes)
@@ -326,9 +415,17 @@ def test_review_from_dicts_matches_the_api():
     report = review.review(base_config(), base_workload(), config_name="team.yaml")
     assert isinstance(report, Report)
     assert all(isinstance(f, Finding) for f in report.findings)
-    assert report.verdicts() == {k: "justified" for k in
-                                 ("batching", "quantization", "parallelism", "speculative_decoding",
-                                  "max_model_len", "gpu_memory_utilization")}
+    assert report.verdicts() == {
+        k: "justified"
+        for k in (
+            "batching",
+            "quantization",
+            "parallelism",
+            "speculative_decoding",
+            "max_model_len",
+            "gpu_memory_utilization",
+        )
+    }
     assert report.exit_code == 0
     json.dumps(report.to_dict())
     assert report.to_dict()["config"] == "team.yaml"
@@ -385,10 +482,18 @@ def test_underscore_keys_and_json_speculative_config_are_accepted():
 def test_quantization_wrong_when_the_measured_drop_exceeds_the_tolerance():
     workload = base_workload(slo={"ttft-p99-ms": 800, "max-accuracy-drop": 1.0})
     workload["measurements"] += [
-        {"setting": {"quantization": "none", "task": "qa", "batch": 32}, "metric": "accuracy", "value": 80.0,
-         "source": "eval"},
-        {"setting": {"quantization": "awq", "task": "qa", "batch": 32}, "metric": "accuracy", "value": 76.5,
-         "source": "eval"},
+        {
+            "setting": {"quantization": "none", "task": "qa", "batch": 32},
+            "metric": "accuracy",
+            "value": 80.0,
+            "source": "eval",
+        },
+        {
+            "setting": {"quantization": "awq", "task": "qa", "batch": 32},
+            "metric": "accuracy",
+            "value": 76.5,
+            "source": "eval",
+        },
     ]
     report = review.review(base_config(quantization="awq"), workload)
     finding = report.finding("quantization")
@@ -398,8 +503,14 @@ def test_quantization_wrong_when_the_measured_drop_exceeds_the_tolerance():
 
 def test_quantization_measured_at_another_batch_is_set_aside():
     workload = base_workload()
-    workload["measurements"].append({"setting": {"quantization": "gptq", "task": "qa", "batch": 1},
-                                     "metric": "accuracy_drop", "value": 0.2, "source": "eval at batch 1"})
+    workload["measurements"].append(
+        {
+            "setting": {"quantization": "gptq", "task": "qa", "batch": 1},
+            "metric": "accuracy_drop",
+            "value": 0.2,
+            "source": "eval at batch 1",
+        }
+    )
     finding = review.review(base_config(quantization="gptq"), workload).finding("quantization")
     assert finding.verdict == "unjustified"
     assert "measured at batch 1, served at 32" in finding.evidence
@@ -441,9 +552,16 @@ def test_adaptive_schedule_keeps_every_step_under_the_ridge():
 
 
 def test_schedule_sets_k_per_batch():
-    config = base_config(**{"max-num-seqs": 128, "speculative-config": {
-        "method": "ngram", "num_speculative_tokens": 4,
-        "num_speculative_tokens_per_batch_size": [[1, 20, 4], [21, 128, 0]]}})
+    config = base_config(
+        **{
+            "max-num-seqs": 128,
+            "speculative-config": {
+                "method": "ngram",
+                "num_speculative_tokens": 4,
+                "num_speculative_tokens_per_batch_size": [[1, 20, 4], [21, 128, 0]],
+            },
+        }
+    )
     workload = base_workload(concurrency={"typical": 8, "peak": 100})
     report = review.review(config, workload)
     finding = report.finding("speculative_decoding")
@@ -463,8 +581,10 @@ def test_max_model_len_below_the_longest_request_is_wrong():
 
 
 def test_max_model_len_beyond_the_model_is_wrong():
-    config = base_config(model="meta-llama/Meta-Llama-3-70B-Instruct", **{"max-model-len": 32768, "tensor-parallel-size": 4,
-                         "deployment": {"gpu": "H100", "gpus-per-node": 4}})
+    config = base_config(
+        model="meta-llama/Meta-Llama-3-70B-Instruct",
+        **{"max-model-len": 32768, "tensor-parallel-size": 4, "deployment": {"gpu": "H100", "gpus-per-node": 4}},
+    )
     finding = review.review(config, base_workload()).finding("max_model_len")
     assert finding.verdict == "wrong" and "8,192 positions" in finding.reason
 
@@ -486,9 +606,20 @@ def test_kv_cache_that_cannot_hold_the_peak_is_wrong():
 
 def test_model_config_json_for_an_unknown_model(tmp_path):
     model_config = tmp_path / "config.json"
-    model_config.write_text(json.dumps({
-        "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "vocab_size": 32768, "max_position_embeddings": 32768, "torch_dtype": "bfloat16"}))
+    model_config.write_text(
+        json.dumps(
+            {
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "vocab_size": 32768,
+                "max_position_embeddings": 32768,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     config = base_config(model="mistralai/Mistral-7B-Instruct-v0.3")
     config["deployment"]["model-config"] = "config.json"
     report = review.review(config, base_workload(), base_dir=tmp_path)
@@ -496,13 +627,16 @@ def test_model_config_json_for_an_unknown_model(tmp_path):
     assert report.facts["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2
 
 
-@pytest.mark.parametrize("model_id,preset", [
-    ("meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
-    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
-    ("meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3-70B"),
-    ("casperhansen/llama-3-70b-instruct-awq", "Llama-3-70B"),
-    ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
-])
+@pytest.mark.parametrize(
+    "model_id,preset",
+    [
+        ("meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "Llama-3.1-8B"),
+        ("meta-llama/Meta-Llama-3-70B-Instruct", "Llama-3-70B"),
+        ("casperhansen/llama-3-70b-instruct-awq", "Llama-3-70B"),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct", "SmolLM2-135M"),
+    ],
+)
 def test_model_ids_map_to_presets(model_id, preset):
     from servelab.review.serving import preset_key
 

@@ -87,34 +87,54 @@ def vllm_serve_defaults():
 
     from vllm.usage.usage_lib import UsageContext
 
-    def compute(hw, world_size, *, seqs=None, tokens=None, max_model_len=8192, chunked=True,
-                mode="balanced", batched_dp=False):
+    def compute(
+        hw, world_size, *, seqs=None, tokens=None, max_model_len=8192, chunked=True, mode="balanced", batched_dp=False
+    ):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(arg_utils, "current_platform", _Platform(hw))
-            args = SimpleNamespace(pipeline_parallel_size=1, tensor_parallel_size=world_size, max_num_seqs=seqs,
-                                   max_num_batched_tokens=tokens, performance_mode=mode,
-                                   enable_chunked_prefill=chunked,
-                                   get_batch_defaults=arg_utils.EngineArgs.get_batch_defaults)
+            args = SimpleNamespace(
+                pipeline_parallel_size=1,
+                tensor_parallel_size=world_size,
+                max_num_seqs=seqs,
+                max_num_batched_tokens=tokens,
+                performance_mode=mode,
+                enable_chunked_prefill=chunked,
+                get_batch_defaults=arg_utils.EngineArgs.get_batch_defaults,
+            )
             model = SimpleNamespace(max_model_len=max_model_len, is_multimodal_model=False, model="m")
             arg_utils.EngineArgs._set_default_max_num_seqs_and_batched_tokens_args(
-                args, UsageContext.OPENAI_API_SERVER, model, SimpleNamespace(use_batched_dp_moe=batched_dp))
+                args, UsageContext.OPENAI_API_SERVER, model, SimpleNamespace(use_batched_dp_moe=batched_dp)
+            )
         return args.max_num_seqs, args.max_num_batched_tokens
 
     return compute
 
 
 @pytest.mark.parametrize("name", ["H100", "A100", "B200", "L4"])
-@pytest.mark.parametrize("case", [
-    {}, {"mode": "throughput"}, {"chunked": False, "max_model_len": 32768}, {"batched_dp": True},
-    {"max_model_len": 16, "mode": "throughput"}, {"seqs": 64, "mode": "throughput"}, {"tokens": 100},
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        {},
+        {"mode": "throughput"},
+        {"chunked": False, "max_model_len": 32768},
+        {"batched_dp": True},
+        {"max_model_len": 16, "mode": "throughput"},
+        {"seqs": 64, "mode": "throughput"},
+        {"tokens": 100},
+    ],
+)
 def test_serve_defaults_match_vllm(vllm_serve_defaults, name, case):
     hw = hardware.PRESETS[name]
-    ours = defaults.serve_defaults(hw, 2, max_num_seqs=case.get("seqs"), max_num_batched_tokens=case.get("tokens"),
-                                   max_model_len=case.get("max_model_len", 8192),
-                                   chunked_prefill=case.get("chunked", True),
-                                   performance_mode=case.get("mode", "balanced"),
-                                   batched_dp_moe=case.get("batched_dp", False))
+    ours = defaults.serve_defaults(
+        hw,
+        2,
+        max_num_seqs=case.get("seqs"),
+        max_num_batched_tokens=case.get("tokens"),
+        max_model_len=case.get("max_model_len", 8192),
+        chunked_prefill=case.get("chunked", True),
+        performance_mode=case.get("mode", "balanced"),
+        batched_dp_moe=case.get("batched_dp", False),
+    )
     assert ours[:2] == vllm_serve_defaults(hw, 2, **case)
 
 
@@ -123,9 +143,12 @@ def test_worked_serve_defaults():
     token default to max-model-len 32,768; DP + EP on deepep_low_latency takes 256 tokens, and max-num-seqs
     then falls to 256 (at most the token budget)."""
     h100 = hardware.get("H100")
-    assert defaults.serve_defaults(h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=8192,
-                                   performance_mode="throughput")[:2] == (2048, 16384)
-    assert defaults.serve_defaults(h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=32768,
-                                   chunked_prefill=False)[:2] == (1024, 32768)
-    assert defaults.serve_defaults(h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=8192,
-                                   batched_dp_moe=True)[:2] == (256, 256)
+    assert defaults.serve_defaults(
+        h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=8192, performance_mode="throughput"
+    )[:2] == (2048, 16384)
+    assert defaults.serve_defaults(
+        h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=32768, chunked_prefill=False
+    )[:2] == (1024, 32768)
+    assert defaults.serve_defaults(
+        h100, 1, max_num_seqs=None, max_num_batched_tokens=None, max_model_len=8192, batched_dp_moe=True
+    )[:2] == (256, 256)

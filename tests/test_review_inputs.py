@@ -17,9 +17,14 @@ from servelab.review.serving import read_config
 
 REPO = Path(__file__).resolve().parent.parent
 
-WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
-            "prompt-tokens": {"mean": 800, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 900},
-            "slo": {"ttft-p99-ms": 1000, "tpot-p99-ms": 50}}
+WORKLOAD = {
+    "name": "chat",
+    "task": "chat",
+    "concurrency": {"typical": 8, "peak": 16},
+    "prompt-tokens": {"mean": 800, "p99": 3000},
+    "output-tokens": {"mean": 200, "p99": 900},
+    "slo": {"ttft-p99-ms": 1000, "tpot-p99-ms": 50},
+}
 
 
 def cfg_of(text: str, **deployment):
@@ -27,6 +32,7 @@ def cfg_of(text: str, **deployment):
 
 
 # --- the model catalogue: arithmetic worked by hand -------------------------------------
+
 
 def test_mixture_of_experts_holds_every_expert_and_computes_two():
     """Mixtral 8x7B: 32 layers; attention 4096x4096x2 + 4096x1024x2; eight experts of
@@ -55,7 +61,9 @@ def test_deepseek_latent_attention_and_its_fp8_checkpoint():
     assert m.quant_method == "fp8" and m.native_quantization
     routers = 58 * 7168 * 256
     unquantized = m.num_params - m.quantized_params
-    assert unquantized == 2 * 129280 * 7168 + routers + 7168 + 61 * 2 * 7168 + 61 * (1536 + 512)  # tables, routers, norms
+    assert unquantized == 2 * 129280 * 7168 + routers + 7168 + 61 * 2 * 7168 + 61 * (
+        1536 + 512
+    )  # tables, routers, norms
     assert m.weight_bytes() == m.quantized_params * 1 + unquantized * 2
 
 
@@ -88,13 +96,27 @@ def test_mxfp4_covers_only_the_experts():
     assert m.weight_bytes() == pytest.approx(experts * 4.25 / 8 + (m.num_params - experts) * 2)
 
 
-@pytest.mark.parametrize("model", ["meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-3B-Instruct",
-                                   "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct",
-                                   "meta-llama/Llama-3.1-405B-Instruct", "Qwen/Qwen2.5-72B-Instruct",
-                                   "Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B",
-                                   "mistralai/Mistral-7B-Instruct-v0.3", "mistralai/Mixtral-8x22B-Instruct-v0.1",
-                                   "google/gemma-2-27b-it", "google/gemma-3-12b-it", "deepseek-ai/DeepSeek-V3",
-                                   "microsoft/phi-4", "openai/gpt-oss-20b"])
+@pytest.mark.parametrize(
+    "model",
+    [
+        "meta-llama/Llama-3.2-1B-Instruct",
+        "meta-llama/Llama-3.2-3B-Instruct",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "meta-llama/Llama-3.1-70B-Instruct",
+        "meta-llama/Llama-3.1-405B-Instruct",
+        "Qwen/Qwen2.5-72B-Instruct",
+        "Qwen/Qwen3-32B",
+        "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-235B-A22B",
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        "mistralai/Mixtral-8x22B-Instruct-v0.1",
+        "google/gemma-2-27b-it",
+        "google/gemma-3-12b-it",
+        "deepseek-ai/DeepSeek-V3",
+        "microsoft/phi-4",
+        "openai/gpt-oss-20b",
+    ],
+)
 def test_catalogue_covers_the_families_with_sources(model):
     entry = modelspec.catalogue()[model]
     assert entry["source"].startswith("https://huggingface.co/" + model)
@@ -103,8 +125,14 @@ def test_catalogue_covers_the_families_with_sources(model):
 
 
 def test_published_sizes_match_the_names():
-    sizes = {"meta-llama/Llama-3.1-405B-Instruct": 405.9, "Qwen/Qwen3-235B-A22B": 235.1, "Qwen/Qwen3-30B-A3B": 30.5,
-             "openai/gpt-oss-120b": 116.8, "openai/gpt-oss-20b": 20.9, "google/gemma-3-27b-it": 27.0}
+    sizes = {
+        "meta-llama/Llama-3.1-405B-Instruct": 405.9,
+        "Qwen/Qwen3-235B-A22B": 235.1,
+        "Qwen/Qwen3-30B-A3B": 30.5,
+        "openai/gpt-oss-120b": 116.8,
+        "openai/gpt-oss-20b": 20.9,
+        "google/gemma-3-27b-it": 27.0,
+    }
     for model, billions in sizes.items():
         assert round(modelspec.from_catalogue(model).num_params / 1e9, 1) == billions, model
     assert round(modelspec.from_catalogue("Qwen/Qwen3-235B-A22B").active_params / 1e9, 1) == 22.2
@@ -112,11 +140,20 @@ def test_published_sizes_match_the_names():
 
 # --- vLLM's own flags ------------------------------------------------------------------
 
+
 def test_cached_flags_match_the_installed_vllm():
     pytest.importorskip("vllm")
     # in a child process: importing vLLM sets up logging and torch for the whole process
-    result = subprocess.run([sys.executable, "-c", "import json; from servelab.review import vllm_flags; "
-                             "print(json.dumps(vllm_flags.generate()))"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from servelab.review import vllm_flags; print(json.dumps(vllm_flags.generate()))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     installed = json.loads(result.stdout.strip().splitlines()[-1])
     cached = json.loads((REPO / "src" / "servelab" / "review" / vllm_flags.FLAGS_FILE).read_text())
@@ -124,8 +161,11 @@ def test_cached_flags_match_the_installed_vllm():
 
 
 def test_every_flag_vllm_knows_is_accepted_and_listed_as_not_reviewed(tmp_path):
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --compilation-config '{\"level\": 3}' "
-                 "--max-cudagraph-capture-size 512 --async-scheduling", gpu="H100")
+    cfg = cfg_of(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --compilation-config '{\"level\": 3}' "
+        "--max-cudagraph-capture-size 512 --async-scheduling",
+        gpu="H100",
+    )
     assert {"compilation-config", "max-cudagraph-capture-size", "async-scheduling"} <= set(cfg.not_reviewed)
     (tmp_path / "serve.sh").write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --async-scheduling\n")
     (tmp_path / "workload.yaml").write_text(json.dumps(WORKLOAD))  # JSON is YAML
@@ -136,7 +176,10 @@ def test_every_flag_vllm_knows_is_accepted_and_listed_as_not_reviewed(tmp_path):
 
 def test_unknown_flag_names_the_closest_and_its_line():
     with pytest.raises(review.ReviewInputError) as info:
-        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  --tensor-parallel-size 2 \\\n  --max-num-seq 8", gpu="H100")
+        cfg_of(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct \\\n  --tensor-parallel-size 2 \\\n  --max-num-seq 8",
+            gpu="H100",
+        )
     assert "cmd.sh:3:" in str(info.value) and "did you mean --max-num-seqs" in str(info.value)
 
 
@@ -151,11 +194,18 @@ def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
 def test_old_speculative_and_device_flags_are_findings_naming_what_replaced_them():
     """vLLM 0.32's parser (vllm_flags.json) has none of these; speculation is speculative-config or its
     --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py)."""
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
-                 "--num-speculative-tokens 5 --device cuda --worker-use-ray --calculate-kv-scales --max-num-seqs 32",
-                 gpu="H100")
+    cfg = cfg_of(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
+        "--num-speculative-tokens 5 --device cuda --worker-use-ray --calculate-kv-scales --max-num-seqs 32",
+        gpu="H100",
+    )
     assert [name for name, _, _ in cfg.removed_flags] == [
-        "speculative-model", "num-speculative-tokens", "device", "worker-use-ray", "calculate-kv-scales"]
+        "speculative-model",
+        "num-speculative-tokens",
+        "device",
+        "worker-use-ray",
+        "calculate-kv-scales",
+    ]
     assert cfg.max_num_seqs == 32 and cfg.model_name == "meta-llama/Llama-3.1-8B-Instruct"
     finding = review.checks.check_removed_flags(cfg)
     assert "--speculative-model: use --speculative-config" in finding.fix
@@ -163,19 +213,35 @@ def test_old_speculative_and_device_flags_are_findings_naming_what_replaced_them
 
 
 def test_spec_shorthand_flags_make_the_speculative_config():
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-method eagle3 "
-                 "--spec-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --spec-tokens 3", gpu="H100")
+    cfg = cfg_of(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-method eagle3 "
+        "--spec-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B --spec-tokens 3",
+        gpu="H100",
+    )
     assert (cfg.spec.method, cfg.spec.draft_model, cfg.spec.num_speculative_tokens) == (
-        "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", 3)
+        "eagle3",
+        "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+        3,
+    )
     with pytest.raises(review.ReviewInputError, match="mutually exclusive"):
-        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-tokens 3 "
-               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'", gpu="H100")
+        cfg_of(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --spec-tokens 3 "
+            '--speculative-config \'{"method": "ngram", "num_speculative_tokens": 4}\'',
+            gpu="H100",
+        )
 
 
 def test_removed_flag_in_yaml_and_its_value_are_set_aside():
-    doc = review.schema.Doc("c.yaml", {"model": "meta-llama/Llama-3.1-8B-Instruct", "swap_space": 16,
-                                       "max-num-seqs": 8, "deployment": {"gpu": "L4", "gpus-per-node": 1}},
-                            "serving config")
+    doc = review.schema.Doc(
+        "c.yaml",
+        {
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "swap_space": 16,
+            "max-num-seqs": 8,
+            "deployment": {"gpu": "L4", "gpus-per-node": 1},
+        },
+        "serving config",
+    )
     cfg = read_config(doc)
     assert cfg.removed_flags == (("swap-space", 16, None),) and cfg.max_num_seqs == 8
     report = review.review(doc.data | {"swap_space": 16}, WORKLOAD)
@@ -183,6 +249,7 @@ def test_removed_flag_in_yaml_and_its_value_are_set_aside():
 
 
 # --- the input forms ----------------------------------------------------------------------
+
 
 def test_command_line_quoting_continuations_and_equals():
     text = """# deployment: {gpu: H100, gpus-per-node: 8}
@@ -248,8 +315,10 @@ def test_helm_values_with_several_models_need_a_selection():
 
 def test_manifest_without_vllm_is_refused_clearly(tmp_path):
     path = tmp_path / "web.yaml"
-    path.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n"
-                    "    spec:\n      containers:\n      - name: web\n        image: nginx\n")
+    path.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      - name: web\n        image: nginx\n"
+    )
     with pytest.raises(review.ReviewInputError) as info:
         forms.load(path, deployment={"gpu": "H100"})
     assert "no container in this manifest runs vLLM" in str(info.value)
@@ -257,8 +326,12 @@ def test_manifest_without_vllm_is_refused_clearly(tmp_path):
 
 # --- the checks the new inputs need ----------------------------------------------------------
 
-BASE = {"model": "meta-llama/Llama-3.1-8B-Instruct", "max-num-seqs": 16, "max-model-len": 8192,
-        "deployment": {"gpu": "H100", "gpus-per-node": 1}}
+BASE = {
+    "model": "meta-llama/Llama-3.1-8B-Instruct",
+    "max-num-seqs": 16,
+    "max-model-len": 8192,
+    "deployment": {"gpu": "H100", "gpus-per-node": 1},
+}
 
 
 def test_kv_cache_dtype_fp8_is_a_quantization_that_needs_accuracy():
@@ -266,9 +339,18 @@ def test_kv_cache_dtype_fp8_is_a_quantization_that_needs_accuracy():
     q = report.finding("quantization")
     assert q.verdict == "unjustified" and "kv-cache-dtype fp8" in q.reason
     assert "65,536 B per token" in q.evidence  # half of bf16's 131,072
-    measured = {**WORKLOAD, "slo": {**WORKLOAD["slo"], "max-accuracy-drop": 1},
-                "measurements": [{"setting": {"kv-cache-dtype": "fp8", "batch": 16, "task": "chat"},
-                                  "metric": "accuracy_drop", "value": 0.3, "source": "eval run 12"}]}
+    measured = {
+        **WORKLOAD,
+        "slo": {**WORKLOAD["slo"], "max-accuracy-drop": 1},
+        "measurements": [
+            {
+                "setting": {"kv-cache-dtype": "fp8", "batch": 16, "task": "chat"},
+                "metric": "accuracy_drop",
+                "value": 0.3,
+                "source": "eval run 12",
+            }
+        ],
+    }
     assert review.review({**BASE, "kv-cache-dtype": "fp8"}, measured).finding("quantization").verdict == "justified"
     too_much = {**measured, "slo": {**measured["slo"], "max-accuracy-drop": 0.1}}
     assert review.review({**BASE, "kv-cache-dtype": "fp8"}, too_much).finding("quantization").verdict == "wrong"
@@ -276,11 +358,16 @@ def test_kv_cache_dtype_fp8_is_a_quantization_that_needs_accuracy():
 
 def test_checkpoint_quantization_config_is_read(tmp_path):
     config = json.loads((REPO / "src" / "servelab" / "model_configs" / "Llama-3.1-8B-Instruct.json").read_text())
-    config["quantization_config"] = {"quant_method": "compressed-tensors",
-                                     "config_groups": {"group_0": {"weights": {"num_bits": 4}}}}
+    config["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"group_0": {"weights": {"num_bits": 4}}},
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
-    report = review.review({**BASE, "model": "acme/llama-8b-w4", "deployment": {**BASE["deployment"],
-                            "model-config": "config.json"}}, WORKLOAD, base_dir=tmp_path)
+    report = review.review(
+        {**BASE, "model": "acme/llama-8b-w4", "deployment": {**BASE["deployment"], "model-config": "config.json"}},
+        WORKLOAD,
+        base_dir=tmp_path,
+    )
     q = report.finding("quantization")
     assert q.verdict == "unjustified" and "quantization_config" in q.setting
     assert report.facts["weight_dtype"] == "int4"
@@ -290,7 +377,10 @@ def test_workload_without_slo_is_reviewed_with_exit_1(tmp_path):
     no_slo = {k: v for k, v in WORKLOAD.items() if k != "slo"}
     report = review.review({**BASE, "speculative-config": {"method": "ngram", "num_speculative_tokens": 2}}, no_slo)
     assert report.exit_code == 1
-    assert report.finding("batching").verdict == "unjustified" and "no latency or throughput SLO" in report.finding("batching").reason
+    assert (
+        report.finding("batching").verdict == "unjustified"
+        and "no latency or throughput SLO" in report.finding("batching").reason
+    )
     assert report.finding("speculative_decoding").verdict == "unjustified"
     assert report.finding("parallelism").verdict == "justified"
 
@@ -308,8 +398,17 @@ def test_weights_that_do_not_fit_stay_apart_from_kv_short_of_the_peak():
 def test_enforce_eager_needs_a_reason_on_a_gpu():
     report = review.review({**BASE, "enforce-eager": True}, WORKLOAD)
     assert report.finding("enforce_eager").verdict == "unjustified"
-    measured = {**WORKLOAD, "measurements": [{"setting": {"enforce-eager": True, "max-num-seqs": 16},
-                                              "metric": "tpot_ms_p99", "value": 38, "source": "load test"}]}
+    measured = {
+        **WORKLOAD,
+        "measurements": [
+            {
+                "setting": {"enforce-eager": True, "max-num-seqs": 16},
+                "metric": "tpot_ms_p99",
+                "value": 38,
+                "source": "load test",
+            }
+        ],
+    }
     assert review.review({**BASE, "enforce-eager": True}, measured).finding("enforce_eager").verdict == "justified"
     assert "enforce_eager" not in review.review(BASE, WORKLOAD).verdicts()
 
@@ -327,17 +426,23 @@ def test_cli_reads_a_command_line_with_gpu_flags(tmp_path):
     workload.write_text("concurrency: {typical: 8, peak: 16}\nprompt-tokens: {mean: 800}\noutput-tokens: {mean: 200}\n")
     script = Path(sys.executable).parent / "servelab"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "servelab.cli"]
-    result = subprocess.run([*command, "review", str(cmd), "--workload", str(workload), "--gpu", "L40S",
-                             "--gpus-per-node", "1", "--json"], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "NO_COLOR": "1"})
+    result = subprocess.run(
+        [*command, "review", str(cmd), "--workload", str(workload), "--gpu", "L40S", "--gpus-per-node", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     assert data["facts"]["hardware"] == "L40S" and data["verdicts"]["batching"] == "unjustified"
 
 
 def test_a_script_ends_the_command_at_the_line_without_a_continuation():
-    text = ("#!/bin/bash\nexport HF_HOME=/models\nvllm serve Qwen/Qwen3-8B \\\n  --max-num-seqs 32\n"
-            "sleep 5\ncurl localhost:8000/health\n")
+    text = (
+        "#!/bin/bash\nexport HF_HOME=/models\nvllm serve Qwen/Qwen3-8B \\\n  --max-num-seqs 32\n"
+        "sleep 5\ncurl localhost:8000/health\n"
+    )
     cfg = cfg_of(text, gpu="L4")
     assert cfg.max_num_seqs == 32 and cfg.model.name == "Qwen/Qwen3-8B"
 
@@ -353,7 +458,9 @@ def test_removed_flag_names_the_release_where_it_is_on_record():
     cfg = cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16 --max-model-len 8192", gpu="L4")
     assert cfg.removed_flags == (("swap-space", 16, 1),) and cfg.max_model_len == 8192
     finding = review.checks.check_removed_flags(cfg)
-    assert "--swap-space was removed in vLLM 0.18.0" in finding.evidence and finding.setting == "--swap-space 16 (line 1)"
+    assert (
+        "--swap-space was removed in vLLM 0.18.0" in finding.evidence and finding.setting == "--swap-space 16 (line 1)"
+    )
 
 
 def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
@@ -364,14 +471,16 @@ def test_llama4_scout_counts_all_sixteen_experts_and_the_shared_one():
     per_layer = attention + (16 + 1) * expert + 5120 * 16 + 2 * 5120
     assert m.decoder_params == 48 * per_layer + 2 * 202048 * 5120 + 5120
     # the vision encoder: 34 blocks of 4 x 1408^2 attention and a 2 x 1408 x 5632 GELU MLP
-    assert m.tower_params == 34 * (4 * 1408 ** 2 + 2 * 1408 * 5632)
+    assert m.tower_params == 34 * (4 * 1408**2 + 2 * 1408 * 5632)
     assert round(m.weight_bytes("bfloat16") / 1e9, 1) == 217.2  # 215.5 of language model + 1.6 of vision: ~218
     assert round(m.active_params / 1e9, 1) == 17.2  # one routed and the shared expert per token
 
 
 def test_yaml_and_dict_configs_take_every_spelling_vllm_takes():
-    report = review.review({**BASE, "no-enable-prefix-caching": True, "tp": 1},
-                           {**WORKLOAD, "shared-prefix": {"tokens": 600, "fraction": 1.0}})
+    report = review.review(
+        {**BASE, "no-enable-prefix-caching": True, "tp": 1},
+        {**WORKLOAD, "shared-prefix": {"tokens": 600, "fraction": 1.0}},
+    )
     assert report.finding("prefix_caching").verdict == "wrong"  # caching off with a shared prefix
     with pytest.raises(review.ReviewInputError) as info:
         review.review({**BASE, "max_num_seqs": 8}, WORKLOAD)
@@ -409,10 +518,13 @@ spec:
 def test_lengths_read_as_vllm_reads_them():
     """vLLM 0.32's human_readable_int / human_readable_int_or_auto (vllm/utils/argparse_utils.py):
     k = 1,000 and K = 1,024; max-model-len also takes auto or -1 (the model's length, fitted to memory)."""
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K --max-num-batched-tokens 16k",
-                 gpu="H100")
+    cfg = cfg_of(
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K --max-num-batched-tokens 16k", gpu="H100"
+    )
     assert (cfg.max_model_len, cfg.max_num_batched_tokens) == (32 * 1024, 16_000)
-    assert cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100").max_model_len == 25_600
+    assert (
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100").max_model_len == 25_600
+    )
     for auto in ("auto", "-1"):
         cfg = cfg_of(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {auto}", gpu="H100")
         assert cfg.max_model_len_auto and cfg.max_model_len == 131_072  # max_position_embeddings
@@ -426,6 +538,7 @@ def test_gpu_names_resolve_to_the_part_they_name():
     """GKE: nvidia-tesla-a100 is the 40 GB A100 and nvidia-a100-80gb the 80 GB one; an H100 NVL has 94 GB
     and an H100 PCIe 2.0 TB/s (datasheets, cited in hardware.PRESETS); an unknown part says how to describe it."""
     from servelab import hardware
+
     assert hardware.get("nvidia-tesla-a100").name == "A100-40GB"
     assert hardware.get("nvidia-a100-80gb").name == "A100"
     assert (hardware.get("NVIDIA H100 NVL").name, hardware.get("NVIDIA H100 NVL").memory_gb) == ("H100-NVL", 94)
@@ -433,30 +546,40 @@ def test_gpu_names_resolve_to_the_part_they_name():
     assert (pcie.name, pcie.bandwidth_gb_s) == ("H100-PCIE", 2000) and hardware.get("H100").bandwidth_gb_s == 3350
     assert hardware.get("nvidia-h100-80gb").name == "H100"
     assert (hardware.get("A800").interconnect_gb_s, hardware.get("MI325X").memory_gb, hardware.get("T4").dtype) == (
-        400, 256, "float16")
+        400,
+        256,
+        "float16",
+    )
     with pytest.raises(review.ReviewInputError, match="unknown GPU type 'GH200'.*deployment.hardware-file"):
         cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="GH200")
 
 
 def test_a_workload_with_qps_alone_says_how_to_get_concurrency():
-    doc = review.schema.Doc("w.yaml", {"qps": {"typical": 5, "peak": 20}, "prompt-tokens": {"mean": 1000},
-                                       "output-tokens": {"mean": 200}}, "workload")
+    doc = review.schema.Doc(
+        "w.yaml",
+        {"qps": {"typical": 5, "peak": 20}, "prompt-tokens": {"mean": 1000}, "output-tokens": {"mean": 200}},
+        "workload",
+    )
     with pytest.raises(review.ReviewInputError, match=r"qps but no 'concurrency'.*Little's law"):
         review.workload_spec.read_workload(doc)
 
 
 def test_a_ray_serve_llm_config_is_named_as_a_form_not_read(tmp_path):
     path = tmp_path / "serve.yaml"
-    path.write_text("applications:\n- name: llm_app\n  import_path: ray.serve.llm:build_openai_app\n  args:\n"
-                    "    llm_configs:\n      - model_loading_config: {model_id: q, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
-                    "        engine_kwargs: {tensor_parallel_size: 2}\n")
+    path.write_text(
+        "applications:\n- name: llm_app\n  import_path: ray.serve.llm:build_openai_app\n  args:\n"
+        "    llm_configs:\n      - model_loading_config: {model_id: q, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
+        "        engine_kwargs: {tensor_parallel_size: 2}\n"
+    )
     with pytest.raises(review.ReviewInputError, match="a Ray Serve LLM config .* is not a form the reviewer reads"):
         review.forms.load(path)
 
 
 def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("defaults: &d\n  max-model-len: 16384\n  max-num-seqs: 32\nserving:\n  <<: *d\n  max-num-seqs: 64\n")
+    path.write_text(
+        "defaults: &d\n  max-model-len: 16384\n  max-num-seqs: 32\nserving:\n  <<: *d\n  max-num-seqs: 64\n"
+    )
     doc = review.schema.load_yaml(path, "serving config")
     assert doc.data["serving"] == {"max-model-len": 16384, "max-num-seqs": 64}
     assert doc.line(("serving", "max-num-seqs")) == 6

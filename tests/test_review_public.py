@@ -25,8 +25,9 @@ CASES = sorted(EXPECTED)
 
 def _review(case: str) -> review.Report:
     expected = EXPECTED[case]
-    return review.review_files(PUBLIC / expected["config"], PUBLIC / f"{case}-workload.yaml",
-                               select=expected.get("select"))
+    return review.review_files(
+        PUBLIC / expected["config"], PUBLIC / f"{case}-workload.yaml", select=expected.get("select")
+    )
 
 
 def test_at_least_twelve_public_configs_each_with_a_workload():
@@ -69,7 +70,7 @@ def test_readme_table_lists_the_same_verdicts():
     header = next(i for i, line in enumerate(lines) if line.startswith("| public config"))
     columns = [c.strip() for c in lines[header].strip("|").split("|")]
     table = {}
-    for line in lines[header + 2:]:
+    for line in lines[header + 2 :]:
         if not line.startswith("|"):
             break
         cells = dict(zip(columns, (c.strip() for c in line.strip("|").split("|"))))

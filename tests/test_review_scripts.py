@@ -10,13 +10,19 @@ from servelab import review
 from servelab.review import arithmetic, checks, forms, shell
 from servelab.review.serving import read_config
 
-WORKLOAD = {"name": "chat", "task": "chat", "concurrency": {"typical": 8, "peak": 16},
-            "prompt-tokens": {"mean": 800, "p99": 3000}, "output-tokens": {"mean": 200, "p99": 900}}
+WORKLOAD = {
+    "name": "chat",
+    "task": "chat",
+    "concurrency": {"typical": 8, "peak": 16},
+    "prompt-tokens": {"mean": 800, "p99": 3000},
+    "output-tokens": {"mean": 200, "p99": 900},
+}
 
 
 def cfg_of(text: str, variables=None, base_dir=None, **deployment):
-    return read_config(forms.parse(text, name="run.sh", deployment=deployment or None, variables=variables,
-                                   base_dir=base_dir))
+    return read_config(
+        forms.parse(text, name="run.sh", deployment=deployment or None, variables=variables, base_dir=base_dir)
+    )
 
 
 # --- shell variables -----------------------------------------------------------------------
@@ -81,6 +87,7 @@ def test_the_command_line_takes_var(tmp_path):
 
 # --- LoRA ----------------------------------------------------------------------------------
 
+
 def _adapter(tmp_path, name, base, rank):
     folder = tmp_path / name
     folder.mkdir()
@@ -103,8 +110,10 @@ def test_lora_a_or_b_is_whole_on_every_tensor_parallel_gpu():
     TP 8, 16 slots of rank 16, per GPU per layer per rank: q/k/v 3 x 8192 + (8192 + 2 x 1024) / 8,
     o 8192 / 8 + 8192, gate/up 2 x 8192 + 2 x 28672 / 8, down 28672 / 8 + 8192 = 70,400;
     x 80 layers x 16 x 16 slots x 2 bytes = 2.88 GB per GPU (not 23.1 / 8 split as the weights are)."""
-    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 8 --enable-lora --max-loras 16 "
-            "--lora-modules adapter0=/models/qsq")
+    text = (
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 8 --enable-lora --max-loras 16 "
+        "--lora-modules adapter0=/models/qsq"
+    )
     cfg = cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
     per_gpu = 70_400 * 80 * 16 * 16 * 2 / 1e9
     assert arithmetic.lora_gb(cfg) / 8 == pytest.approx(per_gpu)
@@ -120,32 +129,45 @@ def test_lora_on_a_mixture_of_experts_counts_the_expert_buffers():
     2 x 64 x 2048, w2 lora_b 2048 x 64, w13 lora_b 2 x 384 x 64, w2 lora_a 64 x 384 = 59,768,832
     elements; attention 64 x (3 x 2048 + 5120 / 2 + 4096 / 2 + 2048) = 819,200. Qwen3-30B-A3B, 48 layers,
     8 slots, bf16: 46.5 GB per GPU at TP 2 (the attention-only count said 0.86 GB)."""
-    cfg = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
-                 "--max-model-len 16384 --tensor-parallel-size 2", gpu="H100", **{"gpus-per-node": 8})
+    cfg = cfg_of(
+        "vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+        "--max-model-len 16384 --tensor-parallel-size 2",
+        gpu="H100",
+        **{"gpus-per-node": 8},
+    )
     experts = 2 * 128 * 64 * 2048 + 128 * 2048 * 64 + 2 * 128 * 384 * 64 + 128 * 64 * 384
     assert experts == 59_768_832
     per_gpu = (experts + 819_200) * 48 * 8 * 2 / 1e9
     assert arithmetic.lora_gb(cfg) / 2 == pytest.approx(per_gpu)
     assert round(per_gpu, 1) == 46.5
     # With expert parallelism each GPU holds 64 whole experts at the full width.
-    ep = cfg_of("vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
-                "--tensor-parallel-size 2 --enable-expert-parallel", gpu="H100", **{"gpus-per-node": 8})
+    ep = cfg_of(
+        "vllm serve Qwen/Qwen3-30B-A3B --enable-lora --max-loras 8 --max-lora-rank 64 "
+        "--tensor-parallel-size 2 --enable-expert-parallel",
+        gpu="H100",
+        **{"gpus-per-node": 8},
+    )
     ep_experts = 2 * 64 * 64 * 2048 + 64 * 2048 * 64 + 3 * 64 * 768 * 64
     assert arithmetic.lora_gb(ep) / 2 == pytest.approx((ep_experts + 819_200) * 48 * 8 * 2 / 1e9)
 
 
 def test_adapter_trained_on_another_base_is_wrong(tmp_path):
     _adapter(tmp_path, "sql", "Qwen/Qwen2.5-32B-Instruct", 16)
-    cfg = cfg_of("vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4 --enable-lora --lora-modules sql=./sql",
-                 base_dir=tmp_path, gpu="H100", **{"gpus-per-node": 4})
+    cfg = cfg_of(
+        "vllm serve Qwen/Qwen2.5-72B-Instruct --tensor-parallel-size 4 --enable-lora --lora-modules sql=./sql",
+        base_dir=tmp_path,
+        gpu="H100",
+        **{"gpus-per-node": 4},
+    )
     finding = checks.check_lora(cfg, None, None)
     assert finding.verdict == "wrong" and "trained on Qwen/Qwen2.5-32B-Instruct" in finding.reason
 
 
 def test_adapter_wider_than_the_slots_is_wrong(tmp_path):
     _adapter(tmp_path, "chat", "Qwen/Qwen2.5-7B-Instruct", 64)
-    cfg = cfg_of("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat",
-                 base_dir=tmp_path, gpu="H100")
+    cfg = cfg_of(
+        "vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat", base_dir=tmp_path, gpu="H100"
+    )
     finding = checks.check_lora(cfg, None, None)
     assert finding.verdict == "wrong" and "max-lora-rank to at least 64" in finding.fix
 
@@ -153,8 +175,11 @@ def test_adapter_wider_than_the_slots_is_wrong(tmp_path):
 def test_adapters_matching_the_base_are_justified_and_unknown_ones_unjustified(tmp_path):
     _adapter(tmp_path, "chat", "Qwen2.5-7B-Instruct", 8)
     json_form = '\'{"name": "tool", "path": "org/tool-lora", "base_model_name": "Qwen/Qwen2.5-7B-Instruct"}\''
-    cfg = cfg_of(f"vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat {json_form}",
-                 base_dir=tmp_path, gpu="H100")
+    cfg = cfg_of(
+        f"vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=./chat {json_form}",
+        base_dir=tmp_path,
+        gpu="H100",
+    )
     assert [a.name for a in cfg.adapters] == ["chat", "tool"]
     assert checks.check_lora(cfg, None, None).verdict == "justified"
     remote = cfg_of("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=org/chat-lora", gpu="H100")
@@ -163,15 +188,24 @@ def test_adapters_matching_the_base_are_justified_and_unknown_ones_unjustified(t
 
 # --- benchmark-only settings -----------------------------------------------------------------
 
+
 def test_dummy_weights_and_ignore_eos_are_not_production():
-    text = ("vllm serve Qwen/Qwen3-8B --load-format dummy\n"
-            "vllm bench serve --model Qwen/Qwen3-8B --ignore-eos --num-prompts 100\n")
+    text = (
+        "vllm serve Qwen/Qwen3-8B --load-format dummy\n"
+        "vllm bench serve --model Qwen/Qwen3-8B --ignore-eos --num-prompts 100\n"
+    )
     cfg = cfg_of(text, gpu="H100")
     assert cfg.load_format == "dummy" and cfg.benchmark_flags == (("ignore-eos", 2),)
     finding = checks.check_benchmark_settings(cfg)
-    assert finding.verdict == "wrong" and "random weights" in finding.reason and "--ignore-eos (line 2)" in finding.evidence
+    assert (
+        finding.verdict == "wrong"
+        and "random weights" in finding.reason
+        and "--ignore-eos (line 2)" in finding.evidence
+    )
     plain = cfg_of("vllm serve Qwen/Qwen3-8B", gpu="H100")
-    findings, _ = checks.run_checks(plain, review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload")))
+    findings, _ = checks.run_checks(
+        plain, review.workload_spec.read_workload(review.schema.Doc("w", WORKLOAD, "workload"))
+    )
     assert "benchmark_settings" not in {f.knob for f in findings}
 
 
@@ -197,11 +231,14 @@ spec:
 
 # --- how a shell reads a command line -------------------------------------------------------
 
+
 def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
     """YAML reads `vllm serve M --x '{"temperature": 0.6}'` as a one-key mapping; it is a command line."""
     path = tmp_path / "serve.sh"
-    path.write_text("# deployment: {gpu: H100, gpus-per-node: 1}\nvllm serve meta-llama/Llama-3.1-8B-Instruct "
-                    "--max-model-len 16384 --override-generation-config '{\"temperature\": 0.6}'\n")
+    path.write_text(
+        "# deployment: {gpu: H100, gpus-per-node: 1}\nvllm serve meta-llama/Llama-3.1-8B-Instruct "
+        "--max-model-len 16384 --override-generation-config '{\"temperature\": 0.6}'\n"
+    )
     cfg = read_config(forms.load(path))
     assert (cfg.model_name, cfg.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
     assert "override-generation-config" in cfg.not_reviewed
@@ -210,14 +247,23 @@ def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
 def test_a_comment_inside_a_continuation_ends_the_command_as_bash_does():
     """bash: `# --max-model-len 8192 \\` is a comment to the end of its line, the `\\` included, so
     the command ends there and `--max-num-seqs 64` runs as a command of its own."""
-    text = ("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
-            "  # --max-model-len 8192 \\\n  --max-num-seqs 64\n")
-    with pytest.raises(review.ReviewInputError, match=r"run.sh:4: `--max-num-seqs` starts a command of its own, "
-                                                      r"because line 3 ends"):
+    text = (
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+        "  # --max-model-len 8192 \\\n  --max-num-seqs 64\n"
+    )
+    with pytest.raises(
+        review.ReviewInputError,
+        match=r"run.sh:4: `--max-num-seqs` starts a command of its own, "
+        r"because line 3 ends",
+    ):
         cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
     # A comment after the last continued line ends nothing early.
-    cfg = cfg_of("vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
-                 "  --max-num-seqs 64  # the SLO's batch\n", gpu="H100", **{"gpus-per-node": 8})
+    cfg = cfg_of(
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct \\\n  --tensor-parallel-size 4 \\\n"
+        "  --max-num-seqs 64  # the SLO's batch\n",
+        gpu="H100",
+        **{"gpus-per-node": 8},
+    )
     assert (cfg.tensor_parallel_size, cfg.max_num_seqs) == (4, 64)
 
 
@@ -228,16 +274,23 @@ def test_a_backslash_then_a_space_passes_a_space_and_ends_the_command():
 
 
 def test_a_variable_only_running_the_script_knows_is_refused_with_why():
-    branches = ('if [ "$MODE" = "big" ]; then\n  TP=8\nelse\n  TP=2\nfi\n'
-                "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\n")
-    with pytest.raises(review.ReviewInputError, match=r"\$TP is assigned inside the if on line 1 \(line 4\), so its "
-                                                      r"value depends on which branch runs.*--var TP=VALUE"):
+    branches = (
+        'if [ "$MODE" = "big" ]; then\n  TP=8\nelse\n  TP=2\nfi\n'
+        "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\n"
+    )
+    with pytest.raises(
+        review.ReviewInputError,
+        match=r"\$TP is assigned inside the if on line 1 \(line 4\), so its "
+        r"value depends on which branch runs.*--var TP=VALUE",
+    ):
         cfg_of(branches, gpu="H100", **{"gpus-per-node": 8})
     assert cfg_of(branches, variables={"TP": "8"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 8
     loop = "for TP in 2 4 8; do\n  vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\ndone\n"
     with pytest.raises(review.ReviewInputError, match=r"\$TP is set by the for loop on line 1"):
         cfg_of(loop, gpu="H100", **{"gpus-per-node": 8})
-    output = "NGPU=$(nvidia-smi -L | wc -l)\nvllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $NGPU\n"
+    output = (
+        "NGPU=$(nvidia-smi -L | wc -l)\nvllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $NGPU\n"
+    )
     with pytest.raises(review.ReviewInputError, match=r"\$NGPU is assigned a command's output on line 1"):
         cfg_of(output, gpu="H100", **{"gpus-per-node": 8})
 
@@ -248,19 +301,25 @@ def test_a_required_variable_and_a_bash_array_are_named():
         cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
     assert cfg_of(text, variables={"TP": "4"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 4
     with pytest.raises(review.ReviewInputError, match=r"\$\{ARGS\[@\]\} expands a bash array"):
-        cfg_of('ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
-               gpu="H100", **{"gpus-per-node": 8})
+        cfg_of(
+            'ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
+            gpu="H100",
+            **{"gpus-per-node": 8},
+        )
 
 
 def test_a_dockerfile_exec_form_runs_entrypoint_then_cmd():
     """Docker's exec form runs ENTRYPOINT's words then CMD's, with no shell (no $VAR expansion)."""
-    text = ('FROM vllm/vllm-openai:v0.11.0\nENV MODEL meta-llama/Llama-3.1-8B-Instruct\n'
-            'ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
-            'CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", "--max-num-seqs", "64"]\n')
+    text = (
+        "FROM vllm/vllm-openai:v0.11.0\nENV MODEL meta-llama/Llama-3.1-8B-Instruct\n"
+        'ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n'
+        'CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", "--max-num-seqs", "64"]\n'
+    )
     cfg = cfg_of(text, gpu="H100")
     assert (cfg.model_name, cfg.max_model_len, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 16384, 64)
     assert cfg.doc.line(("max-num-seqs",)) == 4
     # CMD alone: the vllm/vllm-openai image's own ENTRYPOINT ["vllm", "serve"] comes first.
-    cfg = cfg_of('FROM vllm/vllm-openai:latest\nCMD ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "32"]\n',
-                 gpu="H100")
+    cfg = cfg_of(
+        'FROM vllm/vllm-openai:latest\nCMD ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "32"]\n', gpu="H100"
+    )
     assert (cfg.model_name, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 32)

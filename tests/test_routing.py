@@ -8,17 +8,38 @@ import pytest
 
 from servelab import modelspec, simulate
 from servelab.measurement import Measurement
-from servelab.routing import ALWAYS, NEVER, Router, Threshold, threshold_from_crossover, \
-    threshold_from_records, threshold_from_simulator
+from servelab.routing import (
+    ALWAYS,
+    NEVER,
+    Router,
+    Threshold,
+    threshold_from_crossover,
+    threshold_from_records,
+    threshold_from_simulator,
+)
 
 
 def point(method: str, batch: int, tok_s: float, k: int = 4) -> dict:
     out = max(batch, 8) * 64
-    return Measurement(method=method, num_speculative_tokens=k if method != "none" else 0, batch_size=batch,
-                       workload="copy", output_len=64, num_requests=max(batch, 8), prompt_tokens=0,
-                       output_tokens=out, elapsed_s=out / tok_s, output_tok_s=tok_s, request_throughput=1.0,
-                       ttft_ms_p50=1.0, ttft_ms_p99=1.0, tpot_ms_p50=1.0, tpot_ms_p99=1.0,
-                       model="SmolLM2-135M-Instruct", dtype="float32").to_dict()
+    return Measurement(
+        method=method,
+        num_speculative_tokens=k if method != "none" else 0,
+        batch_size=batch,
+        workload="copy",
+        output_len=64,
+        num_requests=max(batch, 8),
+        prompt_tokens=0,
+        output_tokens=out,
+        elapsed_s=out / tok_s,
+        output_tok_s=tok_s,
+        request_throughput=1.0,
+        ttft_ms_p50=1.0,
+        ttft_ms_p99=1.0,
+        tpot_ms_p50=1.0,
+        tpot_ms_p99=1.0,
+        model="SmolLM2-135M-Instruct",
+        dtype="float32",
+    ).to_dict()
 
 
 @pytest.mark.parametrize("crossover, expected", [(4.47, 4), (4.0, 3), (1.2, 1), (0.9, 0), (130.5, 130)])

@@ -49,14 +49,21 @@ def design_records() -> list[dict]:
     records = []
     for batch, (plain, ngram) in DESIGN_TABLE.items():
         records.append({"method": "none", "num_speculative_tokens": 0, "batch_size": batch, "output_tok_s": plain})
-        records.append({"method": "ngram", "num_speculative_tokens": 4, "batch_size": batch, "output_tok_s": ngram,
-                        "acceptance_rate": DESIGN_NGRAM_RATE})
+        records.append(
+            {
+                "method": "ngram",
+                "num_speculative_tokens": 4,
+                "batch_size": batch,
+                "output_tok_s": ngram,
+                "acceptance_rate": DESIGN_NGRAM_RATE,
+            }
+        )
     return records
 
 
 # --- the formula and one step ---------------------------------------------------------
 def test_expected_tokens_per_step_follows_leviathan():
-    assert expected_tokens_per_step(0.7, 4) == pytest.approx(sum(0.7 ** i for i in range(5)))
+    assert expected_tokens_per_step(0.7, 4) == pytest.approx(sum(0.7**i for i in range(5)))
     assert expected_tokens_per_step(0.7, 0) == 1.0
     assert expected_tokens_per_step(0.0, 4) == 1.0
     assert expected_tokens_per_step(1.0, 4) == 5.0  # a = 1: every token accepted, no division by zero
@@ -78,8 +85,9 @@ def test_step_time_is_max_of_compute_and_memory_plus_draft_plus_overhead():
         kv = batch * sim.context_len * LLAMA_8B.kv_bytes_per_token("bfloat16")
         assert s.memory_s == pytest.approx((weights + kv) / (hw.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency))
         assert s.draft_s == pytest.approx(batch * K * sim.ngram_s_per_token)
-        assert s.overhead_s == pytest.approx(sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s
-                                             + sim.spec_overhead_s)
+        assert s.overhead_s == pytest.approx(
+            sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s + sim.spec_overhead_s
+        )
         assert s.output_tok_s == pytest.approx(batch * expected_tokens_per_step(A, K) / s.time_s)
         assert s.tpot_ms == pytest.approx(1000 * s.time_s / expected_tokens_per_step(A, K))
         assert s.intensity_flop_per_byte == pytest.approx(flops / (weights + kv))
@@ -157,8 +165,16 @@ def test_h200_ridge_batch_is_206_over_k_plus_1():
 def test_pure_roofline_crossover_is_expected_tokens_times_ridge_batch():
     # No overheads, full efficiency, no context: the model is the roofline alone, and the
     # break-even batch is exactly E(a, k) x the ridge batch.
-    pure = gpu("H200", bandwidth_efficiency=1.0, compute_efficiency=1.0, step_overhead_s=0.0,
-               layer_overhead_s=0.0, spec_overhead_s=0.0, ngram_s_per_token=0.0, context_len=0)
+    pure = gpu(
+        "H200",
+        bandwidth_efficiency=1.0,
+        compute_efficiency=1.0,
+        step_overhead_s=0.0,
+        layer_overhead_s=0.0,
+        spec_overhead_s=0.0,
+        ngram_s_per_token=0.0,
+        context_len=0,
+    )
     expected = expected_tokens_per_step(A, K) * pure.ridge_batch(K)
     assert pure.crossover_batch(K, "ngram", A) == pytest.approx(expected, rel=0.01)
     assert pure.speedup(pure.ridge_batch(K) / 2, K, "ngram", A) == pytest.approx(expected_tokens_per_step(A, K))
@@ -172,9 +188,17 @@ def test_long_contexts_keep_decode_memory_bound_and_push_the_crossover_out():
     assert gpu("H200", context_len=8192).crossover_batch(K, "ngram", A) is None
 
 
-@pytest.mark.parametrize("sim", [gpu("H200"), gpu("H100"), gpu("A100"), this_cpu(),
-                                 Simulator(modelspec.preset("Llama-3-70B"), hardware.get("H200"))],
-                         ids=["H200", "H100", "A100", "cpu", "70B-H200"])
+@pytest.mark.parametrize(
+    "sim",
+    [
+        gpu("H200"),
+        gpu("H100"),
+        gpu("A100"),
+        this_cpu(),
+        Simulator(modelspec.preset("Llama-3-70B"), hardware.get("H200")),
+    ],
+    ids=["H200", "H100", "A100", "cpu", "70B-H200"],
+)
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
 @pytest.mark.parametrize("a", [0.3, 0.7, 1.0])
 def test_ngram_speedup_never_rises_with_batch(sim, k, a):
@@ -236,16 +260,30 @@ def test_cpu_crossover_lands_at_a_small_batch():
 
 
 # --- calibrate ----------------------------------------------------------------------------------
-TRUE_GPU = dict(bandwidth_efficiency=0.65, compute_efficiency=0.5, step_overhead_s=2e-3,
-                spec_overhead_s=0.8e-3, ngram_s_per_token=10e-6)
-TRUE_CPU = dict(bandwidth_efficiency=0.7, compute_efficiency=0.6, step_overhead_s=25e-3,
-                spec_overhead_s=15e-3, ngram_s_per_token=100e-6)
+TRUE_GPU = dict(
+    bandwidth_efficiency=0.65,
+    compute_efficiency=0.5,
+    step_overhead_s=2e-3,
+    spec_overhead_s=0.8e-3,
+    ngram_s_per_token=10e-6,
+)
+TRUE_CPU = dict(
+    bandwidth_efficiency=0.7,
+    compute_efficiency=0.6,
+    step_overhead_s=25e-3,
+    spec_overhead_s=15e-3,
+    ngram_s_per_token=100e-6,
+)
 
 
-@pytest.mark.parametrize("truth, batches", [
-    (gpu("H200", **TRUE_GPU), [2 ** i for i in range(10)]),
-    (this_cpu(**TRUE_CPU), [2 ** i for i in range(7)]),
-], ids=["H200", "cpu"])
+@pytest.mark.parametrize(
+    "truth, batches",
+    [
+        (gpu("H200", **TRUE_GPU), [2**i for i in range(10)]),
+        (this_cpu(**TRUE_CPU), [2**i for i in range(7)]),
+    ],
+    ids=["H200", "cpu"],
+)
 def test_calibrate_recovers_known_settings(truth, batches):
     """Unit test, round trip: records simulated with known settings fit back to those settings."""
     records = truth.sweep(batches, 0, "none")
@@ -282,10 +320,16 @@ def test_calibrate_accepts_measurement_objects_and_refuses_nothing_usable():
 def test_vllm_acceptance_rate_converts_to_leviathans_alpha():
     alpha = simulate.alpha_from_vllm_rate(DESIGN_NGRAM_RATE, 4)
     # vLLM counts accepted / proposed, stopping at the first rejection: (a + a^2 + a^3 + a^4) / 4
-    assert sum(alpha ** i for i in range(1, 5)) / 4 == pytest.approx(DESIGN_NGRAM_RATE, rel=1e-6)
+    assert sum(alpha**i for i in range(1, 5)) / 4 == pytest.approx(DESIGN_NGRAM_RATE, rel=1e-6)
     assert alpha > DESIGN_NGRAM_RATE
-    counters = {"num_speculative_tokens": 4, "num_drafts": 79, "num_draft_tokens": 316, "num_accepted_tokens": 200,
-                "output_tokens": 512, "num_requests": 8}
+    counters = {
+        "num_speculative_tokens": 4,
+        "num_drafts": 79,
+        "num_draft_tokens": 316,
+        "num_accepted_tokens": 200,
+        "output_tokens": 512,
+        "num_requests": 8,
+    }
     assert simulate.acceptance_from_record(counters) == pytest.approx(alpha)
     assert simulate.match_rate_from_record(counters) == pytest.approx(79 / (512 - 8 - 200))
 
@@ -305,20 +349,31 @@ def test_sweep_gives_simulated_measurement_records():
 
 
 def test_for_record_finds_the_machine():
-    assert simulate.for_record({"hardware": "NVIDIA H100 80GB HBM3", "model": "meta-llama/Llama-3.1-8B-Instruct",
-                                "dtype": "bfloat16"}).hardware == hardware.get("H100")
+    assert simulate.for_record(
+        {"hardware": "NVIDIA H100 80GB HBM3", "model": "meta-llama/Llama-3.1-8B-Instruct", "dtype": "bfloat16"}
+    ).hardware == hardware.get("H100")
     assert simulate.for_record({"hardware": "NVIDIA A100-SXM4-80GB", "model": "Llama-3-70B"}).hardware.name == "A100"
     measured = hardware.Hardware("my laptop", 16, 40.0, 0.5, dtype="float32")
-    carried = simulate.for_record({"hardware": "my laptop", "model": "/x/SmolLM2-135M-Instruct",
-                                   "engine_config": {"roofline": measured.to_dict()}})
+    carried = simulate.for_record(
+        {
+            "hardware": "my laptop",
+            "model": "/x/SmolLM2-135M-Instruct",
+            "engine_config": {"roofline": measured.to_dict()},
+        }
+    )
     assert carried.hardware.bandwidth_gb_s == 40.0 and carried.dtype == "float32"
-    fallback = simulate.for_record({"hardware": "Intel(R) Xeon(R) CPU", "model": "/x/SmolLM2-135M-Instruct",
-                                    "dtype": "torch.float32", "draft_model": "/x/SmolLM2-135M-Instruct-draft-6L"})
+    fallback = simulate.for_record(
+        {
+            "hardware": "Intel(R) Xeon(R) CPU",
+            "model": "/x/SmolLM2-135M-Instruct",
+            "dtype": "torch.float32",
+            "draft_model": "/x/SmolLM2-135M-Instruct-draft-6L",
+        }
+    )
     assert fallback.hardware.bandwidth_gb_s == simulate.DESIGN_CPU.bandwidth_gb_s
     assert "fallback" in fallback.hardware.source
     assert fallback.draft.num_layers == 6 and fallback.step_overhead_s == simulate.CPU_STEP_OVERHEAD_S
-    calibrated = simulate.for_record(design_records()[0] | {"model": "SmolLM2-135M"},
-                                     records=design_records())
+    calibrated = simulate.for_record(design_records()[0] | {"model": "SmolLM2-135M"}, records=design_records())
     assert calibrated.step_overhead_s != simulate.CPU_STEP_OVERHEAD_S
 
 
@@ -343,9 +398,17 @@ def test_design_table_is_plausible_on_this_cpu_class():
     for batch, (plain, ngram) in DESIGN_TABLE.items():
         for method, k, tok_s in (("none", 0, plain), ("ngram", 4, ngram)):
             ok, predicted, reason = simulate.plausibility(
-                {"method": method, "num_speculative_tokens": k, "batch_size": batch, "output_tok_s": tok_s,
-                 "acceptance_rate": DESIGN_NGRAM_RATE if k else None, "model": "SmolLM2-135M-Instruct",
-                 "hardware": cpu, "dtype": "float32"})
+                {
+                    "method": method,
+                    "num_speculative_tokens": k,
+                    "batch_size": batch,
+                    "output_tok_s": tok_s,
+                    "acceptance_rate": DESIGN_NGRAM_RATE if k else None,
+                    "model": "SmolLM2-135M-Instruct",
+                    "hardware": cpu,
+                    "dtype": "float32",
+                }
+            )
             assert ok, reason
             assert "fallback CPU roofline" in reason  # says it used the fallback roofline
 
@@ -361,8 +424,22 @@ def test_parse_batches_expands_the_ellipsis():
 def test_cli_prints_the_table_crossover_and_ridge(capsys):
     parser = argparse.ArgumentParser()
     simulate.add_arguments(parser)
-    args = parser.parse_args(["--hardware", "H200", "--model", "Llama-3.1-8B", "--k", "4", "--method", "ngram",
-                              "--acceptance", "0.7", "--batch", "1,2,4,...,256"])
+    args = parser.parse_args(
+        [
+            "--hardware",
+            "H200",
+            "--model",
+            "Llama-3.1-8B",
+            "--k",
+            "4",
+            "--method",
+            "ngram",
+            "--acceptance",
+            "0.7",
+            "--batch",
+            "1,2,4,...,256",
+        ]
+    )
     assert simulate.run(args) == 0
     out = capsys.readouterr().out
     assert "tok/s off" in out and "speedup" in out and "bound" in out
@@ -393,9 +470,15 @@ def test_bench_script_on_a_synthetic_sweep(tmp_path):
     sweep = truth.sweep(batches, workload="copy") + truth.sweep(batches, K, "ngram", A, workload="copy")
     measured = tmp_path / "flip-cpu.jsonl"
     ResultsStore(measured).extend(  # a measured-looking sweep: 3 % noise, a CPU name, no simulator settings
-        dataclasses.replace(r, output_tok_s=r.output_tok_s * (1 + rng.uniform(-0.03, 0.03)), backend="local",
-                            hardware="Test CPU", engine_config={"roofline": simulate.DESIGN_CPU.to_dict()})
-        for r in sweep)
+        dataclasses.replace(
+            r,
+            output_tok_s=r.output_tok_s * (1 + rng.uniform(-0.03, 0.03)),
+            backend="local",
+            hardware="Test CPU",
+            engine_config={"roofline": simulate.DESIGN_CPU.to_dict()},
+        )
+        for r in sweep
+    )
     out = tmp_path / "accuracy.json"
     bench = _load_bench()
     assert bench.main(["--input", str(measured), "--output", str(out), "--check"]) == 0

@@ -18,68 +18,92 @@ AUDIT_CASE = "70b-one-gpu-no-tp"
 # --------------------------------------------------------------------------- the keys that are judgement
 
 PREDICT_KEY = {
-    "name": "prediction (which claims are wrong)", "points": 2,
-    "correct": ["padding", "tp8_wasted", "disable_above_64", "alters_outputs", "latency_improves",
-                "util_means_compute"],
+    "name": "prediction (which claims are wrong)",
+    "points": 2,
+    "correct": [
+        "padding",
+        "tp8_wasted",
+        "disable_above_64",
+        "alters_outputs",
+        "latency_improves",
+        "util_means_compute",
+    ],
     "options": {
         "padding": "vLLM does not pad: max-num-seqs caps a batch formed from the requests that are there (the "
-                   "reveal after practice 1).",
+        "reveal after practice 1).",
         "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
         "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
         "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
         "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator puts the crossover "
-                            "near 132, so batches 65 to about 131 still gain (1.2x at 100; the reveal after the quiz).",
+        "near 132, so batches 65 to about 131 still gain (1.2x at 100; the reveal after the quiz).",
         "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
         "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary.",
         "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
-                            "(the reveal after practice 5).",
+        "(the reveal after practice 5).",
         "util_means_compute": "utilization.gpu counts time a kernel runs, near 100% in memory-bound decode too "
-                              "(the reveal after practice 2).",
+        "(the reveal after practice 2).",
         "measure_on_off": "this one holds: it is the lesson's own settlement.",
     },
 }
 
 PRACTICE1_KEY = {
-    "name": "practice 1", "points": 3,
+    "name": "practice 1",
+    "points": 3,
     "fields": {
-        "knob": {"expect": "batching", "also": ["batch_size", "max_num_seqs", "max-num-seqs"],
-                 "feedback": "The knob under review is the batching cap, max-num-seqs 256, copied from a benchmark config."},
-        "verdict": {"expect": "unjustified",
-                    "feedback": "Nothing about this workload backs 256, so it is unjustified. It is not wrong: with 20 "
-                                "users the running batch never exceeds 20, so a cap of 256 and a cap of 32 schedule the "
-                                "same batches, and 256 is vLLM's own default on many GPUs. 'Wrong' needs a fact the "
-                                "setting contradicts, and the 1,200 ms is not caused by the cap."},
+        "knob": {
+            "expect": "batching",
+            "also": ["batch_size", "max_num_seqs", "max-num-seqs"],
+            "feedback": "The knob under review is the batching cap, max-num-seqs 256, copied from a benchmark config.",
+        },
+        "verdict": {
+            "expect": "unjustified",
+            "feedback": "Nothing about this workload backs 256, so it is unjustified. It is not wrong: with 20 "
+            "users the running batch never exceeds 20, so a cap of 256 and a cap of 32 schedule the "
+            "same batches, and 256 is vLLM's own default on many GPUs. 'Wrong' needs a fact the "
+            "setting contradicts, and the 1,200 ms is not caused by the cap.",
+        },
         "slo_met": {"expect": False, "feedback": "p99 TTFT of 1200 ms against a 500 ms target misses the SLO."},
-        "slo_miss_ms": {"expect": 700, "rel_tol": 0.01,
-                        "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms."},
-        "useful_batch_limit": {"expect": 20, "rel_tol": 0.0,
-                               "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
-                                           "vLLM forms the batch from the requests that are there and pads nothing."},
-        "cap_explains_miss": {"expect": False,
-                              "feedback": "The cap never binds at 20 users (no request waits for a batch slot), so "
-                                          "lowering it cannot move p99 TTFT. Split TTFT into queue time and prefill "
-                                          "time (vLLM exports both: request_queue_time_seconds, request_prefill_time_seconds) "
-                                          "to find the real driver."},
+        "slo_miss_ms": {
+            "expect": 700,
+            "rel_tol": 0.01,
+            "feedback": "The miss is measured p99 minus the target: 1200 ms - 500 ms.",
+        },
+        "useful_batch_limit": {
+            "expect": 20,
+            "rel_tol": 0.0,
+            "feedback": "20 concurrent users can put at most 20 sequences in a batch: "
+            "vLLM forms the batch from the requests that are there and pads nothing.",
+        },
+        "cap_explains_miss": {
+            "expect": False,
+            "feedback": "The cap never binds at 20 users (no request waits for a batch slot), so "
+            "lowering it cannot move p99 TTFT. Split TTFT into queue time and prefill "
+            "time (vLLM exports both: request_queue_time_seconds, request_prefill_time_seconds) "
+            "to find the real driver.",
+        },
     },
 }
 
 PRACTICE2_SUFFICIENT_KEY = {
-    "name": "practice 2 (sufficient?)", "points": 1, "correct": "no",
+    "name": "practice 2 (sufficient?)",
+    "points": 1,
+    "correct": "no",
     "options": {
         "yes": "'Latency is important' names no workload, batch size or measurement: speculation helps while the "
-               "step is memory-bandwidth-bound, and only up to a break-even batch past the ridge; the justification "
-               "does not show where this deployment sits.",
+        "step is memory-bandwidth-bound, and only up to a break-even batch past the ridge; the justification "
+        "does not show where this deployment sits.",
         "no": "It names no batch size, no bottleneck and no measurement, so it cannot show speculation helps here.",
     },
 }
 
 PRACTICE2_MISSING_KEY = {
-    "name": "practice 2 (what is missing)", "points": 2,
+    "name": "practice 2 (what is missing)",
+    "points": 2,
     "correct": ["batch_size", "bottleneck", "on_off_measurement", "slo_metric"],
     "options": {
         "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
         "bottleneck": "speculation is nearly free while the step is memory-bandwidth-bound, costs FLOPs past the ridge, "
-                      "and loses past its break-even batch (near ridge x E / (k + 1)).",
+        "and loses past its break-even batch (near ridge x E / (k + 1)).",
         "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
         "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
         "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
@@ -89,12 +113,13 @@ PRACTICE2_MISSING_KEY = {
 }
 
 PRACTICE3_KEY = {
-    "name": "practice 3", "points": 2,
+    "name": "practice 3",
+    "points": 2,
     "correct": ["no_canary", "output_drift", "callers_not_told", "no_rollback_trigger"],
     "options": {
         "no_canary": "all at once means the first to see a regression is the whole fleet; a canary on a small slice sees it first.",
         "output_drift": "int8 can shift the output distribution; an eval gate tuned on float16 outputs may start rejecting valid answers "
-                        "while throughput and p99 look unchanged.",
+        "while throughput and p99 look unchanged.",
         "callers_not_told": "callers with tight assumptions (exact matching, a latency distribution) must hear about it before the rollout.",
         "no_rollback_trigger": "without a metric and threshold that trigger a rollback, a bad canary has no defined exit.",
         "int8_slower": "int8 halves the weight bytes a decode step reads; decode usually gets faster, not slower.",
@@ -103,47 +128,59 @@ PRACTICE3_KEY = {
 }
 
 PRACTICE4_KEY = {
-    "name": "practice 4", "points": 2,
+    "name": "practice 4",
+    "points": 2,
     "fields": {
-        "knob": {"expect": "parallelism",
-                 "also": ["tensor_parallel_size", "tensor_parallelism", "tensor_parallel", "tp"],
-                 "feedback": "The knob at fault is the tensor-parallel degree."},
-        "verdict": {"expect": "wrong",
-                    "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
-                                "with 8 on this one 4-GPU node: it is wrong, not just unmeasured."},
+        "knob": {
+            "expect": "parallelism",
+            "also": ["tensor_parallel_size", "tensor_parallelism", "tensor_parallel", "tp"],
+            "feedback": "The knob at fault is the tensor-parallel degree.",
+        },
+        "verdict": {
+            "expect": "wrong",
+            "feedback": "vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start "
+            "with 8 on this one 4-GPU node: it is wrong, not just unmeasured.",
+        },
         "configured": {"expect": 8, "rel_tol": 0.0, "feedback": "The configuration asks for 8-way tensor parallelism."},
         "gpus_available": {"expect": 4, "rel_tol": 0.0, "feedback": "The node has 4 GPUs."},
-        "max_tensor_parallel": {"expect": 4, "rel_tol": 0.0,
-                                "feedback": "On this one 4-GPU node a tensor-parallel group has at most 4 GPUs (vLLM "
-                                            "does not start when TP x PP exceeds the GPUs it has). With more nodes vLLM "
-                                            "can run TP across them (on Ray), but every all-reduce then crosses the "
-                                            "network, so that is a choice to measure; vLLM's guide keeps TP inside a "
-                                            "node and adds pipeline stages across nodes, each with GPUs of its own."},
+        "max_tensor_parallel": {
+            "expect": 4,
+            "rel_tol": 0.0,
+            "feedback": "On this one 4-GPU node a tensor-parallel group has at most 4 GPUs (vLLM "
+            "does not start when TP x PP exceeds the GPUs it has). With more nodes vLLM "
+            "can run TP across them (on Ray), but every all-reduce then crosses the "
+            "network, so that is a choice to measure; vLLM's guide keeps TP inside a "
+            "node and adds pipeline stages across nodes, each with GPUs of its own.",
+        },
     },
 }
 
 PRACTICE5_KEY = {
-    "name": "practice 5", "points": 1, "correct": "b",
+    "name": "practice 5",
+    "points": 1,
+    "correct": "b",
     "options": {
         "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
         "b": "It comes closest, for its first half: memory-bound, verification rides on weights read "
-             "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
-             "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
-             "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
-             "speculation, 7.1 ms without), so past break-even latency gets worse too.",
+        "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
+        "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
+        "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
+        "speculation, 7.1 ms without), so past break-even latency gets worse too.",
         "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
         "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
     },
 }
 
 QUIZ_KEY = {
-    "name": "quiz", "points": 1, "correct": "c",
+    "name": "quiz",
+    "points": 1,
+    "correct": "c",
     "options": {
         "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
         "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
         "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the 206-token ridge (a plain step's 200 "
-             "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs. "
-             "Scale speculation back, or off, as the batch grows.",
+        "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs. "
+        "Scale speculation back, or off, as the batch grows.",
         "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
     },
 }
@@ -167,6 +204,9 @@ TESTS = {
     "practice4-test": ("fields", PRACTICE4_KEY),
     "practice5-test": ("choice", PRACTICE5_KEY),
     "quiz-test": ("choice", QUIZ_KEY),
-    "rep1-test": ("knob_audit", keys.knob_audit(keys.config_path(AUDIT_CASE), keys.workload_path(AUDIT_CASE), points=4)),
+    "rep1-test": (
+        "knob_audit",
+        keys.knob_audit(keys.config_path(AUDIT_CASE), keys.workload_path(AUDIT_CASE), points=4),
+    ),
     "rep3-test": ("rollout_plan", {"name": "rollout plan", "points": 5}),
 }

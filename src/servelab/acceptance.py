@@ -37,8 +37,10 @@ def per_token_acceptance(mean_acceptance_length: float, k: int) -> float:
     if k < 1:
         raise ValueError(f"num_speculative_tokens must be 1 or more to have an acceptance rate, not {k}.")
     if not 1.0 <= mean_acceptance_length <= k + 1:
-        raise ValueError(f"a mean acceptance length with k = {k} lies between 1 and {k + 1}, not "
-                         f"{mean_acceptance_length}: check that the record's k matches its counters.")
+        raise ValueError(
+            f"a mean acceptance length with k = {k} lies between 1 and {k + 1}, not "
+            f"{mean_acceptance_length}: check that the record's k matches its counters."
+        )
     low, high = 0.0, 1.0
     for _ in range(BISECTION_STEPS):
         mid = (low + high) / 2
@@ -75,9 +77,14 @@ def from_record(record: dict, hw: Hardware | None = None) -> Acceptance | None:
     hw = hw or _record_hardware(record)
     ridge = hw.ridge_tokens_per_step(DTYPE_BYTES.get(record.get("dtype") or hw.dtype, DTYPE_BYTES[hw.dtype]))
     return Acceptance(
-        batch_size=int(record.get("batch_size") or 0), num_speculative_tokens=k,
-        draft_acceptance_rate=rate, mean_acceptance_length=length, acceptance_rate=a,
-        ridge_tokens_per_step=ridge, break_even_batch=ridge * length / (k + 1))
+        batch_size=int(record.get("batch_size") or 0),
+        num_speculative_tokens=k,
+        draft_acceptance_rate=rate,
+        mean_acceptance_length=length,
+        acceptance_rate=a,
+        ridge_tokens_per_step=ridge,
+        break_even_batch=ridge * length / (k + 1),
+    )
 
 
 def from_records(records, hw: Hardware | None = None) -> list[Acceptance]:
@@ -91,14 +98,19 @@ def _record_hardware(record: dict) -> Hardware:
     try:
         return hardware_mod.get(record.get("hardware") or "")
     except hardware_mod.UnknownHardware as exc:
-        raise ValueError(f"the record names no roofline and its hardware {record.get('hardware')!r} is not a "
-                         "known GPU: pass hw=hardware.get('H200') (or this_machine()) to place the break-even.") from exc
+        raise ValueError(
+            f"the record names no roofline and its hardware {record.get('hardware')!r} is not a "
+            "known GPU: pass hw=hardware.get('H200') (or this_machine()) to place the break-even."
+        ) from exc
 
 
 def table(accs: list[Acceptance]) -> str:
     """The acceptances as a small text table, one line per record."""
     head = "batch  k  vLLM accepted/drafted  E (mean length)  a (lesson)  ridge tok/step  break-even batch"
-    rows = [f"{x.batch_size:5d} {x.num_speculative_tokens:2d} {x.draft_acceptance_rate:22.2f} "
-            f"{x.mean_acceptance_length:16.2f} {x.acceptance_rate:11.3f} {x.ridge_tokens_per_step:15.1f} "
-            f"{x.break_even_batch:17.1f}" for x in accs]
+    rows = [
+        f"{x.batch_size:5d} {x.num_speculative_tokens:2d} {x.draft_acceptance_rate:22.2f} "
+        f"{x.mean_acceptance_length:16.2f} {x.acceptance_rate:11.3f} {x.ridge_tokens_per_step:15.1f} "
+        f"{x.break_even_batch:17.1f}"
+        for x in accs
+    ]
     return "\n".join([head] + rows)

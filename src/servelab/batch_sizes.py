@@ -38,8 +38,9 @@ def _whole(part: str, text: str) -> int:
     try:
         value = int(part)
     except ValueError:
-        raise ValueError(f"expected comma-separated whole numbers, like 1,2,4,8 or {EXAMPLE}; "
-                         f"{part!r} in {text!r} is not one") from None
+        raise ValueError(
+            f"expected comma-separated whole numbers, like 1,2,4,8 or {EXAMPLE}; {part!r} in {text!r} is not one"
+        ) from None
     if value < 1:
         raise ValueError(f"batch sizes must be whole numbers of at least 1; {part!r} in {text!r} is not")
     return value

@@ -58,8 +58,7 @@ def once(args: list[str]) -> int:
     counters = poller.counters()
     path = Path(parsed.result_dir or ".") / parsed.result_filename
     result = json.loads(path.read_text())
-    result["servelab"] = {"counters": counters, "peaks": dict(poller.peaks),
-                          "wall_s": round(time.monotonic() - t0, 3)}
+    result["servelab"] = {"counters": counters, "peaks": dict(poller.peaks), "wall_s": round(time.monotonic() - t0, 3)}
     path.write_text(json.dumps(result))
     return 0
 

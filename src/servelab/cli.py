@@ -35,15 +35,25 @@ def cmd_sweep(args) -> int:
 
     store = ResultsStore(args.results) if args.results else ResultsStore()
     try:
-        common = dict(dtype=args.dtype, max_num_seqs=max(max(args.batch), 1), kv_cache_gb=args.kv_cache_gb,
-                      enforce_eager=not args.compile)
+        common = dict(
+            dtype=args.dtype,
+            max_num_seqs=max(max(args.batch), 1),
+            kv_cache_gb=args.kv_cache_gb,
+            enforce_eager=not args.compile,
+        )
         base = EngineConfig(**common)
-        spec = EngineConfig(spec_method=args.spec, num_speculative_tokens=args.k, **common) \
-            if args.spec != "none" else None
+        spec = (
+            EngineConfig(spec_method=args.spec, num_speculative_tokens=args.k, **common)
+            if args.spec != "none"
+            else None
+        )
         runs = {}
         for label, config in [("none", base)] + ([("spec", spec)] if spec else []):
-            print(f"Measuring {config.method_label()} (k={config.num_speculative_tokens}) at batch "
-                  f"{','.join(map(str, args.batch))} on '{args.workload}' ...", file=sys.stderr)
+            print(
+                f"Measuring {config.method_label()} (k={config.num_speculative_tokens}) at batch "
+                f"{','.join(map(str, args.batch))} on '{args.workload}' ...",
+                file=sys.stderr,
+            )
             runs[label] = sweep(config, args.batch, args.workload, args.output_len, store=store)
     except (EngineConfigError, EngineError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -58,18 +68,35 @@ def cmd_sweep(args) -> int:
         console.print(table)
     else:
         rows = compare(runs["none"], runs["spec"])
-        for col in ("batch", "no spec tok/s", f"{args.spec} k={args.k} tok/s", "speedup",
-                    "TPOT p50 ms off/on", "acceptance"):
+        for col in (
+            "batch",
+            "no spec tok/s",
+            f"{args.spec} k={args.k} tok/s",
+            "speedup",
+            "TPOT p50 ms off/on",
+            "acceptance",
+        ):
             table.add_column(col, justify="right")
         for row in rows:
             style = "green" if row.speedup >= 1 else "red"
-            table.add_row(str(row.batch_size), f"{row.base_tok_s:.1f}", f"{row.spec_tok_s:.1f}",
-                          f"[{style}]{row.speedup:.2f}x[/{style}]", f"{row.base_tpot_ms:.1f} / {row.spec_tpot_ms:.1f}",
-                          "-" if row.acceptance_rate is None else f"{row.acceptance_rate:.0%}")
+            table.add_row(
+                str(row.batch_size),
+                f"{row.base_tok_s:.1f}",
+                f"{row.spec_tok_s:.1f}",
+                f"[{style}]{row.speedup:.2f}x[/{style}]",
+                f"{row.base_tpot_ms:.1f} / {row.spec_tpot_ms:.1f}",
+                "-" if row.acceptance_rate is None else f"{row.acceptance_rate:.0%}",
+            )
         console.print(table)
         cross = crossover_batch(rows)
-        console.print("Crossover batch: " + (f"about {cross:g} (speculation loses above it)" if cross
-                                             else "none in this range (speculation never lost)"))
+        console.print(
+            "Crossover batch: "
+            + (
+                f"about {cross:g} (speculation loses above it)"
+                if cross
+                else "none in this range (speculation never lost)"
+            )
+        )
     console.print(f"Stored {sum(map(len, runs.values()))} records in {store.path}")
     return 0
 
@@ -95,11 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_prepare_model)
 
     p = sub.add_parser("sweep", help="measure throughput with and without speculation over batch sizes")
-    p.add_argument("--spec", choices=["none", "ngram", "draft_model"], default="ngram",
-                   help="speculation method to compare against no speculation")
+    p.add_argument(
+        "--spec",
+        choices=["none", "ngram", "draft_model"],
+        default="ngram",
+        help="speculation method to compare against no speculation",
+    )
     p.add_argument("--k", type=int, default=4, help="num_speculative_tokens (tokens proposed per step)")
-    p.add_argument("--batch", type=batch_sizes_arg, default=[1, 2, 4, 8, 16, 32, 64],
-                   help="batch sizes, comma separated; '...' continues the last ratio: 1,2,4,...,64")
+    p.add_argument(
+        "--batch",
+        type=batch_sizes_arg,
+        default=[1, 2, 4, 8, 16, 32, 64],
+        help="batch sizes, comma separated; '...' continues the last ratio: 1,2,4,...,64",
+    )
     p.add_argument("--workload", default="copy", help="copy (n-gram drafts hit) or open (few hits)")
     p.add_argument("--output-len", type=int, default=64, help="new tokens per request")
     p.add_argument("--dtype", default="auto", help="auto = float32 on CPUs without native bf16")
@@ -111,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     from . import review, simulate
 
     for module, name, help_text in [
-            (review, "review", "review a serving config against its workload"),
-            (simulate, "simulate", "roofline model of speculative decoding on a GPU you may not have")]:
+        (review, "review", "review a serving config against its workload"),
+        (simulate, "simulate", "roofline model of speculative decoding on a GPU you may not have"),
+    ]:
         if hasattr(module, "add_arguments"):
             p = sub.add_parser(name, help=help_text)
             module.add_arguments(p)
@@ -127,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("lab", help="open the lab notebook in JupyterLab")
     p.add_argument("--port", type=int, default=8888, help="JupyterLab's port; the next free one if it is taken")
     p.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
-    p.add_argument("jupyter_args", nargs=argparse.REMAINDER,
-                   help="after --, more options for jupyter lab (e.g. -- --ServerApp.ip=0.0.0.0)")
+    p.add_argument(
+        "jupyter_args",
+        nargs=argparse.REMAINDER,
+        help="after --, more options for jupyter lab (e.g. -- --ServerApp.ip=0.0.0.0)",
+    )
     p.set_defaults(func=cmd_lab)
 
     args = parser.parse_args(argv)

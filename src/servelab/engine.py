@@ -107,21 +107,28 @@ class EngineConfig:
         if self.spec_method != "none" and self.num_speculative_tokens < 1:
             raise EngineConfigError(
                 f"num_speculative_tokens is {self.num_speculative_tokens}, but {self.spec_method} speculation "
-                "needs k >= 1 (try 4), or set spec_method='none' to turn speculation off.")
+                "needs k >= 1 (try 4), or set spec_method='none' to turn speculation off."
+            )
         if self.spec_method == "none" and (self.num_speculative_tokens or self.num_speculative_tokens_per_batch_size):
-            raise EngineConfigError("num_speculative_tokens is set but spec_method is 'none': "
-                                    "choose spec_method='ngram' or 'draft_model', or set k to 0.")
+            raise EngineConfigError(
+                "num_speculative_tokens is set but spec_method is 'none': "
+                "choose spec_method='ngram' or 'draft_model', or set k to 0."
+            )
         if self.max_num_seqs < 1:
             raise EngineConfigError(f"max_num_seqs must be at least 1, not {self.max_num_seqs}.")
         if self.kv_cache_gb <= 0:
             raise EngineConfigError(f"kv_cache_gb must be positive, not {self.kv_cache_gb}.")
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
-            raise EngineConfigError(f"Need 1 <= prompt_lookup_min <= prompt_lookup_max, got "
-                                    f"{self.prompt_lookup_min} and {self.prompt_lookup_max}.")
+            raise EngineConfigError(
+                f"Need 1 <= prompt_lookup_min <= prompt_lookup_max, got "
+                f"{self.prompt_lookup_min} and {self.prompt_lookup_max}."
+            )
         for entry in self.num_speculative_tokens_per_batch_size:
             if len(entry) != 3 or entry[0] > entry[1] or entry[2] < 0:
-                raise EngineConfigError(f"Each load-adaptive entry is (first_batch, last_batch, k) with "
-                                        f"first <= last and k >= 0; got {entry!r}.")
+                raise EngineConfigError(
+                    f"Each load-adaptive entry is (first_batch, last_batch, k) with "
+                    f"first <= last and k >= 0; got {entry!r}."
+                )
 
     # --- what the engine will actually run -------------------------------
     def resolved_model(self) -> str:
@@ -149,13 +156,16 @@ class EngineConfig:
     def check_files(self) -> None:
         """Fail fast, before the 40-second start, when a model folder is missing."""
         for what, folder in [("model", self.resolved_model())] + (
-                [("draft_model", self.resolved_draft())] if self.spec_method in DRAFTED else []):
+            [("draft_model", self.resolved_draft())] if self.spec_method in DRAFTED else []
+        ):
             if _looks_like_hub_id(folder) and on_gpu():
                 continue  # vLLM fetches hub ids itself on machines that can reach the hub
             if not (Path(folder) / "config.json").is_file():
-                hint = ("Run `servelab prepare-model` to build the bundled model."
-                        if not (self.model if what == "model" else self.draft_model)
-                        else f"Point EngineConfig.{what} at a folder that holds config.json and weights.")
+                hint = (
+                    "Run `servelab prepare-model` to build the bundled model."
+                    if not (self.model if what == "model" else self.draft_model)
+                    else f"Point EngineConfig.{what} at a folder that holds config.json and weights."
+                )
                 raise EngineConfigError(f"No model at {folder} (no config.json there). {hint}")
 
     def check_kv_cache(self) -> None:
@@ -165,24 +175,28 @@ class EngineConfig:
             raise EngineConfigError(
                 f"The KV cache is too small: kv_cache_gb={self.kv_cache_gb} cannot hold one request of "
                 f"max_model_len={self.max_model_len} tokens ({need / 2**30:.3f} GiB). Raise kv_cache_gb to at "
-                f"least {need / 2**30 * 1.1:.3f} or lower max_model_len.")
+                f"least {need / 2**30 * 1.1:.3f} or lower max_model_len."
+            )
 
     def check_batch(self, batch_size: int, tokens_per_request: int) -> None:
         """A batch that cannot run at full size fails here, with the knob to change."""
         if batch_size > self.max_num_seqs:
             raise EngineConfigError(
                 f"Batch {batch_size} is larger than max_num_seqs={self.max_num_seqs}: the engine would run it "
-                f"in pieces. Raise max_num_seqs to at least {batch_size} (a new engine) or measure a smaller batch.")
+                f"in pieces. Raise max_num_seqs to at least {batch_size} (a new engine) or measure a smaller batch."
+            )
         if tokens_per_request > self.max_model_len:
             raise EngineConfigError(
                 f"A request needs {tokens_per_request} tokens (prompt + output) but max_model_len is "
-                f"{self.max_model_len}: raise max_model_len or shorten the output.")
+                f"{self.max_model_len}: raise max_model_len or shorten the output."
+            )
         need = self._kv_bytes_needed(tokens_per_request, batch_size)
         if need is not None and need > self.kv_cache_gb * 2**30:
             raise EngineConfigError(
                 f"The KV cache is too small for this batch: {batch_size} requests x {tokens_per_request} tokens "
                 f"need {need / 2**30:.2f} GiB but kv_cache_gb={self.kv_cache_gb}. Raise kv_cache_gb to at least "
-                f"{need / 2**30 * 1.1:.2f} or measure a smaller batch.")
+                f"{need / 2**30 * 1.1:.2f} or measure a smaller batch."
+            )
 
     def _kv_bytes_needed(self, tokens_per_request: int, batch_size: int) -> float | None:
         """KV cache bytes for a batch on CPU, or None where servelab cannot judge it: on a GPU
@@ -204,7 +218,9 @@ class EngineConfig:
         else:  # draft_model, eagle, eagle3: the proposer is a model
             spec["model"] = self.resolved_draft()
         if self.num_speculative_tokens_per_batch_size:
-            spec["num_speculative_tokens_per_batch_size"] = [list(e) for e in self.num_speculative_tokens_per_batch_size]
+            spec["num_speculative_tokens_per_batch_size"] = [
+                list(e) for e in self.num_speculative_tokens_per_batch_size
+            ]
         return spec
 
     def llm_kwargs(self) -> dict:
@@ -243,6 +259,7 @@ def _looks_like_hub_id(name: str) -> bool:
 def on_gpu() -> bool:
     try:  # torch only when asked: the lab and the reviewer import this module without it
         import torch
+
         return torch.cuda.is_available()
     except ImportError:
         return False
@@ -295,8 +312,12 @@ class Engine:
             parent, child = ctx.Pipe()
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self.state = "starting"
-            proc = ctx.Process(target=_worker_main, args=(child, self.config.to_dict(), str(self.log_path)),
-                               name="servelab-engine", daemon=False)
+            proc = ctx.Process(
+                target=_worker_main,
+                args=(child, self.config.to_dict(), str(self.log_path)),
+                name="servelab-engine",
+                daemon=False,
+            )
             proc.start()
             child.close()
             self._proc, self._conn = proc, parent
@@ -307,8 +328,10 @@ class Engine:
                 raise
             if kind != "ready":
                 self._kill()
-                self._fail(f"The engine did not start: {payload}", "Check the config (the log below says "
-                           "what vLLM rejected) and start again.")
+                self._fail(
+                    f"The engine did not start: {payload}",
+                    "Check the config (the log below says what vLLM rejected) and start again.",
+                )
             self.info = payload
             self.state = "idle"
             return self
@@ -356,16 +379,24 @@ class Engine:
             pass
 
     # --- work -------------------------------------------------------------
-    def generate(self, prompts: list[str], max_tokens: int = 64, temperature: float = 0.0,
-                 chat: bool = True, ignore_eos: bool = True, timeout_s: float = 1800) -> BatchResult:
+    def generate(
+        self,
+        prompts: list[str],
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        chat: bool = True,
+        ignore_eos: bool = True,
+        timeout_s: float = 1800,
+    ) -> BatchResult:
         """Run one batch: every prompt is submitted at once, so the engine batches them together.
 
         ignore_eos=True makes every request produce exactly max_tokens, so batches compare fairly.
         """
         if not prompts:
             raise ValueError("generate() needs at least one prompt.")
-        payload = dict(prompts=list(prompts), max_tokens=max_tokens, temperature=temperature,
-                       chat=chat, ignore_eos=ignore_eos)
+        payload = dict(
+            prompts=list(prompts), max_tokens=max_tokens, temperature=temperature, chat=chat, ignore_eos=ignore_eos
+        )
         result = self._call("generate", payload, timeout_s)
         return BatchResult(**result)
 
@@ -395,8 +426,10 @@ class Engine:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
-                self._fail(f"The engine did not finish '{op}' within {timeout_s:.0f} s and was stopped.",
-                           "Try a smaller batch or shorter output, then start it again.")
+                self._fail(
+                    f"The engine did not finish '{op}' within {timeout_s:.0f} s and was stopped.",
+                    "Try a smaller batch or shorter output, then start it again.",
+                )
             try:
                 if conn.poll(min(remaining, 0.5)):
                     return conn.recv()
@@ -409,10 +442,17 @@ class Engine:
             proc.join(5)  # let a dying worker finish dying, so its exit code is known
             code = proc.exitcode
             self._kill()
-            how = (f"was killed by signal {-code}" if code and code < 0 else
-                   "stopped answering" if code is None else f"exited with code {code}")
-            self._fail(f"The engine worker {how} during '{op}'.",
-                       "Your kernel is fine and measurements already stored are kept; start the engine again.")
+            how = (
+                f"was killed by signal {-code}"
+                if code and code < 0
+                else "stopped answering"
+                if code is None
+                else f"exited with code {code}"
+            )
+            self._fail(
+                f"The engine worker {how} during '{op}'.",
+                "Your kernel is fine and measurements already stored are kept; start the engine again.",
+            )
 
     def _started(self) -> tuple[BaseProcess, Connection]:
         """The worker and its pipe, which start() sets and _kill() clears together."""
@@ -465,7 +505,8 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     config_dict["num_speculative_tokens_per_batch_size"] = tuple(
-        tuple(e) for e in config_dict.get("num_speculative_tokens_per_batch_size") or ())
+        tuple(e) for e in config_dict.get("num_speculative_tokens_per_batch_size") or ()
+    )
     config = EngineConfig(**config_dict)
     cores = sorted(os.sched_getaffinity(0))
     threads = config.threads or len(cores)
@@ -483,10 +524,21 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
         _send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
         return
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
-    _send(conn, ("ready", {"vllm_version": vllm.__version__, "torch_version": torch.__version__,
-                           "hardware": gpu or cpu_name(), "cores": 0 if gpu else threads,
-                           "dtype": config.resolved_dtype(), "model": config.resolved_model(),
-                           "pid": os.getpid()}))
+    _send(
+        conn,
+        (
+            "ready",
+            {
+                "vllm_version": vllm.__version__,
+                "torch_version": torch.__version__,
+                "hardware": gpu or cpu_name(),
+                "cores": 0 if gpu else threads,
+                "dtype": config.resolved_dtype(),
+                "model": config.resolved_model(),
+                "pid": os.getpid(),
+            },
+        ),
+    )
     while True:
         try:
             op, payload = conn.recv()
@@ -545,10 +597,13 @@ def _spec_counters(llm) -> dict[str, int]:
 def _generate(llm, tokenizer, SamplingParams, payload: dict) -> dict:
     prompts = payload["prompts"]
     if payload["chat"]:
-        prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                                 add_generation_prompt=True) for p in prompts]
-    params = SamplingParams(max_tokens=payload["max_tokens"], temperature=payload["temperature"],
-                            ignore_eos=payload["ignore_eos"])
+        prompts = [
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+            for p in prompts
+        ]
+    params = SamplingParams(
+        max_tokens=payload["max_tokens"], temperature=payload["temperature"], ignore_eos=payload["ignore_eos"]
+    )
     before = _spec_counters(llm)
     t0 = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False)
@@ -565,6 +620,8 @@ def _generate(llm, tokenizer, SamplingParams, payload: dict) -> dict:
         texts=[o.outputs[0].text for o in outputs],
         prompt_tokens=[len(o.prompt_token_ids or []) for o in outputs],
         output_tokens=[len(o.outputs[0].token_ids) for o in outputs],
-        ttft_s=ttft, tpot_s=tpot, elapsed_s=elapsed,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        elapsed_s=elapsed,
         spec_counters={k: after[k] - before[k] for k in after},
     )

@@ -49,8 +49,8 @@ class Hardware:
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 
-MIB = 2 ** 20
-GIB = 2 ** 30
+MIB = 2**20
+GIB = 2**30
 
 
 def _driver_gb(mib: int) -> float:
@@ -66,51 +66,136 @@ def _driver_gb(mib: int) -> float:
 # Bandwidth and compute: the SXM/OAM datasheets, dense (no sparsity) bf16 tensor-core peak.
 # The single source of device capacity for the reviewer, the simulator and the lesson keys.
 PRESETS: dict[str, Hardware] = {
-    "H200": Hardware("H200", _driver_gb(143771), 4800, 989, interconnect_gb_s=900,
-                     source="memory: nvidia-smi 143,771 MiB (NVIDIA H200, driver 570.195.03); NVIDIA H200 SXM "
-                            "datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s dense BF16"),
-    "H100": Hardware("H100", _driver_gb(81559), 3350, 989, interconnect_gb_s=900,
-                     source="memory: nvidia-smi 81,559 MiB (NVIDIA H100 80GB HBM3); NVIDIA H100 SXM datasheet: "
-                            "80 GB HBM3, 3.35 TB/s, 989 TFLOP/s dense BF16"),
-    "A100": Hardware("A100", _driver_gb(81920), 2039, 312, interconnect_gb_s=600,
-                     source="memory: nvidia-smi 81,920 MiB (NVIDIA A100-SXM4-80GB); NVIDIA A100 SXM 80GB "
-                            "datasheet: 2.039 TB/s, 312 TFLOP/s dense BF16"),
-    "A100-40GB": Hardware("A100-40GB", _driver_gb(40960), 1555, 312, interconnect_gb_s=600,
-                          source="memory: nvidia-smi 40,960 MiB (NVIDIA A100-SXM4-40GB); NVIDIA A100 SXM 40GB "
-                                 "datasheet: 1.555 TB/s, 312 TFLOP/s dense BF16"),
-    "H100-PCIE": Hardware("H100-PCIE", 80, 2000, 756, interconnect_gb_s=128,
-                          source="datasheet (no driver-reported total on record here): NVIDIA H100 PCIe 80 GB "
-                                 "HBM2e, 2.0 TB/s, 756 TFLOP/s dense BF16 (1,513 with sparsity), PCIe Gen5 "
-                                 "128 GB/s between cards (NVLink bridge pairs: 600 GB/s)"),
-    "H100-NVL": Hardware("H100-NVL", 94, 3900, 835, interconnect_gb_s=600,
-                         source="datasheet (no driver-reported total on record here): NVIDIA H100 NVL 94 GB "
-                                "HBM3, 3.9 TB/s, 835 TFLOP/s dense BF16 (1,671 with sparsity), NVLink bridge "
-                                "600 GB/s"),
-    "A800": Hardware("A800", _driver_gb(81920), 2039, 312, interconnect_gb_s=400,
-                     source="the A100 80GB SXM with NVLink cut to 400 GB/s (NVIDIA A800 datasheet: 80 GB HBM2e, "
-                            "2,039 GB/s, 312 TFLOP/s dense BF16); memory as the A100-SXM4-80GB's nvidia-smi "
-                            "81,920 MiB"),
-    "MI325X": Hardware("MI325X", 256, 6000, 1307, interconnect_gb_s=448,
-                       source="datasheet (no driver-reported total on record here): AMD Instinct MI325X 256 GB "
-                              "HBM3E, 6.0 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU"),
-    "T4": Hardware("T4", 16, 320, 65, interconnect_gb_s=32, dtype="float16",
-                   source="datasheet (no driver-reported total on record here): NVIDIA T4 16 GB GDDR6, 320 GB/s, "
-                          "65 TFLOP/s FP16 tensor (Turing has no BF16: vLLM serves it in float16), PCIe Gen3 x16"),
-    "L40S": Hardware("L40S", _driver_gb(46068), 864, 362, interconnect_gb_s=64,
-                     source="memory: nvidia-smi 46,068 MiB (NVIDIA L40S); NVIDIA L40S datasheet: 48 GB GDDR6, "
-                            "864 GB/s, 362 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
-    "L4": Hardware("L4", _driver_gb(23034), 300, 121, interconnect_gb_s=64,
-                   source="memory: nvidia-smi 23,034 MiB (NVIDIA L4); NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s, "
-                          "121 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)"),
-    "H20": Hardware("H20", 96, 4000, 148, interconnect_gb_s=900,
-                    source="datasheet (no driver-reported total on record here): NVIDIA H20 96 GB HBM3, "
-                           "4.0 TB/s, 148 TFLOP/s dense BF16, NVLink 900 GB/s"),
-    "B200": Hardware("B200", _driver_gb(183359), 8000, 2250, interconnect_gb_s=1800,
-                     source="memory: nvidia-smi 183,359 MiB (NVIDIA B200, driver 570.172.08); NVIDIA DGX B200 "
-                            "datasheet per GPU: 8 TB/s, 2.25 PFLOP/s dense BF16, NVLink 5 1.8 TB/s"),
-    "MI300X": Hardware("MI300X", 192, 5300, 1307, interconnect_gb_s=448,
-                       source="datasheet (no driver-reported total on record here): AMD Instinct MI300X 192 GB "
-                              "HBM3, 5.3 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU"),
+    "H200": Hardware(
+        "H200",
+        _driver_gb(143771),
+        4800,
+        989,
+        interconnect_gb_s=900,
+        source="memory: nvidia-smi 143,771 MiB (NVIDIA H200, driver 570.195.03); NVIDIA H200 SXM "
+        "datasheet: 141 GB HBM3e, 4.8 TB/s, 989 TFLOP/s dense BF16",
+    ),
+    "H100": Hardware(
+        "H100",
+        _driver_gb(81559),
+        3350,
+        989,
+        interconnect_gb_s=900,
+        source="memory: nvidia-smi 81,559 MiB (NVIDIA H100 80GB HBM3); NVIDIA H100 SXM datasheet: "
+        "80 GB HBM3, 3.35 TB/s, 989 TFLOP/s dense BF16",
+    ),
+    "A100": Hardware(
+        "A100",
+        _driver_gb(81920),
+        2039,
+        312,
+        interconnect_gb_s=600,
+        source="memory: nvidia-smi 81,920 MiB (NVIDIA A100-SXM4-80GB); NVIDIA A100 SXM 80GB "
+        "datasheet: 2.039 TB/s, 312 TFLOP/s dense BF16",
+    ),
+    "A100-40GB": Hardware(
+        "A100-40GB",
+        _driver_gb(40960),
+        1555,
+        312,
+        interconnect_gb_s=600,
+        source="memory: nvidia-smi 40,960 MiB (NVIDIA A100-SXM4-40GB); NVIDIA A100 SXM 40GB "
+        "datasheet: 1.555 TB/s, 312 TFLOP/s dense BF16",
+    ),
+    "H100-PCIE": Hardware(
+        "H100-PCIE",
+        80,
+        2000,
+        756,
+        interconnect_gb_s=128,
+        source="datasheet (no driver-reported total on record here): NVIDIA H100 PCIe 80 GB "
+        "HBM2e, 2.0 TB/s, 756 TFLOP/s dense BF16 (1,513 with sparsity), PCIe Gen5 "
+        "128 GB/s between cards (NVLink bridge pairs: 600 GB/s)",
+    ),
+    "H100-NVL": Hardware(
+        "H100-NVL",
+        94,
+        3900,
+        835,
+        interconnect_gb_s=600,
+        source="datasheet (no driver-reported total on record here): NVIDIA H100 NVL 94 GB "
+        "HBM3, 3.9 TB/s, 835 TFLOP/s dense BF16 (1,671 with sparsity), NVLink bridge "
+        "600 GB/s",
+    ),
+    "A800": Hardware(
+        "A800",
+        _driver_gb(81920),
+        2039,
+        312,
+        interconnect_gb_s=400,
+        source="the A100 80GB SXM with NVLink cut to 400 GB/s (NVIDIA A800 datasheet: 80 GB HBM2e, "
+        "2,039 GB/s, 312 TFLOP/s dense BF16); memory as the A100-SXM4-80GB's nvidia-smi "
+        "81,920 MiB",
+    ),
+    "MI325X": Hardware(
+        "MI325X",
+        256,
+        6000,
+        1307,
+        interconnect_gb_s=448,
+        source="datasheet (no driver-reported total on record here): AMD Instinct MI325X 256 GB "
+        "HBM3E, 6.0 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU",
+    ),
+    "T4": Hardware(
+        "T4",
+        16,
+        320,
+        65,
+        interconnect_gb_s=32,
+        dtype="float16",
+        source="datasheet (no driver-reported total on record here): NVIDIA T4 16 GB GDDR6, 320 GB/s, "
+        "65 TFLOP/s FP16 tensor (Turing has no BF16: vLLM serves it in float16), PCIe Gen3 x16",
+    ),
+    "L40S": Hardware(
+        "L40S",
+        _driver_gb(46068),
+        864,
+        362,
+        interconnect_gb_s=64,
+        source="memory: nvidia-smi 46,068 MiB (NVIDIA L40S); NVIDIA L40S datasheet: 48 GB GDDR6, "
+        "864 GB/s, 362 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)",
+    ),
+    "L4": Hardware(
+        "L4",
+        _driver_gb(23034),
+        300,
+        121,
+        interconnect_gb_s=64,
+        source="memory: nvidia-smi 23,034 MiB (NVIDIA L4); NVIDIA L4 datasheet: 24 GB GDDR6, 300 GB/s, "
+        "121 TFLOP/s dense BF16 (PCIe Gen4 x16 between cards)",
+    ),
+    "H20": Hardware(
+        "H20",
+        96,
+        4000,
+        148,
+        interconnect_gb_s=900,
+        source="datasheet (no driver-reported total on record here): NVIDIA H20 96 GB HBM3, "
+        "4.0 TB/s, 148 TFLOP/s dense BF16, NVLink 900 GB/s",
+    ),
+    "B200": Hardware(
+        "B200",
+        _driver_gb(183359),
+        8000,
+        2250,
+        interconnect_gb_s=1800,
+        source="memory: nvidia-smi 183,359 MiB (NVIDIA B200, driver 570.172.08); NVIDIA DGX B200 "
+        "datasheet per GPU: 8 TB/s, 2.25 PFLOP/s dense BF16, NVLink 5 1.8 TB/s",
+    ),
+    "MI300X": Hardware(
+        "MI300X",
+        192,
+        5300,
+        1307,
+        interconnect_gb_s=448,
+        source="datasheet (no driver-reported total on record here): AMD Instinct MI300X 192 GB "
+        "HBM3, 5.3 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU",
+    ),
 }
 
 

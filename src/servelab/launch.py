@@ -64,8 +64,10 @@ def pick_port(preferred: int, tries: int = PORT_TRIES) -> int:
             except OSError:
                 continue
             return port
-    raise LabError(f"Ports {preferred} to {preferred + tries - 1} are all taken on {HOST}: "
-                   f"pick another one with `make lab LAB_PORT=N` or `servelab lab --port N`.")
+    raise LabError(
+        f"Ports {preferred} to {preferred + tries - 1} are all taken on {HOST}: "
+        f"pick another one with `make lab LAB_PORT=N` or `servelab lab --port N`."
+    )
 
 
 def has_display() -> bool:
@@ -76,15 +78,22 @@ def has_display() -> bool:
 
 
 def lab_url(port: int, token: str) -> str:
-    return (f"http://{HOST}:{port}/lab/tree/{LAB_NOTEBOOK}"
-            f"?file-browser-path=/{LESSONS}&token={token}")
+    return f"http://{HOST}:{port}/lab/tree/{LAB_NOTEBOOK}?file-browser-path=/{LESSONS}&token={token}"
 
 
 def command(port: int, root: Path, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-           f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-           f"--ServerApp.root_dir={root}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        f"--ServerApp.ip={HOST}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     return cmd + extra
@@ -107,8 +116,10 @@ def install_lab_settings(prefix: str | Path = sys.prefix) -> Path | None:
         tmp.write_text(text)
         os.replace(tmp, path)
     except OSError as exc:
-        say(f"Could not write {path} ({exc.strerror}): JupyterLab will ask about its news once; "
-            "answer No, or make that folder writable.")
+        say(
+            f"Could not write {path} ({exc.strerror}): JupyterLab will ask about its news once; "
+            "answer No, or make that folder writable."
+        )
         return None
     return path
 
@@ -136,8 +147,7 @@ def _course_dirs(root: Path) -> None:
             (root / "grading" / name).mkdir(parents=True, exist_ok=True)
 
 
-def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None = None,
-        root: Path = REPO_DIR) -> int:
+def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None = None, root: Path = REPO_DIR) -> int:
     """Start JupyterLab, print the URL, open a browser where there is a display; return when it stops."""
     if not (root / LAB_NOTEBOOK).exists():
         raise LabError(f"{LAB_NOTEBOOK} is missing in {root}: run `make release` to write it from solutions/.")
@@ -156,12 +166,19 @@ def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None 
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     # formgrader's submission pages get a Content-Security-Policy (servelab.grading.page_policy)
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
-        filter(None, [str(REPO_DIR / "grading" / "jupyter"), env.get("JUPYTER_CONFIG_PATH")]))
+        filter(None, [str(REPO_DIR / "grading" / "jupyter"), env.get("JUPYTER_CONFIG_PATH")])
+    )
     env.pop("NBGRADER_EXECUTION", None)  # the lab would think it is being graded and never measure
     say(f"Starting JupyterLab in {root} (its log: {log_path}) ...")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command(chosen, root, extra or []), cwd=root, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command(chosen, root, extra or []),
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     # Ctrl-C or a terminate reaches this process first or together with JupyterLab: either
     # way, JupyterLab gets SIGTERM, shuts its kernels down, and this process waits for it.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -169,8 +186,10 @@ def run(port: int = DEFAULT_PORT, browser: bool = True, extra: list[str] | None 
         deadline = time.monotonic() + START_TIMEOUT_S
         while not _answers(chosen, token):
             if proc.poll() is not None:
-                say(f"JupyterLab exited with {proc.returncode} before it answered. The end of its log:\n"
-                    f"{_tail(log_path)}")
+                say(
+                    f"JupyterLab exited with {proc.returncode} before it answered. The end of its log:\n"
+                    f"{_tail(log_path)}"
+                )
                 return 1
             if time.monotonic() > deadline:
                 say(f"JupyterLab did not answer within {START_TIMEOUT_S} s. The end of its log:\n{_tail(log_path)}")

@@ -24,8 +24,15 @@ DEFAULT_OUTPUT_LEN = 64
 MIN_REQUESTS = 8  # small batches repeat on successive prompts until this many requests ran
 
 
-def to_measurement(result: BatchResult, config: EngineConfig, info: dict, workload: str,
-                   output_len: int, note: str = "", batch_size: int | None = None) -> Measurement:
+def to_measurement(
+    result: BatchResult,
+    config: EngineConfig,
+    info: dict,
+    workload: str,
+    output_len: int,
+    note: str = "",
+    batch_size: int | None = None,
+) -> Measurement:
     """Turn one batch's raw timings and counters into a flat record with provenance."""
     out_tokens = sum(result.output_tokens)
     ttft_ms = [t * 1000 for t in result.ttft_s]
@@ -79,9 +86,14 @@ def _model_name(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[-1]
 
 
-def measure_batch(engine: Engine, workload: Workload | str, batch_size: int,
-                  output_len: int = DEFAULT_OUTPUT_LEN, note: str = "",
-                  min_requests: int = MIN_REQUESTS) -> tuple[Measurement, BatchResult]:
+def measure_batch(
+    engine: Engine,
+    workload: Workload | str,
+    batch_size: int,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    note: str = "",
+    min_requests: int = MIN_REQUESTS,
+) -> tuple[Measurement, BatchResult]:
     """Run batch_size requests at a time through a started engine and describe it.
 
     Small batches run several rounds on successive prompts (at least min_requests
@@ -91,15 +103,21 @@ def measure_batch(engine: Engine, workload: Workload | str, batch_size: int,
     rounds = max(1, math.ceil(min_requests / batch_size))
     prompts = wl.batch(batch_size * rounds)
     check_point(engine.config, wl, batch_size, output_len, min_requests)
-    results = [engine.generate(prompts[r * batch_size:(r + 1) * batch_size], max_tokens=output_len)
-               for r in range(rounds)]
+    results = [
+        engine.generate(prompts[r * batch_size : (r + 1) * batch_size], max_tokens=output_len) for r in range(rounds)
+    ]
     merged = merge(results)
     record = to_measurement(merged, engine.config, engine.info, wl.name, output_len, note, batch_size=batch_size)
     return record, merged
 
 
-def check_point(config: EngineConfig, workload: Workload | str, batch_size: int,
-                output_len: int = DEFAULT_OUTPUT_LEN, min_requests: int = MIN_REQUESTS) -> None:
+def check_point(
+    config: EngineConfig,
+    workload: Workload | str,
+    batch_size: int,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    min_requests: int = MIN_REQUESTS,
+) -> None:
     """Everything about a point that can be refused without starting an engine (EngineConfigError)."""
     wl = load(workload) if isinstance(workload, str) else workload
     prompts = wl.batch(batch_size * max(1, math.ceil(min_requests / batch_size)))
@@ -144,10 +162,17 @@ def warm_up(engine: Engine, batch_size: int = 2) -> None:
     engine.generate(["Say hello."] * min(batch_size, engine.config.max_num_seqs), max_tokens=16)
 
 
-def sweep(config: EngineConfig, batches: Iterable[int] = DEFAULT_BATCHES, workload: str = "copy",
-          output_len: int = DEFAULT_OUTPUT_LEN, store: ResultsStore | None = None, engine: Engine | None = None,
-          progress: bool = True, on_point: Callable[[Measurement], None] | None = None,
-          note: str = "") -> list[Measurement]:
+def sweep(
+    config: EngineConfig,
+    batches: Iterable[int] = DEFAULT_BATCHES,
+    workload: str = "copy",
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    store: ResultsStore | None = None,
+    engine: Engine | None = None,
+    progress: bool = True,
+    on_point: Callable[[Measurement], None] | None = None,
+    note: str = "",
+) -> list[Measurement]:
     """Measure config at each batch size; each record is stored as soon as it is measured."""
     batches = list(batches)
     store = store if store is not None else ResultsStore()
@@ -204,9 +229,17 @@ def compare(base: Iterable[Measurement | dict], spec: Iterable[Measurement | dic
     rows = []
     for batch_size in sorted(b.keys() & s.keys()):
         x, y = b[batch_size], s[batch_size]
-        rows.append(ComparisonRow(batch_size, x["output_tok_s"], y["output_tok_s"],
-                                  y["output_tok_s"] / x["output_tok_s"], x["tpot_ms_p50"], y["tpot_ms_p50"],
-                                  y.get("acceptance_rate")))
+        rows.append(
+            ComparisonRow(
+                batch_size,
+                x["output_tok_s"],
+                y["output_tok_s"],
+                y["output_tok_s"] / x["output_tok_s"],
+                x["tpot_ms_p50"],
+                y["tpot_ms_p50"],
+                y.get("acceptance_rate"),
+            )
+        )
     return rows
 
 
@@ -224,5 +257,3 @@ def crossover_batch(rows: list[ComparisonRow]) -> float | None:
 
 def _as_dict(r) -> dict:
     return r if isinstance(r, dict) else r.to_dict()
-
-

@@ -85,8 +85,11 @@ class Measurement:
     @classmethod
     def from_dict(cls, d: dict) -> "Measurement":
         known = {f.name for f in dataclasses.fields(cls)}
-        missing = [f.name for f in dataclasses.fields(cls)
-                   if f.name not in d and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in d and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
         if missing:
             raise ValueError(f"Measurement record is missing fields: {', '.join(missing)}")
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -24,8 +24,11 @@ COUNTERS = {  # Prometheus counter -> short name; differences over the run
 }
 # Speculation's counters: what acceptance is computed from
 SPEC_COUNTERS = {name: short for name, short in COUNTERS.items() if name.startswith("vllm:spec_decode_")}
-GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting",
-          "vllm:kv_cache_usage_perc": "kv_usage"}
+GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_usage",
+}
 POLL_S = 0.1
 
 
@@ -50,7 +53,7 @@ def parse_prometheus(text: str) -> dict[str, float]:
             continue
         if name.endswith("_created"):
             continue  # a counter's creation time, not a count
-        name = name[:-len("_total")] if name.endswith("_total") else name
+        name = name[: -len("_total")] if name.endswith("_total") else name
         totals[name] = totals.get(name, 0.0) + number
     return totals
 

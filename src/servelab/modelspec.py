@@ -42,8 +42,15 @@ from .hardware import DTYPE_BYTES
 # mxfp4: 4-bit values plus one 8-bit scale per 32 (4.25 bits).
 # NVFP4: 4-bit E2M1 values plus one FP8 (E4M3) scale per 16 (4.5 bits).
 NVFP4_BYTES = 4.5 / 8
-_QUANT_BYTES = {"fp8": 1.0, "fbgemm_fp8": 1.0, "mxfp4": 4.25 / 8, "awq": 0.5, "gptq": 0.5,
-                "bitsandbytes": 0.5, "modelopt": 1.0}
+_QUANT_BYTES = {
+    "fp8": 1.0,
+    "fbgemm_fp8": 1.0,
+    "mxfp4": 4.25 / 8,
+    "awq": 0.5,
+    "gptq": 0.5,
+    "bitsandbytes": 0.5,
+    "modelopt": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,9 @@ class ModelSpec:
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
             max_position_embeddings=config.get("max_position_embeddings", 0),
             num_experts=experts,
-            experts_per_token=(config.get("num_experts_per_tok") or config.get("experts_per_token") or 0) if experts else 0,
+            experts_per_token=(config.get("num_experts_per_tok") or config.get("experts_per_token") or 0)
+            if experts
+            else 0,
             moe_intermediate_size=moe_width,
             shared_expert_intermediate_size=shared,
             dense_layers=dense_layers,
@@ -184,10 +193,16 @@ class ModelSpec:
         h = self.hidden_size
         if self.is_mla:
             qk = self.qk_nope_head_dim + self.qk_rope_head_dim
-            q = (h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk + self.q_lora_rank
-                 if self.q_lora_rank else h * self.num_heads * qk)
-            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-                  + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim))
+            q = (
+                h * self.q_lora_rank + self.q_lora_rank * self.num_heads * qk + self.q_lora_rank
+                if self.q_lora_rank
+                else h * self.num_heads * qk
+            )
+            kv = (
+                h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                + self.kv_lora_rank
+                + self.kv_lora_rank * self.num_heads * (self.qk_nope_head_dim + self.v_head_dim)
+            )
             o = self.num_heads * self.v_head_dim * h
             return q + kv + o
         hd = self.head_dim
@@ -263,7 +278,11 @@ class ModelSpec:
         h = self.hidden_size
         if not self.mtp_layers:
             return 0
-        layer = self.attention_params + (self.moe_mlp_params(self.num_experts) if self.is_moe else self.dense_mlp_params) + 2 * h
+        layer = (
+            self.attention_params
+            + (self.moe_mlp_params(self.num_experts) if self.is_moe else self.dense_mlp_params)
+            + 2 * h
+        )
         return self.mtp_layers * (layer + 2 * h * h + 2 * h)
 
     @property
@@ -334,7 +353,9 @@ class ModelSpec:
             linear_bytes = self.quant_bytes
         if linear_bytes is None:
             return self.num_params * DTYPE_BYTES[dtype]
-        quantized = self.quantized_params or (self.num_layers * self.attention_params + self._mlp_params(self.num_experts))
+        quantized = self.quantized_params or (
+            self.num_layers * self.attention_params + self._mlp_params(self.num_experts)
+        )
         return quantized * linear_bytes + (self.num_params - quantized) * DTYPE_BYTES[dtype]
 
     def expert_weight_bytes(self, dtype: str = "bfloat16", linear_bytes: float | None = None) -> float:
@@ -360,13 +381,23 @@ class ModelSpec:
         MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer, copied on every TP rank.
         """
         if self.is_mla:
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * DTYPE_BYTES[dtype] \
+            return (
+                self.num_layers
+                * (self.kv_lora_rank + self.qk_rope_head_dim)
+                * DTYPE_BYTES[dtype]
                 * tensor_parallel_size
+            )
         heads = max(self.num_kv_heads, tensor_parallel_size) if tensor_parallel_size > 1 else self.num_kv_heads
         return 2 * self.num_layers * heads * self.head_dim * DTYPE_BYTES[dtype]
 
-    def kv_bytes(self, tokens_per_sequence: int, batch_size: int = 1, dtype: str = "bfloat16",
-                 tensor_parallel_size: int = 1, windows: bool = True) -> float:
+    def kv_bytes(
+        self,
+        tokens_per_sequence: int,
+        batch_size: int = 1,
+        dtype: str = "bfloat16",
+        tensor_parallel_size: int = 1,
+        windows: bool = True,
+    ) -> float:
         """KV cache for a batch: linear in batch; in context, except that sliding-window
         layers stop growing at the window (windows=False: the server caches them in full)."""
         per_layer = self.kv_bytes_per_token(dtype, tensor_parallel_size) / self.num_layers
@@ -386,8 +417,16 @@ class ModelSpec:
 # list names modules in these forms ("lm_head", "model.layers.0.mlp", "re:.*self_attn.*").
 _MODULE_FORMS = {
     "self_attn": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "self_attn"),
-    "mlp": ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp", "feed_forward.gate_proj",
-            "feed_forward.up_proj", "feed_forward.down_proj", "feed_forward"),
+    "mlp": (
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+        "mlp",
+        "feed_forward.gate_proj",
+        "feed_forward.up_proj",
+        "feed_forward.down_proj",
+        "feed_forward",
+    ),
     "experts": ("mlp.experts", "feed_forward.experts", "block_sparse_moe.experts"),
     "shared_expert": ("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert"),
 }
@@ -530,8 +569,10 @@ def preset(name: str) -> ModelSpec:
             return ModelSpec.from_config(json.loads(text), key)
     if catalogue_key(name) is not None:
         return from_catalogue(name)
-    raise ValueError(f"Unknown model {name!r}. Known presets: {', '.join(PRESET_FILES)}; "
-                     "or a model id from the catalogue (model_configs/catalogue.json).")
+    raise ValueError(
+        f"Unknown model {name!r}. Known presets: {', '.join(PRESET_FILES)}; "
+        "or a model id from the catalogue (model_configs/catalogue.json)."
+    )
 
 
 def catalogue() -> dict[str, dict]:
@@ -557,5 +598,7 @@ def from_catalogue(model_id: str) -> ModelSpec:
     if key is None:
         raise ValueError(f"{model_id!r} is not in the model catalogue")
     entry = catalogue()[key]
-    return ModelSpec.from_config({**entry["config"], "_source": entry["source"],
-                                  "_native_quantization": entry.get("native_quantization", "")}, key)
+    return ModelSpec.from_config(
+        {**entry["config"], "_source": entry["source"], "_native_quantization": entry.get("native_quantization", "")},
+        key,
+    )

@@ -86,11 +86,22 @@ class RemoteServer:
         return None  # no EngineConfig: Router describes a remote target with describe()
 
     def describe(self) -> dict:
-        return {"url": self.url, "method": self.method, "num_speculative_tokens": self.num_speculative_tokens,
-                "hardware": self.hardware, "server": "vllm serve"}
+        return {
+            "url": self.url,
+            "method": self.method,
+            "num_speculative_tokens": self.num_speculative_tokens,
+            "hardware": self.hardware,
+            "server": "vllm serve",
+        }
 
-    def measure(self, workload: Workload | str, batch_size: int, output_len: int = 64, note: str = "",
-                min_requests: int = MIN_REQUESTS) -> Measurement:
+    def measure(
+        self,
+        workload: Workload | str,
+        batch_size: int,
+        output_len: int = 64,
+        note: str = "",
+        min_requests: int = MIN_REQUESTS,
+    ) -> Measurement:
         """Measure one point (blocking). Safe to call from a notebook cell, whose event loop is already running."""
         return run_sync(self.ameasure(workload, batch_size, output_len, note, min_requests))
 
@@ -101,8 +112,12 @@ class RemoteServer:
     # --- async API ----------------------------------------------------------------------
     def _client(self, connections: int = 8):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=httpx.Timeout(self.timeout_s),
-                                 limits=httpx.Limits(max_connections=connections + 2))
+        return httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(self.timeout_s),
+            limits=httpx.Limits(max_connections=connections + 2),
+        )
 
     async def ainfo(self, client=None) -> dict:
         if self._info is not None:
@@ -116,8 +131,10 @@ class RemoteServer:
                 raise RemoteError(f"{self.url}/v1/models lists no model: is this a vLLM server with a model loaded?")
             model = self.model or ids[0]
             if self.model and self.model not in ids:
-                raise RemoteError(f"{self.url} serves {', '.join(ids)}, not {self.model!r}: "
-                                  "set model to one of those, or leave it empty.")
+                raise RemoteError(
+                    f"{self.url} serves {', '.join(ids)}, not {self.model!r}: "
+                    "set model to one of those, or leave it empty."
+                )
             try:
                 version = (await self._get_json(client, "/version")).get("version", "")
             except RemoteError:
@@ -136,8 +153,14 @@ class RemoteServer:
             return None
         return parse_prometheus(response.text)
 
-    async def ameasure(self, workload: Workload | str, batch_size: int, output_len: int = 64, note: str = "",
-                       min_requests: int = MIN_REQUESTS) -> Measurement:
+    async def ameasure(
+        self,
+        workload: Workload | str,
+        batch_size: int,
+        output_len: int = 64,
+        note: str = "",
+        min_requests: int = MIN_REQUESTS,
+    ) -> Measurement:
         """Keep batch_size streamed requests in flight until max(batch_size, min_requests) finish."""
         if batch_size < 1:
             raise ValueError(f"batch_size (concurrency) must be at least 1, not {batch_size}.")
@@ -163,8 +186,9 @@ class RemoteServer:
             info = await self.ainfo(client)
             return await self._stream_all(client, info["model"], prompts, len(prompts), output_len)
 
-    async def _stream_all(self, client, model: str, prompts: list[str], concurrency: int,
-                          output_len: int) -> list[RequestTiming]:
+    async def _stream_all(
+        self, client, model: str, prompts: list[str], concurrency: int, output_len: int
+    ) -> list[RequestTiming]:
         """Stream every prompt, at most `concurrency` in flight; on any failure the rest are cancelled."""
         gate = asyncio.Semaphore(concurrency)
 
@@ -183,9 +207,15 @@ class RemoteServer:
 
     # --- one streamed request -----------------------------------------------------------
     async def _stream(self, client, model: str, prompt: str, output_len: int) -> RequestTiming:
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": output_len,
-                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True},
-                "ignore_eos": True}  # vLLM's extra parameter: every request produces exactly output_len tokens
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": output_len,
+            "temperature": 0.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True,
+        }  # vLLM's extra parameter: every request produces exactly output_len tokens
         start = time.perf_counter()
         first = last = None
         itl: list[float] = []
@@ -201,7 +231,8 @@ class RemoteServer:
                         if time.perf_counter() - (last or start) > self.timeout_s:
                             raise RemoteError(
                                 f"{self.url} did not stream a token within {self.timeout_s:g} s (it sent only "
-                                "keep-alives). The server may be stuck or overloaded; check its log, or raise timeout_s.")
+                                "keep-alives). The server may be stuck or overloaded; check its log, or raise timeout_s."
+                            )
                         continue
                     data = line[5:].strip()
                     if data == "[DONE]":
@@ -227,16 +258,33 @@ class RemoteServer:
             raise self._transport_error("POST /v1/chat/completions", exc) from None
         end = time.perf_counter()
         if first is None:
-            raise RemoteError(f"{self.url} finished a request without streaming a single token: "
-                              "check the server log (max_tokens, context length).")
+            raise RemoteError(
+                f"{self.url} finished a request without streaming a single token: "
+                "check the server log (max_tokens, context length)."
+            )
         out = int(usage.get("completion_tokens", chunks)) if usage else chunks
         prompt_tokens = int(usage.get("prompt_tokens", 0)) if usage else 0
-        return RequestTiming(ttft_s=first - start, latency_s=end - start, output_tokens=out,
-                             prompt_tokens=prompt_tokens, itl_s=itl, text="".join(text))
+        return RequestTiming(
+            ttft_s=first - start,
+            latency_s=end - start,
+            output_tokens=out,
+            prompt_tokens=prompt_tokens,
+            itl_s=itl,
+            text="".join(text),
+        )
 
     # --- records --------------------------------------------------------------------------
-    def _record(self, timings: list[RequestTiming], elapsed: float, counters: dict | None, info: dict,
-                workload: str, batch_size: int, output_len: int, note: str) -> Measurement:
+    def _record(
+        self,
+        timings: list[RequestTiming],
+        elapsed: float,
+        counters: dict | None,
+        info: dict,
+        workload: str,
+        batch_size: int,
+        output_len: int,
+        note: str,
+    ) -> Measurement:
         out_tokens = sum(t.output_tokens for t in timings)
         ttft = [t.ttft_s * 1000 for t in timings]
         tpot = [t.tpot_s * 1000 for t in timings if t.tpot_s is not None]
@@ -249,27 +297,42 @@ class RemoteServer:
         itl_note = f"ITL p50 {percentile(itl, 50):.1f} ms" if itl else "no ITL (single chunks)"
         where = f"remote vllm serve at {self.url}, {batch_size} requests in flight, {itl_note}"
         if speculative:
-            where += ("; acceptance from the server's /metrics (server-wide counters)" if counters is not None
-                      else "; the server has no /metrics, so acceptance is unknown")
+            where += (
+                "; acceptance from the server's /metrics (server-wide counters)"
+                if counters is not None
+                else "; the server has no /metrics, so acceptance is unknown"
+            )
         return Measurement(
-            method=self.method, num_speculative_tokens=self.num_speculative_tokens if speculative else 0,
-            batch_size=batch_size, workload=workload, output_len=output_len, num_requests=len(timings),
-            prompt_tokens=sum(t.prompt_tokens for t in timings), output_tokens=out_tokens,
-            elapsed_s=round(elapsed, 6), output_tok_s=round(out_tokens / elapsed, 3),
+            method=self.method,
+            num_speculative_tokens=self.num_speculative_tokens if speculative else 0,
+            batch_size=batch_size,
+            workload=workload,
+            output_len=output_len,
+            num_requests=len(timings),
+            prompt_tokens=sum(t.prompt_tokens for t in timings),
+            output_tokens=out_tokens,
+            elapsed_s=round(elapsed, 6),
+            output_tok_s=round(out_tokens / elapsed, 3),
             request_throughput=round(len(timings) / elapsed, 4),
-            ttft_ms_p50=round(percentile(ttft, 50), 3), ttft_ms_p99=round(percentile(ttft, 99), 3),
+            ttft_ms_p50=round(percentile(ttft, 50), 3),
+            ttft_ms_p99=round(percentile(ttft, 99), 3),
             tpot_ms_p50=round(percentile(tpot, 50), 3) if tpot else math.nan,
             tpot_ms_p99=round(percentile(tpot, 99), 3) if tpot else math.nan,
             acceptance_rate=round(accepted / proposed, 4) if known and proposed else None,
             mean_acceptance_length=round(1 + accepted / drafts, 4) if known and drafts else None,
-            num_drafts=drafts if known else None, num_draft_tokens=proposed if known else None,
+            num_drafts=drafts if known else None,
+            num_draft_tokens=proposed if known else None,
             num_accepted_tokens=accepted if known else None,
-            backend="remote", model=info["model"].rstrip("/").rsplit("/", 1)[-1], dtype="",
+            backend="remote",
+            model=info["model"].rstrip("/").rsplit("/", 1)[-1],
+            dtype="",
             enforce_eager=False,  # vllm serve's default: compiled, CUDA graphs
             hardware=self.hardware or f"remote {urlsplit(self.url).netloc}",
-            vllm_version=info.get("vllm_version", ""), servelab_version=__version__,
+            vllm_version=info.get("vllm_version", ""),
+            servelab_version=__version__,
             timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            engine_config=self.describe(), note=f"{note}; {where}" if note else where,
+            engine_config=self.describe(),
+            note=f"{note}; {where}" if note else where,
         )
 
     # --- plumbing: every failure becomes a RemoteError that says what to check -------------
@@ -278,8 +341,9 @@ class RemoteServer:
         try:
             return response.json()
         except ValueError:
-            raise RemoteError(f"{self.url}{path} did not answer with JSON: is this an OpenAI-compatible "
-                              "vLLM server?") from None
+            raise RemoteError(
+                f"{self.url}{path} did not answer with JSON: is this an OpenAI-compatible vLLM server?"
+            ) from None
 
     async def _request(self, client, method: str, path: str):
         try:
@@ -292,26 +356,35 @@ class RemoteServer:
 
     def _transport_error(self, what: str, exc) -> RemoteError:
         if isinstance(exc, httpx.ConnectTimeout):
-            return RemoteError(f"{self.url} did not accept a connection within {self.timeout_s:g} s ({what}). "
-                               "Check the host and port, and that the server is up.")
+            return RemoteError(
+                f"{self.url} did not accept a connection within {self.timeout_s:g} s ({what}). "
+                "Check the host and port, and that the server is up."
+            )
         if isinstance(exc, httpx.TimeoutException):
-            return RemoteError(f"{self.url} did not answer within {self.timeout_s:g} s ({what}). The server may "
-                               "be overloaded or still loading its model; try again, or raise timeout_s.")
+            return RemoteError(
+                f"{self.url} did not answer within {self.timeout_s:g} s ({what}). The server may "
+                "be overloaded or still loading its model; try again, or raise timeout_s."
+            )
         if isinstance(exc, httpx.ConnectError):
-            return RemoteError(f"{self.url} refused the connection ({what}): nothing is listening there. "
-                               "Check the URL and port, and that `vllm serve` is running.")
-        return RemoteError(f"{self.url}: {what} failed ({type(exc).__name__}: {exc}). Check the URL and the "
-                           "server's log.")
+            return RemoteError(
+                f"{self.url} refused the connection ({what}): nothing is listening there. "
+                "Check the URL and port, and that `vllm serve` is running."
+            )
+        return RemoteError(
+            f"{self.url}: {what} failed ({type(exc).__name__}: {exc}). Check the URL and the server's log."
+        )
 
     def _status_error(self, what: str, response) -> RemoteError:
         try:
             body = response.text.strip().replace("\n", " ")
         except Exception:  # noqa: BLE001 - a body that cannot be decoded says nothing more
             body = ""
-        return RemoteError(f"{self.url} answered {what} with HTTP {response.status_code}"
-                           + (f": {body[:200]}" if body else "")
-                           + ". Check the server's log; the URL must point at the server root "
-                             "(http://host:port), not at /v1.")
+        return RemoteError(
+            f"{self.url} answered {what} with HTTP {response.status_code}"
+            + (f": {body[:200]}" if body else "")
+            + ". Check the server's log; the URL must point at the server root "
+            "(http://host:port), not at /v1."
+        )
 
 
 def normalize_url(url: str) -> str:

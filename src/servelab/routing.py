@@ -152,9 +152,12 @@ class Router:
         }
         note = f"routed: batch {batch_size} went to the {side} engine ({self.threshold.source})"
         return dataclasses.replace(
-            record, method=ROUTED, num_speculative_tokens=_k(self.speculating),
+            record,
+            method=ROUTED,
+            num_speculative_tokens=_k(self.speculating),
             engine_config={**record.engine_config, "routing": routing},
-            note=f"{record.note}; {note}" if record.note else note)
+            note=f"{record.note}; {note}" if record.note else note,
+        )
 
 
 def _describe(target) -> dict:

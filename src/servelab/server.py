@@ -66,9 +66,16 @@ def server_env(extra: dict | None = None) -> dict:
 class VllmServer:
     """One `vllm serve` process (as the api_server module) on 127.0.0.1 with the given arguments."""
 
-    def __init__(self, args: Sequence[str] = (), model: str | Path | None = None, port: int | None = None,
-                 host: str = "127.0.0.1", env: dict | None = None, log_path: str | Path | None = None,
-                 name: str = "vllm-serve"):
+    def __init__(
+        self,
+        args: Sequence[str] = (),
+        model: str | Path | None = None,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        env: dict | None = None,
+        log_path: str | Path | None = None,
+        name: str = "vllm-serve",
+    ):
         if model is None:
             model = model_dir()
         self.model = str(model)
@@ -88,8 +95,18 @@ class VllmServer:
         return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", self.model,
-                "--host", self.host, "--port", str(self.port), *self.args]
+        return [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *self.args,
+        ]
 
     def start(self) -> "VllmServer":
         """Spawn the server (returns at once; wait_ready() waits for it)."""
@@ -99,8 +116,9 @@ class VllmServer:
         self._ready.clear()
         self.ready_s = None
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
         self.started_at = time.monotonic()
         return self
 
@@ -117,8 +135,7 @@ class VllmServer:
         except OSError:
             return ""
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
-                   on_wait: Callable[[float], None] | None = None) -> float:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S, on_wait: Callable[[float], None] | None = None) -> float:
         """Block until GET /v1/models answers; return the seconds since start(). on_wait(elapsed) each poll."""
         started = self.started_at
         if self.proc is None or started is None:
@@ -127,8 +144,11 @@ class VllmServer:
         while not self._ready.is_set():
             if self.proc.poll() is not None:
                 tail = self.log_tail()
-                raise ServerError(f"vllm serve exited with code {self.proc.returncode} before it answered: "
-                                  f"{exit_reason(tail)} (full log: {self.log_path}).", tail)
+                raise ServerError(
+                    f"vllm serve exited with code {self.proc.returncode} before it answered: "
+                    f"{exit_reason(tail)} (full log: {self.log_path}).",
+                    tail,
+                )
             if self._answers("/v1/models"):
                 self.ready_s = round(time.monotonic() - started, 2)
                 self._ready.set()
@@ -136,8 +156,11 @@ class VllmServer:
             if time.monotonic() > deadline:
                 tail = self.log_tail()
                 self.stop()
-                raise ServerError(f"vllm serve did not answer within {timeout_s:g} s; it was stopped. The "
-                                  f"machine may be busy: try again, or read its log ({self.log_path}).", tail)
+                raise ServerError(
+                    f"vllm serve did not answer within {timeout_s:g} s; it was stopped. The "
+                    f"machine may be busy: try again, or read its log ({self.log_path}).",
+                    tail,
+                )
             if on_wait:
                 on_wait(time.monotonic() - started)
             time.sleep(0.5)

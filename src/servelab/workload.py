@@ -34,8 +34,10 @@ def load(name: str) -> Workload:
     key = ALIASES.get(name)
     path = paths.data_dir() / "workloads" / f"{key}.jsonl" if key else Path(name)
     if not path.is_file():
-        raise ValueError(f"Unknown workload {name!r}. Use one of: {', '.join(names())}, or a path to a JSONL "
-                         "file with one {\"prompt\": ...} object per line.")
+        raise ValueError(
+            f"Unknown workload {name!r}. Use one of: {', '.join(names())}, or a path to a JSONL "
+            'file with one {"prompt": ...} object per line.'
+        )
     prompts = []
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -43,7 +45,7 @@ def load(name: str) -> Workload:
                 try:
                     prompts.append(json.loads(line)["prompt"])
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    raise ValueError(f"{path}:{number}: each line must be a JSON object with a \"prompt\" field.")
+                    raise ValueError(f'{path}:{number}: each line must be a JSON object with a "prompt" field.')
     if not prompts:
         raise ValueError(f"{path} holds no prompts.")
     return Workload(key or path.stem, tuple(prompts))

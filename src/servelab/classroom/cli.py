@@ -21,15 +21,22 @@ def _names(text: str) -> list[str]:
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="class_command", required=True)
     up = sub.add_parser("up", help="the gradebook's PostgreSQL, nbgrader's exchange and the hub, on 127.0.0.1")
-    up.add_argument("--state", type=Path, default=DEFAULT_STATE,
-                    help="where the class keeps everything, outside the checkout (the checkout is closed to class users)")
+    up.add_argument(
+        "--state",
+        type=Path,
+        default=DEFAULT_STATE,
+        help="where the class keeps everything, outside the checkout (the checkout is closed to class users)",
+    )
     up.add_argument("--instructors", type=_names, required=True, help="system users, comma-separated")
     up.add_argument("--students", type=_names, default=[], help="system users, comma-separated")
     up.add_argument("--port", type=int, default=8000, help="the hub's port (the next two are taken too)")
     up.add_argument("--db-port", type=int, default=5433, help="the gradebook's PostgreSQL port")
     up.add_argument("--sqlite", action="store_true", help="keep the gradebook in SQLite (one instructor)")
-    up.add_argument("--servers", default="", help="OFF_URL,ON_URL of the lab's shared servers "
-                    "(default: the ones `servelab class servers` started)")
+    up.add_argument(
+        "--servers",
+        default="",
+        help="OFF_URL,ON_URL of the lab's shared servers (default: the ones `servelab class servers` started)",
+    )
     up.set_defaults(class_func=cmd_up)
 
     servers = sub.add_parser("servers", help="the two shared vLLM servers the lab's remote backend uses")
@@ -40,16 +47,23 @@ def add_arguments(parser) -> None:
     servers.add_argument("--k", type=int, default=4, help="num_speculative_tokens of the n-gram server")
     servers.set_defaults(class_func=cmd_servers)
 
-    report = sub.add_parser("report", help="after grading: what the class got wrong, per question, and what to "
-                                           "re-teach (one HTML page that opens offline, and a CSV)")
+    report = sub.add_parser(
+        "report",
+        help="after grading: what the class got wrong, per question, and what to "
+        "re-teach (one HTML page that opens offline, and a CSV)",
+    )
     report.add_argument("assignment", help="the assignment id (lesson25, lab25, knoblab)")
     report.add_argument("--course", type=Path, default=Path("."), help="the course directory (default: here)")
     report.add_argument("--out", type=Path, help="where the page and the CSV go (default: COURSE/class-reports)")
-    report.add_argument("--db-url", default="", help="the gradebook (default: SERVELAB_GRADEBOOK_URL, "
-                                                    "else COURSE/gradebook.db)")
+    report.add_argument(
+        "--db-url", default="", help="the gradebook (default: SERVELAB_GRADEBOOK_URL, else COURSE/gradebook.db)"
+    )
     report.add_argument("--names", action="store_true", help="name the students who made each slip")
-    report.add_argument("--lab-url", help="the JupyterLab the page's lesson links open (default: this hub user's "
-                        "JUPYTERHUB_SERVICE_PREFIX, else /; e.g. http://localhost:8888/ to open the page outside it)")
+    report.add_argument(
+        "--lab-url",
+        help="the JupyterLab the page's lesson links open (default: this hub user's "
+        "JUPYTERHUB_SERVICE_PREFIX, else /; e.g. http://localhost:8888/ to open the page outside it)",
+    )
     report.add_argument("--lab-root", type=Path, help="the folder that JupyterLab serves (default: your home)")
     report.set_defaults(class_func=cmd_report)
 
@@ -73,10 +87,13 @@ def cmd_servers(args) -> int:
     from .servers import ClassServers
 
     args.state.mkdir(parents=True, exist_ok=True)
-    servers = ClassServers(model=args.model, off_port=args.off_port, on_port=args.on_port, k=args.k,
-                           log_dir=args.state / "logs")
-    print(f"Starting two vLLM servers ({args.model or 'the bundled model, CPU'}): this takes a minute or more ...",
-          flush=True)
+    servers = ClassServers(
+        model=args.model, off_port=args.off_port, on_port=args.on_port, k=args.k, log_dir=args.state / "logs"
+    )
+    print(
+        f"Starting two vLLM servers ({args.model or 'the bundled model, CPU'}): this takes a minute or more ...",
+        flush=True,
+    )
     took = servers.start()
     (args.state / "servers.json").write_text(json.dumps(servers.urls, indent=1) + "\n")
     print(f"speculation off: {servers.urls['off']}   (ready after {took['off']:.0f} s)")
@@ -98,8 +115,14 @@ def cmd_up(args) -> int:
     if not off and saved.exists():
         urls = json.loads(saved.read_text())
         off, on = urls["off"], urls["on"]
-    settings = ClassSettings(state=args.state.resolve(), instructors=args.instructors, students=args.students,
-                             port=args.port, remote_off_url=off, remote_on_url=on)
+    settings = ClassSettings(
+        state=args.state.resolve(),
+        instructors=args.instructors,
+        students=args.students,
+        port=args.port,
+        remote_off_url=off,
+        remote_on_url=on,
+    )
     started = time.monotonic()
     hub = ClassHub(settings)
     hub.check()  # every missing piece is named before anything starts
@@ -111,7 +134,9 @@ def cmd_up(args) -> int:
         hub.start()
         took = time.monotonic() - started
         print(f"hub:        {hub.url}  (up {took:.0f} s after start; log {hub.log_path})")
-        print(f"users:      instructors {', '.join(settings.instructors)}; students {', '.join(settings.students) or '-'}")
+        print(
+            f"users:      instructors {', '.join(settings.instructors)}; students {', '.join(settings.students) or '-'}"
+        )
         print(f"gradebook:  {'PostgreSQL on 127.0.0.1:' + str(args.db_port) if db else 'SQLite in the course'}")
         print(f"exchange:   {settings.exchange}   course: {settings.course_dir}")
         print(f"lab:        {off or 'no shared servers (run `servelab class servers` first)'} {on}")
@@ -128,12 +153,20 @@ def cmd_report(args) -> int:
     from . import report
 
     out = args.out or args.course / "class-reports"
-    built = report.build(args.assignment, args.course.resolve(), args.db_url or None, names=args.names,
-                         lab_url=args.lab_url, lab_root=args.lab_root)
+    built = report.build(
+        args.assignment,
+        args.course.resolve(),
+        args.db_url or None,
+        names=args.names,
+        lab_url=args.lab_url,
+        lab_root=args.lab_root,
+    )
     page, table = report.write(built, out)
     print(f"{built.submissions} submissions of {built.assignment}: {page}  (and {table.name})")
     print(f"  gradebook: {built.gradebook}")
     for i, s in enumerate(built.reteach, 1):
-        print(f"  re-teach {i}: {s.about[:90]} ({', '.join(s.grade_ids)}, {s.count} students, "
-              f"{s.points_lost:g} points) -> {'; '.join(s.sections)}")
+        print(
+            f"  re-teach {i}: {s.about[:90]} ({', '.join(s.grade_ids)}, {s.count} students, "
+            f"{s.points_lost:g} points) -> {'; '.join(s.sections)}"
+        )
     return 0

@@ -21,5 +21,7 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def require_port(port: int, what: str, option: str) -> None:
     if not port_free(port):
-        raise ClassError(f"Port {port} on 127.0.0.1 is taken, so the {what} cannot listen there: "
-                         f"stop whatever holds it (ss -ltnp 'sport = :{port}') or choose another with {option}.")
+        raise ClassError(
+            f"Port {port} on 127.0.0.1 is taken, so the {what} cannot listen there: "
+            f"stop whatever holds it (ss -ltnp 'sport = :{port}') or choose another with {option}."
+        )

@@ -57,8 +57,10 @@ STUDENT_EXTENSIONS = ("assignment_list", "validate_assignment")
 INSTRUCTOR_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
 ALL_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
 LAB_PLUGINS = {  # nbgrader's JupyterLab plugins by server extension (create-assignment is the instructor's)
-    "assignment_list": "assignment-list", "validate_assignment": "validate-assignment",
-    "formgrader": "formgrader", "course_list": "course-list",
+    "assignment_list": "assignment-list",
+    "validate_assignment": "validate-assignment",
+    "formgrader": "formgrader",
+    "course_list": "course-list",
 }
 
 
@@ -113,22 +115,24 @@ def disabled_lab_plugins(role: str) -> list[str]:
     """JupyterLab plugins a role does not see (page_config.json's disabledExtensions)."""
     if role == "instructor":
         return []
-    return [f"@jupyter/nbgrader:{LAB_PLUGINS[e]}" for e in ALL_EXTENSIONS if e not in STUDENT_EXTENSIONS] \
-        + ["@jupyter/nbgrader:create-assignment"]
+    return [f"@jupyter/nbgrader:{LAB_PLUGINS[e]}" for e in ALL_EXTENSIONS if e not in STUDENT_EXTENSIONS] + [
+        "@jupyter/nbgrader:create-assignment"
+    ]
 
 
 def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
     """The nbgrader config a role's server reads, as {section: {trait: value}}."""
-    config = {"CourseDirectory": {"course_id": settings.course_id},
-              "Exchange": {"root": str(settings.exchange)}}
+    config = {"CourseDirectory": {"course_id": settings.course_id}, "Exchange": {"root": str(settings.exchange)}}
     if role == "instructor":
         config["CourseDirectory"].update(root=str(settings.course_dir), source_directory=str(course.SOLUTIONS))
     return config
 
 
 def python_config(config: dict[str, dict], course_config: Path | None = None) -> str:
-    lines = ["# Written by `servelab class up`; the class's settings are in ../../class.json.",
-             "c = get_config()  # noqa: F821"]
+    lines = [
+        "# Written by `servelab class up`; the class's settings are in ../../class.json.",
+        "c = get_config()  # noqa: F821",
+    ]
     if course_config is not None:
         # The course's own settings (gradebook URL, autograde limits, feedback) for the formgrader too,
         # which reads its config from here and the server's folder, not from the course directory.
@@ -146,11 +150,14 @@ def shared_models_dir() -> str:
 
 def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
     """What every single-user server of a role runs with: its Jupyter config and the lab's shared servers."""
-    env = {"JUPYTER_CONFIG_PATH": str(settings.jupyter_dir(role)),
-           "SERVELAB_REMOTE_OFF_URL": settings.remote_off_url, "SERVELAB_REMOTE_ON_URL": settings.remote_on_url,
-           # Where the hub's models are, when they were put somewhere shared (SERVELAB_CACHE or SERVELAB_MODELS):
-           # each user reads those, and keeps results and logs in their own ~/.cache/servelab.
-           "SERVELAB_MODELS": shared_models_dir()}
+    env = {
+        "JUPYTER_CONFIG_PATH": str(settings.jupyter_dir(role)),
+        "SERVELAB_REMOTE_OFF_URL": settings.remote_off_url,
+        "SERVELAB_REMOTE_ON_URL": settings.remote_on_url,
+        # Where the hub's models are, when they were put somewhere shared (SERVELAB_CACHE or SERVELAB_MODELS):
+        # each user reads those, and keeps results and logs in their own ~/.cache/servelab.
+        "SERVELAB_MODELS": shared_models_dir(),
+    }
     if role == "instructor" and settings.gradebook_url:
         env["SERVELAB_GRADEBOOK_URL"] = settings.gradebook_url
     if role == "instructor":
@@ -177,10 +184,14 @@ def chp_command() -> str:
     if found:
         return found
     if not shutil.which("node"):
-        raise ClassError("JupyterHub's proxy needs Node.js, which is not installed: run `make class-deps` "
-                         "(Debian: apt-get install nodejs npm), then start the class again.")
-    raise ClassError(f"configurable-http-proxy (JupyterHub's proxy, from npm) is not installed: run `make class-deps` "
-                     f"(npm install --prefix {Path(sys.prefix) / 'node'} configurable-http-proxy@{CHP_VERSION}).")
+        raise ClassError(
+            "JupyterHub's proxy needs Node.js, which is not installed: run `make class-deps` "
+            "(Debian: apt-get install nodejs npm), then start the class again."
+        )
+    raise ClassError(
+        f"configurable-http-proxy (JupyterHub's proxy, from npm) is not installed: run `make class-deps` "
+        f"(npm install --prefix {Path(sys.prefix) / 'node'} configurable-http-proxy@{CHP_VERSION})."
+    )
 
 
 def git_dirs_outside(checkout: Path) -> list[Path]:
@@ -228,20 +239,26 @@ class ClassHub:
     def check(self) -> str:
         s = self.settings
         if os.geteuid() != 0:
-            raise ClassError("The class's hub runs each user's server as that system user, which needs root: "
-                             "start it with sudo (sudo .venv/bin/servelab class up ...).")
+            raise ClassError(
+                "The class's hub runs each user's server as that system user, which needs root: "
+                "start it with sudo (sudo .venv/bin/servelab class up ...)."
+            )
         if not s.instructors:
             raise ClassError("A class needs at least one instructor: --instructors NAME (a system user).")
         state = Path(s.state).resolve()
         if state == REPO_DIR or REPO_DIR in state.parents:
-            raise ClassError(f"The class's state folder {state} is inside the checkout, which class users cannot "
-                             f"read while the class runs: use --state outside it (default {DEFAULT_STATE}).")
+            raise ClassError(
+                f"The class's state folder {state} is inside the checkout, which class users cannot "
+                f"read while the class runs: use --state outside it (default {DEFAULT_STATE})."
+            )
         for name in s.instructors + s.students:
             try:
                 pwd.getpwnam(name)
             except KeyError:
-                raise ClassError(f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
-                                 "or remove it from the roster.") from None
+                raise ClassError(
+                    f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
+                    "or remove it from the roster."
+                ) from None
         self._check_python_for(s.instructors[0])
         chp = chp_command()
         for port, what in ((s.port, "hub"), (s.port + 1, "hub's proxy API"), (s.port + 2, "hub's internal API")):
@@ -252,16 +269,25 @@ class ClassHub:
     def _check_python_for(user: str, python: Path | None = None) -> None:
         """A user's server runs `python` (default: this environment's): the user must be able to run it."""
         python = Path(python or sys.executable)
-        probe = subprocess.run(["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
-                               capture_output=True, text=True, cwd="/")
+        probe = subprocess.run(
+            ["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
+            capture_output=True,
+            text=True,
+            cwd="/",
+        )
         if probe.returncode == 0:
             return
         real = python.resolve()
         closed = [str(p) for p in real.parents if not os.stat(p).st_mode & 0o001]
-        raise ClassError(f"User {user!r} cannot run this environment's Python ({python} -> {real}): "
-                         + (f"{', '.join(closed)} is closed to other users; `make class-deps` opens it for "
-                            "traversal (chmod o+x), or build the venv from a Python every user can run."
-                            if closed else probe.stderr.strip()[-500:]))
+        raise ClassError(
+            f"User {user!r} cannot run this environment's Python ({python} -> {real}): "
+            + (
+                f"{', '.join(closed)} is closed to other users; `make class-deps` opens it for "
+                "traversal (chmod o+x), or build the venv from a Python every user can run."
+                if closed
+                else probe.stderr.strip()[-500:]
+            )
+        )
 
     # --- layout -------------------------------------------------------------------------------------
     def lay_out(self) -> None:
@@ -275,10 +301,12 @@ class ClassHub:
             (folder / "labconfig").mkdir(parents=True, exist_ok=True)
             course_config = s.course_dir / "nbgrader_config.py" if role == "instructor" else None
             (folder / "nbgrader_config.py").write_text(python_config(nbgrader_settings(s, role), course_config))
-            (folder / "jupyter_server_config.json").write_text(json.dumps(
-                {"ServerApp": {"jpserver_extensions": server_extensions(role)}}, indent=1))
-            (folder / "labconfig" / "page_config.json").write_text(json.dumps(
-                {"disabledExtensions": {p: True for p in disabled_lab_plugins(role)}}, indent=1))
+            (folder / "jupyter_server_config.json").write_text(
+                json.dumps({"ServerApp": {"jpserver_extensions": server_extensions(role)}}, indent=1)
+            )
+            (folder / "labconfig" / "page_config.json").write_text(
+                json.dumps({"disabledExtensions": {p: True for p in disabled_lab_plugins(role)}}, indent=1)
+            )
         for name in s.instructors + s.students:
             # Debian makes homes readable by everyone (UMASK 022); in a class, a student's work is their own.
             home = Path(pwd.getpwnam(name).pw_dir)
@@ -333,9 +361,14 @@ class ClassHub:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
-                                         cwd=self.settings.state / "hub", env=env, stdout=log, stderr=log,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
+                cwd=self.settings.state / "hub",
+                env=env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
         deadline = started + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

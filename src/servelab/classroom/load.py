@@ -44,9 +44,13 @@ class StudentRecord:
         timings = self.all()
         ttft = [t.ttft_s * 1000 for t in timings]
         tpot = [t.tpot_s * 1000 for t in timings if t.tpot_s is not None]
-        return {"student": self.student, "requests": len(timings),
-                "ttft_ms_p99": round(percentile(ttft, 99), 1), "tpot_ms_p50": round(percentile(tpot, 50), 1),
-                "output_tok_s": round(sum(t.output_tokens for t in timings) / self.seconds, 2)}
+        return {
+            "student": self.student,
+            "requests": len(timings),
+            "ttft_ms_p99": round(percentile(ttft, 99), 1),
+            "tpot_ms_p50": round(percentile(tpot, 50), 1),
+            "output_tok_s": round(sum(t.output_tokens for t in timings) / self.seconds, 2),
+        }
 
 
 class BatchSampler(MetricsPoller):
@@ -62,10 +66,12 @@ class BatchSampler(MetricsPoller):
 
     def batch(self) -> dict:
         busy = [r for r in self.running if r > 0]
-        return {"num_requests_running_peak": int(self.peaks["running"]),
-                "num_requests_waiting_peak": int(self.peaks["waiting"]),
-                "num_requests_running_mean_while_busy": round(sum(busy) / len(busy), 1) if busy else 0.0,
-                "samples": len(self.running)}
+        return {
+            "num_requests_running_peak": int(self.peaks["running"]),
+            "num_requests_waiting_peak": int(self.peaks["waiting"]),
+            "num_requests_running_mean_while_busy": round(sum(busy) / len(busy), 1) if busy else 0.0,
+            "samples": len(self.running),
+        }
 
 
 def plan(student: int, batch_sizes=BATCH_SIZES, servers=("off", "on")) -> list[tuple[str, int]]:
@@ -75,8 +81,13 @@ def plan(student: int, batch_sizes=BATCH_SIZES, servers=("off", "on")) -> list[t
     return steps[shift:] + steps[:shift]
 
 
-async def student_loop(student: int, servers: dict[str, RemoteServer], batch_sizes=BATCH_SIZES,
-                       output_len: int = OUTPUT_LEN, workload: str = WORKLOAD) -> StudentRecord:
+async def student_loop(
+    student: int,
+    servers: dict[str, RemoteServer],
+    batch_sizes=BATCH_SIZES,
+    output_len: int = OUTPUT_LEN,
+    workload: str = WORKLOAD,
+) -> StudentRecord:
     """One student: a point at each slider position, on each server, one after the other; bounded."""
     record = StudentRecord(student, {key: [] for key in servers})
     start = time.perf_counter()
@@ -90,11 +101,12 @@ def _prompts(workload: str, batch_size: int, student: int) -> list[str]:
     from ..workload import load
 
     prompts = load(workload).batch(batch_size + student)
-    return prompts[student:student + batch_size]  # students ask different questions, as a class does
+    return prompts[student : student + batch_size]  # students ask different questions, as a class does
 
 
-def run_class(urls: dict[str, str], students: int, batch_sizes=BATCH_SIZES, output_len: int = OUTPUT_LEN,
-              timeout_s: float = 300.0) -> dict:
+def run_class(
+    urls: dict[str, str], students: int, batch_sizes=BATCH_SIZES, output_len: int = OUTPUT_LEN, timeout_s: float = 300.0
+) -> dict:
     """Run `students` loops at once against the servers at `urls`; each student's summary and each server's batch."""
     servers = {key: RemoteServer(url, timeout_s=timeout_s) for key, url in urls.items()}
     samplers = {key: BatchSampler(url) for key, url in urls.items()}
@@ -116,7 +128,13 @@ def run_class(urls: dict[str, str], students: int, batch_sizes=BATCH_SIZES, outp
         timings = [t for r in records for t in r.timings[key]]
         tpot = [t.tpot_s * 1000 for t in timings if t.tpot_s is not None]
         per_server[key] = samplers[key].batch() | {
-            "requests": len(timings), "tpot_ms_p50": round(percentile(tpot, 50), 1),
-            "ttft_ms_p99": round(percentile([t.ttft_s * 1000 for t in timings], 99), 1)}
-    return {"students": students, "seconds": round(seconds, 1), "servers": per_server,
-            "per_student": [r.summary() for r in records]}
+            "requests": len(timings),
+            "tpot_ms_p50": round(percentile(tpot, 50), 1),
+            "ttft_ms_p99": round(percentile([t.ttft_s * 1000 for t in timings], 99), 1),
+        }
+    return {
+        "students": students,
+        "seconds": round(seconds, 1),
+        "servers": per_server,
+        "per_student": [r.summary() for r in records],
+    }

@@ -27,15 +27,19 @@ START_TIMEOUT_S = 120  # pg_ctl -w waits this long for the server to accept conn
 
 def bin_dir() -> Path:
     """The newest PostgreSQL's bin folder (Debian keeps them versioned), else the one on PATH."""
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
-                      key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     if versions:
         return versions[-1].parent
     found = shutil.which("pg_ctl")
     if found:
         return Path(found).parent
-    raise ClassError("PostgreSQL is not installed (no pg_ctl in /usr/lib/postgresql/*/bin or on PATH): "
-                     "run `make class-deps` (Debian: apt-get install postgresql).")
+    raise ClassError(
+        "PostgreSQL is not installed (no pg_ctl in /usr/lib/postgresql/*/bin or on PATH): "
+        "run `make class-deps` (Debian: apt-get install postgresql)."
+    )
 
 
 class Postgres:
@@ -57,8 +61,10 @@ class Postgres:
         if result.returncode != 0:
             log = self.folder / "server.log"
             tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
-            raise ClassError(f"PostgreSQL's {tool} failed ({result.returncode}): "
-                             f"{(result.stderr or result.stdout).strip()[-1500:]}\n{tail}".strip())
+            raise ClassError(
+                f"PostgreSQL's {tool} failed ({result.returncode}): "
+                f"{(result.stderr or result.stdout).strip()[-1500:]}\n{tail}".strip()
+            )
         return result
 
     @property
@@ -92,8 +98,17 @@ class Postgres:
             shutil.chown(self.password_file, self.owner)
         self.folder.chmod(0o700)
         try:
-            self._run("initdb", "-D", str(self.folder), "-U", DB_USER, "--auth=scram-sha-256",
-                      f"--pwfile={self.password_file}", "--encoding=UTF8", "--no-instructions")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.folder),
+                "-U",
+                DB_USER,
+                "--auth=scram-sha-256",
+                f"--pwfile={self.password_file}",
+                "--encoding=UTF8",
+                "--no-instructions",
+            )
         finally:
             if os.geteuid() == 0:
                 shutil.chown(self.password_file, "root", "root")
@@ -103,12 +118,25 @@ class Postgres:
         self.init()
         if not self.running():
             if not port_free(self.port):
-                raise ClassError(f"Port {self.port} on 127.0.0.1 is taken, so the gradebook's PostgreSQL "
-                                 f"cannot listen there: stop whatever holds it (ss -ltnp 'sport = :{self.port}') "
-                                 "or choose another with --db-port.")
+                raise ClassError(
+                    f"Port {self.port} on 127.0.0.1 is taken, so the gradebook's PostgreSQL "
+                    f"cannot listen there: stop whatever holds it (ss -ltnp 'sport = :{self.port}') "
+                    "or choose another with --db-port."
+                )
             options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
-            self._run("pg_ctl", "start", "-D", str(self.folder), "-l", str(self.folder / "server.log"),
-                      "-w", "-t", str(START_TIMEOUT_S), "-o", options)
+            self._run(
+                "pg_ctl",
+                "start",
+                "-D",
+                str(self.folder),
+                "-l",
+                str(self.folder / "server.log"),
+                "-w",
+                "-t",
+                str(START_TIMEOUT_S),
+                "-o",
+                options,
+            )
         self.create_database(GRADEBOOK_DB)
         return self.url()
 
@@ -119,8 +147,9 @@ class Postgres:
     def connect(self, database: str = GRADEBOOK_DB):
         import psycopg2
 
-        return psycopg2.connect(host="127.0.0.1", port=self.port, user=DB_USER, password=self.password,
-                                dbname=database, connect_timeout=30)
+        return psycopg2.connect(
+            host="127.0.0.1", port=self.port, user=DB_USER, password=self.password, dbname=database, connect_timeout=30
+        )
 
     def create_database(self, name: str) -> None:
         conn = self.connect("postgres")
@@ -139,6 +168,8 @@ class Postgres:
             return
         for parent in self.folder.parents:
             if not os.stat(parent).st_mode & 0o001:
-                raise ClassError(f"The PostgreSQL folder {self.folder} sits under {parent}, which the "
-                                 f"'{self.owner}' user cannot enter (mode {oct(os.stat(parent).st_mode & 0o777)}): "
-                                 "choose a state folder outside it with --state.")
+                raise ClassError(
+                    f"The PostgreSQL folder {self.folder} sits under {parent}, which the "
+                    f"'{self.owner}' user cannot enter (mode {oct(os.stat(parent).st_mode & 0o777)}): "
+                    "choose a state folder outside it with --state."
+                )

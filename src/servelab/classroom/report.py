@@ -67,15 +67,24 @@ CHECKLIST = "The review checklist: does each knob match the stated workload?"
 ROLLOUT = "Carrying a change through what others depend on"
 PRIMARY_SOURCE = "Saying when the usual answer is wrong, and settling a disputed claim from the primary source"
 TEACHES = {
-    "warmup1-per-token": RECAP, "warmup1-batch": RECAP,
-    "warmup2-ridge": RECAP, "warmup2-tokens": RECAP,
-    "warmup3-tokens": RECAP, "warmup3-verified": RECAP, "warmup3-bound": RECAP,
-    "practice1-test": CHECKLIST, "practice4-test": CHECKLIST, "rep1-test": CHECKLIST,
-    "practice2-sufficient": PRIMARY_SOURCE, "practice2-missing": PRIMARY_SOURCE,
-    "practice5-test": PRIMARY_SOURCE, "quiz-test": PRIMARY_SOURCE,
+    "warmup1-per-token": RECAP,
+    "warmup1-batch": RECAP,
+    "warmup2-ridge": RECAP,
+    "warmup2-tokens": RECAP,
+    "warmup3-tokens": RECAP,
+    "warmup3-verified": RECAP,
+    "warmup3-bound": RECAP,
+    "practice1-test": CHECKLIST,
+    "practice4-test": CHECKLIST,
+    "rep1-test": CHECKLIST,
+    "practice2-sufficient": PRIMARY_SOURCE,
+    "practice2-missing": PRIMARY_SOURCE,
+    "practice5-test": PRIMARY_SOURCE,
+    "quiz-test": PRIMARY_SOURCE,
     "predict-test": PRIMARY_SOURCE,  # which of the seed's claims are wrong, before the reveals
     "rep2-test": PRIMARY_SOURCE,  # the labs' measured comparison: settle it with on/off numbers
-    "practice3-test": ROLLOUT, "rep3-test": ROLLOUT,
+    "practice3-test": ROLLOUT,
+    "rep3-test": ROLLOUT,
 }
 
 
@@ -86,6 +95,7 @@ def anchor(heading: str) -> str:
 
 
 # --------------------------------------------------------------------------- 1. read
+
 
 @dataclass(frozen=True)
 class Question:
@@ -125,8 +135,17 @@ class ClassData:
 
 def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
     """The assignment's graded submissions: the gradebook's scores and the grader's per-test records."""
-    from nbgrader.api import (Grade, GradeCell, Gradebook, MissingEntry, Notebook, SolutionCell,
-                              Student, SubmittedAssignment, SubmittedNotebook)
+    from nbgrader.api import (
+        Grade,
+        GradeCell,
+        Gradebook,
+        MissingEntry,
+        Notebook,
+        SolutionCell,
+        Student,
+        SubmittedAssignment,
+        SubmittedNotebook,
+    )
 
     course_dir = Path(course_dir)
     given = db_url
@@ -134,43 +153,65 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
     shown = shown_url(db_url)
     if not given and os.environ.get("SERVELAB_GRADEBOOK_URL") and (course_dir / "gradebook.db").is_file():
         shown += f" (SERVELAB_GRADEBOOK_URL, not {course_dir / 'gradebook.db'})"  # both there: say which
-    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///"):]).is_file():
+    if db_url.startswith("sqlite:///") and not Path(db_url[len("sqlite:///") :]).is_file():
         # nbgrader would make an empty gradebook there
-        raise ClassError(f"No gradebook at {db_url[len('sqlite:///'):]}: run this in the course directory "
-                         "(or give --course DIR), or set SERVELAB_GRADEBOOK_URL to the class's PostgreSQL.")
+        raise ClassError(
+            f"No gradebook at {db_url[len('sqlite:///') :]}: run this in the course directory "
+            "(or give --course DIR), or set SERVELAB_GRADEBOOK_URL to the class's PostgreSQL."
+        )
     try:
         gb = Gradebook(db_url)
     except Exception as exc:  # noqa: BLE001 - nbgrader raises whatever SQLAlchemy does
-        raise ClassError(f"Could not open the gradebook ({type(exc).__name__}): check --course or "
-                         "SERVELAB_GRADEBOOK_URL, the one the graders wrote to.") from None
+        raise ClassError(
+            f"Could not open the gradebook ({type(exc).__name__}): check --course or "
+            "SERVELAB_GRADEBOOK_URL, the one the graders wrote to."
+        ) from None
     with gb:
         try:
             found = gb.find_assignment(assignment)
         except MissingEntry:
-            raise ClassError(f"The gradebook has no assignment {assignment!r}: run nbgrader generate_assignment "
-                             f"{assignment} and grade it first (known: {', '.join(a.name for a in gb.assignments)})."
-                             ) from None
+            raise ClassError(
+                f"The gradebook has no assignment {assignment!r}: run nbgrader generate_assignment "
+                f"{assignment} and grade it first (known: {', '.join(a.name for a in gb.assignments)})."
+            ) from None
         db = gb.db
-        answer_cells = {(nb, name) for name, nb in db.query(SolutionCell.name, Notebook.name)
-                        .join(Notebook, SolutionCell.notebook_id == Notebook.id)
-                        .filter(Notebook.assignment_id == found.id)}
-        questions = [Question(name, nb, float(points or 0), (nb, name) not in answer_cells and kind == "code")
-                     for name, nb, points, kind in db.query(GradeCell.name, Notebook.name, GradeCell.max_score,
-                                                            GradeCell.cell_type)
-                     .join(Notebook, GradeCell.notebook_id == Notebook.id)
-                     .filter(Notebook.assignment_id == found.id)]
+        answer_cells = {
+            (nb, name)
+            for name, nb in db.query(SolutionCell.name, Notebook.name)
+            .join(Notebook, SolutionCell.notebook_id == Notebook.id)
+            .filter(Notebook.assignment_id == found.id)
+        }
+        questions = [
+            Question(name, nb, float(points or 0), (nb, name) not in answer_cells and kind == "code")
+            for name, nb, points, kind in db.query(
+                GradeCell.name, Notebook.name, GradeCell.max_score, GradeCell.cell_type
+            )
+            .join(Notebook, GradeCell.notebook_id == Notebook.id)
+            .filter(Notebook.assignment_id == found.id)
+        ]
         # One query for every grade of the class: the ORM's lazy loads would cost one round trip per grade.
-        rows = (db.query(Student.id, Notebook.name, GradeCell.name, Grade.auto_score, Grade.manual_score,
-                         Grade.extra_credit, Grade.needs_manual_grade)
-                .join(SubmittedAssignment, SubmittedAssignment.student_id == Student.id)
-                .join(SubmittedNotebook, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
-                .join(Grade, Grade.notebook_id == SubmittedNotebook.id)
-                .join(GradeCell, Grade.cell_id == GradeCell.id)
-                .join(Notebook, GradeCell.notebook_id == Notebook.id)
-                .filter(SubmittedAssignment.assignment_id == found.id)
-                .all())
-        identities = [tuple(str(x or "") for x in row)
-                      for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)]
+        rows = (
+            db.query(
+                Student.id,
+                Notebook.name,
+                GradeCell.name,
+                Grade.auto_score,
+                Grade.manual_score,
+                Grade.extra_credit,
+                Grade.needs_manual_grade,
+            )
+            .join(SubmittedAssignment, SubmittedAssignment.student_id == Student.id)
+            .join(SubmittedNotebook, SubmittedNotebook.assignment_id == SubmittedAssignment.id)
+            .join(Grade, Grade.notebook_id == SubmittedNotebook.id)
+            .join(GradeCell, Grade.cell_id == GradeCell.id)
+            .join(Notebook, GradeCell.notebook_id == Notebook.id)
+            .filter(SubmittedAssignment.assignment_id == found.id)
+            .all()
+        )
+        identities = [
+            tuple(str(x or "") for x in row)
+            for row in db.query(Student.id, Student.first_name, Student.last_name, Student.email)
+        ]
     by_student: dict[str, Submission] = {}
     autograded = {q.grade_id for q in questions if q.autograded}
     for student, _nb, name, auto, manual, extra, needs_manual in rows:
@@ -184,17 +225,21 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
         sub.points[name] = score
     submissions = sorted(by_student.values(), key=lambda s: s.student)
     if not submissions:
-        raise ClassError(f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
-                         "first (nbgrader autograde, or python -m servelab.grading.parallel).")
+        raise ClassError(
+            f"No submission of {assignment} is graded in the gradebook yet: collect and autograde "
+            "first (nbgrader autograde, or python -m servelab.grading.parallel)."
+        )
     notebooks = sorted({q.notebook for q in questions})
     records = course_dir / trusted.REPORT_DIR / assignment
     has_records = records.is_dir()
     if has_records and not any((records / s.student).is_dir() for s in submissions):
         # The graders write a record beside every grade: a gradebook none of whose students has one here
         # is another course's (SERVELAB_GRADEBOOK_URL left set from another class, or the wrong --course).
-        raise ClassError(f"None of the {len(submissions)} submissions in the gradebook {shown_url(db_url)} has a "
-                         f"grader record in {records}: that gradebook is not this course's. Give the course's "
-                         "--course, or --db-url / SERVELAB_GRADEBOOK_URL for its gradebook.")
+        raise ClassError(
+            f"None of the {len(submissions)} submissions in the gradebook {shown_url(db_url)} has a "
+            f"grader record in {records}: that gradebook is not this course's. Give the course's "
+            "--course, or --db-url / SERVELAB_GRADEBOOK_URL for its gradebook."
+        )
     without = unreadable = 0
     for sub in submissions:
         bad = False
@@ -206,8 +251,16 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
             sub.tests.clear()
         without += not sub.tests
         unreadable += bad
-    return ClassData(assignment, sorted(questions, key=_cell_order(assignment)), submissions, identities, without,
-                     unreadable, has_records, shown)
+    return ClassData(
+        assignment,
+        sorted(questions, key=_cell_order(assignment)),
+        submissions,
+        identities,
+        without,
+        unreadable,
+        has_records,
+        shown,
+    )
 
 
 def shown_url(url: str) -> str:
@@ -258,7 +311,7 @@ def _read_record(course_dir: Path, assignment: str, student: str, notebook: str)
         return None if report is not _MISSING else {}
     tests = report.get("tests")
     out = {}
-    for grade_id, record in (tests.items() if isinstance(tests, dict) else ()):
+    for grade_id, record in tests.items() if isinstance(tests, dict) else ():
         if not isinstance(record, dict):
             continue
         slips = record.get("slips")
@@ -268,8 +321,9 @@ def _read_record(course_dir: Path, assignment: str, student: str, notebook: str)
             "points": float(points) if isinstance(points, (int, float)) and math.isfinite(points) else 0.0,
             "slips": slips,
             "answered": record.get("answered") is not False,
-            "answer": _text(record.get("answer") if isinstance(record.get("answer"), str) else "",
-                            trusted.REPORT_ANSWER_CHARS),
+            "answer": _text(
+                record.get("answer") if isinstance(record.get("answer"), str) else "", trusted.REPORT_ANSWER_CHARS
+            ),
         }
     return out
 
@@ -309,6 +363,7 @@ def _text(value, limit: int) -> str:
 
 
 # --------------------------------------------------------------------------- 2. question statistics
+
 
 def point_biserial(xs: list[float], ys: list[float]) -> float | None:
     """Pearson's r of xs and ys (the point-biserial when xs is right/wrong); None when either has no spread."""
@@ -352,8 +407,9 @@ class QuestionStats:
 
 def hand_grading_done(data: ClassData) -> bool:
     """Whether a person has scored every hand-graded cell of every submission."""
-    return all(s.points.get(q.grade_id) is not None for q in data.questions if not q.autograded
-               for s in data.submissions)
+    return all(
+        s.points.get(q.grade_id) is not None for q in data.questions if not q.autograded for s in data.submissions
+    )
 
 
 def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
@@ -372,11 +428,19 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
             continue
         own = [p for _, p in done]
         rest = [(_auto_total(s, autograded) if auto_only else s.total) - p for s, p in done]
-        blank = sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False) \
-            if data.has_records else None
-        stats = QuestionStats(q, len(done), sum(own) / len(own) if own else None,
-                              dict(sorted(Counter(round(p, 3) for p in own).items())), blank,
-                              point_biserial(own, rest))
+        blank = (
+            sum(1 for s, _ in done if q.autograded and s.tests.get(q.grade_id, {}).get("answered") is False)
+            if data.has_records
+            else None
+        )
+        stats = QuestionStats(
+            q,
+            len(done),
+            sum(own) / len(own) if own else None,
+            dict(sorted(Counter(round(p, 3) for p in own).items())),
+            blank,
+            point_biserial(own, rest),
+        )
         if q.autograded:
             stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names, scrub)
         out.append(stats)
@@ -389,8 +453,10 @@ def _auto_total(sub: Submission, autograded: set[str]) -> float:
 
 # --------------------------------------------------------------------------- 3. slips
 
-def slip_stats(q: Question, done: list, data: ClassData, names: bool = False,
-               scrub=None) -> tuple[list[SlipStats], int]:
+
+def slip_stats(
+    q: Question, done: list, data: ClassData, names: bool = False, scrub=None
+) -> tuple[list[SlipStats], int]:
     """Each slip named on a question: who made it, what it cost, one anonymised example; and wrong answers unnamed."""
     made: dict[str, list] = defaultdict(list)
     about: dict[str, str] = {}
@@ -412,9 +478,21 @@ def slip_stats(q: Question, done: list, data: ClassData, names: bool = False,
     out = []
     for slip, subs in made.items():
         example, example_count = _example([answer_text(s.tests[q.grade_id]["answer"]) for s in subs], scrub)
-        out.append(SlipStats(q.grade_id, slip, about[slip], len(subs), len(subs) / len(done), round(lost[slip], 3),
-                             example, example_count, sorted(shown_id(s.student) for s in subs) if names else [],
-                             TEACHES.get(q.grade_id, ""), frozenset(s.student for s in subs)))
+        out.append(
+            SlipStats(
+                q.grade_id,
+                slip,
+                about[slip],
+                len(subs),
+                len(subs) / len(done),
+                round(lost[slip], 3),
+                example,
+                example_count,
+                sorted(shown_id(s.student) for s in subs) if names else [],
+                TEACHES.get(q.grade_id, ""),
+                frozenset(s.student for s in subs),
+            )
+        )
     out.sort(key=lambda s: (-s.points_lost, -s.count, s.slip))
     return out, unnamed
 
@@ -479,9 +557,11 @@ def normalise(text: str) -> str:
     (so "José", "JOSE" and "Jo\u200bse" are one word; a line break is a space)."""
     text = unicodedata.normalize("NFKC", text).casefold()
     text = unicodedata.normalize("NFKD", text)
-    text = "".join(" " if ch in "\n\r\t" else ch for ch in text
-                   if not unicodedata.combining(ch) and unicodedata.category(ch) not in ("Cc", "Cf")
-                   or ch in "\n\r\t")
+    text = "".join(
+        " " if ch in "\n\r\t" else ch
+        for ch in text
+        if not unicodedata.combining(ch) and unicodedata.category(ch) not in ("Cc", "Cf") or ch in "\n\r\t"
+    )
     return unicodedata.normalize("NFC", text)
 
 
@@ -522,15 +602,19 @@ def _scrubber(data: ClassData):
             for word in _TOKEN.findall(normalise(answer_text(record.get("answer") or ""))):
                 if word in owners:
                     writers[word].add(sub.student)
-    names = {w for w in always | {w for w, who in owners.items() if len(writers[w] - who) < EXAMPLE_MIN_STUDENTS}
-             if not _is_number(w)}
+    names = {
+        w
+        for w in always | {w for w, who in owners.items() if len(writers[w] - who) < EXAMPLE_MIN_STUDENTS}
+        if not _is_number(w)
+    }
 
     def scrub(text: str) -> str:
-        text = "".join(" " if unicodedata.category(ch) == "Cc" else ch
-                       for ch in text if unicodedata.category(ch) != "Cf")
+        text = "".join(
+            " " if unicodedata.category(ch) == "Cc" else ch for ch in text if unicodedata.category(ch) != "Cf"
+        )
         text = " ".join(text.split())
         text = _TOKEN.sub(lambda m: "[a student]" if normalise(m.group()) in names else m.group(), text)
-        return text if len(text) <= EXAMPLE_CHARS else text[:EXAMPLE_CHARS - 1] + "…"
+        return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
 
     return scrub
 
@@ -544,6 +628,7 @@ def _is_number(word: str) -> bool:
 
 
 # --------------------------------------------------------------------------- 4. what to re-teach
+
 
 @dataclass
 class Reteach:
@@ -578,12 +663,21 @@ def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[Reteach]:
     for slip, made in by_slip.items():
         lost = round(sum(s.points_lost for s in made), 3)
         if lost > 0:
-            out.append(Reteach(slip, made[0].about, len(frozenset().union(*(s.made_by for s in made))), lost,
-                               [s.grade_id for s in made], list(dict.fromkeys(s.section for s in made if s.section))))
+            out.append(
+                Reteach(
+                    slip,
+                    made[0].about,
+                    len(frozenset().union(*(s.made_by for s in made))),
+                    lost,
+                    [s.grade_id for s in made],
+                    list(dict.fromkeys(s.section for s in made if s.section)),
+                )
+            )
     return sorted(out, key=lambda r: (-r.points_lost, -r.count, first[r.slip], r.slip))[:n]
 
 
 # --------------------------------------------------------------------------- the report
+
 
 @dataclass
 class ClassReport:
@@ -609,31 +703,52 @@ def lesson_copy(course_dir: Path) -> Path:
     return released if released.is_file() else LESSON
 
 
-def build(assignment: str, course_dir: Path, db_url: str | None = None, names: bool = False,
-          lab_url: str | None = None, lab_root: Path | None = None) -> ClassReport:
+def build(
+    assignment: str,
+    course_dir: Path,
+    db_url: str | None = None,
+    names: bool = False,
+    lab_url: str | None = None,
+    lab_root: Path | None = None,
+) -> ClassReport:
     """Read the class and compute every number the page and the CSV show. The page's links open the lesson
     in the JupyterLab at lab_url (default: the hub's JUPYTERHUB_SERVICE_PREFIX for this user, else "/")
     serving lab_root (default: the home folder, where a user's JupyterLab starts)."""
     data = read_class(assignment, course_dir, db_url)
     stats = question_stats(data, names)
     totals = [s.total for s in data.submissions]
-    return ClassReport(assignment, len(data.submissions), sum(q.max_points for q in data.questions),
-                       sum(totals) / len(totals), stats, reteach(stats), data.without_record, names,
-                       lesson_copy(course_dir), data.unreadable_record,
-                       lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
-                       Path(lab_root) if lab_root is not None else Path.home(), hand_grading_done(data),
-                       data.gradebook)
+    return ClassReport(
+        assignment,
+        len(data.submissions),
+        sum(q.max_points for q in data.questions),
+        sum(totals) / len(totals),
+        stats,
+        reteach(stats),
+        data.without_record,
+        names,
+        lesson_copy(course_dir),
+        data.unreadable_record,
+        lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
+        Path(lab_root) if lab_root is not None else Path.home(),
+        hand_grading_done(data),
+        data.gradebook,
+    )
 
 
 # --------------------------------------------------------------------------- 5. the page and the CSV
 
+
 def summary(q: QuestionStats) -> str:
     """The chart's text alternative: one sentence."""
     if q.mean is None:
-        return (f"{q.question.grade_id}: {q.graded} of the submissions graded so far; the distribution is shown "
-                "once every one is graded.")
+        return (
+            f"{q.question.grade_id}: {q.graded} of the submissions graded so far; the distribution is shown "
+            "once every one is graded."
+        )
     spread = ", ".join(f"{c} scored {_num(p)}" for p, c in q.distribution.items())
-    return f"{q.question.grade_id}: mean {_num(q.mean)} of {_num(q.question.max_points)} points over {q.graded}; {spread}."
+    return (
+        f"{q.question.grade_id}: mean {_num(q.mean)} of {_num(q.question.max_points)} points over {q.graded}; {spread}."
+    )
 
 
 def _num(x: float) -> str:
@@ -646,14 +761,32 @@ def _chart(q: QuestionStats, div_id: str) -> str:
     import plotly.io as pio
 
     points = list(q.distribution)
-    fig = go.Figure(go.Bar(x=[_num(p) for p in points], y=list(q.distribution.values()), marker_color="#1f5fa8",
-                           hovertemplate="%{y} students scored %{x}<extra></extra>"))
-    fig.update_layout(height=240, width=420, margin=dict(l=50, r=10, t=10, b=45), template="simple_white",
-                      xaxis=dict(title="points", type="category"), yaxis=dict(title="students", rangemode="tozero", tick0=0,
-                                 dtick=max(1, math.ceil(max(q.distribution.values()) / 5))),
-                      font=dict(color="#1a1a1a"))
-    return pio.to_html(fig, include_plotlyjs=False, full_html=False, div_id=div_id,
-                       config={"displayModeBar": False, "staticPlot": False, "responsive": False})
+    fig = go.Figure(
+        go.Bar(
+            x=[_num(p) for p in points],
+            y=list(q.distribution.values()),
+            marker_color="#1f5fa8",
+            hovertemplate="%{y} students scored %{x}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        height=240,
+        width=420,
+        margin=dict(l=50, r=10, t=10, b=45),
+        template="simple_white",
+        xaxis=dict(title="points", type="category"),
+        yaxis=dict(
+            title="students", rangemode="tozero", tick0=0, dtick=max(1, math.ceil(max(q.distribution.values()) / 5))
+        ),
+        font=dict(color="#1a1a1a"),
+    )
+    return pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        full_html=False,
+        div_id=div_id,
+        config={"displayModeBar": False, "staticPlot": False, "responsive": False},
+    )
 
 
 def page_link(report: ClassReport, section: str, out_dir: Path) -> str:
@@ -678,32 +811,56 @@ def lab_link(section: str, lesson: Path, lab_url: str, lab_root: Path) -> str | 
         rel = Path(lesson).resolve().relative_to(Path(lab_root).resolve())
     except ValueError:
         return None
-    return (lab_url.rstrip("/") + "/lab/tree/" + quote(rel.as_posix()) + "#"
-            + quote(anchor(section), safe=":?,()-"))
+    return lab_url.rstrip("/") + "/lab/tree/" + quote(rel.as_posix()) + "#" + quote(anchor(section), safe=":?,()-")
 
 
 def render_html(report: ClassReport, out_dir: Path) -> str:
     import jinja2
     from plotly.offline import get_plotlyjs
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    charts = {q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions)
-              if q.mean is not None}
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE.parent)), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    charts = {
+        q.question.grade_id: _chart(q, f"chart-{i}") for i, q in enumerate(report.questions) if q.mean is not None
+    }
     return env.get_template(TEMPLATE.name).render(
-        r=report, charts=charts, summary=summary, num=_num, link=lambda s: page_link(report, s, out_dir),
+        r=report,
+        charts=charts,
+        summary=summary,
+        num=_num,
+        link=lambda s: page_link(report, s, out_dir),
         # JupyterLab 4's HTML viewer frames a page with sandbox="allow-same-origin", plus "allow-scripts
         # allow-popups" once trusted (@jupyterlab/htmlviewer, widget.ts, Private.trusted): a link can open a
         # new tab (target=_blank), not navigate the top window, and a link inside the frame to /files/ is refused.
-        in_lab=report.lab_url is not None and report.lab_root is not None
+        in_lab=report.lab_url is not None
+        and report.lab_root is not None
         and lab_link("", report.lesson, report.lab_url, report.lab_root) is not None,
-        plotlyjs=get_plotlyjs(), lesson=LESSON.name, k=EXAMPLE_MIN_STUDENTS,
+        plotlyjs=get_plotlyjs(),
+        lesson=LESSON.name,
+        k=EXAMPLE_MIN_STUDENTS,
         section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
-        Markup=jinja2.utils.markupsafe.Markup)
+        Markup=jinja2.utils.markupsafe.Markup,
+    )
 
 
-CSV_FIELDS = ("assignment", "grade_id", "kind", "slip", "about", "max_points", "graded", "mean_points", "blank",
-              "discrimination", "students_with_slip", "share", "points_lost", "teaches", "students")
+CSV_FIELDS = (
+    "assignment",
+    "grade_id",
+    "kind",
+    "slip",
+    "about",
+    "max_points",
+    "graded",
+    "mean_points",
+    "blank",
+    "discrimination",
+    "students_with_slip",
+    "share",
+    "points_lost",
+    "teaches",
+    "students",
+)
 
 
 def render_csv(report: ClassReport) -> str:
@@ -711,17 +868,35 @@ def render_csv(report: ClassReport) -> str:
     w = _SafeWriter(buf, CSV_FIELDS)
     w.writeheader()
     for q in report.questions:
-        base = {"assignment": report.assignment, "grade_id": q.question.grade_id,
-                "kind": "autograded" if q.question.autograded else "hand-graded",
-                "max_points": q.question.max_points, "graded": q.graded}
-        w.writerow({**base, "mean_points": "" if q.mean is None else round(q.mean, 4),
-                    "blank": "unknown" if q.blank is None else q.blank,
-                    "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
-                    "teaches": TEACHES.get(q.question.grade_id, "")})
+        base = {
+            "assignment": report.assignment,
+            "grade_id": q.question.grade_id,
+            "kind": "autograded" if q.question.autograded else "hand-graded",
+            "max_points": q.question.max_points,
+            "graded": q.graded,
+        }
+        w.writerow(
+            {
+                **base,
+                "mean_points": "" if q.mean is None else round(q.mean, 4),
+                "blank": "unknown" if q.blank is None else q.blank,
+                "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
+                "teaches": TEACHES.get(q.question.grade_id, ""),
+            }
+        )
         for s in q.slips:
-            w.writerow({**base, "slip": s.slip, "about": s.about, "students_with_slip": s.count,
-                        "share": round(s.share, 6), "points_lost": s.points_lost, "teaches": s.section,
-                        "students": " ".join(s.students)})
+            w.writerow(
+                {
+                    **base,
+                    "slip": s.slip,
+                    "about": s.about,
+                    "students_with_slip": s.count,
+                    "share": round(s.share, 6),
+                    "points_lost": s.points_lost,
+                    "teaches": s.section,
+                    "students": " ".join(s.students),
+                }
+            )
     return buf.getvalue()
 
 
@@ -772,8 +947,10 @@ def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
     lines = [f"**What to re-teach in {report.assignment}** ({report.submissions} submissions):", ""]
     for i, s in enumerate(report.reteach, 1):
         sections = ", ".join(f"[{_md(h)}]({lesson_link(h, from_dir, report.lesson)})" for h in s.sections)
-        lines.append(f"{i}. {_md(s.about)} ({', '.join(s.grade_ids)}: {s.count} students, "
-                     f"{_num(s.points_lost)} points) -> {sections or 'no lesson section'}")
+        lines.append(
+            f"{i}. {_md(s.about)} ({', '.join(s.grade_ids)}: {s.count} students, "
+            f"{_num(s.points_lost)} points) -> {sections or 'no lesson section'}"
+        )
     return "\n".join(lines if report.reteach else lines + ["Nothing: no named slip cost the class points."])
 
 

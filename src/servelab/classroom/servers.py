@@ -25,8 +25,7 @@ CPU_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "1024", 
 
 
 def speculative_config(k: int = NGRAM_K) -> str:
-    return json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2,
-                       "prompt_lookup_max": 4})
+    return json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": 2, "prompt_lookup_max": 4})
 
 
 @dataclass
@@ -44,11 +43,19 @@ class ClassServers:
         args = list(self.extra_args) + ["--no-enable-prefix-caching"]
         if not self.model:
             args = CPU_ARGS + args
-        logs = {} if self.log_dir is None else {"off": self.log_dir / "vllm-off.log", "on": self.log_dir / "vllm-on.log"}
-        self.off = VllmServer(args, model=self.model or None, port=self.off_port, name="class-off",
-                              log_path=logs.get("off"))
-        self.on = VllmServer(args + ["--speculative-config", speculative_config(self.k)], model=self.model or None,
-                             port=self.on_port, name="class-on", log_path=logs.get("on"))
+        logs = (
+            {} if self.log_dir is None else {"off": self.log_dir / "vllm-off.log", "on": self.log_dir / "vllm-on.log"}
+        )
+        self.off = VllmServer(
+            args, model=self.model or None, port=self.off_port, name="class-off", log_path=logs.get("off")
+        )
+        self.on = VllmServer(
+            args + ["--speculative-config", speculative_config(self.k)],
+            model=self.model or None,
+            port=self.on_port,
+            name="class-on",
+            log_path=logs.get("on"),
+        )
 
     @property
     def urls(self) -> dict[str, str]:

@@ -36,20 +36,38 @@ JUPYTER_DIRS = ("share/jupyter", "etc/jupyter")  # lab extensions (nbgrader, wid
 
 def _link_tree(src: Path, dst: Path, skip=lambda name: False) -> None:
     """dst as a hard-linked copy of src (a copy where linking fails: another filesystem)."""
+
     def copy(a, b):
         try:
             os.link(a, b)
         except OSError:
             shutil.copy2(a, b)
+
     if dst.exists():
         shutil.rmtree(dst)
-    shutil.copytree(src, dst, symlinks=True, copy_function=copy,
-                    ignore=lambda folder, names: [n for n in names if Path(folder) == src and skip(n)])
+    shutil.copytree(
+        src,
+        dst,
+        symlinks=True,
+        copy_function=copy,
+        ignore=lambda folder, names: [n for n in names if Path(folder) == src and skip(n)],
+    )
 
 
 # The checkout's top-level folders a wheel is not built from (the course folder, venvs, outputs).
-NOT_FOR_THE_WHEEL = (".venv", ".venv-quantize", ".git", ".class", "grading", "solutions", "tests", "bench", "build",
-                     "dist", "test-artifacts")
+NOT_FOR_THE_WHEEL = (
+    ".venv",
+    ".venv-quantize",
+    ".git",
+    ".class",
+    "grading",
+    "solutions",
+    "tests",
+    "bench",
+    "build",
+    "dist",
+    "test-artifacts",
+)
 
 
 def _not_for_the_wheel(folder: str, names: list[str]) -> list[str]:
@@ -64,8 +82,10 @@ def _python(venv: Path) -> Path:
 def build_wheel(out: Path) -> Path:
     """A wheel of this checkout, built by pip with this venv's setuptools (no network)."""
     if not IN_CHECKOUT:
-        raise ClassError("The class's student environment is built from a servelab checkout; this servelab is "
-                         f"installed at {REPO_DIR}. Run `servelab class up` from the checkout's .venv.")
+        raise ClassError(
+            "The class's student environment is built from a servelab checkout; this servelab is "
+            f"installed at {REPO_DIR}. Run `servelab class up` from the checkout's .venv."
+        )
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -73,8 +93,12 @@ def build_wheel(out: Path) -> Path:
         # Build from a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
         src = Path(tmp) / "servelab"
         shutil.copytree(REPO_DIR, src, ignore=_not_for_the_wheel)
-        result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                                 "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(src)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     wheels = list(out.glob("servelab-*.whl"))
     if result.returncode != 0 or len(wheels) != 1:
         raise ClassError(f"Building servelab's wheel for the students failed:\n{result.stderr[-2000:]}")
@@ -94,13 +118,34 @@ def build(state: Path) -> tuple[Path, Path]:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300)
     python = _python(venv)
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     # `import site; site.addsitedir(...)`: deps/ is a site folder, so its own .pth files work as in this venv.
     (purelib / "zz-servelab-deps.pth").write_text(f"import site; site.addsitedir({str(env / 'deps')!r})\n")
-    result = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
-                             "--no-index", "--force-reinstall", "-q", str(wheel)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--force-reinstall",
+            "-q",
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode != 0:
         raise ClassError(f"Installing servelab's wheel into the students' environment failed:\n{result.stderr[-2000:]}")
     for folder in JUPYTER_DIRS:

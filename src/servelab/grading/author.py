@@ -72,7 +72,7 @@ def build(assignment: course.Assignment) -> nbformat.NotebookNode:
         metadata = dict(cell.metadata)
         name = metadata.pop("id", None) or metadata.get("nbgrader", {}).get("grade_id") or f"cell-{number:03d}"
         if name in seen:
-            raise BuildError(f"{assignment.text}: two cells share the id {name!r}; give one another id=\"...\".")
+            raise BuildError(f'{assignment.text}: two cells share the id {name!r}; give one another id="...".')
         seen.add(name)
         source = _fill(cell.source, values, f"{assignment.text.name}, cell {name}") if values else cell.source
         made = new_markdown_cell(source) if cell.cell_type == "markdown" else new_code_cell(source)
@@ -124,8 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{_shown(assignment.text)} -> {_shown(assignment.source)}"
         if args.check:
             if not assignment.source.is_file() or assignment.source.read_text() != fresh:
-                stale.append(f"{_shown(assignment.source)} differs from what {_shown(assignment.text)} builds: "
-                             "run make notebooks")
+                stale.append(
+                    f"{_shown(assignment.source)} differs from what {_shown(assignment.text)} builds: "
+                    "run make notebooks"
+                )
         else:
             assignment.source.parent.mkdir(parents=True, exist_ok=True)
             assignment.source.write_text(fresh)

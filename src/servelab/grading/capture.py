@@ -93,8 +93,27 @@ def encode(value, depth: int = 0) -> str:
     raise NotPlain(f"a value of type {_type(value).__name__}")
 
 
-_NUMPY_SCALARS = frozenset({"bool_", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                            "uint64", "float16", "float32", "float64", "longlong", "ulonglong", "intc", "uintc"})
+_NUMPY_SCALARS = frozenset(
+    {
+        "bool_",
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "longlong",
+        "ulonglong",
+        "intc",
+        "uintc",
+    }
+)
 
 
 def capture(grade_id: str, answer) -> None:
@@ -109,10 +128,11 @@ def capture(grade_id: str, answer) -> None:
         text = "!" + _str(exc)
     except RecursionError:
         text = "!nested too deeply"
-    line = _encode_utf8(_str(grade_id).replace("\t", " ").replace("\n", " ") + "\t"
-                        + text.replace("\n", " ") + "\n", "utf-8", "replace")
+    line = _encode_utf8(
+        _str(grade_id).replace("\t", " ").replace("\n", " ") + "\t" + text.replace("\n", " ") + "\n", "utf-8", "replace"
+    )
     while line:
-        line = line[_write(_fd, line):]
+        line = line[_write(_fd, line) :]
 
 
 def install_from_environment() -> None:

@@ -86,6 +86,7 @@ def report(result: Result) -> float:
 
 # --------------------------------------------------------------------------- helpers
 
+
 def _max_points(key: dict) -> float:
     return float(key.get("points", 1))
 
@@ -112,6 +113,7 @@ def _name(key: dict) -> str:
 
 def _checker(check):
     """Every checker's first step: the answer as plain JSON values (see plain), or no points and why not."""
+
     @functools.wraps(check)
     def checked(answer: Any, key: dict) -> Result:
         try:
@@ -119,6 +121,7 @@ def _checker(check):
         except AnswerFormError as exc:
             return Result(0.0, f"{_name(key)}: {exc}.")
         return check(answer, key)
+
     return checked
 
 
@@ -127,6 +130,7 @@ def _fmt(x: float) -> str:
 
 
 # --------------------------------------------------------------------------- number
+
 
 @_checker
 def number(answer: Any, key: dict) -> Result:
@@ -164,6 +168,7 @@ def number(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- choice
 
+
 @_checker
 def choice(answer: Any, key: dict) -> Result:
     """One option out of several, named by its letter (case-insensitive).
@@ -184,6 +189,7 @@ def choice(answer: Any, key: dict) -> Result:
 
 # --------------------------------------------------------------------------- yes / no
 
+
 @_checker
 def yes_no(answer: Any, key: dict) -> Result:
     """True or False against key['value'].
@@ -195,11 +201,15 @@ def yes_no(answer: Any, key: dict) -> Result:
         return Result(0.0, f"{name}: expected True or False, got {answer!r}.")
     if answer is key["value"]:
         return Result(_max_points(key), f"{name}: correct. {key.get('why', '')}".strip())
-    return Result(0.0, f"{name}: it is {key['value']}. {key.get('why', '')}".strip(),
-                  {f"said-{str(answer).lower()}": key.get("why", f"it is {key['value']}")})
+    return Result(
+        0.0,
+        f"{name}: it is {key['value']}. {key.get('why', '')}".strip(),
+        {f"said-{str(answer).lower()}": key.get("why", f"it is {key['value']}")},
+    )
 
 
 # --------------------------------------------------------------------------- selection
+
 
 @_checker
 def selection(answer: Any, key: dict) -> Result:
@@ -221,9 +231,11 @@ def selection(answer: Any, key: dict) -> Result:
     distractors = set(options) - correct
     right, wrong, missed = picked & correct, picked - correct, correct - picked
     share = len(right) / len(correct) - (len(wrong) / len(distractors) if distractors else 0.0)
-    lines = [f"{name}: {len(right)} of {len(correct)} right options picked, {len(wrong)} of {len(distractors)} "
-             f"wrong ones (score: the share of right options picked less the share of wrong ones, "
-             f"so every option or none earns 0)."]
+    lines = [
+        f"{name}: {len(right)} of {len(correct)} right options picked, {len(wrong)} of {len(distractors)} "
+        f"wrong ones (score: the share of right options picked less the share of wrong ones, "
+        f"so every option or none earns 0)."
+    ]
     lines += [f"- '{o}' does not belong: {options[o]}" for o in sorted(wrong)]
     lines += [f"- missing '{o}': {options[o]}" for o in sorted(missed)]
     slips = {f"picked-{o}": options[o] for o in sorted(wrong)} | {f"missed-{o}": options[o] for o in sorted(missed)}
@@ -249,12 +261,15 @@ def prediction(answer: Any, key: dict) -> Result:
         return Result(0.0, graded.feedback)
     correct = set(key["correct"])
     right, wrong = set(answer) & correct, set(answer) - correct
-    first = (f"{name}: full marks for making the prediction (it is graded for completion). How it did: "
-             f"{len(right)} of the {len(correct)} wrong claims spotted, {len(wrong)} that hold marked wrong.")
+    first = (
+        f"{name}: full marks for making the prediction (it is graded for completion). How it did: "
+        f"{len(right)} of the {len(correct)} wrong claims spotted, {len(wrong)} that hold marked wrong."
+    )
     return Result(_earn(1.0, key), "\n".join([first] + graded.feedback.split("\n")[1:]), graded.slips)
 
 
 # --------------------------------------------------------------------------- fields
+
 
 @_checker
 def fields(answer: Any, key: dict) -> Result:
@@ -312,8 +327,13 @@ KNOB_ALIASES = {
     "batching": ("max_num_seqs", "batch_size", "max_num_batched_tokens", "batch"),
     "quantization": ("quantisation", "dtype", "weight_dtype"),
     "parallelism": ("tensor_parallel_size", "pipeline_parallel_size", "tensor_parallel", "tp", "pp"),
-    "speculative_decoding": ("speculative_config", "speculative", "spec_decode", "speculation",
-                             "num_speculative_tokens"),
+    "speculative_decoding": (
+        "speculative_config",
+        "speculative",
+        "spec_decode",
+        "speculation",
+        "num_speculative_tokens",
+    ),
     "prefix_caching": ("enable_prefix_caching", "prefix_cache"),
     "max_model_len": ("max_len", "context_length"),
     "gpu_memory_utilization": ("gpu_memory", "memory_utilization"),
@@ -337,37 +357,48 @@ def _by_knob(answer: dict, knobs) -> dict:
 # whose weights do not fit states the opposite of the fact.
 KNOB_FACTS = {
     "batching": r"measur|benchmark|\btested\b|\bttft\b|\btpot\b|latenc|\bp(?:50|9[059])\b|\bslo\b|queue|peak|"
-                r"concurren|\busers?\b|\bload\b|traffic|\bqps\b|arrival",
+    r"concurren|\busers?\b|\bload\b|traffic|\bqps\b|arrival",
     "quantization": r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
-                    r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
+    r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
     "parallelism": r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater) than|more than|memory|\boom\b|"
-                   r"tensor[- _]parallel|pipeline[- _]parallel|\btp\b|\bpp\b|shard|split|\bgpus\b|\bh[12]00s\b|"
-                   r"\bnodes?\b|nvlink|interconnect|weights",
+    r"tensor[- _]parallel|pipeline[- _]parallel|\btp\b|\bpp\b|shard|split|\bgpus\b|\bh[12]00s\b|"
+    r"\bnodes?\b|nvlink|interconnect|weights",
     "speculative_decoding": r"\boff\b|disabled|not enabled|not (?:turned|switched) on|\bdraft|verif|accept|ridge|"
-                            r"memory[- ]bound|compute[- ]bound|nothing to|\bnone\b|\bk\s*=",
+    r"memory[- ]bound|compute[- ]bound|nothing to|\bnone\b|\bk\s*=",
     "prefix_caching": r"prefix|shared|system prompt|hit rate|cache hits?|reuse",
     "max_model_len": r"longest|\bcovers?\b|prompts?\b|outputs?\b|context|\btokens\b|truncat|headroom|\brequests?\b",
     "gpu_memory_utilization": r"\bkv\b|headroom|weights|memory|\bfits?\b|exceed|\boom\b|activation",
 }
 # A reason that states the opposite of the reviewer's fact: (what the reviewer's reason says, what the
 # learner's reason must not affirm unless it also names the fact, e.g. "does not fit" or "needs two GPUs").
-_SHORTFALL = (r"(?:not|cannot|never|too \w+ to|unable to|fails? to) (?:\w+ ){0,2}(?:fit|hold)|exceed|too (?:big|large)|"
-              r"(?:larger|bigger|greater) than|more than|\bover\b|overflow|\boom\b|out of memory|not enough|insufficient|short of|"
-              r"\bneeds?\b|\brequires?\b|at least|shard|split|(?:two|2|more|several|multiple) (?:\w+ )?gpus|only (?:with|on|across)|"
-              r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel(?:ism|[- _]size)?\s*(?:=|of)?\s*[2-8]\b")
+_SHORTFALL = (
+    r"(?:not|cannot|never|too \w+ to|unable to|fails? to) (?:\w+ ){0,2}(?:fit|hold)|exceed|too (?:big|large)|"
+    r"(?:larger|bigger|greater) than|more than|\bover\b|overflow|\boom\b|out of memory|not enough|insufficient|short of|"
+    r"\bneeds?\b|\brequires?\b|at least|shard|split|(?:two|2|more|several|multiple) (?:\w+ )?gpus|only (?:with|on|across)|"
+    r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel(?:ism|[- _]size)?\s*(?:=|of)?\s*[2-8]\b"
+)
 KNOB_DENIALS = {
     "parallelism": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
     "gpu_memory_utilization": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
-    "speculative_decoding": (r"^off\b|\boff:", r"\boff\b|disabled|not enabled|not (?:turned|switched) on|nothing to",
-                             r"\bon\b|\benabled\b|\bhelps\b|\bspeeds?\b"),
-    "quantization": (r"unquantized", r"unquanti|not quanti|no quanti|\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit",
-                     r"\bint[48]\b|\bfp8\b|\bawq\b|\bgptq\b|4[- ]bit|8[- ]bit|\bis quantized\b"),
-    "batching": (r"\bno (?:ttft|tpot)", r"\b(?:no|not|never|nobody|nothing|without|un)\b",
-                 r"\b(?:was|were|been|is|are) (?:measured|tested|benchmarked)\b"),
+    "speculative_decoding": (
+        r"^off\b|\boff:",
+        r"\boff\b|disabled|not enabled|not (?:turned|switched) on|nothing to",
+        r"\bon\b|\benabled\b|\bhelps\b|\bspeeds?\b",
+    ),
+    "quantization": (
+        r"unquantized",
+        r"unquanti|not quanti|no quanti|\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit",
+        r"\bint[48]\b|\bfp8\b|\bawq\b|\bgptq\b|4[- ]bit|8[- ]bit|\bis quantized\b",
+    ),
+    "batching": (
+        r"\bno (?:ttft|tpot)",
+        r"\b(?:no|not|never|nobody|nothing|without|un)\b",
+        r"\b(?:was|were|been|is|are) (?:measured|tested|benchmarked)\b",
+    ),
 }
 _NEGATORS = frozenset("not no never cannot nobody nothing without unable fails fail too nor neither".split())
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-GIB = 2 ** 30 / 1e9
+GIB = 2**30 / 1e9
 
 
 def _plain(text: str) -> str:
@@ -390,14 +421,14 @@ def _numbers(text: str) -> list[float]:
 def _affirms(pattern: str, text: str) -> bool:
     """Whether text says pattern with no negation among the four words before it."""
     for match in re.finditer(pattern, text):
-        before = re.findall(r"[a-z]+", text[:match.start()])[-4:]
+        before = re.findall(r"[a-z]+", text[: match.start()])[-4:]
         if not _NEGATORS.intersection(before):
             return True
     return False
 
 
 def _reason_kind(because: Any, knob: str, reviewer_reason: str) -> str:
-    """"fact" (names a fact of the config or workload), "opposite" (states the opposite of the
+    """ "fact" (names a fact of the config or workload), "opposite" (states the opposite of the
     reviewer's fact) or "none" (too short, or names nothing)."""
     if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
         return "none"
@@ -432,8 +463,10 @@ def knob_audit(answer: Any, key: dict) -> Result:
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
     follows = key.get("follows", {})
     if not isinstance(answer, dict):
-        return Result(0.0, f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} "
-                           f"for the knobs {sorted(verdicts)}.")
+        return Result(
+            0.0,
+            f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} for the knobs {sorted(verdicts)}.",
+        )
     earned, lines, slips = 0.0, [], {}
     entries = _by_knob(answer, verdicts)
     for knob, expected in verdicts.items():
@@ -449,27 +482,36 @@ def knob_audit(answer: Any, key: dict) -> Result:
             continue
         if _normal(verdict) != expected:
             lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reasons.get(knob, '')}")
-            slips[f"{knob}-{_normal(verdict)}"] = (f"{knob} called {_normal(verdict)}; the review says {expected}: "
-                                                   f"{reasons.get(knob, '')}")
+            slips[f"{knob}-{_normal(verdict)}"] = (
+                f"{knob} called {_normal(verdict)}; the review says {expected}: {reasons.get(knob, '')}"
+            )
             continue
         kind = _reason_kind(because, knob, reasons.get(knob, ""))
         if kind == "fact":
             earned += 1.0
         elif kind == "opposite":
-            lines.append(f"- {knob}: right verdict, but your reason says the opposite of the fact behind it: "
-                         f"{reasons.get(knob, '')}")
-            slips[f"{knob}-opposite-reason"] = (f"{knob}: the right verdict for a reason that states the opposite of "
-                                                "the config's fact")
+            lines.append(
+                f"- {knob}: right verdict, but your reason says the opposite of the fact behind it: "
+                f"{reasons.get(knob, '')}"
+            )
+            slips[f"{knob}-opposite-reason"] = (
+                f"{knob}: the right verdict for a reason that states the opposite of the config's fact"
+            )
         else:
             earned += 0.5
-            lines.append(f"- {knob}: right verdict, but name the workload fact or the missing "
-                         "measurement behind it in a sentence (a number or the setting it is checked against).")
-            slips[f"{knob}-no-reason"] = f"{knob}: the right verdict with no workload fact or missing measurement behind it"
+            lines.append(
+                f"- {knob}: right verdict, but name the workload fact or the missing "
+                "measurement behind it in a sentence (a number or the setting it is checked against)."
+            )
+            slips[f"{knob}-no-reason"] = (
+                f"{knob}: the right verdict with no workload fact or missing measurement behind it"
+            )
     for knob, cause in follows.items():
         lines.append(f"- {knob}: graded once, under {cause}: {reasons.get(knob, '')}")
     known = set(verdicts) | set(follows)
-    graded = {n for n in answer if _normal(str(n)) in known
-              or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)}
+    graded = {
+        n for n in answer if _normal(str(n)) in known or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)
+    }
     extra = sorted(set(answer) - graded, key=str)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
@@ -533,9 +575,11 @@ def measured_comparison(answer: Any, key: dict) -> Result:
         derived = r.output_tokens / r.elapsed_s
         if not _close(derived, r.output_tok_s, arith_tol):
             arith_ok = False
-            lines.append(f"- record {label}: output_tokens / elapsed_s = {derived:.4g} tok/s, "
-                         f"but output_tok_s says {r.output_tok_s:.4g}. A record must agree with itself; "
-                         "recompute the rate from the counts you measured.")
+            lines.append(
+                f"- record {label}: output_tokens / elapsed_s = {derived:.4g} tok/s, "
+                f"but output_tok_s says {r.output_tok_s:.4g}. A record must agree with itself; "
+                "recompute the rate from the counts you measured."
+            )
     if arith_ok:
         parts += 1
         lines.append("- arithmetic: each record's rate agrees with its own counts.")
@@ -563,33 +607,44 @@ def measured_comparison(answer: Any, key: dict) -> Result:
         lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
         missed.append("no-conclusion")
     elif not (tie or better == winner):
-        lines.append(f"- conclusion: your own numbers say setting {winner} is better on {metric} "
-                     f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}.")
+        lines.append(
+            f"- conclusion: your own numbers say setting {winner} is better on {metric} "
+            f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}."
+        )
         missed.append("against-own-numbers")
     elif unmeasured := _rates_not_measured(conclusion, records):
-        lines.append(f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
-                     f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). "
-                     "Quote your own numbers.")
+        lines.append(
+            f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
+            f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). "
+            "Quote your own numbers."
+        )
         missed.append("rates-not-measured")
     elif on_or_off and says is None:
-        lines.append("- conclusion: it does not say whether speculation should be on or off. Recommend one "
-                     "explicitly (for example \"turn speculation off at this batch\") and give the reason.")
+        lines.append(
+            "- conclusion: it does not say whether speculation should be on or off. Recommend one "
+            'explicitly (for example "turn speculation off at this batch") and give the reason.'
+        )
         missed.append("no-recommendation")
     elif on_or_off and says == "both":
-        lines.append("- conclusion: it recommends speculation both on and off, so it recommends neither. "
-                     "Say one way, for this batch, and give the reason.")
+        lines.append(
+            "- conclusion: it recommends speculation both on and off, so it recommends neither. "
+            "Say one way, for this batch, and give the reason."
+        )
         missed.append("no-recommendation")
     elif on_or_off and says != chosen:
-        lines.append(f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
-                     f"(setting {better}) has it {chosen}. Say what your own numbers say.")
+        lines.append(
+            f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
+            f"(setting {better}) has it {chosen}. Say what your own numbers say."
+        )
         missed.append("against-own-pick")
     else:
         parts += 1
         lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
     missed += [] if arith_ok else ["record-disagrees"]
     missed += [] if plausible_ok else ["implausible"]
-    return Result(_earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines),
-                  _named(COMPARISON_SLIPS, *missed))
+    return Result(
+        _earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines), _named(COMPARISON_SLIPS, *missed)
+    )
 
 
 def _named(catalogue: dict, *slips: str) -> dict:
@@ -610,37 +665,60 @@ def _named(catalogue: dict, *slips: str) -> dict:
 # Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
 # A conclusion that says both on and off is a contradiction (or a hedge) and recommends neither.
 # Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
-_CLAUSES = re.compile(r"[.;:!?,]|\b(?:so|but|because|since|although|though|while|whereas|however|"
-                      r"therefore|hence|and|then|which)\b")
-_SPEC = (r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
-         r"eagle(?:-3)?|the drafter|drafting)")
-_PLAIN = (r"(?:plain decoding|plain|the baseline|baseline|no speculation|non-speculative decoding|"
-          r"ordinary decoding|normal decoding|standard decoding)")
-_DESCRIBED = re.compile(r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|" + _SPEC[3:-1] +
-                        r")\s+)?(?:enabled|disabled|on|off)\b")
+_CLAUSES = re.compile(
+    r"[.;:!?,]|\b(?:so|but|because|since|although|though|while|whereas|however|"
+    r"therefore|hence|and|then|which)\b"
+)
+_SPEC = (
+    r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
+    r"eagle(?:-3)?|the drafter|drafting)"
+)
+_PLAIN = (
+    r"(?:plain decoding|plain|the baseline|baseline|no speculation|non-speculative decoding|"
+    r"ordinary decoding|normal decoding|standard decoding)"
+)
+_DESCRIBED = re.compile(
+    r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|"
+    + _SPEC[3:-1]
+    + r")\s+)?(?:enabled|disabled|on|off)\b"
+)
 # "on"/"off" right after the method's name is a state unless it is a preposition ("speculation on this CPU")
 _NOT_A_PREPOSITION = r"\b(?!\s+(?:this|the|a|an|that|these|those|my|our|its|batch|each|every|h\d+|cpu|gpu)\b)"
-_RECOMMEND = (r"\b(?:recommend|recommending|use|using|prefer|preferring|choose|choosing|pick|go with|stick with|"
-              r"revert to|go back to|switch to|fall back to)\s+")
-_STATE_ON = re.compile(r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-                       r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b|"
-                       r"\b" + _SPEC + r"\s+on" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _SPEC + r"\b")
-_STATE_OFF = re.compile(r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-                        r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
-                        r"\bwithout\s+(?:it|" + _SPEC[3:-1] + r")\b|"
-                        r"\b" + _SPEC + r"\s+off" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _PLAIN + r"\b")
+_RECOMMEND = (
+    r"\b(?:recommend|recommending|use|using|prefer|preferring|choose|choosing|pick|go with|stick with|"
+    r"revert to|go back to|switch to|fall back to)\s+"
+)
+_STATE_ON = re.compile(
+    r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+    r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b|"
+    r"\b" + _SPEC + r"\s+on" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _SPEC + r"\b"
+)
+_STATE_OFF = re.compile(
+    r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
+    r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
+    r"\bwithout\s+(?:it|" + _SPEC[3:-1] + r")\b|"
+    r"\b" + _SPEC + r"\s+off" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _PLAIN + r"\b"
+)
 _MISTAKE = re.compile(r"\b(?:mistake|mistaken|wrong|counterproductive|a bad idea|unwise|harmful|an error)\b")
-_GOOD = (r"(?:wins|win|won|beats|beat|is better|is faster|is the better|is the faster|is the right|"
-         r"performs better|comes out ahead|pays off)")
-_BAD = (r"(?:loses|lose|lost|is slower|is worse|is counterproductive|hurts|costs|is harmful|backfires|"
-        r"is a bad idea|is the wrong)")
+_GOOD = (
+    r"(?:wins|win|won|beats|beat|is better|is faster|is the better|is the faster|is the right|"
+    r"performs better|comes out ahead|pays off)"
+)
+_BAD = (
+    r"(?:loses|lose|lost|is slower|is worse|is counterproductive|hurts|costs|is harmful|backfires|"
+    r"is a bad idea|is the wrong)"
+)
 _BETWEEN = r"\s+(?:[\w-]+\s+){0,4}?"
-_VERDICT_ON = re.compile(r"\b" + _SPEC + _BETWEEN + _GOOD + r"\b|\b" + _PLAIN + _BETWEEN + _BAD + r"\b|"
-                         r"\b(?:faster|better|quicker)\s+with\s+" + _SPEC + r"\b|"
-                         r"\b(?:slower|worse)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
-_VERDICT_OFF = re.compile(r"\b" + _SPEC + _BETWEEN + _BAD + r"\b|\b" + _PLAIN + _BETWEEN + _GOOD + r"\b|"
-                          r"\b(?:slower|worse)\s+with\s+" + _SPEC + r"\b|"
-                          r"\b(?:faster|better|quicker)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b")
+_VERDICT_ON = re.compile(
+    r"\b" + _SPEC + _BETWEEN + _GOOD + r"\b|\b" + _PLAIN + _BETWEEN + _BAD + r"\b|"
+    r"\b(?:faster|better|quicker)\s+with\s+" + _SPEC + r"\b|"
+    r"\b(?:slower|worse)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b"
+)
+_VERDICT_OFF = re.compile(
+    r"\b" + _SPEC + _BETWEEN + _BAD + r"\b|\b" + _PLAIN + _BETWEEN + _GOOD + r"\b|"
+    r"\b(?:slower|worse)\s+with\s+" + _SPEC + r"\b|"
+    r"\b(?:faster|better|quicker)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b"
+)
 _NEGATION = re.compile(r"\b(?:not|never|no longer|nor|neither)\b|n't\b|\bcannot\b")
 _FLIP = {"on": "off", "off": "on"}
 
@@ -680,8 +758,11 @@ _QUOTED_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:tok(?:ens)?\s*/\s*s(?:ec)?
 def _rates_not_measured(conclusion: str, records) -> list[str]:
     """The tok/s figures in the conclusion that match neither record's output_tok_s."""
     rates = [r.output_tok_s for r in records]
-    return [m.group(1) for m in _QUOTED_RATE.finditer(conclusion.lower())
-            if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)]
+    return [
+        m.group(1)
+        for m in _QUOTED_RATE.finditer(conclusion.lower())
+        if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)
+    ]
 
 
 def _comparison_schema(answer: Any):
@@ -708,8 +789,10 @@ def _comparison_schema(answer: Any):
                 return None, f"Field {f} must be a number in both records."
     for f in SAME_FIELDS:
         if getattr(records[0], f) != getattr(records[1], f):
-            return None, (f"The two records differ in {f} ({getattr(records[0], f)!r} vs "
-                          f"{getattr(records[1], f)!r}): a comparison holds everything but the knob fixed.")
+            return None, (
+                f"The two records differ in {f} ({getattr(records[0], f)!r} vs "
+                f"{getattr(records[1], f)!r}): a comparison holds everything but the knob fixed."
+            )
     setting = ("method", "num_speculative_tokens", "batch_size", "dtype", "enforce_eager", "engine_config")
     if all(getattr(records[0], f) == getattr(records[1], f) for f in setting):
         return None, "The two records have the same settings: measure two different settings of the knob."
@@ -733,25 +816,68 @@ def _plausible(record, tolerance: float) -> tuple[bool, str]:
 # Words that place a metric or a party in a category. Words of three letters or fewer
 # ("itl", "qps", "kl") must stand alone ("kl_div" yes, "weekly" no); longer ones may sit inside a name.
 LATENCY_WORDS = ("ttft", "tpot", "itl", "e2e", "latency", "inter_token", "time_to_first", "time_per_output")
-THROUGHPUT_WORDS = ("tok_s", "tok/s", "tokens/s", "tokens_per_s", "throughput", "qps", "rps", "req/s",
-                    "requests_per", "goodput", "generation_tokens", "tokens_total")
-DRIFT_WORDS = ("eval", "drift", "quality", "accuracy", "output_distribution", "acceptance", "exact_match",
-               "perplexity", "ppl", "kl", "kl_div", "divergence", "win_rate", "judge", "regression_suite",
-               "thumbs", "rating", "complaint", "satisfaction", "csat", "user_feedback")
+THROUGHPUT_WORDS = (
+    "tok_s",
+    "tok/s",
+    "tokens/s",
+    "tokens_per_s",
+    "throughput",
+    "qps",
+    "rps",
+    "req/s",
+    "requests_per",
+    "goodput",
+    "generation_tokens",
+    "tokens_total",
+)
+DRIFT_WORDS = (
+    "eval",
+    "drift",
+    "quality",
+    "accuracy",
+    "output_distribution",
+    "acceptance",
+    "exact_match",
+    "perplexity",
+    "ppl",
+    "kl",
+    "kl_div",
+    "divergence",
+    "win_rate",
+    "judge",
+    "regression_suite",
+    "thumbs",
+    "rating",
+    "complaint",
+    "satisfaction",
+    "csat",
+    "user_feedback",
+)
 # Names that hold a drift word but watch the engine, not its outputs: speculative decoding's draft
 # acceptance (vllm:spec_decode_*), GPU memory.
 NOT_DRIFT_WORDS = ("spec_decode", "speculat", "draft", "gpu_memory", "memory_usage", "kv_cache", "cache_usage")
 # Drift metrics that rise when outputs get worse; the rest (acceptance, accuracy, win rate) fall.
-RISING_DRIFT_WORDS = ("perplexity", "ppl", "kl", "kl_div", "divergence", "drift", "thumbs_down", "down",
-                      "complaint")
+RISING_DRIFT_WORDS = ("perplexity", "ppl", "kl", "kl_div", "divergence", "drift", "thumbs_down", "down", "complaint")
 # A rate or share (acceptance, accuracy, win rate) lies in 0..1 unless its name says percent.
 SHARE_WORDS = ("rate", "acceptance", "accuracy", "share", "ratio", "exact_match")
 PERCENT_WORDS = ("pct", "percent", "%")
 MAX_LATENCY_THRESHOLD = 10_000  # a rollback trigger on latency past 10 s (in ms) never fires in time
 # Who is told before the rollout: people outside the serving team whose assumptions can break.
 # The serving team's own on-call is told too, but it is not downstream of the change.
-DOWNSTREAM_WORDS = ("caller", "downstream", "consumer", "client", "customer", "user", "eval", "product",
-                    "partner", "integrator", "api_owner", "dependent")
+DOWNSTREAM_WORDS = (
+    "caller",
+    "downstream",
+    "consumer",
+    "client",
+    "customer",
+    "user",
+    "eval",
+    "product",
+    "partner",
+    "integrator",
+    "api_owner",
+    "dependent",
+)
 MAX_CANARY_FRACTION = 0.25
 # A canary must live through one daily traffic peak (24 h) and should not outlast a week (168 h): by then
 # it is the rollout, run without its stages.
@@ -790,13 +916,14 @@ def rollout_plan(answer: Any, key: dict) -> Result:
 
     fraction, hours = _as_number(answer.get("canary_fraction")), _as_number(answer.get("canary_hours"))
     low, high = CANARY_HOURS
-    if (fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION
-            and hours is not None and low <= hours <= high):
+    if fraction is not None and 0 < fraction <= MAX_CANARY_FRACTION and hours is not None and low <= hours <= high:
         parts += 1
     else:
-        lines.append(f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
-                     f"a canary is a small slice) and canary_hours from {low} to {high}: long enough to see a "
-                     "daily peak, short enough that it is still a canary.")
+        lines.append(
+            f"- canary: give canary_fraction as a fraction of traffic (0 < f <= {MAX_CANARY_FRACTION}; "
+            f"a canary is a small slice) and canary_hours from {low} to {high}: long enough to see a "
+            "daily peak, short enough that it is still a canary."
+        )
         missed.append("no-canary")
 
     stages = answer.get("stages")
@@ -804,8 +931,10 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     if len(nums) >= 2 and None not in nums and nums == sorted(set(nums)) and nums[-1] == 1.0 and nums[0] > 0:
         parts += 1
     else:
-        lines.append("- stages: list the traffic fractions of a rolling rollout, increasing, ending at 1.0 "
-                     "(for example [0.05, 0.25, 0.5, 1.0]).")
+        lines.append(
+            "- stages: list the traffic fractions of a rolling rollout, increasing, ending at 1.0 "
+            "(for example [0.05, 0.25, 0.5, 1.0])."
+        )
         missed.append("no-stages")
 
     metrics = answer.get("metrics")
@@ -822,12 +951,17 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     triggers = [t for t in triggers if isinstance(t, dict)] if isinstance(triggers, list) else []
     problems = [_trigger_problem(t, metrics) for t in triggers]
     well_formed = [t for t, problem in zip(triggers, problems) if problem is None]
-    if len(well_formed) >= 2 and len(well_formed) == len(triggers) and any(
-            _metric_kind(t["metric"]) == "drift" for t in well_formed):
+    if (
+        len(well_formed) >= 2
+        and len(well_formed) == len(triggers)
+        and any(_metric_kind(t["metric"]) == "drift" for t in well_formed)
+    ):
         parts += 1
     else:
-        lines.append("- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
-                     "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric.")
+        lines.append(
+            "- rollback_triggers: at least two, each {'metric': one of your watched metrics, "
+            "'threshold': a number, 'direction': 'above' or 'below'}, and one on the drift metric."
+        )
         lines += [f"  - {problem}" for problem in problems if problem]
         missed.append("no-drift-trigger")
 
@@ -837,21 +971,26 @@ def rollout_plan(answer: Any, key: dict) -> Result:
     if any(_mentions(n, DOWNSTREAM_WORDS) for n in notify):
         parts += 1
     else:
-        lines.append("- notify: name the downstream callers (the eval-gate owners, client teams) told "
-                     "before the rollout; they can break on a change the serving team cannot see.")
+        lines.append(
+            "- notify: name the downstream callers (the eval-gate owners, client teams) told "
+            "before the rollout; they can break on a change the serving team cannot see."
+        )
         missed.append("no-downstream-told")
 
-    return Result(_earn(parts / 5, key), "\n".join([f"{name}: {parts} of 5 structural parts."] + lines),
-                  _named(ROLLOUT_SLIPS, *missed))
+    return Result(
+        _earn(parts / 5, key),
+        "\n".join([f"{name}: {parts} of 5 structural parts."] + lines),
+        _named(ROLLOUT_SLIPS, *missed),
+    )
 
 
 METRIC_ADVICE = {
     "latency": "nothing watched for latency: watch a tail latency the SLO names, such as p99 TTFT or TPOT.",
     "throughput": "nothing watched for throughput: watch output tokens per second (or requests per second) "
-                  "per replica, so a change that costs capacity shows before the fleet runs short.",
+    "per replica, so a change that costs capacity shows before the fleet runs short.",
     "drift": "nothing watched for output-distribution drift. A config change can leave p99 and throughput "
-             "flat and still shift outputs: watch something that sees it, such as the downstream eval gate's "
-             "acceptance rate (speculative decoding's draft acceptance watches the engine, not the outputs).",
+    "flat and still shift outputs: watch something that sees it, such as the downstream eval gate's "
+    "acceptance rate (speculative decoding's draft acceptance watches the engine, not the outputs).",
 }
 
 
@@ -878,12 +1017,18 @@ def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
     if kind == "drift":
         worse = "above" if _mentions(metric, RISING_DRIFT_WORDS) else "below"
     if worse and direction != worse:
-        return (f"{metric}: it gets worse going {worse} its threshold, so roll back when it is {worse} "
-                f"{threshold:g}, not {direction}.")
+        return (
+            f"{metric}: it gets worse going {worse} its threshold, so roll back when it is {worse} "
+            f"{threshold:g}, not {direction}."
+        )
     if kind == "latency" and not 0 < threshold <= MAX_LATENCY_THRESHOLD:
         return f"{metric}: {threshold:g} is no latency a rollback could wait for; give it in ms, as the SLO does."
-    if (kind == "drift" and _mentions(metric, SHARE_WORDS) and not _mentions(metric, PERCENT_WORDS)
-            and not 0 <= threshold <= 1):
+    if (
+        kind == "drift"
+        and _mentions(metric, SHARE_WORDS)
+        and not _mentions(metric, PERCENT_WORDS)
+        and not 0 <= threshold <= 1
+    ):
         return f"{metric}: a rate lies between 0 and 1, so {threshold:g} can never be crossed; give it as a fraction."
     return None
 

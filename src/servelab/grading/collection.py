@@ -49,7 +49,7 @@ MAX_TREE_FILES = 200
 MAX_NOTEBOOK_DEPTH = 200  # JSON nesting of a whole notebook; json.loads recurses per level
 MAX_TREE_DEPTH = 8  # folders inside a hand-in folder
 MAX_FOLDER_ENTRIES = 1_000  # names listed from one folder: a million empty files cost no more than this
-NAME_RULE = ("letters and digits, with single underscores, dots or hyphens between them, at most 64 characters")
+NAME_RULE = "letters and digits, with single underscores, dots or hyphens between them, at most 64 characters"
 
 
 class Refused(ValueError):
@@ -73,8 +73,10 @@ class HandedIn:
 def student_id_problem(student: str) -> str | None:
     """Why `student` cannot be a student id, or None when it can."""
     if len(student) > MAX_STUDENT_ID or not STUDENT_ID.fullmatch(student):
-        return (f"the name {shown(student)} is not a student id ({NAME_RULE}); "
-                "rename the file to <student id>.ipynb and grade again")
+        return (
+            f"the name {shown(student)} is not a student id ({NAME_RULE}); "
+            "rename the file to <student id>.ipynb and grade again"
+        )
     return None
 
 
@@ -93,9 +95,19 @@ def shown(name: str) -> str:
 
 
 def _kind(mode: int) -> str:
-    return ("a symbolic link" if stat.S_ISLNK(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a folder" if stat.S_ISDIR(mode) else "not a regular file")
+    return (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a named pipe (FIFO)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a folder"
+        if stat.S_ISDIR(mode)
+        else "not a regular file"
+    )
 
 
 def read_regular(path: str | Path, cap: int = MAX_NOTEBOOK_BYTES, dir_fd: int | None = None) -> bytes:
@@ -164,8 +176,10 @@ def notebook_problem(data: bytes) -> str | None:
     for cell in nb["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader")
         if meta is not None and (not isinstance(meta, dict) or not isinstance(meta.get("grade_id", ""), str)):
-            return ("a cell's nbgrader metadata was changed (its grade id is not text): "
-                    "start again from the released notebook, or restore the cell's metadata")
+            return (
+                "a cell's nbgrader metadata was changed (its grade id is not text): "
+                "start again from the released notebook, or restore the cell's metadata"
+            )
     return None
 
 
@@ -227,8 +241,9 @@ def _from_archive(path: Path, notebook: str) -> list[HandedIn]:
             found.append(HandedIn(student, reason=f"{where} was not read: {exc}", via=via))
             continue
         if len(content) > MAX_NOTEBOOK_BYTES:
-            found.append(HandedIn(student, reason=f"{where} unpacks to more than {MAX_NOTEBOOK_BYTES:,} bytes",
-                                  via=via))
+            found.append(
+                HandedIn(student, reason=f"{where} unpacks to more than {MAX_NOTEBOOK_BYTES:,} bytes", via=via)
+            )
             continue
         found.append(HandedIn(student, content, via=via))
     return found
@@ -259,9 +274,15 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
     by_student: dict[str, list[HandedIn]] = {}
     for h in found:
         if h.via and h.student in own:
-            by_student.setdefault(h.via, []).append(HandedIn(h.via, reason=(
-                f"the archive {shown(h.via)} holds a notebook for {shown(h.student)}, who handed in their own: "
-                "theirs is graded and the archive's entry is not; remove it from the archive")))
+            by_student.setdefault(h.via, []).append(
+                HandedIn(
+                    h.via,
+                    reason=(
+                        f"the archive {shown(h.via)} holds a notebook for {shown(h.student)}, who handed in their own: "
+                        "theirs is graded and the archive's entry is not; remove it from the archive"
+                    ),
+                )
+            )
         else:
             by_student.setdefault(h.student, []).append(h)
     out = []
@@ -322,8 +343,10 @@ def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, 
     with os.scandir(src_fd) as listing:
         for entry in listing:
             if len(names) == MAX_FOLDER_ENTRIES:
-                left_out.append(f"{shown(rel or '.')}: more than {MAX_FOLDER_ENTRIES:,} names in one folder; "
-                                "the rest were not looked at")
+                left_out.append(
+                    f"{shown(rel or '.')}: more than {MAX_FOLDER_ENTRIES:,} names in one folder; "
+                    "the rest were not looked at"
+                )
                 break
             names.append(entry.name)
     for name in sorted(names):
@@ -432,8 +455,10 @@ class SafeExchangeCollect(ExchangeCollect):
             try:
                 timestamp = parse_utc(stamp)
             except (ValueError, OverflowError, TypeError) as exc:  # dateutil's ParserError is a ValueError
-                problem = (f"{shown(entry.name)}: its time stamp {shown(stamp)} is not a time ({type(exc).__name__}); "
-                           f"{shown(student)} should submit again")
+                problem = (
+                    f"{shown(entry.name)}: its time stamp {shown(stamp)} is not a time ({type(exc).__name__}); "
+                    f"{shown(student)} should submit again"
+                )
         if problem:
             self.log.error("Not collected from %s: %s", shown(student), problem)
             return None

@@ -81,18 +81,25 @@ def make(root: Path) -> Path:
     return root
 
 
-def nbgrader(root: Path, *args: str, timeout: float | None = None,
-             extra_env: dict | None = None) -> subprocess.CompletedProcess:
+def nbgrader(
+    root: Path, *args: str, timeout: float | None = None, extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run one nbgrader command in the course directory at `root`, source_directory = solutions/."""
     root = Path(root)
-    cmd = [sys.executable, "-m", "servelab.grading.nbgrader_cli", *args,
-           f"--CourseDirectory.root={root}",
-           f"--CourseDirectory.source_directory={SOLUTIONS}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "servelab.grading.nbgrader_cli",
+        *args,
+        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.source_directory={SOLUTIONS}",
+    ]
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     # nbgrader runs `alembic` (installed beside it) to check the gradebook's schema.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("PYTHONHASHSEED", "0")
     env.update(extra_env or {})
-    return subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
-                          start_new_session=True)
+    return subprocess.run(
+        cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True
+    )

@@ -26,19 +26,21 @@ from jupyter_server.utils import url_path_join
 from tornado.web import OutputTransform
 
 MATHJAX_CDN = "https://cdnjs.cloudflare.com"  # nbconvert's HTMLExporter.mathjax_url, used by formgrader's page
-VIEW_POLICY = "; ".join([
-    "default-src 'self'",
-    f"script-src 'self' 'unsafe-inline' 'unsafe-eval' {MATHJAX_CDN}",
-    f"style-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
-    f"font-src 'self' data: {MATHJAX_CDN}",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "frame-src 'none'",
-    "object-src 'none'",
-    "base-uri 'none'",
-    "form-action 'self'",
-    "frame-ancestors 'self'",
-])
+VIEW_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        f"script-src 'self' 'unsafe-inline' 'unsafe-eval' {MATHJAX_CDN}",
+        f"style-src 'self' 'unsafe-inline' {MATHJAX_CDN}",
+        f"font-src 'self' data: {MATHJAX_CDN}",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "frame-src 'none'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'self'",
+    ]
+)
 FILE_POLICY = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'"
 NAVIGATION = {"next", "prev", "next_incorrect", "prev_incorrect"}  # formgrader's redirects to the next submission
 
@@ -47,7 +49,7 @@ def policy_for(path: str, prefix: str) -> str | None:
     """The policy for a request path, given formgrader's submissions prefix ("/formgrader/submissions/")."""
     if not path.startswith(prefix):
         return None
-    parts = path[len(prefix):].strip("/").split("/")
+    parts = path[len(prefix) :].strip("/").split("/")
     if len(parts) == 1 or (len(parts) == 2 and parts[1] in NAVIGATION):
         return VIEW_POLICY
     return FILE_POLICY

@@ -50,7 +50,8 @@ def gradebook_url() -> str:
         raise ParallelGradingError(
             "Parallel grading keeps its queue in a PostgreSQL gradebook: set SERVELAB_GRADEBOOK_URL to a "
             "postgresql+psycopg2:// URL (`servelab class up` prints one), or grade one at a time with "
-            "python -m servelab.grading.pipeline.")
+            "python -m servelab.grading.pipeline."
+        )
     return url
 
 
@@ -60,9 +61,18 @@ def connect(url: str | None = None):
     from sqlalchemy.engine import make_url
 
     u = make_url(url or gradebook_url())
-    return psycopg2.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
-                            dbname=u.database, connect_timeout=30, keepalives=1, keepalives_idle=30,
-                            keepalives_interval=10, keepalives_count=3)
+    return psycopg2.connect(
+        host=u.host,
+        port=u.port or 5432,
+        user=u.username,
+        password=u.password,
+        dbname=u.database,
+        connect_timeout=30,
+        keepalives=1,
+        keepalives_idle=30,
+        keepalives_interval=10,
+        keepalives_count=3,
+    )
 
 
 def create_queue(conn) -> None:
@@ -99,13 +109,16 @@ def enqueue(root: Path, assignments: list[course.Assignment], conn, refused: lis
     added = 0
     with conn, conn.cursor() as cur:
         for row in new:
-            cur.execute(f"INSERT INTO {QUEUE} (assignment, student, scan_flags) VALUES (%s, %s, %s) "
-                        "ON CONFLICT DO NOTHING", row)
+            cur.execute(
+                f"INSERT INTO {QUEUE} (assignment, student, scan_flags) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", row
+            )
             added += cur.rowcount
         for g in refused:
-            cur.execute(f"INSERT INTO {QUEUE} (assignment, student, status, seconds, score, max_score, result) "
-                        "VALUES (%s, %s, 'refused', 0, 0, 0, %s) ON CONFLICT DO NOTHING",
-                        (g.assignment, g.student, json.dumps(asdict(g))))
+            cur.execute(
+                f"INSERT INTO {QUEUE} (assignment, student, status, seconds, score, max_score, result) "
+                "VALUES (%s, %s, 'refused', 0, 0, 0, %s) ON CONFLICT DO NOTHING",
+                (g.assignment, g.student, json.dumps(asdict(g))),
+            )
             added += cur.rowcount
     return added
 
@@ -117,28 +130,38 @@ def requeue(conn, statuses: tuple[str, ...] = ("failed", "timed out")) -> int:
         return cur.rowcount
 
 
-def work(root: Path, name: str, *, cell_timeout: int = pipeline.CELL_TIMEOUT_S,
-         submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S, log=print) -> int:
+def work(
+    root: Path,
+    name: str,
+    *,
+    cell_timeout: int = pipeline.CELL_TIMEOUT_S,
+    submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S,
+    log=print,
+) -> int:
     """One grader: claim, grade, record, until no pending submission is left; how many it graded."""
     conn = connect()
     graded = 0
     try:
         while True:
             with conn, conn.cursor() as cur:  # one transaction per submission: the claim lives as long as the grading
-                cur.execute(f"SELECT assignment, student, scan_flags FROM {QUEUE} WHERE status = 'pending' "
-                            "ORDER BY assignment, student LIMIT 1 FOR UPDATE SKIP LOCKED")
+                cur.execute(
+                    f"SELECT assignment, student, scan_flags FROM {QUEUE} WHERE status = 'pending' "
+                    "ORDER BY assignment, student LIMIT 1 FOR UPDATE SKIP LOCKED"
+                )
                 row = cur.fetchone()
                 if row is None:
                     return graded
                 assignment, student = course.get(row[0]), row[1]
                 log(f"{name} grading {assignment.name}/{student}")
                 flags = row[2] if isinstance(row[2], list) else None  # None: a row queued before scans were stored
-                g = pipeline.grade_submission(root, assignment, student, flags, cell_timeout=cell_timeout,
-                                              submission_timeout=submission_timeout)
-                cur.execute(f"UPDATE {QUEUE} SET status = %s, worker = %s, seconds = %s, score = %s, "
-                            "max_score = %s, result = %s, graded_at = now() WHERE assignment = %s AND student = %s",
-                            (g.status, name, g.seconds, g.score, g.max_score, json.dumps(asdict(g)),
-                             assignment.name, student))
+                g = pipeline.grade_submission(
+                    root, assignment, student, flags, cell_timeout=cell_timeout, submission_timeout=submission_timeout
+                )
+                cur.execute(
+                    f"UPDATE {QUEUE} SET status = %s, worker = %s, seconds = %s, score = %s, "
+                    "max_score = %s, result = %s, graded_at = now() WHERE assignment = %s AND student = %s",
+                    (g.status, name, g.seconds, g.score, g.max_score, json.dumps(asdict(g)), assignment.name, student),
+                )
                 log(f"{name} {pipeline.describe(g).strip()}")
                 graded += 1
     finally:
@@ -162,8 +185,14 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIMEOUT_S,
-              submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S, log=print) -> dict[str, int]:
+def grade_all(
+    root: Path,
+    workers: int,
+    *,
+    cell_timeout: int = pipeline.CELL_TIMEOUT_S,
+    submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S,
+    log=print,
+) -> dict[str, int]:
     """Run `workers` grader processes on the course at `root` until the queue is empty; the queue's counts."""
     if workers < 1:
         raise ParallelGradingError(f"--workers must be at least 1, not {workers}.")
@@ -173,11 +202,23 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
         raise ParallelGradingError(str(exc)) from None
     procs = []
     for i in range(workers):
-        cmd = [sys.executable, "-m", "servelab.grading.parallel", "--course", str(root), "--worker-name",
-               f"grader-{os.uname().nodename}-{os.getpid()}-{i}", f"--cell-timeout={cell_timeout}",
-               f"--submission-timeout={submission_timeout}", "--one-worker"]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                      preexec_fn=pipeline.die_with_parent))
+        cmd = [
+            sys.executable,
+            "-m",
+            "servelab.grading.parallel",
+            "--course",
+            str(root),
+            "--worker-name",
+            f"grader-{os.uname().nodename}-{os.getpid()}-{i}",
+            f"--cell-timeout={cell_timeout}",
+            f"--submission-timeout={submission_timeout}",
+            "--one-worker",
+        ]
+        procs.append(
+            subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pipeline.die_with_parent
+            )
+        )
     try:
         import selectors
 
@@ -199,8 +240,10 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
     if any(codes):
-        raise ParallelGradingError(f"A grader exited with {max(codes)}; its claimed submission is pending again: "
-                                   "rerun the same command to grade what is missing.")
+        raise ParallelGradingError(
+            f"A grader exited with {max(codes)}; its claimed submission is pending again: "
+            "rerun the same command to grade what is missing."
+        )
     conn = connect()
     try:
         return counts(conn)
@@ -208,8 +251,9 @@ def grade_all(root: Path, workers: int, *, cell_timeout: int = pipeline.CELL_TIM
         conn.close()
 
 
-def prepare(root: Path, assignments: list[course.Assignment], submissions: Path | None,
-            log=print) -> tuple[Path, list[pipeline.Graded]]:
+def prepare(
+    root: Path, assignments: list[course.Assignment], submissions: Path | None, log=print
+) -> tuple[Path, list[pipeline.Graded]]:
     """A course at `root` with every assignment generated and (if given) `submissions` zip-collected into it;
     the course and the hand-ins collection refused."""
     if not (root / "nbgrader_config.py").exists():  # an existing course keeps what it has collected and graded
@@ -245,8 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         gradebook_url()
         if args.one_worker:
-            work(root, args.worker_name, cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
-                 log=lambda text: print(text, flush=True))
+            work(
+                root,
+                args.worker_name,
+                cell_timeout=args.cell_timeout,
+                submission_timeout=args.submission_timeout,
+                log=lambda text: print(text, flush=True),
+            )
             return 0
         chosen = [course.get(a) for a in args.assignments] if args.assignments else course.available()
         refused: list[pipeline.Graded] = []
@@ -263,8 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.queue_only:
             return 0
         start = time.monotonic()
-        final = grade_all(root, args.workers, cell_timeout=args.cell_timeout,
-                          submission_timeout=args.submission_timeout, log=lambda text: print(text, flush=True))
+        final = grade_all(
+            root,
+            args.workers,
+            cell_timeout=args.cell_timeout,
+            submission_timeout=args.submission_timeout,
+            log=lambda text: print(text, flush=True),
+        )
     except ParallelGradingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

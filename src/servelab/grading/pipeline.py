@@ -58,19 +58,22 @@ GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore
 # The text is hostile, so each pattern is literals and single runs (\s+, \w+) whose
 # next character is one the run cannot match: the regex engine never backtracks
 # more than one run, and the scan is linear in the text's length.
-SUSPICIOUS = {label: re.compile(pattern) for label, pattern in {
-    "imports the grading package": r"servelab\.grading|from\s+servelab\s+import\s+grading",
-    "opens a database": r"sqlite3|gradebook",
-    "reads notebooks or the course's files": r"\.ipynb|solutions|submissions|/proc/",
-    "patches modules or builtins": r"sys\.modules|builtins|__import__|importlib|setattr\s*\(|"
-                                   r"\b(?:math|json|os|sys)\.\w+\s*=[^=]",
-    "changes how cells run or display": r"input_transformers|register_magic|events\.register|"
-                                        r"get_ipython\(\)\.(?:run_cell|ast_|display)|displayhook|display_pub|"
-                                        r"sys\.std(?:out|err)\s*=",
-    "reaches for C-level access": r"ctypes|cffi",
-    "starts processes or signals": r"subprocess|multiprocessing|os\.(?:system|popen|fork|exec|spawn|kill|_exit)|signal\.",
-    "opens network connections": r"\bsocket\b|urllib|http\.client|requests\.",
-}.items()}
+SUSPICIOUS = {
+    label: re.compile(pattern)
+    for label, pattern in {
+        "imports the grading package": r"servelab\.grading|from\s+servelab\s+import\s+grading",
+        "opens a database": r"sqlite3|gradebook",
+        "reads notebooks or the course's files": r"\.ipynb|solutions|submissions|/proc/",
+        "patches modules or builtins": r"sys\.modules|builtins|__import__|importlib|setattr\s*\(|"
+        r"\b(?:math|json|os|sys)\.\w+\s*=[^=]",
+        "changes how cells run or display": r"input_transformers|register_magic|events\.register|"
+        r"get_ipython\(\)\.(?:run_cell|ast_|display)|displayhook|display_pub|"
+        r"sys\.std(?:out|err)\s*=",
+        "reaches for C-level access": r"ctypes|cffi",
+        "starts processes or signals": r"subprocess|multiprocessing|os\.(?:system|popen|fork|exec|spawn|kill|_exit)|signal\.",
+        "opens network connections": r"\bsocket\b|urllib|http\.client|requests\.",
+    }.items()
+}
 SCORE_WORD = re.compile(r"(?i)\b(?:score|points|marks)\b")  # then a digit later on the same line: "prints a score"
 DIGIT = re.compile(r"\d")
 MAX_SCAN_CHARS = 2_000_000  # code scanned per submission; past it the flag says the rest was not read
@@ -99,11 +102,14 @@ class Graded:
 
 def integrity_flags(nb) -> list[str]:
     """What a submission's code cells reach for (every code cell: metadata can lie about which are tests)."""
-    text = "\n".join(c.get("source", "") for c in nb.cells if c.get("cell_type") == "code"
-                     and isinstance(c.get("source", ""), str))
+    text = "\n".join(
+        c.get("source", "") for c in nb.cells if c.get("cell_type") == "code" and isinstance(c.get("source", ""), str)
+    )
     flags = []
     if len(text) > MAX_SCAN_CHARS:
-        flags.append(f"its code cells hold {len(text):,} characters; the integrity scan read the first {MAX_SCAN_CHARS:,}")
+        flags.append(
+            f"its code cells hold {len(text):,} characters; the integrity scan read the first {MAX_SCAN_CHARS:,}"
+        )
         text = text[:MAX_SCAN_CHARS]
     deadline = time.monotonic() + MAX_SCAN_S
     flags += [label for label, pattern in SUSPICIOUS.items() if pattern.search(text)]
@@ -139,8 +145,16 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[li
     taken, refused = [], []
     for h in collection.gather(folder, assignment.notebook):
         if h.refused:
-            refused.append(Graded(assignment.name, h.student, "refused", 0.0, reason=h.reason,
-                                  flags=[f"refused at collection: {h.reason}"]))
+            refused.append(
+                Graded(
+                    assignment.name,
+                    h.student,
+                    "refused",
+                    0.0,
+                    reason=h.reason,
+                    flags=[f"refused at collection: {h.reason}"],
+                )
+            )
         else:
             taken.append(h)
     archive = root / "downloaded" / assignment.name / "archive"
@@ -164,21 +178,46 @@ def die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)
 
 
-def autograde(root: Path, assignment: course.Assignment, student: str, *, cell_timeout: int,
-              submission_timeout: int, trusted_submissions: bool = False) -> tuple[str, float, str]:
+def autograde(
+    root: Path,
+    assignment: course.Assignment,
+    student: str,
+    *,
+    cell_timeout: int,
+    submission_timeout: int,
+    trusted_submissions: bool = False,
+) -> tuple[str, float, str]:
     """nbgrader autograde for one submission, in its own process group; (status, seconds, log tail)."""
     collection.check_student_id(student)  # nbgrader reads --student as a glob: one safe id, never a pattern
-    cmd = [sys.executable, "-m", "servelab.grading.nbgrader_cli", "autograde", assignment.name, f"--student={student}", "--force",
-           f"--CourseDirectory.root={root}", f"--CourseDirectory.source_directory={course.SOLUTIONS}",
-           f"--SandboxedExecute.timeout={cell_timeout}", f"--SandboxedExecute.run_timeout={submission_timeout}",
-           f"--SandboxedExecute.trusted={trusted_submissions}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "servelab.grading.nbgrader_cli",
+        "autograde",
+        assignment.name,
+        f"--student={student}",
+        "--force",
+        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.source_directory={course.SOLUTIONS}",
+        f"--SandboxedExecute.timeout={cell_timeout}",
+        f"--SandboxedExecute.run_timeout={submission_timeout}",
+        f"--SandboxedExecute.trusted={trusted_submissions}",
+    ]
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     start = time.monotonic()
     # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True, preexec_fn=die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     try:
         log, _ = proc.communicate(timeout=submission_timeout + GRADER_MARGIN_S)
         status = "graded" if proc.returncode == 0 else "failed"
@@ -194,9 +233,16 @@ def gradebook_url(root: Path) -> str:
     return os.environ.get("SERVELAB_GRADEBOOK_URL") or f"sqlite:///{root / 'gradebook.db'}"
 
 
-def grade_submission(root: Path, assignment: course.Assignment, student: str, flags: list[str] | None = None, *,
-                     cell_timeout: int = CELL_TIMEOUT_S, submission_timeout: int = SUBMISSION_TIMEOUT_S,
-                     trusted_submissions: bool = False) -> Graded:
+def grade_submission(
+    root: Path,
+    assignment: course.Assignment,
+    student: str,
+    flags: list[str] | None = None,
+    *,
+    cell_timeout: int = CELL_TIMEOUT_S,
+    submission_timeout: int = SUBMISSION_TIMEOUT_S,
+    trusted_submissions: bool = False,
+) -> Graded:
     """Grade one student's collected submission in a course directory; the result, as the gradebook holds it.
 
     The course at `root` has had generate_assignment and the submission is in
@@ -208,16 +254,31 @@ def grade_submission(root: Path, assignment: course.Assignment, student: str, fl
         return Graded(assignment.name, student, "refused", 0.0, reason=problem, flags=[f"refused: {problem}"])
     if flags is None:
         flags = scan(root / "submitted" / student / assignment.name / assignment.notebook)
-    status, seconds, tail = autograde(root, assignment, student, cell_timeout=cell_timeout,
-                                      submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
-    report = trusted.read_report(root / trusted.REPORT_DIR / assignment.name / student / f"{assignment.notebook_id}.json")
+    status, seconds, tail = autograde(
+        root,
+        assignment,
+        student,
+        cell_timeout=cell_timeout,
+        submission_timeout=submission_timeout,
+        trusted_submissions=trusted_submissions,
+    )
+    report = trusted.read_report(
+        root / trusted.REPORT_DIR / assignment.name / student / f"{assignment.notebook_id}.json"
+    )
     flags = report.get("flags", []) + flags
     grades = read_grades(root, assignment, student) if status == "graded" else {}
-    g = Graded(assignment.name, student, status, round(seconds, 2), flags=flags,
-               run=report.get("execution", {}).get("status", ""),
-               run_seconds=report.get("execution", {}).get("seconds", 0.0),
-               feedback={k: v.get("feedback", "") for k, v in report.get("tests", {}).items()},
-               log_tail="" if status == "graded" else tail, **grades)
+    g = Graded(
+        assignment.name,
+        student,
+        status,
+        round(seconds, 2),
+        flags=flags,
+        run=report.get("execution", {}).get("status", ""),
+        run_seconds=report.get("execution", {}).get("seconds", 0.0),
+        feedback={k: v.get("feedback", "") for k, v in report.get("tests", {}).items()},
+        log_tail="" if status == "graded" else tail,
+        **grades,
+    )
     if status != "graded":
         g.score = 0.0
         g.flags.append("the grader failed on this submission: see log_tail")
@@ -234,21 +295,33 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
         except MissingEntry:
             return {}
         tests = {g.name: g.auto_score for g in nb.grades if g.cell_type == "code"}
-        return {"score": nb.score, "max_score": nb.max_score, "tests": tests,
-                "needs_manual_grade": nb.needs_manual_grade}
+        return {
+            "score": nb.score,
+            "max_score": nb.max_score,
+            "tests": tests,
+            "needs_manual_grade": nb.needs_manual_grade,
+        }
 
 
 def describe(g: Graded) -> str:
     """One submission's line in the grader's log."""
     who = g.student if collection.student_id_problem(g.student) is None else collection.shown(g.student)
-    return (f"  {who:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
-            + (f"  flagged: {'; '.join(g.flags)}" if g.flags else ""))
+    return f"  {who:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)" + (
+        f"  flagged: {'; '.join(g.flags)}" if g.flags else ""
+    )
 
 
-def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *,
-        assignments: list[course.Assignment] | None = None, cell_timeout: int = CELL_TIMEOUT_S,
-        submission_timeout: int = SUBMISSION_TIMEOUT_S, trusted_submissions: bool = False,
-        log=print) -> list[Graded]:
+def run(
+    submissions: Path = SUBMISSIONS,
+    root: Path = COURSE,
+    out: Path = OUT,
+    *,
+    assignments: list[course.Assignment] | None = None,
+    cell_timeout: int = CELL_TIMEOUT_S,
+    submission_timeout: int = SUBMISSION_TIMEOUT_S,
+    trusted_submissions: bool = False,
+    log=print,
+) -> list[Graded]:
     """Grade every submission under `submissions`; write out/grades.csv, out/scores.json, out/feedback/.
 
     Raises sandbox.SandboxUnavailable (saying how to fix it) before anything is graded
@@ -275,8 +348,14 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
             results.append(g)
             log(describe(g))
         for student in students:
-            g = grade_submission(root, assignment, student, cell_timeout=cell_timeout,
-                                 submission_timeout=submission_timeout, trusted_submissions=trusted_submissions)
+            g = grade_submission(
+                root,
+                assignment,
+                student,
+                cell_timeout=cell_timeout,
+                submission_timeout=submission_timeout,
+                trusted_submissions=trusted_submissions,
+            )
             results.append(g)
             log(describe(g))
         fb = course.nbgrader(root, "generate_feedback", assignment.name, "--force", timeout=600)
@@ -297,22 +376,43 @@ def run(submissions: Path = SUBMISSIONS, root: Path = COURSE, out: Path = OUT, *
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servelab.grading.pipeline", description=__doc__.split("\n")[0])
-    parser.add_argument("--submissions", type=Path, default=SUBMISSIONS,
-                        help="folder holding <assignment>/<student>.ipynb (default: grading/submissions)")
-    parser.add_argument("--course", type=Path, default=COURSE, help="throwaway course directory (default: grading/course)")
-    parser.add_argument("--out", type=Path, default=OUT, help="where grades.csv and scores.json go (default: grading/out)")
+    parser.add_argument(
+        "--submissions",
+        type=Path,
+        default=SUBMISSIONS,
+        help="folder holding <assignment>/<student>.ipynb (default: grading/submissions)",
+    )
+    parser.add_argument(
+        "--course", type=Path, default=COURSE, help="throwaway course directory (default: grading/course)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="where grades.csv and scores.json go (default: grading/out)"
+    )
     parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds one cell may run")
-    parser.add_argument("--submission-timeout", type=int, default=SUBMISSION_TIMEOUT_S,
-                        help="seconds one submission's notebook may run in the sandbox in all")
-    parser.add_argument("--trusted", action="store_true",
-                        help="run submissions without the sandbox: only when every one comes from a trusted source")
+    parser.add_argument(
+        "--submission-timeout",
+        type=int,
+        default=SUBMISSION_TIMEOUT_S,
+        help="seconds one submission's notebook may run in the sandbox in all",
+    )
+    parser.add_argument(
+        "--trusted",
+        action="store_true",
+        help="run submissions without the sandbox: only when every one comes from a trusted source",
+    )
     parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one in solutions/)")
     args = parser.parse_args(argv)
     chosen = [course.get(a) for a in args.assignments] if args.assignments else None
     try:
-        results = run(args.submissions.resolve(), args.course.resolve(), args.out.resolve(), assignments=chosen,
-                      cell_timeout=args.cell_timeout, submission_timeout=args.submission_timeout,
-                      trusted_submissions=args.trusted)
+        results = run(
+            args.submissions.resolve(),
+            args.course.resolve(),
+            args.out.resolve(),
+            assignments=chosen,
+            cell_timeout=args.cell_timeout,
+            submission_timeout=args.submission_timeout,
+            trusted_submissions=args.trusted,
+        )
     except sandbox.SandboxUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -60,8 +60,10 @@ def release(assignments: list[course.Assignment] | None = None, check: bool = Fa
                 if not target.exists():
                     problems.append(f"{rel} is missing: run python -m servelab.grading.release")
                 elif comparable(nbformat.read(target, as_version=4)) != comparable(fresh):
-                    problems.append(f"{rel} differs from what the release writes from "
-                                    f"{assignment.source.relative_to(REPO_DIR)}: run python -m servelab.grading.release")
+                    problems.append(
+                        f"{rel} differs from what the release writes from "
+                        f"{assignment.source.relative_to(REPO_DIR)}: run python -m servelab.grading.release"
+                    )
             else:
                 author.write(fresh, target)
                 print(f"released {assignment.source.relative_to(REPO_DIR)} -> {rel}")

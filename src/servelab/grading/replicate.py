@@ -18,8 +18,9 @@ from pathlib import Path
 from servelab.grading import course, trusted
 
 
-def replicate(root: Path, db_url: str, assignment: course.Assignment, mix: list[tuple[str, str]],
-              keep_originals: bool = False) -> None:
+def replicate(
+    root: Path, db_url: str, assignment: course.Assignment, mix: list[tuple[str, str]], keep_originals: bool = False
+) -> None:
     """mix: [(new student, graded student to copy)]; grades and records of `assignment` copied in `root`."""
     from nbgrader.api import Gradebook
 
@@ -29,8 +30,9 @@ def replicate(root: Path, db_url: str, assignment: course.Assignment, mix: list[
         originals = {}
         for source in {s for _, s in mix}:
             nb = gb.find_submission_notebook(nb_id, assignment.name, source)
-            originals[source] = {g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
-                                 for g in nb.grades}
+            originals[source] = {
+                g.name: (g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in nb.grades
+            }
         for student, source in mix:
             gb.update_or_create_student(student)
             gb.update_or_create_submission(assignment.name, student)

@@ -117,7 +117,9 @@ class _AnswerPipe:
             data, self.buffer = bytes(self.buffer), bytearray()
             overflowed, self.overflowed = self.overflowed, False
         if overflowed and grade_id is not None:  # what was dropped may have been the test's own answer
-            return f"!more than {self.MAX_BYTES:,} bytes were written to the answer pipe while this test ran; none counts"
+            return (
+                f"!more than {self.MAX_BYTES:,} bytes were written to the answer pipe while this test ran; none counts"
+            )
         answers = set()
         for line in data.split(b"\n"):
             gid, sep, text = line.partition(b"\t")
@@ -126,8 +128,10 @@ class _AnswerPipe:
         if len(answers) > 1:
             # A test hands one answer over; a second, different one came from other code in the
             # kernel (a thread or a forked process the submission started), so neither counts.
-            return (f"!more than one answer arrived for this test while it ran ({len(answers)} different ones, "
-                    "so code other than the test wrote to the answer pipe); none counts")
+            return (
+                f"!more than one answer arrived for this test while it ran ({len(answers)} different ones, "
+                "so code other than the test wrote to the answer pipe); none counts"
+            )
         return answers.pop() if answers else None
 
 
@@ -141,9 +145,15 @@ def run(timeout: int) -> int:
     runtime = Path(os.environ.get("TMPDIR", "/tmp"))
     spec_dir = runtime / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "servelab.grading.runner", "kernel", "-f", "{connection_file}"],
-        "display_name": "servelab grading sandbox", "language": "python"}))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "servelab.grading.runner", "kernel", "-f", "{connection_file}"],
+                "display_name": "servelab grading sandbox",
+                "language": "python",
+            }
+        )
+    )
     os.environ["JUPYTER_PATH"] = str(runtime / "jupyter")
     answers = _AnswerPipe()
     os.environ["SERVELAB_ANSWER_FD"] = str(answers.write_fd)
@@ -162,27 +172,44 @@ def run(timeout: int) -> int:
                 used += _output_size(out)
                 self.sizes[cell_index] = used
                 if used > MAX_CELL_OUTPUT_CHARS:
-                    outs[:] = outs[:-1] + [nbformat.v4.new_output(
-                        "stream", name="stderr",
-                        text=f"[output cut: this cell printed more than {MAX_CELL_OUTPUT_CHARS:,} characters]\n")]
+                    outs[:] = outs[:-1] + [
+                        nbformat.v4.new_output(
+                            "stream",
+                            name="stderr",
+                            text=f"[output cut: this cell printed more than {MAX_CELL_OUTPUT_CHARS:,} characters]\n",
+                        )
+                    ]
             return out
 
     def cell_done(cell, cell_index, execute_reply):
         content = (execute_reply or {}).get("content", {})
-        record = {"event": "cell", "index": cell_index, "outputs": cell.get("outputs", []),
-                  "execution_count": cell.get("execution_count"),
-                  "error": content.get("ename") if content.get("status") == "error" else None}
+        record = {
+            "event": "cell",
+            "index": cell_index,
+            "outputs": cell.get("outputs", []),
+            "execution_count": cell.get("execution_count"),
+            "error": content.get("ename") if content.get("status") == "error" else None,
+        }
         answer = answers.take(_grade_id(cell))
         if answer is not None:
             record["answer"] = answer
         _emit(record)
 
-    client = Client(nb, timeout=timeout, interrupt_on_timeout=True, allow_errors=True,
-                    error_on_timeout={"ename": "CellTimeoutError",
-                                      "evalue": f"the cell ran longer than {timeout} s and was interrupted",
-                                      "traceback": []},
-                    kernel_name=KERNEL_NAME, on_cell_executed=cell_done, record_timing=False,
-                    resources={"metadata": {"path": os.getcwd()}})
+    client = Client(
+        nb,
+        timeout=timeout,
+        interrupt_on_timeout=True,
+        allow_errors=True,
+        error_on_timeout={
+            "ename": "CellTimeoutError",
+            "evalue": f"the cell ran longer than {timeout} s and was interrupted",
+            "traceback": [],
+        },
+        kernel_name=KERNEL_NAME,
+        on_cell_executed=cell_done,
+        record_timing=False,
+        resources={"metadata": {"path": os.getcwd()}},
+    )
     status, detail = "ok", ""
     try:
         with client.setup_kernel(pass_fds=(answers.write_fd,), stdout=sys.stderr, stderr=sys.stderr):
@@ -239,8 +266,10 @@ def kernel() -> None:
     from ipykernel.kernelapp import IPKernelApp
 
     app = IPKernelApp.instance()
-    app.initialize(sys.argv[2:] + ["--Session.packer=servelab.grading.runner.pack",
-                                   "--Session.unpacker=servelab.grading.runner.unpack"])
+    app.initialize(
+        sys.argv[2:]
+        + ["--Session.packer=servelab.grading.runner.pack", "--Session.unpacker=servelab.grading.runner.unpack"]
+    )
     # Builtins come back after every cell: a submission that replaces min or round (which the
     # kernel's own event loop calls) breaks at most the cell that did it, not the tests after it.
     original = dict(builtins.__dict__)

@@ -86,8 +86,9 @@ def markdown2html(context, source: str) -> str:
     grader's disk into the page.
     """
     cell = context.get("cell", {})
-    renderer = IPythonRenderer(escape=False, attachments=cell.get("attachments", {}), embed_images=False,
-                               exclude_anchor_links=True)
+    renderer = IPythonRenderer(
+        escape=False, attachments=cell.get("attachments", {}), embed_images=False, exclude_anchor_links=True
+    )
     return sanitize(MarkdownWithMath(renderer=renderer).render(source))
 
 
@@ -101,8 +102,11 @@ class InertOutputs(Preprocessor):
             if "data" in output:
                 output["data"] = {k: v for k, v in output["data"].items() if k in INERT_MIMETYPES}
             if "metadata" in output:
-                output["metadata"] = {key: _inert_metadata(key, value) for key, value in output["metadata"].items()
-                                      if key in INERT_MIMETYPES | INERT_OUTPUT_METADATA}
+                output["metadata"] = {
+                    key: _inert_metadata(key, value)
+                    for key, value in output["metadata"].items()
+                    if key in INERT_MIMETYPES | INERT_OUTPUT_METADATA
+                }
         return cell, resources
 
 

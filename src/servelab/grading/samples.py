@@ -37,6 +37,7 @@ DEFINITIONS = REPO_DIR / "grading" / "samples"  # <assignment>.py: what each sam
 
 # --------------------------------------------------------------------------- notebook surgery
 
+
 def _meta(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
 
@@ -47,8 +48,9 @@ def solutions(source_nb) -> dict[str, str]:
     for cell in source_nb.cells:
         m = _meta(cell)
         if m.get("solution"):
-            lines = [ln for ln in cell.source.split("\n")
-                     if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")]
+            lines = [
+                ln for ln in cell.source.split("\n") if ln.strip() not in ("### BEGIN SOLUTION", "### END SOLUTION")
+            ]
             out[m["grade_id"]] = "\n".join(lines)
     return out
 
@@ -88,8 +90,10 @@ def defined(assignment: course.Assignment, student_nb) -> list[Sample]:
     """The assignment's samples from grading/samples/<assignment>.py; perfect and empty where it has none."""
     path = DEFINITIONS / f"{assignment.name}.py"
     if not path.is_file():
-        return [Sample("perfect", lambda nb, s: fill(nb, s), autograde_points(student_nb), ""),
-                Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, "")]
+        return [
+            Sample("perfect", lambda nb, s: fill(nb, s), autograde_points(student_nb), ""),
+            Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, ""),
+        ]
     spec = importlib.util.spec_from_file_location(f"servelab_samples_{assignment.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

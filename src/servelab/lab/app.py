@@ -19,13 +19,29 @@ from dataclasses import replace
 from ..engine import EngineConfigError, EngineError
 from ..results import ResultsStore
 from . import charts, drawing, rep2
-from .data import (BATCHES, GPU_BACKENDS, METHODS, OUTPUT_LENS, WORKLOADS, PointBook, Settings, Simulators,
-                   acceptance_for, class_defaults, clean, offline_reason, series_label)
+from .data import (
+    BATCHES,
+    GPU_BACKENDS,
+    METHODS,
+    OUTPUT_LENS,
+    WORKLOADS,
+    PointBook,
+    Settings,
+    Simulators,
+    acceptance_for,
+    class_defaults,
+    clean,
+    offline_reason,
+    series_label,
+)
 from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
 from .worker import LatestRequestWorker
 
-BACKENDS = {"this machine's engine": "local", "remote vllm serve (two URLs)": "remote",
-            **{f"simulated {g}": g for g in GPU_BACKENDS}}
+BACKENDS = {
+    "this machine's engine": "local",
+    "remote vllm serve (two URLs)": "remote",
+    **{f"simulated {g}": g for g in GPU_BACKENDS},
+}
 STATES = ("offline", "simulated", "idle", "starting", "measuring", "failed", "stopped")
 
 _shared: dict = {}
@@ -44,8 +60,9 @@ def shared_worker() -> LatestRequestWorker:
     """One measuring thread per kernel: two lab views never measure at once on the same cores."""
     with _shared_lock:
         if "worker" not in _shared:
-            _shared["worker"] = LatestRequestWorker(lambda req, stale: req[0]._run(req[1], stale),
-                                                    lambda req, exc: req[0]._crashed(exc))
+            _shared["worker"] = LatestRequestWorker(
+                lambda req, stale: req[0]._run(req[1], stale), lambda req, exc: req[0]._crashed(exc)
+            )
         return _shared["worker"]
 
 
@@ -57,10 +74,20 @@ class SpecDecodeLab:
     measure_point: a callable(Point) -> Measurement that replaces the engine (tests of the queueing).
     """
 
-    def __init__(self, view: str = "flip", settings: Settings | None = None, *, store: ResultsStore | None = None,
-                 recorded=None, book: PointBook | None = None, pool: EnginePool | None = None,
-                 worker: LatestRequestWorker | None = None, measure_point=None, offline: str | None = None,
-                 remote_timeout_s: float = 30.0):
+    def __init__(
+        self,
+        view: str = "flip",
+        settings: Settings | None = None,
+        *,
+        store: ResultsStore | None = None,
+        recorded=None,
+        book: PointBook | None = None,
+        pool: EnginePool | None = None,
+        worker: LatestRequestWorker | None = None,
+        measure_point=None,
+        offline: str | None = None,
+        remote_timeout_s: float = 30.0,
+    ):
         if view not in drawing.VIEWS:
             raise ValueError(f"view must be one of {', '.join(drawing.VIEWS)}, not {view!r}.")
         self.view = view
@@ -99,56 +126,105 @@ class SpecDecodeLab:
         import ipywidgets as w
 
         wide = {"description_width": "170px"}
+
         # Each control its own Layout (one shared Layout would hide them all when one is hidden), as wide as
         # the output area allows up to 470px: nothing runs off the right edge at 1024 px or at 200% zoom.
         def full():
             return w.Layout(width="calc(100% - 4px)", max_width="470px")
 
-        self.batch_slider = w.SelectionSlider(options=list(BATCHES), value=s.batch_size, description="batch size",
-                                              style=wide, layout=full())
-        self.k_slider = w.IntSlider(value=s.k, min=1, max=8, description="num_speculative_tokens", style=wide,
-                                    layout=full())
-        self.method_dropdown = w.Dropdown(options=list(METHODS.items()), value=s.method, description="method",
-                                          style=wide, layout=full())
-        self.workload_dropdown = w.Dropdown(options=list(WORKLOADS.items()), value=s.workload,
-                                            description="workload", style=wide, layout=full())
-        self.output_len_slider = w.SelectionSlider(options=list(OUTPUT_LENS), value=s.output_len,
-                                                   description="output length", style=wide, layout=full())
-        self.backend_dropdown = w.Dropdown(options=list(BACKENDS.items()), value=s.backend, description="backend",
-                                           style=wide, layout=full())
-        self.remote_off_text = w.Text(value=s.remote_off_url, description="URL, speculation off",
-                                      placeholder="http://gpu-host:8000", style=wide, layout=full())
-        self.remote_on_text = w.Text(value=s.remote_on_url, description="URL, speculation on",
-                                     placeholder="http://gpu-host:8001", style=wide, layout=full())
-        self.model_text = w.Text(value=s.model, description="model", placeholder="bundled SmolLM2-135M-Instruct",
-                                 style=wide, layout=full())
-        self.draft_text = w.Text(value=s.draft_model, description="draft model",
-                                 placeholder="bundled 6-layer draft", style=wide, layout=full())
-        self.kv_cache_text = w.BoundedFloatText(value=s.kv_cache_gb, min=0.25, max=256, step=0.25,
-                                                description="KV cache GiB (CPU)", style=wide, layout=full())
-        self.measure_button = w.Button(description="Measure", button_style="primary", icon="play",
-                                       tooltip="Measure the missing points up to this batch, live",
-                                       layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.stop_button = w.Button(description="Stop", icon="stop",
-                                    tooltip="Drop the waiting request, stop after the current point, stop engines",
-                                    layout=w.Layout(width="auto", flex="0 0 auto"))
-        self.progress = w.IntProgress(value=0, min=0, max=1, description="", layout=w.Layout(width="300px", max_width="100%"))
+        self.batch_slider = w.SelectionSlider(
+            options=list(BATCHES), value=s.batch_size, description="batch size", style=wide, layout=full()
+        )
+        self.k_slider = w.IntSlider(
+            value=s.k, min=1, max=8, description="num_speculative_tokens", style=wide, layout=full()
+        )
+        self.method_dropdown = w.Dropdown(
+            options=list(METHODS.items()), value=s.method, description="method", style=wide, layout=full()
+        )
+        self.workload_dropdown = w.Dropdown(
+            options=list(WORKLOADS.items()), value=s.workload, description="workload", style=wide, layout=full()
+        )
+        self.output_len_slider = w.SelectionSlider(
+            options=list(OUTPUT_LENS), value=s.output_len, description="output length", style=wide, layout=full()
+        )
+        self.backend_dropdown = w.Dropdown(
+            options=list(BACKENDS.items()), value=s.backend, description="backend", style=wide, layout=full()
+        )
+        self.remote_off_text = w.Text(
+            value=s.remote_off_url,
+            description="URL, speculation off",
+            placeholder="http://gpu-host:8000",
+            style=wide,
+            layout=full(),
+        )
+        self.remote_on_text = w.Text(
+            value=s.remote_on_url,
+            description="URL, speculation on",
+            placeholder="http://gpu-host:8001",
+            style=wide,
+            layout=full(),
+        )
+        self.model_text = w.Text(
+            value=s.model, description="model", placeholder="bundled SmolLM2-135M-Instruct", style=wide, layout=full()
+        )
+        self.draft_text = w.Text(
+            value=s.draft_model,
+            description="draft model",
+            placeholder="bundled 6-layer draft",
+            style=wide,
+            layout=full(),
+        )
+        self.kv_cache_text = w.BoundedFloatText(
+            value=s.kv_cache_gb,
+            min=0.25,
+            max=256,
+            step=0.25,
+            description="KV cache GiB (CPU)",
+            style=wide,
+            layout=full(),
+        )
+        self.measure_button = w.Button(
+            description="Measure",
+            button_style="primary",
+            icon="play",
+            tooltip="Measure the missing points up to this batch, live",
+            layout=w.Layout(width="auto", flex="0 0 auto"),
+        )
+        self.stop_button = w.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="Drop the waiting request, stop after the current point, stop engines",
+            layout=w.Layout(width="auto", flex="0 0 auto"),
+        )
+        self.progress = w.IntProgress(
+            value=0, min=0, max=1, description="", layout=w.Layout(width="300px", max_width="100%")
+        )
         self.progress_label = w.Label(value="")
         self.status = w.HTML(value="")
         self.regime = w.HTML(value="")
         self.chart_text = w.HTML(value="")  # the charts in words: a summary and the data as a table
         self.chart_json = w.HTML(value="", layout=w.Layout(display="none"))
         for widget, css in [
-                (self.batch_slider, "servelab-batch-slider"), (self.k_slider, "servelab-k-slider"),
-                (self.method_dropdown, "servelab-method"), (self.workload_dropdown, "servelab-workload"),
-                (self.output_len_slider, "servelab-output-len"), (self.backend_dropdown, "servelab-backend"),
-                (self.remote_off_text, "servelab-remote-off-url"), (self.remote_on_text, "servelab-remote-on-url"),
-                (self.model_text, "servelab-model"), (self.draft_text, "servelab-draft"),
-                (self.kv_cache_text, "servelab-kv-cache"), (self.measure_button, "servelab-measure"),
-                (self.stop_button, "servelab-stop"), (self.progress, "servelab-progress"),
-                (self.progress_label, "servelab-progress-label"), (self.status, "servelab-status"),
-                (self.regime, "servelab-regime"), (self.chart_text, "servelab-chart-text"),
-                (self.chart_json, "servelab-chart-data")]:
+            (self.batch_slider, "servelab-batch-slider"),
+            (self.k_slider, "servelab-k-slider"),
+            (self.method_dropdown, "servelab-method"),
+            (self.workload_dropdown, "servelab-workload"),
+            (self.output_len_slider, "servelab-output-len"),
+            (self.backend_dropdown, "servelab-backend"),
+            (self.remote_off_text, "servelab-remote-off-url"),
+            (self.remote_on_text, "servelab-remote-on-url"),
+            (self.model_text, "servelab-model"),
+            (self.draft_text, "servelab-draft"),
+            (self.kv_cache_text, "servelab-kv-cache"),
+            (self.measure_button, "servelab-measure"),
+            (self.stop_button, "servelab-stop"),
+            (self.progress, "servelab-progress"),
+            (self.progress_label, "servelab-progress-label"),
+            (self.status, "servelab-status"),
+            (self.regime, "servelab-regime"),
+            (self.chart_text, "servelab-chart-text"),
+            (self.chart_json, "servelab-chart-data"),
+        ]:
             widget.add_class(css)
             widget.add_class(f"servelab-view-{self.view}")
         if self.view == "fix":
@@ -156,26 +232,63 @@ class SpecDecodeLab:
         self.remote_box = w.VBox([self.remote_off_text, self.remote_on_text])
         # The engine panel opens with a toggle button, a native button the keyboard reaches and that says
         # whether it is open (aria-pressed); ipywidgets 8.1's Accordion header is a div no Tab reaches.
-        self.engine_toggle = w.ToggleButton(value=False, description="engine: model, draft, KV cache",
-                                            icon="caret-right", tooltip="Show the engine's model, draft and KV cache",
-                                            layout=w.Layout(width="auto"))
+        self.engine_toggle = w.ToggleButton(
+            value=False,
+            description="engine: model, draft, KV cache",
+            icon="caret-right",
+            tooltip="Show the engine's model, draft and KV cache",
+            layout=w.Layout(width="auto"),
+        )
         self.engine_toggle.add_class("servelab-engine-toggle")
         self.engine_toggle.add_class(f"servelab-view-{self.view}")
-        self.engine_panel = w.VBox([self.model_text, self.draft_text, self.kv_cache_text],
-                                   layout=w.Layout(display="none"))
+        self.engine_panel = w.VBox(
+            [self.model_text, self.draft_text, self.kv_cache_text], layout=w.Layout(display="none")
+        )
         self.engine_toggle.observe(self._on_engine_toggle, names="value")
         self.engine_box = w.VBox([self.engine_toggle, self.engine_panel])
-        controls = w.VBox([self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
-                           self.output_len_slider, self.backend_dropdown, self.remote_box, self.engine_box])
-        bar = w.HBox([self.measure_button, self.stop_button, self.progress, self.progress_label],
-                     layout=w.Layout(flex_flow="row wrap"))  # narrow: the progress bar goes below the buttons
-        self.widget = w.VBox([controls, bar, self.status, self.figure_box(), self.chart_text, self.regime,
-                              self.chart_json, drawing.page_helper()])
+        controls = w.VBox(
+            [
+                self.batch_slider,
+                self.k_slider,
+                self.method_dropdown,
+                self.workload_dropdown,
+                self.output_len_slider,
+                self.backend_dropdown,
+                self.remote_box,
+                self.engine_box,
+            ]
+        )
+        bar = w.HBox(
+            [self.measure_button, self.stop_button, self.progress, self.progress_label],
+            layout=w.Layout(flex_flow="row wrap"),
+        )  # narrow: the progress bar goes below the buttons
+        self.widget = w.VBox(
+            [
+                controls,
+                bar,
+                self.status,
+                self.figure_box(),
+                self.chart_text,
+                self.regime,
+                self.chart_json,
+                drawing.page_helper(),
+            ]
+        )
         self.widget.add_class("servelab-lab")
         self.widget.add_class(f"servelab-view-{self.view}")
-        for control in (self.batch_slider, self.k_slider, self.method_dropdown, self.workload_dropdown,
-                        self.output_len_slider, self.backend_dropdown, self.remote_off_text, self.remote_on_text,
-                        self.model_text, self.draft_text, self.kv_cache_text):
+        for control in (
+            self.batch_slider,
+            self.k_slider,
+            self.method_dropdown,
+            self.workload_dropdown,
+            self.output_len_slider,
+            self.backend_dropdown,
+            self.remote_off_text,
+            self.remote_on_text,
+            self.model_text,
+            self.draft_text,
+            self.kv_cache_text,
+        ):
             control.observe(self._on_control, names="value")
         self.measure_button.on_click(lambda _: self.measure())
         self.stop_button.on_click(lambda _: self.stop())
@@ -203,20 +316,35 @@ class SpecDecodeLab:
     def settings(self) -> Settings:
         """What the controls say now."""
         return Settings(
-            batch_size=int(self.batch_slider.value), num_speculative_tokens=int(self.k_slider.value),
-            method=self.method_dropdown.value, workload=self.workload_dropdown.value,
-            output_len=int(self.output_len_slider.value), backend=self.backend_dropdown.value,
-            remote_off_url=self.remote_off_text.value.strip(), remote_on_url=self.remote_on_text.value.strip(),
-            model=self.model_text.value.strip(), draft_model=self.draft_text.value.strip(),
-            kv_cache_gb=float(self.kv_cache_text.value))
+            batch_size=int(self.batch_slider.value),
+            num_speculative_tokens=int(self.k_slider.value),
+            method=self.method_dropdown.value,
+            workload=self.workload_dropdown.value,
+            output_len=int(self.output_len_slider.value),
+            backend=self.backend_dropdown.value,
+            remote_off_url=self.remote_off_text.value.strip(),
+            remote_on_url=self.remote_on_text.value.strip(),
+            model=self.model_text.value.strip(),
+            draft_model=self.draft_text.value.strip(),
+            kv_cache_gb=float(self.kv_cache_text.value),
+        )
 
     def set(self, **values) -> None:
         """Set controls by Settings field name (batch_size=64, method="routed", ...); each change redraws."""
-        names = {"batch_size": self.batch_slider, "num_speculative_tokens": self.k_slider, "k": self.k_slider,
-                 "method": self.method_dropdown, "workload": self.workload_dropdown,
-                 "output_len": self.output_len_slider, "backend": self.backend_dropdown,
-                 "remote_off_url": self.remote_off_text, "remote_on_url": self.remote_on_text,
-                 "model": self.model_text, "draft_model": self.draft_text, "kv_cache_gb": self.kv_cache_text}
+        names = {
+            "batch_size": self.batch_slider,
+            "num_speculative_tokens": self.k_slider,
+            "k": self.k_slider,
+            "method": self.method_dropdown,
+            "workload": self.workload_dropdown,
+            "output_len": self.output_len_slider,
+            "backend": self.backend_dropdown,
+            "remote_off_url": self.remote_off_text,
+            "remote_on_url": self.remote_on_text,
+            "model": self.model_text,
+            "draft_model": self.draft_text,
+            "kv_cache_gb": self.kv_cache_text,
+        }
         for name, value in values.items():
             if name not in names:
                 raise TypeError(f"No control named {name!r}; use one of {', '.join(names)}.")
@@ -255,10 +383,16 @@ class SpecDecodeLab:
         return charts.chart_data(self.figure)
 
     def _chart_state(self, s: Settings, d: drawing.Drawing) -> dict:
-        return {"view": self.view, "state": self.state, "settings": s.__dict__,
-                "crossover_measured": d.crossover_measured, "crossover_simulated": d.crossover_simulated,
-                "threshold": d.threshold, "redraws": self.redraws + 1,
-                "traces": {uid: {"name": t.name, "x": t.x, "y": t.y} for uid, t in d.traces.items()}}
+        return {
+            "view": self.view,
+            "state": self.state,
+            "settings": s.__dict__,
+            "crossover_measured": d.crossover_measured,
+            "crossover_simulated": d.crossover_simulated,
+            "threshold": d.threshold,
+            "redraws": self.redraws + 1,
+            "traces": {uid: {"name": t.name, "x": t.x, "y": t.y} for uid, t in d.traces.items()},
+        }
 
     def threshold(self, s: Settings) -> tuple[int, str]:
         """The largest batch that speculates under load-adaptive k and routing, and where it came from.
@@ -273,7 +407,9 @@ class SpecDecodeLab:
         if known and known[1].startswith("measured"):
             return known
         ngram = replace(s, method="ngram")
-        measured = threshold_from_records(self.book.points(s, "none").values(), self.book.points(ngram, "ngram").values())
+        measured = threshold_from_records(
+            self.book.points(s, "none").values(), self.book.points(ngram, "ngram").values()
+        )
         if measured is not None:
             t = measured
         elif known:
@@ -298,14 +434,20 @@ class SpecDecodeLab:
     def _idle_status(self) -> None:
         s = self.settings()
         if self.offline:
-            self._set_status("offline", f"{self.offline}: the charts show recorded measurements "
-                                        f"({self.book.recorded.name}) and the simulator; the engine is never started.")
+            self._set_status(
+                "offline",
+                f"{self.offline}: the charts show recorded measurements "
+                f"({self.book.recorded.name}) and the simulator; the engine is never started.",
+            )
         elif s.simulated:
             self._set_status("simulated", f"{s.backend} is simulated: every point is computed, nothing to measure.")
         elif self.state not in ("failed", "stopped"):
             warm = self.pool.warm() if s.backend == "local" else []
-            self._set_status("idle", "ready. Moving a control redraws from stored points; Measure runs the missing "
-                                     "ones live." + (f" Warm engines: {', '.join(warm)}." if warm else ""))
+            self._set_status(
+                "idle",
+                "ready. Moving a control redraws from stored points; Measure runs the missing "
+                "ones live." + (f" Warm engines: {', '.join(warm)}." if warm else ""),
+            )
 
     # --- measuring --------------------------------------------------------------------------------------
     def plan(self, s: Settings | None = None) -> list[Point]:
@@ -324,13 +466,16 @@ class SpecDecodeLab:
     def measure(self) -> list[Point]:
         """What the Measure button does: queue the missing points (the latest request replaces a waiting one)."""
         if self.offline:
-            self._set_status("offline", f"{self.offline}: live measurement is off here; the charts show "
-                                        "recorded measurements.")
+            self._set_status(
+                "offline", f"{self.offline}: live measurement is off here; the charts show recorded measurements."
+            )
             return []
         s = self.settings()
         if s.backend == "remote" and not (s.remote_off_url and (s.remote_on_url or s.method == "none")):
-            self._set_status("failed", "Enter the URL of the server without speculation and of the one with "
-                                       "speculation, then click Measure.")
+            self._set_status(
+                "failed",
+                "Enter the URL of the server without speculation and of the one with speculation, then click Measure.",
+            )
             return []
         points = self.plan(s)
         try:  # each point resolved once: its engine config and its workload; a bad one says so now, starts nothing
@@ -342,9 +487,12 @@ class SpecDecodeLab:
             self._failed(exc, 0, len(points))
             return []
         if not points:
-            self._set_status("idle" if not s.simulated else "simulated",
-                             "every point up to this batch is already measured: move the batch slider right "
-                             "to measure more." if not s.simulated else f"{s.backend} is simulated: nothing to measure.")
+            self._set_status(
+                "idle" if not s.simulated else "simulated",
+                "every point up to this batch is already measured: move the batch slider right to measure more."
+                if not s.simulated
+                else f"{s.backend} is simulated: nothing to measure.",
+            )
             return []
         self.progress.max, self.progress.value = len(points), 0
         self.progress_label.value = f"0 of {len(points)} points"
@@ -377,15 +525,22 @@ class SpecDecodeLab:
 
         def starting(phase: str, seconds: float, estimate) -> None:
             if self.state == "starting":  # the charts keep every stored point meanwhile: nothing is cleared
-                self._set_status("starting", f"{phase} ({engine.get('name', 'engine')}): {seconds:.0f} s so far, "
-                                             f"{estimate.describe()}. Then: {what}")
+                self._set_status(
+                    "starting",
+                    f"{phase} ({engine.get('name', 'engine')}): {seconds:.0f} s so far, "
+                    f"{estimate.describe()}. Then: {what}",
+                )
 
         return measure_local(
-            plan, self.pool,
-            on_start=lambda name: (engine.update(name=name), self._set_status(
-                "starting", f"starting the engine ({name}). Then: {what}")),
+            plan,
+            self.pool,
+            on_start=lambda name: (
+                engine.update(name=name),
+                self._set_status("starting", f"starting the engine ({name}). Then: {what}"),
+            ),
             on_phase=starting,
-            on_ready=lambda: self.state == "starting" and self._set_status("measuring", what))
+            on_ready=lambda: self.state == "starting" and self._set_status("measuring", what),
+        )
 
     def _run(self, plans: list[PointPlan], stale) -> None:
         """The worker thread: measure each resolved point, store its record at once, redraw from the store.
@@ -424,9 +579,15 @@ class SpecDecodeLab:
         self._refresh_simulator(backend)  # once per request: a calibration takes a while
         self.redraw()
         self.state = "idle"
-        self._set_status("idle", f"measured {done} of {n} points; they are in {self.store.path}. "
-                                 + ("Warm engines: " + ", ".join(self.pool.warm()) + "."
-                                    if self.measure_point is None and backend == "local" else ""))
+        self._set_status(
+            "idle",
+            f"measured {done} of {n} points; they are in {self.store.path}. "
+            + (
+                "Warm engines: " + ", ".join(self.pool.warm()) + "."
+                if self.measure_point is None and backend == "local"
+                else ""
+            ),
+        )
 
     def _refresh_simulator(self, backend: str) -> None:
         try:
@@ -444,24 +605,47 @@ class SpecDecodeLab:
         self._set_status("failed", f"{head}{kept}", getattr(exc, "log_tail", "") or tail)
 
     def _crashed(self, exc: BaseException) -> None:
-        self._set_status("failed", f"the measurement stopped unexpectedly: {type(exc).__name__}: {exc}. "
-                                   "Your kernel is fine; click Measure to try again.")
+        self._set_status(
+            "failed",
+            f"the measurement stopped unexpectedly: {type(exc).__name__}: {exc}. "
+            "Your kernel is fine; click Measure to try again.",
+        )
 
     # --- rep 2 ---------------------------------------------------------------------------------------------
-    def record(self, method: str = "none", batch_size: int | None = None, num_speculative_tokens: int | None = None,
-               workload: str | None = None, output_len: int | None = None, backend: str | None = None) -> dict:
+    def record(
+        self,
+        method: str = "none",
+        batch_size: int | None = None,
+        num_speculative_tokens: int | None = None,
+        workload: str | None = None,
+        output_len: int | None = None,
+        backend: str | None = None,
+    ) -> dict:
         """The latest measured record for one setting (the controls fill what you leave out)."""
         s = self.settings()
-        s = replace(s, **{k: v for k, v in dict(batch_size=batch_size, num_speculative_tokens=num_speculative_tokens,
-                                                 workload=workload, output_len=output_len, backend=backend).items()
-                          if v is not None})
+        s = replace(
+            s,
+            **{
+                k: v
+                for k, v in dict(
+                    batch_size=batch_size,
+                    num_speculative_tokens=num_speculative_tokens,
+                    workload=workload,
+                    output_len=output_len,
+                    backend=backend,
+                ).items()
+                if v is not None
+            },
+        )
         if method not in METHODS.values():
             raise ValueError(f"method must be one of {', '.join(METHODS.values())}, not {method!r}.")
         point = self.book.points(s, method).get(s.batch_size)
         if point is None:
-            raise LookupError(f"Nothing measured yet for {series_label(method, s.k)} at batch {s.batch_size} on the "
-                              f"{s.workload} workload with {s.output_len} output tokens ({s.backend}). Set the "
-                              "controls to it and click Measure, then run this cell again.")
+            raise LookupError(
+                f"Nothing measured yet for {series_label(method, s.k)} at batch {s.batch_size} on the "
+                f"{s.workload} workload with {s.output_len} output tokens ({s.backend}). Set the "
+                "controls to it and click Measure, then run this cell again."
+            )
         return clean(point)
 
     def show_comparison(self, a: dict, b: dict):
@@ -470,8 +654,16 @@ class SpecDecodeLab:
 
         return HTML(rep2.table_html(a, b))
 
-    def comparison(self, knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None,
-                   conclusion: str = "", save: bool = True) -> dict:
+    def comparison(
+        self,
+        knob: str,
+        a: dict,
+        b: dict,
+        slo_metric: str,
+        better: int | None = None,
+        conclusion: str = "",
+        save: bool = True,
+    ) -> dict:
         """Build the rep-2 hand-in, keep a copy next to the results store, and print it for the answer cell."""
         value = rep2.comparison(knob, a, b, slo_metric, better, conclusion)
         where = ""

@@ -43,8 +43,13 @@ def build(view: str):
 
     panels = VIEWS[view]["panels"]
     rows, cols = (2, 2) if len(panels) == 4 else (1, 2)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[panel_title(p) for p in panels],
-                        horizontal_spacing=0.09, vertical_spacing=0.16)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[panel_title(p) for p in panels],
+        horizontal_spacing=0.09,
+        vertical_spacing=0.16,
+    )
     fig.update_annotations(font_size=13)  # the panel titles: two short lines fit a panel at 1024 px and at 200%
     where = {p: (i // cols + 1, i % cols + 1) for i, p in enumerate(panels)}
     for uid in trace_uids(view):
@@ -53,28 +58,54 @@ def build(view: str):
         color = IDEAL_COLOR if i is None else COLORS[i]
         symbol = "x" if i is None else SYMBOLS[i]
         if kind == "measured":
-            trace = go.Scatter(mode="markers+lines", marker=dict(size=10, color=color, symbol=symbol),
-                               line=dict(color=color, width=1.5), hovertemplate="batch %{x}: %{y:.3g}<br>%{text}")
+            trace = go.Scatter(
+                mode="markers+lines",
+                marker=dict(size=10, color=color, symbol=symbol),
+                line=dict(color=color, width=1.5),
+                hovertemplate="batch %{x}: %{y:.3g}<br>%{text}",
+            )
         else:
-            trace = go.Scatter(mode="lines+markers", hoverinfo="skip",
-                               marker=dict(size=7, color=color, symbol=f"{symbol}-open" if i is not None else symbol),
-                               line=dict(color=color, width=2, dash="dot" if i is None else DASHES[i]))
+            trace = go.Scatter(
+                mode="lines+markers",
+                hoverinfo="skip",
+                marker=dict(size=7, color=color, symbol=f"{symbol}-open" if i is not None else symbol),
+                line=dict(color=color, width=2, dash="dot" if i is None else DASHES[i]),
+            )
         # FigureWidget owns trace uids; meta carries ours, and the trace order is trace_uids(view).
         trace.update(meta=uid, x=[], y=[], legendgroup=f"{slot}|{kind}", showlegend=panel == "tok_s")
         row, col = where[panel]
         fig.add_trace(trace, row=row, col=col)
     for panel, (row, col) in where.items():
-        fig.update_xaxes(type="log", tickvals=list(BATCHES), ticktext=[str(b) for b in BATCHES],
-                         title_text="batch size" if row == rows else None, row=row, col=col)
+        fig.update_xaxes(
+            type="log",
+            tickvals=list(BATCHES),
+            ticktext=[str(b) for b in BATCHES],
+            title_text="batch size" if row == rows else None,
+            row=row,
+            col=col,
+        )
     fig.update_yaxes(rangemode="tozero")
     # The legend sits below the panels, one entry per row's worth of width: a horizontal plotly legend
     # wraps onto more rows when the chart is narrow (1024 px, 200% zoom), and below the panels a taller
     # legend pushes nothing off the top. Each entry stands for that series in every panel.
-    fig.update_layout(autosize=True, height=760 if rows == 2 else 520, margin=dict(l=55, r=20, t=80, b=60),
-                      template="plotly_white", showlegend=True, hovermode="closest",
-                      font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.16, yanchor="top", font=dict(size=12),
-                                  title=dict(text="filled: measured<br>open, dashed: simulated", side="top")))
+    fig.update_layout(
+        autosize=True,
+        height=760 if rows == 2 else 520,
+        margin=dict(l=55, r=20, t=80, b=60),
+        template="plotly_white",
+        showlegend=True,
+        hovermode="closest",
+        font=dict(color="#222222"),
+        legend=dict(
+            orientation="h",
+            x=0,
+            xanchor="left",
+            y=-0.16,
+            yanchor="top",
+            font=dict(size=12),
+            title=dict(text="filled: measured<br>open, dashed: simulated", side="top"),
+        ),
+    )
     widget = go.FigureWidget(fig)
     widget._servelab_axes = {p: _axis_names(i) for i, p in enumerate(panels)}
     return widget
@@ -107,16 +138,39 @@ def _shapes(drawing: Drawing, axes: dict) -> list[dict]:
     shapes = []
     for panel, (xa, ya) in axes.items():
         # the chosen batch, in every panel
-        shapes.append(dict(type="line", xref=xa, yref=f"{ya} domain", x0=drawing.batch_size, x1=drawing.batch_size,
-                           y0=0, y1=1, line=dict(color="#888", width=1, dash="dot")))
+        shapes.append(
+            dict(
+                type="line",
+                xref=xa,
+                yref=f"{ya} domain",
+                x0=drawing.batch_size,
+                x1=drawing.batch_size,
+                y0=0,
+                y1=1,
+                line=dict(color="#888", width=1, dash="dot"),
+            )
+        )
     if "speedup" in axes:
         xa, ya = axes["speedup"]
-        shapes.append(dict(type="line", xref=f"{xa} domain", yref=ya, x0=0, x1=1, y0=1, y1=1,
-                           line=dict(color=MARK_COLOR, width=1)))
+        shapes.append(
+            dict(
+                type="line", xref=f"{xa} domain", yref=ya, x0=0, x1=1, y0=1, y1=1, line=dict(color=MARK_COLOR, width=1)
+            )
+        )
         for value, dash in ((drawing.crossover_measured, "solid"), (drawing.crossover_simulated, "dash")):
             if value is not None and math.isfinite(value):
-                shapes.append(dict(type="line", xref=xa, yref=f"{ya} domain", x0=value, x1=value, y0=0, y1=1,
-                                   line=dict(color=MARK_COLOR, width=2, dash=dash)))
+                shapes.append(
+                    dict(
+                        type="line",
+                        xref=xa,
+                        yref=f"{ya} domain",
+                        x0=value,
+                        x1=value,
+                        y0=0,
+                        y1=1,
+                        line=dict(color=MARK_COLOR, width=2, dash=dash),
+                    )
+                )
     return shapes
 
 
@@ -127,13 +181,31 @@ def _annotations(fig, drawing: Drawing, axes: dict) -> list:
     if "speedup" in axes:
         xa, ya = axes["speedup"]
         if drawing.crossover_measured is not None:
-            extra.append(dict(x=math.log10(drawing.crossover_measured), y=0.95, xref=xa, yref=f"{ya} domain",
-                              text=f"crossover<br>{drawing.crossover_measured:.3g} measured", showarrow=False,
-                              **_beside(drawing.crossover_measured), font=dict(size=12, color=MARK_COLOR)))
+            extra.append(
+                dict(
+                    x=math.log10(drawing.crossover_measured),
+                    y=0.95,
+                    xref=xa,
+                    yref=f"{ya} domain",
+                    text=f"crossover<br>{drawing.crossover_measured:.3g} measured",
+                    showarrow=False,
+                    **_beside(drawing.crossover_measured),
+                    font=dict(size=12, color=MARK_COLOR),
+                )
+            )
         if drawing.crossover_simulated is not None:
-            extra.append(dict(x=math.log10(drawing.crossover_simulated), y=0.7, xref=xa, yref=f"{ya} domain",
-                              text=f"crossover<br>{drawing.crossover_simulated:.3g} simulated", showarrow=False,
-                              **_beside(drawing.crossover_simulated), font=dict(size=12, color=MARK_COLOR)))
+            extra.append(
+                dict(
+                    x=math.log10(drawing.crossover_simulated),
+                    y=0.7,
+                    xref=xa,
+                    yref=f"{ya} domain",
+                    text=f"crossover<br>{drawing.crossover_simulated:.3g} simulated",
+                    showarrow=False,
+                    **_beside(drawing.crossover_simulated),
+                    font=dict(size=12, color=MARK_COLOR),
+                )
+            )
     return titles + extra
 
 

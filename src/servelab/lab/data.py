@@ -27,7 +27,11 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch slider: powers of two
 OUTPUT_LENS = (16, 32, 64, 128)
 CURVE_BATCHES = tuple(round(2 ** (i / 4), 4) for i in range(0, 8 * 4 + 1))  # 1 to 256, four per doubling
 METHODS = {  # the method control: label -> Measurement.method
-    "off": "none", "n-gram": "ngram", "draft model": "draft_model", "load-adaptive": "adaptive", "routed": "routed",
+    "off": "none",
+    "n-gram": "ngram",
+    "draft model": "draft_model",
+    "load-adaptive": "adaptive",
+    "routed": "routed",
 }
 METHOD_LABELS = {v: k for k, v in METHODS.items()}
 WORKLOADS = {"copy-heavy": "copy", "open-ended": "open"}
@@ -197,8 +201,11 @@ def _remote_url(settings: Settings, method: str) -> str:
 
 def clean(record: dict) -> dict:
     """A record as a learner hands it in: no bookkeeping keys, NaN (not measured) as None."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-            for k, v in record.items() if not k.startswith("_")}
+    return {
+        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+        for k, v in record.items()
+        if not k.startswith("_")
+    }
 
 
 # --- simulated curves -----------------------------------------------------------------------
@@ -266,8 +273,12 @@ def acceptance_for(book: PointBook, settings: Settings, method: str) -> tuple[fl
     drafter = "ngram" if method in ("ngram", "adaptive", "routed") else method
     candidates = []
     for r in book.all_records():
-        if r.get("method") == drafter and int(r.get("num_speculative_tokens") or 0) > 0 \
-                and r.get("workload") in (settings.workload, "unrecorded") and r.get("backend") != "simulated":
+        if (
+            r.get("method") == drafter
+            and int(r.get("num_speculative_tokens") or 0) > 0
+            and r.get("workload") in (settings.workload, "unrecorded")
+            and r.get("backend") != "simulated"
+        ):
             if r.get("num_draft_tokens") or r.get("acceptance_rate") is not None:
                 candidates.append(r)
     if not candidates:
@@ -289,9 +300,17 @@ def adaptive_schedule(k: int, threshold: int) -> tuple[tuple[int, int, int], ...
     return ((1, threshold, k), (threshold + 1, top, 0))
 
 
-def curve(sim: simulate.Simulator, method: str, k: int, alpha: float, match: float | None,
-          schedule=None, prompt_len: float | None = None, output_len: int = 64,
-          k0_overhead: bool = False) -> Curve:
+def curve(
+    sim: simulate.Simulator,
+    method: str,
+    k: int,
+    alpha: float,
+    match: float | None,
+    schedule=None,
+    prompt_len: float | None = None,
+    output_len: int = 64,
+    k0_overhead: bool = False,
+) -> Curve:
     """A simulated curve for one method: routed is the better of none and n-gram at each batch."""
     if match is not None:
         sim = replace(sim, ngram_match_rate=match)
@@ -300,8 +319,10 @@ def curve(sim: simulate.Simulator, method: str, k: int, alpha: float, match: flo
     xs, tok, tpot, acc = [], [], [], []
     for b in CURVE_BATCHES:
         if method == "routed":
-            options = [_point(sim, b, 0, "none", alpha, prompt_len, output_len),
-                       _point(sim, b, k, "ngram", alpha, prompt_len, output_len)]
+            options = [
+                _point(sim, b, 0, "none", alpha, prompt_len, output_len),
+                _point(sim, b, k, "ngram", alpha, prompt_len, output_len),
+            ]
             best = max(options, key=lambda p: p[0])
         else:
             sim_method = "none" if method == "none" else method
@@ -326,6 +347,9 @@ def _point(sim, b, k, method, alpha, prompt_len, output_len):
 
 def prompt_len_for(book: PointBook, settings: Settings) -> float | None:
     """Mean prompt tokens per request on this workload, from records that carry it (None if none do)."""
-    lens = sorted(r["prompt_tokens"] / r["num_requests"] for r in book.all_records()
-                  if r.get("workload") == settings.workload and r.get("prompt_tokens") and r.get("num_requests"))
+    lens = sorted(
+        r["prompt_tokens"] / r["num_requests"]
+        for r in book.all_records()
+        if r.get("workload") == settings.workload and r.get("prompt_tokens") and r.get("num_requests")
+    )
     return lens[len(lens) // 2] if lens else None

@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 from .. import simulate
 from ..hardware import DTYPE_BYTES
 from ..measure import compare, crossover_batch
-from .data import (BATCHES, PointBook, Settings, Simulators, acceptance_for, adaptive_schedule, curve,
-                   prompt_len_for, series_label)
+from .data import (
+    BATCHES,
+    PointBook,
+    Settings,
+    Simulators,
+    acceptance_for,
+    adaptive_schedule,
+    curve,
+    prompt_len_for,
+    series_label,
+)
 
 PANELS = ("tok_s", "speedup", "tpot", "acceptance")
 VIEWS = {
@@ -69,8 +78,9 @@ def methods_of(view: str, settings: Settings) -> list[str]:
     return list(fixed) if fixed else settings.series_methods()
 
 
-def compute(view: str, settings: Settings, book: PointBook, sims: Simulators,
-            threshold: tuple[int, str] | None = None) -> Drawing:
+def compute(
+    view: str, settings: Settings, book: PointBook, sims: Simulators, threshold: tuple[int, str] | None = None
+) -> Drawing:
     """Everything the charts and the regime text show for this setting."""
     methods = methods_of(view, settings)
     sim, sim_about = sims.get(settings.backend)
@@ -87,25 +97,46 @@ def compute(view: str, settings: Settings, book: PointBook, sims: Simulators,
         pts = book.points(settings, method)
         measured[method] = pts
         xs = list(pts)
-        _fill(traces.get(f"tok_s|{slot}|measured"), f"{label}, measured", xs,
-              [pts[b]["output_tok_s"] for b in xs], [_hover(pts[b]) for b in xs])
-        _fill(traces.get(f"tpot|{slot}|measured"), f"{label}, measured", xs,
-              [_num(pts[b].get("tpot_ms_p50")) for b in xs], [_hover(pts[b]) for b in xs])
+        _fill(
+            traces.get(f"tok_s|{slot}|measured"),
+            f"{label}, measured",
+            xs,
+            [pts[b]["output_tok_s"] for b in xs],
+            [_hover(pts[b]) for b in xs],
+        )
+        _fill(
+            traces.get(f"tpot|{slot}|measured"),
+            f"{label}, measured",
+            xs,
+            [_num(pts[b].get("tpot_ms_p50")) for b in xs],
+            [_hover(pts[b]) for b in xs],
+        )
         if slot:
-            _fill(traces.get(f"acceptance|{slot}|measured"), f"{label}, measured", xs,
-                  [pts[b].get("acceptance_rate") for b in xs], [_hover(pts[b]) for b in xs])
+            _fill(
+                traces.get(f"acceptance|{slot}|measured"),
+                f"{label}, measured",
+                xs,
+                [pts[b].get("acceptance_rate") for b in xs],
+                [_hover(pts[b]) for b in xs],
+            )
         if sim is not None:
             alpha, match, _ = acceptance_for(book, settings, method)
-            c = curve(sim, method, k, alpha, match, schedule, prompt_len, settings.output_len, k0_overhead) \
-                if method != "adaptive" or schedule else None
+            c = (
+                curve(sim, method, k, alpha, match, schedule, prompt_len, settings.output_len, k0_overhead)
+                if method != "adaptive" or schedule
+                else None
+            )
             curves[method] = c
             if c is not None:
-                _fill(traces.get(f"tok_s|{slot}|simulated"), f"{label}, simulated", list(c.batch),
-                      list(c.output_tok_s))
+                _fill(traces.get(f"tok_s|{slot}|simulated"), f"{label}, simulated", list(c.batch), list(c.output_tok_s))
                 _fill(traces.get(f"tpot|{slot}|simulated"), f"{label}, simulated", list(c.batch), list(c.tpot_ms))
                 if slot:
-                    _fill(traces.get(f"acceptance|{slot}|simulated"), f"{label}, simulated", list(c.batch),
-                          list(c.acceptance_rate))
+                    _fill(
+                        traces.get(f"acceptance|{slot}|simulated"),
+                        f"{label}, simulated",
+                        list(c.batch),
+                        list(c.acceptance_rate),
+                    )
         for kind in ("measured", "simulated"):
             for panel in ("tok_s", "tpot", "acceptance", "speedup"):
                 t = traces.get(f"{panel}|{slot}|{kind}")
@@ -119,22 +150,38 @@ def compute(view: str, settings: Settings, book: PointBook, sims: Simulators,
             continue
         label = series_label(method, k)
         rows = compare(base.values(), measured[method].values())
-        _fill(traces.get(f"speedup|{slot}|measured"), f"{label} over no speculation, measured",
-              [r.batch_size for r in rows], [round(r.speedup, 4) for r in rows])
+        _fill(
+            traces.get(f"speedup|{slot}|measured"),
+            f"{label} over no speculation, measured",
+            [r.batch_size for r in rows],
+            [round(r.speedup, 4) for r in rows],
+        )
         c, c0 = curves.get(method), curves.get("none")
         if c is not None and c0 is not None:
-            _fill(traces.get(f"speedup|{slot}|simulated"), f"{label} over no speculation, simulated",
-                  list(c.batch), [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)])
+            _fill(
+                traces.get(f"speedup|{slot}|simulated"),
+                f"{label} over no speculation, simulated",
+                list(c.batch),
+                [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)],
+            )
 
     if VIEWS[view]["ideal"] and sim is not None:
         alpha, match, _ = acceptance_for(book, settings, "ngram")
         ideal = curve(sim, "ideal", k, alpha, match, None, prompt_len, settings.output_len)
         c0 = curves.get("none")
-        _fill(traces.get("tok_s|ideal|simulated"), f"ideal k per batch (up to {k}), simulated",
-              list(ideal.batch), list(ideal.output_tok_s))
+        _fill(
+            traces.get("tok_s|ideal|simulated"),
+            f"ideal k per batch (up to {k}), simulated",
+            list(ideal.batch),
+            list(ideal.output_tok_s),
+        )
         if c0 is not None:
-            _fill(traces.get("speedup|ideal|simulated"), "ideal k per batch, simulated", list(ideal.batch),
-                  [a / b for a, b in zip(ideal.output_tok_s, c0.output_tok_s)])
+            _fill(
+                traces.get("speedup|ideal|simulated"),
+                "ideal k per batch, simulated",
+                list(ideal.batch),
+                [a / b for a, b in zip(ideal.output_tok_s, c0.output_tok_s)],
+            )
     for uid in ("tok_s|ideal|simulated", "speedup|ideal|simulated"):
         if uid in traces and not traces[uid].name:
             traces[uid].name = "ideal k per batch, simulated"
@@ -147,9 +194,12 @@ def compute(view: str, settings: Settings, book: PointBook, sims: Simulators,
         cross_measured = crossover_batch(rows) if rows else None
         c, c0 = curves.get(focus), curves.get("none")
         if c is not None and c0 is not None:
-            cross_simulated = simulate.crossover(list(c.batch), [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)])
-    regime = regime_html(settings, sim, sim_about, book, measured, curves, focus, cross_measured, cross_simulated,
-                         threshold)
+            cross_simulated = simulate.crossover(
+                list(c.batch), [a / b for a, b in zip(c.output_tok_s, c0.output_tok_s)]
+            )
+    regime = regime_html(
+        settings, sim, sim_about, book, measured, curves, focus, cross_measured, cross_simulated, threshold
+    )
     return Drawing(traces, settings.batch_size, cross_measured, cross_simulated, regime, threshold)
 
 
@@ -171,8 +221,9 @@ def _hover(r: dict) -> str:
     if r.get("method") == "adaptive" and schedule:
         bits.append("k per batch " + ", ".join(f"{a}-{b}: {k}" for a, b, k in schedule))
     if r.get("method") == "routed":
-        bits.append("served by the " + ((r.get("engine_config") or {}).get("routing") or {}).get("served_by", "?")
-                    + " engine")
+        bits.append(
+            "served by the " + ((r.get("engine_config") or {}).get("routing") or {}).get("served_by", "?") + " engine"
+        )
     return ", ".join(b for b in bits if b)
 
 
@@ -186,9 +237,18 @@ def k_at(settings: Settings, method: str, threshold: tuple[int, str] | None) -> 
     return settings.k
 
 
-def regime_html(settings: Settings, sim, sim_about: str, book: PointBook, measured: dict, curves: dict,
-                focus: str | None, cross_measured: float | None, cross_simulated: float | None,
-                threshold: tuple[int, str] | None) -> str:
+def regime_html(
+    settings: Settings,
+    sim,
+    sim_about: str,
+    book: PointBook,
+    measured: dict,
+    curves: dict,
+    focus: str | None,
+    cross_measured: float | None,
+    cross_simulated: float | None,
+    threshold: tuple[int, str] | None,
+) -> str:
     b = settings.batch_size
     method = focus or "none"
     k = k_at(settings, method, threshold)
@@ -199,24 +259,35 @@ def regime_html(settings: Settings, sim, sim_about: str, book: PointBook, measur
         hw = sim.hardware
         ridge = hw.ridge_tokens_per_step(DTYPE_BYTES[sim.dtype])
         bound = "compute-bound" if tokens > ridge else "memory-bound"
-        why = ("each draft token verified now costs arithmetic, and every rejected one is wasted"
-               if tokens > ridge else "the draft tokens ride along with weight reads the step pays for anyway")
-        lines.append(f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
-                     f"{html.escape(hw.name)} in {sim.dtype} reaches its ridge point near "
-                     f"<b>{ridge:.0f} tokens per step</b> ({hw.ridge_flop_per_byte:.1f} FLOP/byte), so this step "
-                     f"is <b>{bound}</b>: {why}.")
+        why = (
+            "each draft token verified now costs arithmetic, and every rejected one is wasted"
+            if tokens > ridge
+            else "the draft tokens ride along with weight reads the step pays for anyway"
+        )
+        lines.append(
+            f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
+            f"{html.escape(hw.name)} in {sim.dtype} reaches its ridge point near "
+            f"<b>{ridge:.0f} tokens per step</b> ({hw.ridge_flop_per_byte:.1f} FLOP/byte), so this step "
+            f"is <b>{bound}</b>: {why}."
+        )
     else:
-        lines.append(f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
-                     "The server's ridge point is unknown here (no roofline for a remote server).")
+        lines.append(
+            f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
+            "The server's ridge point is unknown here (no roofline for a remote server)."
+        )
     if method in ("adaptive", "routed") and threshold:
-        lines.append(f"Speculation is on up to batch {threshold[0] if threshold[0] < 1 << 30 else 'any'} "
-                     f"({html.escape(threshold[1])}); at batch {b} it is {'on' if k else 'off'}.")
+        lines.append(
+            f"Speculation is on up to batch {threshold[0] if threshold[0] < 1 << 30 else 'any'} "
+            f"({html.escape(threshold[1])}); at batch {b} it is {'on' if k else 'off'}."
+        )
     if focus:
         base, spec = measured.get("none", {}).get(b), measured.get(focus, {}).get(b)
         parts = []
         if base and spec:
-            parts.append(f"measured {spec['output_tok_s']:.1f} vs {base['output_tok_s']:.1f} tok/s "
-                         f"(<b>{spec['output_tok_s'] / base['output_tok_s']:.2f}x</b>)")
+            parts.append(
+                f"measured {spec['output_tok_s']:.1f} vs {base['output_tok_s']:.1f} tok/s "
+                f"(<b>{spec['output_tok_s'] / base['output_tok_s']:.2f}x</b>)"
+            )
         c, c0 = curves.get(focus), curves.get("none")
         if c is not None and c0 is not None:
             i = min(range(len(c.batch)), key=lambda j: abs(c.batch[j] - b))
@@ -238,10 +309,15 @@ def regime_html(settings: Settings, sim, sim_about: str, book: PointBook, measur
 def status_line_html(state: str, text: str, detail: str = "", log_name: str = "log") -> str:
     """The status line both labs show: the state (a CSS class the browser tests read), the text, and a
     folded log where there is one."""
-    more = (f"<details><summary>{log_name}</summary><pre style='font-size:11px'>{html.escape(detail)}</pre>"
-            f"</details>") if detail else ""
-    return (f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
-            f"<b>{state}</b>: {html.escape(text)}{more}</div>")
+    more = (
+        (f"<details><summary>{log_name}</summary><pre style='font-size:11px'>{html.escape(detail)}</pre></details>")
+        if detail
+        else ""
+    )
+    return (
+        f"<div class='servelab-status-line servelab-state-{state}' data-state='{state}'>"
+        f"<b>{state}</b>: {html.escape(text)}{more}</div>"
+    )
 
 
 # --- the charts in words: a summary sentence and the data as a table ------------------------------
@@ -256,16 +332,20 @@ def speedup_sentence(label: str, batches: list, speedups: list, kind: str, cross
     "n-gram k=4 is faster than no speculation up to batch 2 and slower from batch 4 (measured; best 1.30x at
     batch 1)."
     """
-    pairs = sorted((b, s) for b, s in zip(batches, speedups)
-                   if isinstance(s, (int, float)) and s == s)  # NaN: no point there
+    pairs = sorted(
+        (b, s) for b, s in zip(batches, speedups) if isinstance(s, (int, float)) and s == s
+    )  # NaN: no point there
     if not pairs:
         return f"{label}: nothing {kind} yet at a batch where no speculation is {kind} too."
     faster = [b for b, s in pairs if s > 1]
     slower = [b for b, s in pairs if s < 1]
     even = [b for b, s in pairs if s == 1]
     best_b, best_s = max(pairs, key=lambda p: p[1])
-    span = (f"at batch {pairs[0][0]:g}" if len(pairs) == 1
-            else f"at every {kind} batch from {pairs[0][0]:g} to {pairs[-1][0]:g}")
+    span = (
+        f"at batch {pairs[0][0]:g}"
+        if len(pairs) == 1
+        else f"at every {kind} batch from {pairs[0][0]:g} to {pairs[-1][0]:g}"
+    )
     if len(even) == len(pairs):
         where = f"is as fast as no speculation {span}"
     elif len(faster) == len(pairs):
@@ -277,8 +357,11 @@ def speedup_sentence(label: str, batches: list, speedups: list, kind: str, cross
     elif not even and max(slower) < min(faster):
         where = f"is slower than no speculation up to batch {max(slower):g} and faster from batch {min(faster):g}"
     else:
-        parts = [f"{word} at {_batches(batches)}" for word, batches in
-                 (("faster than no speculation", faster), ("slower", slower), ("as fast", even)) if batches]
+        parts = [
+            f"{word} at {_batches(batches)}"
+            for word, batches in (("faster than no speculation", faster), ("slower", slower), ("as fast", even))
+            if batches
+        ]
         where = "is " + " and ".join(parts)
     cross = f"; crossover at batch {crossover:.3g}" if crossover is not None and faster and slower else ""
     return f"{label} {where} ({kind}; best {best_s:.2f}x at batch {best_b:g}{cross})."
@@ -306,8 +389,9 @@ def _shown(d: Drawing, panel: str, slot: str) -> tuple[Trace | None, str]:
 
 
 def _slots(d: Drawing, panel: str) -> list[str]:
-    return sorted({uid.split("|")[1] for uid in d.traces if uid.startswith(f"{panel}|")},
-                  key=lambda s: (not s.isdigit(), s))
+    return sorted(
+        {uid.split("|")[1] for uid in d.traces if uid.startswith(f"{panel}|")}, key=lambda s: (not s.isdigit(), s)
+    )
 
 
 # What each panel's sentence is called, and how its values read.
@@ -376,9 +460,11 @@ def table_html(d: Drawing, titles: dict[str, str], rows_at: tuple = BATCHES) -> 
                 v = _at(t, b)
                 cells.append(f"<td>{_cell(v)}</td>")
             rows.append(f"<tr><th scope='row'>{b:g}</th>{''.join(cells)}</tr>")
-        parts.append(f"<table class='servelab-data-table'><caption>{html.escape(title)}</caption>"
-                     f"<thead><tr><th scope='col'>batch size</th>{head}</tr></thead>"
-                     f"<tbody>{''.join(rows)}</tbody></table>")
+        parts.append(
+            f"<table class='servelab-data-table'><caption>{html.escape(title)}</caption>"
+            f"<thead><tr><th scope='col'>batch size</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
     return "".join(parts)
 
 
@@ -399,9 +485,15 @@ def chart_text_html(summary_text: str, tables: str) -> str:
     """The summary as a paragraph and the tables folded under it, for the HTML widget below a chart."""
     # The tables can be wider than the output area (1.4.10 reflow): they scroll sideways in a box no wider than
     # it, one Tab stop with a name, so a keyboard can scroll it too (axe's scrollable-region-focusable).
-    folded = (f"<details><summary>The chart's data as a table</summary>"
-              f"<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
-              f"style='display:block;max-width:100%;overflow-x:auto'>{tables}</div></details>") if tables else ""
+    folded = (
+        (
+            f"<details><summary>The chart's data as a table</summary>"
+            f"<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
+            f"style='display:block;max-width:100%;overflow-x:auto'>{tables}</div></details>"
+        )
+        if tables
+        else ""
+    )
     return f"<p class='servelab-chart-summary'><b>In words:</b> {html.escape(summary_text)}</p>{folded}"
 
 

@@ -53,13 +53,18 @@ def engine_config(settings: Settings, method: str, threshold: int | None = None)
     if method == "ngram":
         return EngineConfig(spec_method="ngram", num_speculative_tokens=settings.k, **common)
     if method == "draft_model":
-        return EngineConfig(spec_method="draft_model", num_speculative_tokens=settings.k,
-                            draft_model=settings.draft_model, **common)
+        return EngineConfig(
+            spec_method="draft_model", num_speculative_tokens=settings.k, draft_model=settings.draft_model, **common
+        )
     if method == "adaptive":
         if threshold is None:
             raise ValueError("load-adaptive speculation needs the batch where k drops to 0 (threshold).")
-        return EngineConfig(spec_method="ngram", num_speculative_tokens=settings.k,
-                            num_speculative_tokens_per_batch_size=adaptive_schedule(settings.k, threshold), **common)
+        return EngineConfig(
+            spec_method="ngram",
+            num_speculative_tokens=settings.k,
+            num_speculative_tokens_per_batch_size=adaptive_schedule(settings.k, threshold),
+            **common,
+        )
     raise ValueError(f"No single engine measures method {method!r}.")
 
 
@@ -74,8 +79,12 @@ def describe(config: EngineConfig) -> str:
 class EnginePool:
     """Started engines by config, at most `size` of them; the least recently used one is stopped for a new one."""
 
-    def __init__(self, size: int = POOL_SIZE, engine_factory: Callable[[EngineConfig], Engine] = Engine,
-                 record_starts: bool | None = None):
+    def __init__(
+        self,
+        size: int = POOL_SIZE,
+        engine_factory: Callable[[EngineConfig], Engine] = Engine,
+        record_starts: bool | None = None,
+    ):
         self.size = size
         self.engine_factory = engine_factory
         # Only real vLLM starts teach the estimate; a stand-in engine would teach it nonsense.
@@ -84,9 +93,13 @@ class EnginePool:
         self._lock = threading.RLock()
         _POOLS.add(self)
 
-    def get(self, config: EngineConfig, on_start: Callable[[str], None] | None = None,
-            keep: tuple[EngineConfig, ...] = (), on_phase: Callable[[str, float, "StartEstimate"], None] | None = None
-            ) -> Engine:
+    def get(
+        self,
+        config: EngineConfig,
+        on_start: Callable[[str], None] | None = None,
+        keep: tuple[EngineConfig, ...] = (),
+        on_phase: Callable[[str, float, "StartEstimate"], None] | None = None,
+    ) -> Engine:
         """A started engine for config: warm if there is one, else started now (30-45 s on 2 cores).
 
         An engine whose worker died (killed, crashed) is started again here.
@@ -167,14 +180,22 @@ class StartEstimate:
     def describe(self) -> str:
         kind = "speculating" if self.speculating != self.other_kind else "non-speculating"
         if self.starts:
-            also = (f"; no {'speculating' if self.speculating else 'non-speculating'} engine has started here yet"
-                    if self.other_kind else "")
-            which = (f"the median of the last {self.starts} {kind} engine starts" if self.starts > 1
-                     else f"as the one {kind} engine start recorded took")
+            also = (
+                f"; no {'speculating' if self.speculating else 'non-speculating'} engine has started here yet"
+                if self.other_kind
+                else ""
+            )
+            which = (
+                f"the median of the last {self.starts} {kind} engine starts"
+                if self.starts > 1
+                else f"as the one {kind} engine start recorded took"
+            )
             return f"about {self.seconds:.0f} s, {which} on this machine{also}"
         cores = _machine()["cores"]
-        return (f"about {self.seconds:.0f} s, as a {kind} engine took to start on the benchmark's 2 cores "
-                f"(this machine has {cores}; no start recorded on it yet)")
+        return (
+            f"about {self.seconds:.0f} s, as a {kind} engine took to start on the benchmark's 2 cores "
+            f"(this machine has {cores}; no start recorded on it yet)"
+        )
 
 
 def starts_path():
@@ -184,14 +205,21 @@ def starts_path():
 
 
 def _machine() -> dict:
-    return {"host": platform.node(), "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-            else os.cpu_count()}
+    return {
+        "host": platform.node(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+    }
 
 
 def record_start(config: EngineConfig, seconds: float, path=None) -> None:
     """Append one start's duration; a cache folder that cannot be written only loses the estimate."""
-    entry = {"seconds": round(seconds, 1), "engine": describe(config), "speculating": config.spec_method != "none",
-             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"), **_machine()}
+    entry = {
+        "seconds": round(seconds, 1),
+        "engine": describe(config),
+        "speculating": config.spec_method != "none",
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        **_machine(),
+    }
     try:
         with open(path or starts_path(), "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
@@ -341,12 +369,18 @@ def resolve(point: Point) -> PointPlan:
     plain, spec = engine_config(s, "none"), engine_config(s, "ngram")
     serves, other = (spec, plain) if threshold.speculates(point.batch_size) else (plain, spec)
     # Only the side that serves this batch has to be running; the router only describes the record.
-    return PointPlan(point, workload, serves, keep=(other,), threshold=threshold,
-                     router=Router(_Side(spec), _Side(plain), threshold))
+    return PointPlan(
+        point, workload, serves, keep=(other,), threshold=threshold, router=Router(_Side(spec), _Side(plain), threshold)
+    )
 
 
-def measure_local(plan: PointPlan, pool: EnginePool, on_start: Callable[[str], None] | None = None,
-                  on_ready: Callable[[], None] | None = None, on_phase=None) -> Measurement:
+def measure_local(
+    plan: PointPlan,
+    pool: EnginePool,
+    on_start: Callable[[str], None] | None = None,
+    on_ready: Callable[[], None] | None = None,
+    on_phase=None,
+) -> Measurement:
     """Measure one resolved point on this machine's engine, starting or reusing a warm one.
 
     on_start(what) is called before an engine starts, on_phase(phase, seconds, estimate) while it starts,
@@ -377,10 +411,15 @@ def measure_remote(plan: PointPlan, timeout_s: float = 30.0) -> Measurement:
     s, batch_size = point.settings, point.batch_size
     if point.method == "none":  # only the plain server's URL is needed
         return RemoteServer(s.remote_off_url, timeout_s=timeout_s).measure(
-            plan.workload, batch_size, s.output_len, note="lab")
+            plan.workload, batch_size, s.output_len, note="lab"
+        )
     # The server cannot say how it speculates: the method control names it (routed: an n-gram server).
-    spec = RemoteServer(s.remote_on_url, method="ngram" if plan.threshold is not None else point.method,
-                        num_speculative_tokens=s.k, timeout_s=timeout_s)
+    spec = RemoteServer(
+        s.remote_on_url,
+        method="ngram" if plan.threshold is not None else point.method,
+        num_speculative_tokens=s.k,
+        timeout_s=timeout_s,
+    )
     if plan.threshold is None:
         return spec.measure(plan.workload, batch_size, s.output_len, note="lab")
     plain = RemoteServer(s.remote_off_url, timeout_s=timeout_s)

@@ -15,15 +15,24 @@ PANELS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "tpot": ("TPOT, ms (per output token)", [("p50", "tpot_ms_p50"), ("p99", "tpot_ms_p99")]),
     "throughput": ("Output tok/s (all requests)", [("tok/s", "output_tok_s")]),
     "queue": ("Queue time, ms (server, mean)", [("queued", "queue_time_ms_mean")]),
-    "requests": ("Requests running / waiting (server, peak)",
-                 [("running", "num_requests_running_max"), ("waiting", "num_requests_waiting_max")]),
+    "requests": (
+        "Requests running / waiting (server, peak)",
+        [("running", "num_requests_running_max"), ("waiting", "num_requests_waiting_max")],
+    ),
     "kv": ("KV cache usage, % (server, peak)", [("KV used", "kv_cache_usage_pct")]),
     "preemptions": ("Preemptions (server)", [("preempted", "num_preemptions")]),
-    "hits": ("Prefix hits / acceptance (%)",
-             [("prefix hits", "prefix_cache_hit_pct"), ("acceptance", "acceptance_pct")]),
+    "hits": (
+        "Prefix hits / acceptance (%)",
+        [("prefix hits", "prefix_cache_hit_pct"), ("acceptance", "acceptance_pct")],
+    ),
 }
-SLO_PANEL = {"ttft_ms_p50": "ttft", "ttft_ms_p99": "ttft", "tpot_ms_p50": "tpot", "tpot_ms_p99": "tpot",
-             "output_tok_s": "throughput"}
+SLO_PANEL = {
+    "ttft_ms_p50": "ttft",
+    "ttft_ms_p99": "ttft",
+    "tpot_ms_p50": "tpot",
+    "tpot_ms_p99": "tpot",
+    "output_tok_s": "throughput",
+}
 # setting a, setting b: Okabe and Ito's colour-blind-safe blue and vermillion ("Color Universal Design",
 # https://jfly.uni-koeln.de/color/), 5.2:1 and 3.9:1 on white; b's bars are hatched too, so the two read
 # apart without colour.
@@ -31,8 +40,16 @@ COLORS = ("#0072B2", "#D55E00")
 PATTERNS = ("", "/")
 SLO_COLOR = "#000000"
 # Which way is better for each panel's bars (for the summary sentence); None: neither, it describes the load.
-BETTER = {"ttft": "lower", "tpot": "lower", "throughput": "higher", "queue": "lower", "requests": None,
-          "kv": None, "preemptions": "lower", "hits": "higher"}
+BETTER = {
+    "ttft": "lower",
+    "tpot": "lower",
+    "throughput": "higher",
+    "queue": "lower",
+    "requests": None,
+    "kv": None,
+    "preemptions": "lower",
+    "hits": "higher",
+}
 
 
 def value(record: dict | None, key: str) -> float | None:
@@ -70,35 +87,63 @@ def build():
 
     names = list(PANELS)
     # Two panels a row, each title's explanation on a second line: they fit at 1024 px and at 200% zoom.
-    fig = make_subplots(rows=4, cols=2, subplot_titles=[PANELS[p][0].replace(" (", "<br>(") for p in names],
-                        horizontal_spacing=0.12, vertical_spacing=0.1)
+    fig = make_subplots(
+        rows=4,
+        cols=2,
+        subplot_titles=[PANELS[p][0].replace(" (", "<br>(") for p in names],
+        horizontal_spacing=0.12,
+        vertical_spacing=0.1,
+    )
     fig.update_annotations(font_size=13)
     where = {p: (i // 2 + 1, i % 2 + 1) for i, p in enumerate(names)}
     for uid in uids():
         panel, slot = uid.split("|")
         row, col = where[panel]
         if slot == "slo":
-            trace = go.Scatter(mode="lines", line=dict(color=SLO_COLOR, width=2, dash="dash"), name="SLO",
-                               legendgroup="slo", showlegend=False, hovertemplate="SLO %{y:.4g}<extra></extra>")
+            trace = go.Scatter(
+                mode="lines",
+                line=dict(color=SLO_COLOR, width=2, dash="dash"),
+                name="SLO",
+                legendgroup="slo",
+                showlegend=False,
+                hovertemplate="SLO %{y:.4g}<extra></extra>",
+            )
         else:
             i = int(slot)
-            trace = go.Bar(marker=dict(color=COLORS[i], pattern=dict(shape=PATTERNS[i], fgcolor="#ffffff")),
-                           legendgroup=f"setting{i}", showlegend=panel == "ttft",
-                           hovertemplate="%{x}: %{y:.4g}<extra>%{fullData.name}</extra>")
+            trace = go.Bar(
+                marker=dict(color=COLORS[i], pattern=dict(shape=PATTERNS[i], fgcolor="#ffffff")),
+                legendgroup=f"setting{i}",
+                showlegend=panel == "ttft",
+                hovertemplate="%{x}: %{y:.4g}<extra>%{fullData.name}</extra>",
+            )
         trace.update(meta=uid, x=[], y=[])
         fig.add_trace(trace, row=row, col=col)
     fig.update_yaxes(rangemode="tozero")
     # The legend below the panels: a horizontal plotly legend wraps onto more rows where the chart is narrow.
-    fig.update_layout(height=1000, barmode="group", template="plotly_white", showlegend=True,
-                      margin=dict(l=45, r=20, t=80, b=60), hovermode="closest", font=dict(color="#222222"),
-                      legend=dict(orientation="h", x=0, y=-0.06, yanchor="top",
-                                  font=dict(size=12), title=dict(text="setting (b hatched)", side="top")))
+    fig.update_layout(
+        height=1000,
+        barmode="group",
+        template="plotly_white",
+        showlegend=True,
+        margin=dict(l=45, r=20, t=80, b=60),
+        hovermode="closest",
+        font=dict(color="#222222"),
+        legend=dict(
+            orientation="h",
+            x=0,
+            y=-0.06,
+            yanchor="top",
+            font=dict(size=12),
+            title=dict(text="setting (b hatched)", side="top"),
+        ),
+    )
     widget = go.FigureWidget(fig)
     return widget
 
 
-def update(fig, records: tuple[dict | None, dict | None], names: tuple[str, str], slo_metric: str,
-           slo_value: float | None) -> None:
+def update(
+    fig, records: tuple[dict | None, dict | None], names: tuple[str, str], slo_metric: str, slo_value: float | None
+) -> None:
     """Bars for the two settings (None = not measured yet), and the SLO line on the panel its metric lives in."""
     by_uid = {t.meta: t for t in fig.data}
     slo_panel = SLO_PANEL.get(slo_metric) if slo_value else None
@@ -116,7 +161,9 @@ def update(fig, records: tuple[dict | None, dict | None], names: tuple[str, str]
                 on = panel == slo_panel
                 t.x = labels if on else []
                 t.y = [slo_value] * len(labels) if on else []
-                t.name = f"SLO: {slo_metric} {'≤' if slo_metric != 'output_tok_s' else '≥'} {slo_value:g}" if on else "SLO"
+                t.name = (
+                    f"SLO: {slo_metric} {'≤' if slo_metric != 'output_tok_s' else '≥'} {slo_value:g}" if on else "SLO"
+                )
                 t.showlegend = on
 
 
@@ -154,8 +201,10 @@ def summary(records: tuple[dict | None, dict | None], names: tuple[str, str]) ->
             a_wins = (va < vb) == (way == "lower")
             win, lose = (0, 1) if a_wins else (1, 0)
             vw, vl = (va, vb) if a_wins else (vb, va)
-            sentences.append(f"{names[win]} has the {'lower' if way == 'lower' else 'higher'} {what} "
-                             f"({vw:.4g} against {vl:.4g}{_unit(unit)} for {names[lose]}).")
+            sentences.append(
+                f"{names[win]} has the {'lower' if way == 'lower' else 'higher'} {what} "
+                f"({vw:.4g} against {vl:.4g}{_unit(unit)} for {names[lose]})."
+            )
     return " ".join(sentences)
 
 
@@ -173,8 +222,10 @@ def table_html(records: tuple[dict | None, dict | None], names: tuple[str, str])
         for label, key in bars:
             cells = "".join(f"<td>{_cell(value(r, key))}</td>" for r in records)
             rows.append(f"<tr><th scope='row'>{html.escape(title)}: {html.escape(label)}</th>{cells}</tr>")
-    return (f"<table class='servelab-data-table'><caption>Both settings, every panel</caption>"
-            f"<thead><tr><th scope='col'>panel: bar</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    return (
+        f"<table class='servelab-data-table'><caption>Both settings, every panel</caption>"
+        f"<thead><tr><th scope='col'>panel: bar</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _cell(v) -> str:

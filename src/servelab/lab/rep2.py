@@ -25,42 +25,70 @@ from .data import clean
 
 # Measurement fields an SLO can be stated in, and which way is better (the checker's list).
 SLO_METRICS = {
-    "output_tok_s": "higher", "request_throughput": "higher",
-    "ttft_ms_p50": "lower", "ttft_ms_p99": "lower", "tpot_ms_p50": "lower", "tpot_ms_p99": "lower",
+    "output_tok_s": "higher",
+    "request_throughput": "higher",
+    "ttft_ms_p50": "lower",
+    "ttft_ms_p99": "lower",
+    "tpot_ms_p50": "lower",
+    "tpot_ms_p99": "lower",
 }
-SHOWN = ("knob", "knob_setting", "method", "num_speculative_tokens", "batch_size", "request_rate", "workload",
-         "output_len", "output_tok_s", "ttft_ms_p50", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p99", "acceptance_rate",
-         "queue_time_ms_mean", "num_preemptions", "prefix_cache_hit_tokens", "backend", "hardware")
+SHOWN = (
+    "knob",
+    "knob_setting",
+    "method",
+    "num_speculative_tokens",
+    "batch_size",
+    "request_rate",
+    "workload",
+    "output_len",
+    "output_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "acceptance_rate",
+    "queue_time_ms_mean",
+    "num_preemptions",
+    "prefix_cache_hit_tokens",
+    "backend",
+    "hardware",
+)
 
 
 def compact(record: dict) -> dict:
     """A record without empty fields or bookkeeping, NaN as None: shorter to paste, the same to the grader."""
-    required = {f.name for f in dataclasses.fields(Measurement) if f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING}
-    return {key: value for key, value in clean(record).items()
-            if key in required or value not in (None, "", {}, [])}
+    required = {
+        f.name
+        for f in dataclasses.fields(Measurement)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    return {key: value for key, value in clean(record).items() if key in required or value not in (None, "", {}, [])}
 
 
-def comparison(knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None,
-               conclusion: str = "") -> dict:
+def comparison(knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None, conclusion: str = "") -> dict:
     """The hand-in dict; `better` defaults to the setting your own numbers favour on slo_metric."""
     if slo_metric not in SLO_METRICS:
-        raise ValueError(f"slo_metric must be one of {', '.join(SLO_METRICS)}, not {slo_metric!r}: "
-                         "name the Measurement field your SLO is stated in.")
+        raise ValueError(
+            f"slo_metric must be one of {', '.join(SLO_METRICS)}, not {slo_metric!r}: "
+            "name the Measurement field your SLO is stated in."
+        )
     a, b = compact(a), compact(b)
     for label, r in (("a", a), ("b", b)):
         value = r.get(slo_metric)
         if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"Setting {label} has no {slo_metric} (it was not recorded for that point): "
-                             "measure it live with the Measure button, or state the SLO in another metric.")
+            raise ValueError(
+                f"Setting {label} has no {slo_metric} (it was not recorded for that point): "
+                "measure it live with the Measure button, or state the SLO in another metric."
+            )
     if a.get("workload") != b.get("workload"):
-        raise ValueError(f"The two settings ran different workloads ({a.get('workload')} and "
-                         f"{b.get('workload')}): a comparison changes the knob and nothing else.")
+        raise ValueError(
+            f"The two settings ran different workloads ({a.get('workload')} and "
+            f"{b.get('workload')}): a comparison changes the knob and nothing else."
+        )
     if better is None:
         va, vb = a[slo_metric], b[slo_metric]
         better = (0 if va >= vb else 1) if SLO_METRICS[slo_metric] == "higher" else (0 if va <= vb else 1)
-    return {"knob": knob, "slo_metric": slo_metric, "measurements": [a, b], "better": better,
-            "conclusion": conclusion}
+    return {"knob": knob, "slo_metric": slo_metric, "measurements": [a, b], "better": better, "conclusion": conclusion}
 
 
 def answer_source(value: dict, name: str = "comparison") -> str:
@@ -88,8 +116,11 @@ def table_html(a: dict, b: dict) -> str:
         va, vb = a.get(key), b.get(key)
         style = " style='font-weight:bold'" if key in SLO_METRICS else ""
         rows.append(f"<tr{style}><td>{key}</td><td>{_fmt(va)}</td><td>{_fmt(vb)}</td></tr>")
-    return ("<table class='servelab-rep2-table'><tr><th></th><th>setting a</th><th>setting b</th></tr>"
-            + "".join(rows) + "</table>")
+    return (
+        "<table class='servelab-rep2-table'><tr><th></th><th>setting a</th><th>setting b</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _fmt(v) -> str:

@@ -17,8 +17,12 @@ from typing import Any, Callable
 
 
 class LatestRequestWorker:
-    def __init__(self, job: Callable[[Any, Callable[[], bool]], None],
-                 on_error: Callable[[Any, BaseException], None] | None = None, name: str = "servelab-lab-worker"):
+    def __init__(
+        self,
+        job: Callable[[Any, Callable[[], bool]], None],
+        on_error: Callable[[Any, BaseException], None] | None = None,
+        name: str = "servelab-lab-worker",
+    ):
         self.job = job
         self.on_error = on_error
         self.name = name

@@ -36,14 +36,33 @@ from .workload_spec import WorkloadSpec, read_workload
 from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
 
 __all__ = [
-    "review", "review_files", "Report", "Finding", "ReviewInputError", "KNOBS", "VERDICTS",
-    "EXIT_CLEAN", "EXIT_FINDINGS", "EXIT_BAD_INPUT", "add_arguments", "run", "adaptive_schedule",
-    "ServingConfig", "WorkloadSpec", "Facts",
+    "review",
+    "review_files",
+    "Report",
+    "Finding",
+    "ReviewInputError",
+    "KNOBS",
+    "VERDICTS",
+    "EXIT_CLEAN",
+    "EXIT_FINDINGS",
+    "EXIT_BAD_INPUT",
+    "add_arguments",
+    "run",
+    "adaptive_schedule",
+    "ServingConfig",
+    "WorkloadSpec",
+    "Facts",
 ]
 
 
-def review_files(config_path: str | Path, workload_path: str | Path, *, select: str | None = None,
-                 deployment: dict | None = None, variables: dict[str, str] | None = None) -> Report:
+def review_files(
+    config_path: str | Path,
+    workload_path: str | Path,
+    *,
+    select: str | None = None,
+    deployment: dict | None = None,
+    variables: dict[str, str] | None = None,
+) -> Report:
     """Review the serving config in config_path against the workload in workload_path.
 
     The config may be vLLM's YAML, a `vllm serve` command line, a Kubernetes manifest or
@@ -56,8 +75,9 @@ def review_files(config_path: str | Path, workload_path: str | Path, *, select: 
     return _review(config_doc, workload_doc)
 
 
-def review(config: dict, workload: dict, *, config_name: str = "", base_dir: str | Path | None = None,
-           workload_name: str = "") -> Report:
+def review(
+    config: dict, workload: dict, *, config_name: str = "", base_dir: str | Path | None = None, workload_name: str = ""
+) -> Report:
     """Review a config and a workload given as dicts (as YAML would load them).
 
     Relative paths inside them (deployment.model-config, records) are taken from base_dir.
@@ -72,47 +92,79 @@ def _review(config_doc: Doc, workload_doc: Doc) -> Report:
     cfg = read_config(config_doc)
     wl = read_workload(workload_doc)
     findings, facts = run_checks(cfg, wl)
-    return Report(findings=findings, config_name=config_doc.name, workload_name=workload_doc.name,
-                  facts=facts.to_dict(), not_reviewed=list(cfg.not_reviewed))
+    return Report(
+        findings=findings,
+        config_name=config_doc.name,
+        workload_name=workload_doc.name,
+        facts=facts.to_dict(),
+        not_reviewed=list(cfg.not_reviewed),
+    )
 
 
 # --- command line: `servelab review` ---------------------------------------------
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `servelab review`."""
-    parser.description = ("Review a vLLM serving config against the workload it serves: each knob is "
-                          "justified, unjustified (no evidence cited) or wrong (contradicted by arithmetic "
-                          "or a measurement).")
-    parser.epilog = ("exit status: 0 every knob justified, 1 a knob is wrong or unjustified, "
-                     "2 the input could not be read")
-    parser.add_argument("config", metavar="CONFIG",
-                        help="the serving config: vLLM's YAML (with a deployment block), a `vllm serve` command "
-                             "line, a Kubernetes manifest, or production-stack Helm values")
-    parser.add_argument("--workload", required=True, metavar="WORKLOAD",
-                        help="the workload YAML: concurrency, lengths, SLOs, cited measurements")
+    parser.description = (
+        "Review a vLLM serving config against the workload it serves: each knob is "
+        "justified, unjustified (no evidence cited) or wrong (contradicted by arithmetic "
+        "or a measurement)."
+    )
+    parser.epilog = (
+        "exit status: 0 every knob justified, 1 a knob is wrong or unjustified, 2 the input could not be read"
+    )
+    parser.add_argument(
+        "config",
+        metavar="CONFIG",
+        help="the serving config: vLLM's YAML (with a deployment block), a `vllm serve` command "
+        "line, a Kubernetes manifest, or production-stack Helm values",
+    )
+    parser.add_argument(
+        "--workload",
+        required=True,
+        metavar="WORKLOAD",
+        help="the workload YAML: concurrency, lengths, SLOs, cited measurements",
+    )
     parser.add_argument("--gpu", help="GPU type, where the config does not say (" + ", ".join(hardware.PRESETS) + ")")
     parser.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node, where the config does not say")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes one server spans, where the config does not say")
-    parser.add_argument("--select", metavar="NAME",
-                        help="the model (Helm modelSpec name) or workload (manifest name) to review, where the file holds several")
-    parser.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                        help="a shell variable the config's script uses but does not assign ($TP_SIZE); repeatable")
+    parser.add_argument(
+        "--select",
+        metavar="NAME",
+        help="the model (Helm modelSpec name) or workload (manifest name) to review, where the file holds several",
+    )
+    parser.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a shell variable the config's script uses but does not assign ($TP_SIZE); repeatable",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run `servelab review`; returns the exit status."""
     try:
-        given = {"gpu": getattr(args, "gpu", None), "gpus-per-node": getattr(args, "gpus_per_node", None),
-                 "nodes": getattr(args, "nodes", None)}
+        given = {
+            "gpu": getattr(args, "gpu", None),
+            "gpus-per-node": getattr(args, "gpus_per_node", None),
+            "nodes": getattr(args, "nodes", None),
+        }
         variables = {}
         for item in getattr(args, "var", None) or []:
             name, sep, value = item.partition("=")
             if not sep or not name.strip():
                 raise ReviewInputError(f"--var {item!r}: write it as NAME=VALUE (--var TP_SIZE=8)")
             variables[name.strip()] = value
-        report = review_files(args.config, args.workload, select=getattr(args, "select", None),
-                              deployment={k: v for k, v in given.items() if v is not None}, variables=variables)
+        report = review_files(
+            args.config,
+            args.workload,
+            select=getattr(args, "select", None),
+            deployment={k: v for k, v in given.items() if v is not None},
+            variables=variables,
+        )
     except ReviewInputError as exc:
         print(f"servelab review: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -183,8 +183,9 @@ EAGLE_METHODS = ("eagle", "eagle3", "mtp", "dflash", "dspark") + MTP_METHODS
 # KV connectors of vLLM 0.32 that do not subclass SupportsHMA
 # (vllm/distributed/kv_transfer/kv_connector/factory.py and v1/*): with one of these and no
 # explicit choice, vLLM turns the hybrid KV cache manager off.
-CONNECTORS_WITHOUT_HMA = frozenset(("ExampleConnector", "LMCacheConnectorV1", "LMCacheMPConnector",
-                                    "FlexKVConnectorV1", "HF3FSKVConnector"))
+CONNECTORS_WITHOUT_HMA = frozenset(
+    ("ExampleConnector", "LMCacheConnectorV1", "LMCacheMPConnector", "FlexKVConnectorV1", "HF3FSKVConnector")
+)
 
 
 def kv_windows_off(cfg: ServingConfig) -> str:
@@ -204,24 +205,31 @@ def kv_windows_off(cfg: ServingConfig) -> str:
     if cfg.hybrid_kv_cache is False:
         return f"disable-hybrid-kv-cache-manager turns vLLM's hybrid KV cache manager off, so its {kind} layers cache the full context"
     if m.window_kind == "chunked" and cfg.spec is not None and cfg.spec.method in EAGLE_METHODS:
-        return (f"vLLM turns the hybrid KV cache manager off for chunked local attention with a {cfg.spec.method} "
-                "draft, so its chunked layers cache the full context")
+        return (
+            f"vLLM turns the hybrid KV cache manager off for chunked local attention with a {cfg.spec.method} "
+            "draft, so its chunked layers cache the full context"
+        )
     if cfg.hybrid_kv_cache is None and cfg.kv_connector in CONNECTORS_WITHOUT_HMA:
-        return (f"kv-transfer-config's {cfg.kv_connector} does not support the hybrid KV cache manager, so vLLM "
-                f"turns it off and the {kind} layers cache the full context")
+        return (
+            f"kv-transfer-config's {cfg.kv_connector} does not support the hybrid KV cache manager, so vLLM "
+            f"turns it off and the {kind} layers cache the full context"
+        )
     return ""
 
 
 def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
     """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included;
     windows capped only where vLLM's hybrid KV cache manager runs (kv_windows_off)."""
-    target = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size,
-                                windows=not kv_windows_off(cfg))
+    target = cfg.model.kv_bytes(
+        round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size, windows=not kv_windows_off(cfg)
+    )
     draft = draft_spec(cfg)
     if draft is not None:
         return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
     if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
-        per_layer = cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size) / cfg.model.num_layers
+        per_layer = (
+            cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size) / cfg.model.num_layers
+        )
         return target + per_layer * cfg.model.mtp_layers
     return target
 

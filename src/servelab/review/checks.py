@@ -24,15 +24,27 @@ from .. import hardware, modelspec
 from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
-from .arithmetic import (Facts, default_batched_tokens, derive, draft_gb, draft_spec, expert_gb, kv_seq_bytes,
-                         kv_windows_off, lora_gb, rank_weight_gb)
+from .arithmetic import (
+    Facts,
+    default_batched_tokens,
+    derive,
+    draft_gb,
+    draft_spec,
+    expert_gb,
+    kv_seq_bytes,
+    kv_windows_off,
+    lora_gb,
+    rank_weight_gb,
+)
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
 from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
-OVERSIZED_BATCH = 2.0  # max-num-seqs above this multiple of peak concurrency: a cap no load reaches (unjustified, never wrong)
+OVERSIZED_BATCH = (
+    2.0  # max-num-seqs above this multiple of peak concurrency: a cap no load reaches (unjustified, never wrong)
+)
 MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
@@ -76,8 +88,10 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
 
 # --- a workload without an SLO -----------------------------------------------------
 
-NO_SLO = ("the workload states no latency or throughput SLO (slo: ttft-p99-ms, tpot-p99-ms or "
-          "throughput-tok-s), so no measurement can show this choice meets one")
+NO_SLO = (
+    "the workload states no latency or throughput SLO (slo: ttft-p99-ms, tpot-p99-ms or "
+    "throughput-tok-s), so no measurement can show this choice meets one"
+)
 
 
 def no_slo_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
@@ -89,23 +103,40 @@ def no_slo_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     elif B > OVERSIZED_BATCH * peak:
         load += f": {B - peak} slots no load fills"
     reason = f"max-num-seqs {B} cannot be justified: {NO_SLO}."
-    return Finding("batching", "unjustified", reason, load,
-                   "write down the p99 TTFT and TPOT the service must meet, then measure them at "
-                   f"max-num-seqs {B} with {fmt(peak)} concurrent requests.", cfg.knob("max-num-seqs", B))
+    return Finding(
+        "batching",
+        "unjustified",
+        reason,
+        load,
+        "write down the p99 TTFT and TPOT the service must meet, then measure them at "
+        f"max-num-seqs {B} with {fmt(peak)} concurrent requests.",
+        cfg.knob("max-num-seqs", B),
+    )
 
 
 def no_slo_speculation(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, finding: Finding) -> Finding:
     """Speculation trades throughput for latency: without a latency SLO the trade answers to nothing,
     unless the arithmetic already shows it wrong or a measured throughput gain carries it."""
-    if cfg.spec is None or wl.slo.latency_or_throughput or finding.verdict == "wrong" \
-            or (finding.verdict == "justified" and "tok/s" in finding.reason):
+    if (
+        cfg.spec is None
+        or wl.slo.latency_or_throughput
+        or finding.verdict == "wrong"
+        or (finding.verdict == "justified" and "tok/s" in finding.reason)
+    ):
         return finding
     reason = f"speculative decoding trades throughput for per-request latency, and {NO_SLO}."
-    return Finding("speculative_decoding", "unjustified", reason, finding.evidence,
-                   "state the TPOT SLO it serves, then " + finding.fix, finding.setting)
+    return Finding(
+        "speculative_decoding",
+        "unjustified",
+        reason,
+        finding.evidence,
+        "state the TPOT SLO it serves, then " + finding.fix,
+        finding.setting,
+    )
 
 
 # --- matching evidence to the config --------------------------------------------
+
 
 def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: set[str] = frozenset()) -> list[str]:
     """Where a measurement's setting differs from the config under review (empty: it applies)."""
@@ -119,8 +150,11 @@ def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: set[st
         if key == "task" and not ours:
             continue
         if not _same(key, theirs, ours):
-            out.append(f"{key} {theirs}, not {ours}" if key not in ("model", "gpu", "task")
-                       else f"{_NOUN[key]} {theirs}, not {ours}")
+            out.append(
+                f"{key} {theirs}, not {ours}"
+                if key not in ("model", "gpu", "task")
+                else f"{_NOUN[key]} {theirs}, not {ours}"
+            )
     return out
 
 
@@ -149,8 +183,15 @@ def _same(key: str, theirs: Any, ours: Any) -> bool:
 def _canon(value: Any) -> str:
     text = str(value).strip().lower().replace("-", "_")
     text = text.removesuffix("_marlin")
-    aliases = {"null": "none", "off": "none", "half": "float16", "float": "float32", "auto": "auto",
-               "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+    aliases = {
+        "null": "none",
+        "off": "none",
+        "half": "float16",
+        "float": "float32",
+        "auto": "auto",
+        "fp8_e4m3": "fp8",
+        "fp8_e5m2": "fp8",
+    }
     return aliases.get(text, text)
 
 
@@ -180,8 +221,9 @@ def slo_break(ev: Evidence, wl: WorkloadSpec) -> str | None:
 
 def has_slo(ev: Evidence, wl: WorkloadSpec) -> bool:
     slo = wl.slo
-    return {"ttft_ms_p99": slo.ttft_p99_ms, "tpot_ms_p99": slo.tpot_p99_ms,
-            "output_tok_s": slo.throughput_tok_s}.get(ev.metric) is not None
+    return {"ttft_ms_p99": slo.ttft_p99_ms, "tpot_ms_p99": slo.tpot_p99_ms, "output_tok_s": slo.throughput_tok_s}.get(
+        ev.metric
+    ) is not None
 
 
 def _set_aside(items: list[tuple[Evidence, list[str]]]) -> str:
@@ -215,12 +257,14 @@ def _cite(evs: list[Evidence]) -> str:
 
 # --- 1. batching ----------------------------------------------------------------
 
+
 def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-num-seqs against concurrency and the SLO, with the latency measured at that batch."""
     B, peak = cfg.max_num_seqs, f.peak_per_replica
     setting = cfg.knob("max-num-seqs", B)
-    load_note = (f"peak concurrency {fmt(peak)} (typical {fmt(f.typical_per_replica)})"
-                 + (f" per replica over {f.replicas} replicas" if f.replicas > 1 else ""))
+    load_note = f"peak concurrency {fmt(peak)} (typical {fmt(f.typical_per_replica)})" + (
+        f" per replica over {f.replicas} replicas" if f.replicas > 1 else ""
+    )
 
     # Measurements at this batch, on this deployment. Speculation is judged in its own check,
     # so a number taken with it flipped still speaks to the batch.
@@ -239,62 +283,86 @@ def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     full_load = [ev for ev in (as_configured or flipped) if ev.batch is None or ev.batch >= min(B, peak)]
     supporting = [ev for ev in full_load if has_slo(ev, wl) and not slo_break(ev, wl)]
 
-    evidence = _join(load_note, _cite(at_b) or f"no TTFT, TPOT or throughput measured at max-num-seqs {B}",
-                     _set_aside(set_aside))
+    evidence = _join(
+        load_note, _cite(at_b) or f"no TTFT, TPOT or throughput measured at max-num-seqs {B}", _set_aside(set_aside)
+    )
     # max-num-seqs caps a batch vLLM forms continuously from the requests that are there: it reserves
     # nothing and pads nothing, so a cap above the load schedules exactly the batches a cap at the load
     # would. Only a cap below the load changes anything (requests wait for a slot).
     oversized = B > OVERSIZED_BATCH * peak
     right_size = _pow2_at_least(peak)
-    diagnose = (f"split p99 TTFT at {fmt(peak)} concurrent requests into queue time and prefill time "
-                "(vLLM's vllm:request_queue_time_seconds and vllm:request_prefill_time_seconds) to find the "
-                "driver: long prompts, the chunked-prefill budget (max-num-batched-tokens), KV pressure and "
-                "preemption (vllm:num_preemptions), tokenization, or warm-up in the p99")
+    diagnose = (
+        f"split p99 TTFT at {fmt(peak)} concurrent requests into queue time and prefill time "
+        "(vLLM's vllm:request_queue_time_seconds and vllm:request_prefill_time_seconds) to find the "
+        "driver: long prompts, the chunked-prefill budget (max-num-batched-tokens), KV pressure and "
+        "preemption (vllm:num_preemptions), tokenization, or warm-up in the p99"
+    )
 
     if blame_spec:
-        reason = (f"max-num-seqs {B} meets the SLO with speculative decoding "
-                  f"{'off' if cfg.speculative else 'on'} at this batch; the miss belongs to the speculative "
-                  "decoding setting (see that finding).")
-        return Finding("batching", "justified", reason, evidence,
-                       "keep max-num-seqs; fix speculative decoding.", setting)
+        reason = (
+            f"max-num-seqs {B} meets the SLO with speculative decoding "
+            f"{'off' if cfg.speculative else 'on'} at this batch; the miss belongs to the speculative "
+            "decoding setting (see that finding)."
+        )
+        return Finding(
+            "batching", "justified", reason, evidence, "keep max-num-seqs; fix speculative decoding.", setting
+        )
 
     if breaks and B < peak:
-        reason = (f"max-num-seqs {B} is wrong: {fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait "
-                  f"in the queue for a batch slot, and the measured {breaks[0][1]}.")
+        reason = (
+            f"max-num-seqs {B} is wrong: {fmt(peak - B)} of the peak's {fmt(peak)} concurrent requests wait "
+            f"in the queue for a batch slot, and the measured {breaks[0][1]}."
+        )
         return Finding("batching", "wrong", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
 
     if breaks:
-        reason = (f"the measured {breaks[0][1]}, but max-num-seqs {B} never binds at a peak of {fmt(peak)} "
-                  f"concurrent requests, so the cap is not the cause: a cap of {right_size} would schedule the "
-                  "same batches" + (f", and nothing about the workload chose {B} either" if oversized else "") + ".")
-        return Finding("batching", "unjustified", reason, evidence,
-                       diagnose + "; lowering max-num-seqs changes nothing at this load.", setting)
+        reason = (
+            f"the measured {breaks[0][1]}, but max-num-seqs {B} never binds at a peak of {fmt(peak)} "
+            f"concurrent requests, so the cap is not the cause: a cap of {right_size} would schedule the "
+            "same batches" + (f", and nothing about the workload chose {B} either" if oversized else "") + "."
+        )
+        return Finding(
+            "batching",
+            "unjustified",
+            reason,
+            evidence,
+            diagnose + "; lowering max-num-seqs changes nothing at this load.",
+            setting,
+        )
 
     if B < peak and not supporting:
         queued = peak - B
-        reason = (f"max-num-seqs {B} is below the peak of {fmt(peak)} concurrent requests, so {fmt(queued)} wait "
-                  "in the queue at peak, and no TTFT measured at peak load shows that the SLO survives it.")
+        reason = (
+            f"max-num-seqs {B} is below the peak of {fmt(peak)} concurrent requests, so {fmt(queued)} wait "
+            "in the queue at peak, and no TTFT measured at peak load shows that the SLO survives it."
+        )
         return Finding("batching", "unjustified", reason, evidence, _capacity_fix(cfg, wl, f) + ".", setting)
 
     if not supporting:
         if oversized:
-            reason = (f"max-num-seqs {B} is {B / peak:.0f}x the {load_note}: the cap never binds, so it costs "
-                      "nothing at this load (vLLM pads no batch), but nothing about the workload chose it, and no "
-                      "TTFT or TPOT measured at this load is cited against the SLO.")
-            fix = (f"measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them; size the cap to a "
-                   f"load you expect (about {right_size} for this peak) only if it is meant to bound an overload.")
+            reason = (
+                f"max-num-seqs {B} is {B / peak:.0f}x the {load_note}: the cap never binds, so it costs "
+                "nothing at this load (vLLM pads no batch), but nothing about the workload chose it, and no "
+                "TTFT or TPOT measured at this load is cited against the SLO."
+            )
+            fix = (
+                f"measure p99 TTFT and TPOT with {fmt(peak)} concurrent requests and cite them; size the cap to a "
+                f"load you expect (about {right_size} for this peak) only if it is meant to bound an overload."
+            )
             return Finding("batching", "unjustified", reason, evidence, fix, setting)
-        reason = (f"max-num-seqs {B} fits the {load_note}, but no TTFT or TPOT measured at this batch "
-                  "and load is cited against the SLO.")
-        fix = (f"measure p99 TTFT and TPOT at max-num-seqs {B} with {fmt(peak)} concurrent requests "
-               "and cite them.")
+        reason = (
+            f"max-num-seqs {B} fits the {load_note}, but no TTFT or TPOT measured at this batch "
+            "and load is cited against the SLO."
+        )
+        fix = f"measure p99 TTFT and TPOT at max-num-seqs {B} with {fmt(peak)} concurrent requests and cite them."
         return Finding("batching", "unjustified", reason, evidence, fix, setting)
 
     measured = ", ".join(describe_value(ev.metric, ev.value) for ev in supporting)
     verb = "meets" if len(supporting) == 1 else "meet"
     reason = f"max-num-seqs {B} matches the {load_note}, and the measured {measured} at this batch {verb} the SLO."
-    return Finding("batching", "justified", reason, evidence,
-                   "none; re-measure when the peak concurrency changes.", setting)
+    return Finding(
+        "batching", "justified", reason, evidence, "none; re-measure when the peak concurrency changes.", setting
+    )
 
 
 def _capacity_fix(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> str:
@@ -303,19 +371,24 @@ def _capacity_fix(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> str:
     fits = int(f.kv_budget_gb / per_seq_gb) if per_seq_gb > 0 and f.kv_budget_gb > 0 else 0
     peak = f.peak_per_replica
     if fits >= peak:
-        return (f"raise max-num-seqs to {_pow2_at_least(peak)}: the KV cache holds about {fmt(fits)} sequences "
-                f"of {fmt(f.mean_request_tokens)} tokens; then re-measure p99 TTFT at {fmt(peak)} concurrent requests")
+        return (
+            f"raise max-num-seqs to {_pow2_at_least(peak)}: the KV cache holds about {fmt(fits)} sequences "
+            f"of {fmt(f.mean_request_tokens)} tokens; then re-measure p99 TTFT at {fmt(peak)} concurrent requests"
+        )
     if fits < 1:
         return "the KV cache has no room for the batch: see gpu_memory_utilization and parallelism"
     replicas = math.ceil(wl.concurrency.peak / fits)
     per_replica = math.ceil(wl.concurrency.peak / replicas)
-    return (f"one replica's KV cache holds about {fmt(fits)} sequences of {fmt(f.mean_request_tokens)} tokens, "
-            f"fewer than the peak of {fmt(wl.concurrency.peak)}: serve it with {replicas} replicas "
-            f"(data-parallel-size {replicas}, or more GPUs) at max-num-seqs {per_replica} each, "
-            "then re-measure p99 TTFT at peak")
+    return (
+        f"one replica's KV cache holds about {fmt(fits)} sequences of {fmt(f.mean_request_tokens)} tokens, "
+        f"fewer than the peak of {fmt(wl.concurrency.peak)}: serve it with {replicas} replicas "
+        f"(data-parallel-size {replicas}, or more GPUs) at max-num-seqs {per_replica} each, "
+        "then re-measure p99 TTFT at peak"
+    )
 
 
 # --- 2. quantization --------------------------------------------------------------
+
 
 def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
@@ -325,17 +398,27 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
         # ModelConfig._verify_quantization (vllm/config/model.py): a quantization argument that differs
         # from the checkpoint's quantization_config stops vLLM at start.
         setting = cfg.knob("quantization", cfg.quantization)
-        reason = (f"the checkpoint is already quantized ({cfg.quantization_mismatch}, its quantization_config) and "
-                  f"quantization {cfg.quantization} names another method, so vLLM refuses to start.")
+        reason = (
+            f"the checkpoint is already quantized ({cfg.quantization_mismatch}, its quantization_config) and "
+            f"quantization {cfg.quantization} names another method, so vLLM refuses to start."
+        )
         evidence = f"checkpoint quantization_config: {cfg.quantization_mismatch}; weights {gb(f.weight_gb)}"
-        return Finding("quantization", "wrong", reason, evidence,
-                       "delete quantization: vLLM reads the checkpoint's own method.", setting)
+        return Finding(
+            "quantization",
+            "wrong",
+            reason,
+            evidence,
+            "delete quantization: vLLM reads the checkpoint's own method.",
+            setting,
+        )
     if cfg.quantization is None and kv_quantized:
         return _check_kv_quantization(cfg, wl, f)
     if cfg.quantization is None:
         setting = cfg.knob("quantization", "none")
-        reason = (f"weights are served unquantized in {cfg.weight_dtype}, and the KV cache in "
-                  f"{cfg.kv_cache_dtype}, so there is no accuracy trade to justify.")
+        reason = (
+            f"weights are served unquantized in {cfg.weight_dtype}, and the KV cache in "
+            f"{cfg.kv_cache_dtype}, so there is no accuracy trade to justify."
+        )
         evidence = f"weights {gb(f.weight_gb)} in {cfg.weight_dtype}"
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
@@ -346,14 +429,15 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
         setting = f"quantization {q} (from the model id {cfg.model_name})"
     else:
         setting = cfg.knob("quantization", q)
-    memory = (f"{q} stores weights in {cfg.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} "
-              f"in {cfg.dtype}")
+    memory = f"{q} stores weights in {cfg.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} in {cfg.dtype}"
     if kv_quantized:
         memory += f"; the KV cache is {cfg.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.kv_cache_dtype)})"
     what = q if not kv_quantized else f"{q} weights with the KV cache in {cfg.kv_cache_dtype}"
     if cfg.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
-        reason = (f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
-                  "no unquantized original whose accuracy it trades away.")
+        reason = (
+            f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
+            "no unquantized original whose accuracy it trades away."
+        )
         return Finding("quantization", "justified", reason, memory, "none.", setting)
     task = wl.task or "this workload's task"
     quantized, baseline, set_aside, drops, q_acc = _accuracy_evidence(cfg, wl, f, "quantization", q, {"none"}, "")
@@ -364,33 +448,49 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
     if drops:
         drop = max(drops)
         if tolerance is not None and drop > tolerance:
-            reason = (f"{q} costs {_points(drop)} of accuracy on {task}, more than the {_points(tolerance)} "
-                      "the workload tolerates.")
-            fix = (f"serve {cfg.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
-                   f"measuring accuracy on {task} at batch {cfg.max_num_seqs}.")
+            reason = (
+                f"{q} costs {_points(drop)} of accuracy on {task}, more than the {_points(tolerance)} "
+                "the workload tolerates."
+            )
+            fix = (
+                f"serve {cfg.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
+                f"measuring accuracy on {task} at batch {cfg.max_num_seqs}."
+            )
             return Finding("quantization", "wrong", reason, evidence, fix, setting)
         limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
         reason = f"{q} costs a measured {_points(drop)} of accuracy on {task} at this batch{limit}."
-        fix = "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        fix = (
+            "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        )
         return Finding("quantization", "justified", reason, evidence, fix, setting)
     if q_acc and floor is not None:
         worst = min(ev.value for ev in q_acc)
         if worst < floor:
             reason = f"{q} scores {fmt(worst)}% on {task}, under the {fmt(floor)}% the workload requires."
-            return Finding("quantization", "wrong", reason, evidence,
-                           f"serve {cfg.dtype} weights or an 8-bit scheme and re-measure.", setting)
+            return Finding(
+                "quantization",
+                "wrong",
+                reason,
+                evidence,
+                f"serve {cfg.dtype} weights or an 8-bit scheme and re-measure.",
+                setting,
+            )
         reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    reason = (f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}"
-              + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
-    fix = (f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
-           "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop).")
+    reason = f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}" + (
+        " (the numbers cited were measured elsewhere)." if set_aside else "."
+    )
+    fix = (
+        f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
+        "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop)."
+    )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
-def _accuracy_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, key: str, served: str, baselines: set[str],
-                       label: str) -> tuple[list, list, list, list[float], list]:
+def _accuracy_evidence(
+    cfg: ServingConfig, wl: WorkloadSpec, f: Facts, key: str, served: str, baselines: set[str], label: str
+) -> tuple[list, list, list, list[float], list]:
     """The workload's accuracy evidence for one accuracy-trading setting (`key`, served as `served`): measured
     with it, baseline (measured with one of `baselines`), set aside (measured elsewhere, with why); then the
     drops it shows (cited, or baseline minus served) and the accuracies measured with it."""
@@ -423,59 +523,89 @@ def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fi
     kv = cfg.kv_cache_dtype
     setting = cfg.knob("kv-cache-dtype", kv)
     full = cfg.model.kv_bytes(f.mean_request_tokens, f.running_batch_peak, cfg.dtype, cfg.tensor_parallel_size) / 1e9
-    memory = (f"a {kv} KV cache holds {fmt(f.kv_bytes_per_token)} B per token: {gb(f.kv_gb_peak)} at the peak "
-              f"instead of {gb(full)} in {cfg.dtype}")
+    memory = (
+        f"a {kv} KV cache holds {fmt(f.kv_bytes_per_token)} B per token: {gb(f.kv_gb_peak)} at the peak "
+        f"instead of {gb(full)} in {cfg.dtype}"
+    )
     task = wl.task or "this workload's task"
-    quantized, baseline, set_aside, drops, _ = _accuracy_evidence(cfg, wl, f, "kv-cache-dtype", kv,
-                                                                  {"auto", _canon(cfg.dtype)}, "kv-cache-dtype ")
-    evidence = _join(memory, _cite(quantized + baseline) or f"no accuracy measured on {task} with a {kv} KV cache",
-                     _set_aside(set_aside))
+    quantized, baseline, set_aside, drops, _ = _accuracy_evidence(
+        cfg, wl, f, "kv-cache-dtype", kv, {"auto", _canon(cfg.dtype)}, "kv-cache-dtype "
+    )
+    evidence = _join(
+        memory,
+        _cite(quantized + baseline) or f"no accuracy measured on {task} with a {kv} KV cache",
+        _set_aside(set_aside),
+    )
     tolerance = wl.slo.max_accuracy_drop
     if drops:
         drop = max(drops)
         if tolerance is not None and drop > tolerance:
-            reason = (f"a {kv} KV cache costs {_points(drop)} of accuracy on {task}, more than the "
-                      f"{_points(tolerance)} the workload tolerates.")
-            return Finding("quantization", "wrong", reason, evidence,
-                           f"keep the KV cache in {cfg.dtype} (kv-cache-dtype auto) and find the memory "
-                           "elsewhere (more GPUs, a lower max-num-seqs).", setting)
+            reason = (
+                f"a {kv} KV cache costs {_points(drop)} of accuracy on {task}, more than the "
+                f"{_points(tolerance)} the workload tolerates."
+            )
+            return Finding(
+                "quantization",
+                "wrong",
+                reason,
+                evidence,
+                f"keep the KV cache in {cfg.dtype} (kv-cache-dtype auto) and find the memory "
+                "elsewhere (more GPUs, a lower max-num-seqs).",
+                setting,
+            )
         limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
         reason = f"a {kv} KV cache costs a measured {_points(drop)} of accuracy on {task} at this batch{limit}."
-        fix = "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        fix = (
+            "none." if tolerance is not None else "state the accuracy drop the task tolerates (slo.max-accuracy-drop)."
+        )
         return Finding("quantization", "justified", reason, evidence, fix, setting)
-    reason = (f"kv-cache-dtype {kv} quantizes the KV cache, an accuracy trade like quantized weights, and no "
-              f"accuracy on {task} was measured with it" + (" (the numbers cited were measured elsewhere)." if set_aside else "."))
-    fix = (f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.max_num_seqs}, cite "
-           "both, and state the drop the task tolerates (slo.max-accuracy-drop); or set kv-cache-dtype auto.")
+    reason = (
+        f"kv-cache-dtype {kv} quantizes the KV cache, an accuracy trade like quantized weights, and no "
+        f"accuracy on {task} was measured with it"
+        + (" (the numbers cited were measured elsewhere)." if set_aside else ".")
+    )
+    fix = (
+        f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.max_num_seqs}, cite "
+        "both, and state the drop the task tolerates (slo.max-accuracy-drop); or set kv-cache-dtype auto."
+    )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
 
 
 # --- 3. parallelism ---------------------------------------------------------------
 
+
 def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary."""
     tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
     gpn, hw = cfg.gpus_per_node, cfg.hardware
-    setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (f" x data-parallel-size {dp}" if dp > 1 else "")
+    setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (
+        f" x data-parallel-size {dp}" if dp > 1 else ""
+    )
     if cfg.expert_parallel and cfg.model.is_moe:
         setting += " with enable-expert-parallel"
     need = f.rank_weight_gb + f.kv_gb_peak
     fits_one = need <= f.capacity_gb_per_gpu
     layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
-    memory = (f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
-              f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
-              f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica"
-              + (f", {gb(need / f.shards)} on each of its TP {tp} x PP {pp} GPUs" if f.shards > 1 else "")
-              + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}")
+    memory = (
+        f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
+        f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
+        f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica"
+        + (f", {gb(need / f.shards)} on each of its TP {tp} x PP {pp} GPUs" if f.shards > 1 else "")
+        + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}"
+    )
     suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg)
 
     if f.gpus_used > f.gpus_available:
-        reason = (f"{setting} needs {f.gpus_used} GPUs but the deployment has {f.gpus_available} ({layout}): "
-                  "the model is split over GPUs that do not exist, and vLLM will not start.")
+        reason = (
+            f"{setting} needs {f.gpus_used} GPUs but the deployment has {f.gpus_available} ({layout}): "
+            "the model is split over GPUs that do not exist, and vLLM will not start."
+        )
         return Finding("parallelism", "wrong", reason, _join(f"{layout}", memory), suggestion, setting)
     if cfg.model.num_heads % tp:
-        reason = (f"tensor-parallel-size {tp} does not divide the model's {cfg.model.num_heads} attention heads, "
-                  "so vLLM refuses to shard it.")
+        reason = (
+            f"tensor-parallel-size {tp} does not divide the model's {cfg.model.num_heads} attention heads, "
+            "so vLLM refuses to shard it."
+        )
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if pp > cfg.model.num_layers:
         reason = f"pipeline-parallel-size {pp} exceeds the model's {cfg.model.num_layers} layers."
@@ -484,45 +614,92 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         # vLLM runs tensor parallelism across nodes (Ray or multiprocessing over the network): it starts,
         # and is slow, so without a measurement it is unjustified, not wrong.
         slower = hw.interconnect_gb_s / cfg.internode_gb_s if cfg.internode_gb_s else float("inf")
-        measured = [ev for ev in wl.evidence if ev.metric in LOAD_METRICS and has_slo(ev, wl)
-                    and ev.setting.get("tensor-parallel-size") == tp and not slo_break(ev, wl)
-                    and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)] if wl is not None else []
-        reason = (f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
-                  f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
-                  f"NVLink ({slower:.0f}x slower)")
+        measured = (
+            [
+                ev
+                for ev in wl.evidence
+                if ev.metric in LOAD_METRICS
+                and has_slo(ev, wl)
+                and ev.setting.get("tensor-parallel-size") == tp
+                and not slo_break(ev, wl)
+                and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)
+            ]
+            if wl is not None
+            else []
+        )
+        reason = (
+            f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
+            f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
+            f"NVLink ({slower:.0f}x slower)"
+        )
         inside = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
-        fix = "keep tensor parallelism inside a node: " + _parallel_layout(need, f.capacity_gb_per_gpu, gpn,
-                                                                          cfg.nodes, cfg.model, cfg)
+        fix = "keep tensor parallelism inside a node: " + _parallel_layout(
+            need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg
+        )
         if measured and (inside is None or inside[0] * inside[1] >= f.shards):
-            return Finding("parallelism", "justified", reason + ", and the SLO measured at this layout is met.",
-                           _join(layout, memory, _cite(measured)), "none.", setting)
+            return Finding(
+                "parallelism",
+                "justified",
+                reason + ", and the SLO measured at this layout is met.",
+                _join(layout, memory, _cite(measured)),
+                "none.",
+                setting,
+            )
         if measured:
-            reason += (f"; the SLO measured at TP {tp} is met, but tensor-parallel-size {inside[0]}"
-                       + (f" x pipeline-parallel-size {inside[1]}" if inside[1] > 1 else "")
-                       + " holds the model without crossing the network, and no measurement shows it misses the SLO.")
-            return Finding("parallelism", "unjustified", reason, _join(layout, memory, _cite(measured)),
-                           fix + f" Or cite p99 TPOT there against TP {tp} showing that only TP {tp} meets the SLO.",
-                           setting)
-        return Finding("parallelism", "unjustified", reason + "; no measurement shows the SLO met this way.",
-                       _join(layout, memory), fix + f" Or cite p99 TPOT and TTFT measured at TP {tp} across nodes "
-                       "that meet the SLO.", setting)
+            reason += (
+                f"; the SLO measured at TP {tp} is met, but tensor-parallel-size {inside[0]}"
+                + (f" x pipeline-parallel-size {inside[1]}" if inside[1] > 1 else "")
+                + " holds the model without crossing the network, and no measurement shows it misses the SLO."
+            )
+            return Finding(
+                "parallelism",
+                "unjustified",
+                reason,
+                _join(layout, memory, _cite(measured)),
+                fix + f" Or cite p99 TPOT there against TP {tp} showing that only TP {tp} meets the SLO.",
+                setting,
+            )
+        return Finding(
+            "parallelism",
+            "unjustified",
+            reason + "; no measurement shows the SLO met this way.",
+            _join(layout, memory),
+            fix + f" Or cite p99 TPOT and TTFT measured at TP {tp} across nodes that meet the SLO.",
+            setting,
+        )
     if not f.weights_fit:
-        reason = (f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
-                  f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives.")
+        reason = (
+            f"the model does not fit: its weights alone ({gb(f.rank_weight_gb)} per replica) exceed the "
+            f"{gb(f.capacity_gb_per_gpu * f.shards)} that {setting} gives."
+        )
         return Finding("parallelism", "wrong", reason, memory, suggestion, setting)
     if need > f.capacity_gb_per_gpu * f.shards:
         # The weights fit; what does not is the peak's KV cache. That is a batching and memory
         # finding (gpu_memory_utilization), not a reason to call the split wrong.
-        reason = (f"{setting} holds the {gb(f.rank_weight_gb)} of weights per replica; the KV cache that is short of the "
-                  f"peak is reviewed under gpu_memory_utilization.")
-        return Finding("parallelism", "justified", reason, memory,
-                       "none here; see gpu_memory_utilization for the KV cache.", setting)
+        reason = (
+            f"{setting} holds the {gb(f.rank_weight_gb)} of weights per replica; the KV cache that is short of the "
+            f"peak is reviewed under gpu_memory_utilization."
+        )
+        return Finding(
+            "parallelism",
+            "justified",
+            reason,
+            memory,
+            "none here; see gpu_memory_utilization for the KV cache.",
+            setting,
+        )
 
     if f.expert_parallel_size > f.shards:
-        how = "expert parallelism shards" if cfg.expert_parallel else "vLLM shards (tensor-parallel across the data-parallel ranks)"
-        reason = (f"{how} the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
-                  f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
-                  f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}.")
+        how = (
+            "expert parallelism shards"
+            if cfg.expert_parallel
+            else "vLLM shards (tensor-parallel across the data-parallel ranks)"
+        )
+        reason = (
+            f"{how} the experts over {f.expert_parallel_size} GPUs, so each data-parallel "
+            f"rank holds {gb(f.rank_weight_gb)} of the {gb(f.weight_gb)} of weights and its peak KV cache "
+            f"({gb(need)}) within {gb(f.capacity_gb_per_gpu * f.shards)}."
+        )
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
     if f.shards == 1:
         reason = f"no parallelism is needed: the model and its peak KV cache fit on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)})."
@@ -533,8 +710,10 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     fewest_layout = (1, 1) if fits_one else (smaller if smaller and smaller[0] * smaller[1] < f.shards else None)
     fewest = fewest_layout[0] * fewest_layout[1] if fewest_layout else None
     if fewest is None:
-        reason = (f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
-                  f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)}).")
+        reason = (
+            f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
+            f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)})."
+        )
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
 
     # It fits on fewer GPUs: splitting it further must be answering a latency bottleneck someone measured.
@@ -555,26 +734,40 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     evidence = _join(memory, _cite(ours + smaller), _set_aside(set_aside))
     if misses_smaller and meets_ours:
         where = "one GPU" if fewest == 1 else f"{fewest} GPUs"
-        reason = (f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
-                  f"TP {tp} show the split buys latency the workload needs.")
+        reason = (
+            f"the model fits on {where}, but the measured SLO miss at smaller TP and the SLO met at "
+            f"TP {tp} show the split buys latency the workload needs."
+        )
         return Finding("parallelism", "justified", reason, evidence, "none.", setting)
     small_tp, small_pp = fewest_layout
-    cost = ("a wider all-reduce per layer" if pp == 1 else
-            "more pipeline stages (each a hand-off between GPUs and idle time while the stages fill)" if tp == small_tp
-            else "a wider all-reduce per layer and more pipeline stages")
+    cost = (
+        "a wider all-reduce per layer"
+        if pp == 1
+        else "more pipeline stages (each a hand-off between GPUs and idle time while the stages fill)"
+        if tp == small_tp
+        else "a wider all-reduce per layer and more pipeline stages"
+    )
     if fewest == 1:
-        reason = (f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
-                  f"{cost} for a latency bottleneck no measurement shows.")
+        reason = (
+            f"the model fits on one {hw.name} ({need:.1f} of {gb(f.capacity_gb_per_gpu)}), so {setting} pays "
+            f"{cost} for a latency bottleneck no measurement shows."
+        )
     else:
-        reason = (f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
-                  f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays {cost} for a "
-                  "latency bottleneck no measurement shows.")
-    smaller_setting = f"tensor-parallel-size {small_tp}" + (f" x pipeline-parallel-size {small_pp}" if small_pp > 1 else "")
+        reason = (
+            f"weights and the peak's KV cache ({gb(need)}) fit on {fewest} {hw.name} "
+            f"({gb(f.capacity_gb_per_gpu * fewest)}), so {setting} pays {cost} for a "
+            "latency bottleneck no measurement shows."
+        )
+    smaller_setting = f"tensor-parallel-size {small_tp}" + (
+        f" x pipeline-parallel-size {small_pp}" if small_pp > 1 else ""
+    )
     copies = f.shards // fewest
-    serve = (f"serve {copies} replicas at {smaller_setting} (data parallel)" if copies > 1 else
-             f"serve one replica at {smaller_setting} on {fewest} of the GPUs")
-    fix = (f"{serve}, or cite p99 TPOT at {smaller_setting} against {setting} showing that only "
-           f"{setting} meets the SLO.")
+    serve = (
+        f"serve {copies} replicas at {smaller_setting} (data parallel)"
+        if copies > 1
+        else f"serve one replica at {smaller_setting} on {fewest} of the GPUs"
+    )
+    fix = f"{serve}, or cite p99 TPOT at {smaller_setting} against {setting} showing that only {setting} meets the SLO."
     return Finding("parallelism", "unjustified", reason, evidence, fix, setting)
 
 
@@ -589,11 +782,14 @@ def weights_line(cfg: ServingConfig, f: Facts) -> str:
     # vLLM 0.32 shards the experts over TP x DP with or without expert parallelism
     # (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py).
     group = "expert-parallel group" if cfg.expert_parallel else "MoE tensor-parallel group (no enable-expert-parallel)"
-    return (f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
-            f"{group} of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
-            f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
-            f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
-            + (f" + draft {gb(draft)}" if draft else "") + f" = {gb(f.rank_weight_gb)} per rank")
+    return (
+        f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
+        f"{group} of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+        f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
+        f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
+        + (f" + draft {gb(draft)}" if draft else "")
+        + f" = {gb(f.rank_weight_gb)} per rank"
+    )
 
 
 def memory_savers(cfg: ServingConfig) -> list[str]:
@@ -616,8 +812,13 @@ def _smallest_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
     total = gpn * nodes
 
     def fitting(tps, pps):
-        return [(tp * pp, -tp, tp, pp) for tp in tps if model.num_heads % tp == 0
-                for pp in pps if pp <= model.num_layers and tp * pp <= total and tp * pp * capacity >= need]
+        return [
+            (tp * pp, -tp, tp, pp)
+            for tp in tps
+            if model.num_heads % tp == 0
+            for pp in pps
+            if pp <= model.num_layers and tp * pp <= total and tp * pp * capacity >= need
+        ]
 
     # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node.
     layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
@@ -625,8 +826,9 @@ def _smallest_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
     return min(layouts)[2:] if layouts else None
 
 
-def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
-                     cfg: ServingConfig | None = None) -> str:
+def _parallel_layout(
+    need: float, capacity: float, gpn: int, nodes: int, model, cfg: ServingConfig | None = None
+) -> str:
     """The smallest layout that holds the model: TP inside a node (dividing the heads), PP for the rest."""
     total = gpn * nodes
     layout = _smallest_layout(need, capacity, gpn, nodes, model)
@@ -636,22 +838,31 @@ def _parallel_layout(need: float, capacity: float, gpn: int, nodes: int, model,
         if weights > total * capacity:  # a smaller batch or KV cache cannot help: the weights alone do not fit
             savers = [s for s in savers if s == "quantize the weights"]
             where = f"all {total} GPUs hold" if total > 1 else "the one GPU holds"
-            return (f"the weights alone need {gb(weights)} and {where} {gb(total * capacity)}: "
-                    f"{_or(savers + ['add GPUs'])}.")
-        return (f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
-                f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}.")
+            return (
+                f"the weights alone need {gb(weights)} and {where} {gb(total * capacity)}: "
+                f"{_or(savers + ['add GPUs'])}."
+            )
+        return (
+            f"the model needs {gb(need)} and all {total} GPUs hold {gb(total * capacity)}: "
+            f"{_or(savers + ['lower max-num-seqs', 'add GPUs'])}."
+        )
     tp, pp = layout
     gpus = tp * pp
     if pp == 1:
         replicas = total // tp
-        more = f"; the {total} GPUs then serve {replicas} replicas (data-parallel-size {replicas})" if replicas > 1 else ""
+        more = (
+            f"; the {total} GPUs then serve {replicas} replicas (data-parallel-size {replicas})" if replicas > 1 else ""
+        )
         return f"use tensor-parallel-size {tp}, the smallest that holds {gb(need)} at {gb(capacity)} per GPU{more}."
     where = "inside one node" if gpus <= gpn else "inside each node, pipeline stages across nodes"
-    return (f"use tensor-parallel-size {tp} and pipeline-parallel-size {pp} ({where}): {gpus} GPUs hold "
-            f"{gb(need)} at {gb(capacity)} each.")
+    return (
+        f"use tensor-parallel-size {tp} and pipeline-parallel-size {pp} ({where}): {gpus} GPUs hold "
+        f"{gb(need)} at {gb(capacity)} each."
+    )
 
 
 # --- 4. speculative decoding -------------------------------------------------------
+
 
 def _moe_ridge_note(f: Facts) -> str:
     """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
@@ -749,14 +960,31 @@ def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArith
     """The arithmetic for the speculation in force (k = 0 where it is off)."""
     hw, ridge = cfg.hardware, f.ridge_tokens_per_step
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
-    ridge_text = (f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
-                  f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
-                  f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
-                  f"{_moe_ridge_note(f)})")
+    ridge_text = (
+        f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
+        f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
+        f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
+        f"{_moe_ridge_note(f)})"
+    )
     spec = cfg.spec
     if spec is None:
-        return SpecArithmetic(ridge, ridge_text, 0, 0, 0, b_peak, int(ridge), 1.0, int(ridge), ridge, False, "", "", "",
-                              f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}")
+        return SpecArithmetic(
+            ridge,
+            ridge_text,
+            0,
+            0,
+            0,
+            b_peak,
+            int(ridge),
+            1.0,
+            int(ridge),
+            ridge,
+            False,
+            "",
+            "",
+            "",
+            f"at batch {b_peak} a decode step carries {b_peak} tokens; {ridge_text}",
+        )
     k = spec.num_speculative_tokens
     k_peak, k_typ = spec.k_at(b_peak), spec.k_at(b_typ)
     step_peak = b_peak * (k_peak + 1)
@@ -766,26 +994,50 @@ def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArith
     # paying near batch ridge x E / (k+1), not at the ridge batch (simulate.py adds the overheads).
     expected = expected_tokens_per_step(ASSUMED_ACCEPTANCE, k)
     break_even = int(ridge * expected / (k + 1))
-    break_even_peak = ridge * expected_tokens_per_step(ASSUMED_ACCEPTANCE, k_peak) / (k_peak + 1) if k_peak else math.inf
-    tokens = (f"at batch {b_peak} each verify step carries {b_peak} x ({k_peak}+1) = {fmt(step_peak)} tokens; "
-              f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover} and, keeping "
-              f"E = {expected:.2f} of {k + 1} tokens per sequence (acceptance {ASSUMED_ACCEPTANCE} assumed; vLLM "
-              f"logs yours as the mean acceptance length), stops paying near batch {break_even} "
-              f"(ridge x E / (k+1))")
+    break_even_peak = (
+        ridge * expected_tokens_per_step(ASSUMED_ACCEPTANCE, k_peak) / (k_peak + 1) if k_peak else math.inf
+    )
+    tokens = (
+        f"at batch {b_peak} each verify step carries {b_peak} x ({k_peak}+1) = {fmt(step_peak)} tokens; "
+        f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover} and, keeping "
+        f"E = {expected:.2f} of {k + 1} tokens per sequence (acceptance {ASSUMED_ACCEPTANCE} assumed; vLLM "
+        f"logs yours as the mean acceptance length), stops paying near batch {break_even} "
+        f"(ridge x E / (k+1))"
+    )
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
     load_varies = wl.concurrency.typical != wl.concurrency.peak
     adaptive_helps = load_varies and not spec.adaptive and b_typ * 2 <= ridge < b_peak * (k + 1)
-    no_adaptive = (f" (a per-batch k would not help: even the typical batch of {b_typ} is past the ridge "
-                   "with one draft token)" if load_varies and not adaptive_helps and not spec.adaptive else "")
+    no_adaptive = (
+        f" (a per-batch k would not help: even the typical batch of {b_typ} is past the ridge with one draft token)"
+        if load_varies and not adaptive_helps and not spec.adaptive
+        else ""
+    )
     schedule = adaptive_schedule(k, ridge, cfg.max_num_seqs)
-    adaptive_fix = (f"where load varies from {fmt(wl.concurrency.typical)} to {fmt(wl.concurrency.peak)} requests, "
-                    f"let k follow the batch: num_speculative_tokens_per_batch_size: {schedule}, and measure "
-                    "it on and off at both loads (on some builds the speculative machinery costs throughput "
-                    "even at k=0)")
+    adaptive_fix = (
+        f"where load varies from {fmt(wl.concurrency.typical)} to {fmt(wl.concurrency.peak)} requests, "
+        f"let k follow the batch: num_speculative_tokens_per_batch_size: {schedule}, and measure "
+        "it on and off at both loads (on some builds the speculative machinery costs throughput "
+        "even at k=0)"
+    )
     measure_fix = f"measure output tok/s and p99 TPOT with speculation on and off at batch {b_peak} and cite both"
-    return SpecArithmetic(ridge, ridge_text, k, k_peak, k_typ, step_peak, crossover, expected, break_even,
-                          break_even_peak, adaptive_helps, no_adaptive, adaptive_fix, measure_fix, tokens)
+    return SpecArithmetic(
+        ridge,
+        ridge_text,
+        k,
+        k_peak,
+        k_typ,
+        step_peak,
+        crossover,
+        expected,
+        break_even,
+        break_even_peak,
+        adaptive_helps,
+        no_adaptive,
+        adaptive_fix,
+        measure_fix,
+        tokens,
+    )
 
 
 def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
@@ -795,22 +1047,39 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
     math_ = spec_arithmetic(cfg, wl, f)
     evidence = _join(math_.tokens, _cite(ev.cited), _set_aside(ev.set_aside))
     if cfg.spec is None:
-        setting = cfg.knob("speculative-config", "off") if "speculative-config" in cfg.set_keys else "speculative decoding off"
+        setting = (
+            cfg.knob("speculative-config", "off")
+            if "speculative-config" in cfg.set_keys
+            else "speculative decoding off"
+        )
         return Finding("speculative_decoding", evidence=evidence, setting=setting, **spec_off_verdict(wl, f, ev, math_))
     setting = cfg.knob("speculative-config", f"{{{cfg.spec.describe()}}}")
     draft = draft_spec(cfg)
     if draft is not None and cfg.spec.method in ("eagle", "eagle3") and draft.hidden_size != cfg.model.hidden_size:
         # An EAGLE head reads the target's hidden states: its fc layer takes target_hidden_size (its own
         # hidden_size unless the config says otherwise) per auxiliary state (vllm/model_executor/models/llama_eagle3.py).
-        reason = (f"the {cfg.spec.method} head {cfg.spec.draft_model} has hidden size {fmt(draft.hidden_size)} and "
-                  f"the target {cfg.model.name} {fmt(cfg.model.hidden_size)}: the head reads the target's hidden "
-                  "states, so it was trained for another base and cannot load against this one.")
-        return Finding("speculative_decoding", "wrong", reason, evidence,
-                       f"use an {cfg.spec.method} head trained for {cfg.model.name}, or turn speculation off.", setting)
+        reason = (
+            f"the {cfg.spec.method} head {cfg.spec.draft_model} has hidden size {fmt(draft.hidden_size)} and "
+            f"the target {cfg.model.name} {fmt(cfg.model.hidden_size)}: the head reads the target's hidden "
+            "states, so it was trained for another base and cannot load against this one."
+        )
+        return Finding(
+            "speculative_decoding",
+            "wrong",
+            reason,
+            evidence,
+            f"use an {cfg.spec.method} head trained for {cfg.model.name}, or turn speculation off.",
+            setting,
+        )
     if cfg.spec.draft_model and draft is None:
-        evidence = _join(evidence, f"the draft {cfg.spec.draft_model} is not in the catalogue, so its weights and KV "
-                                   "cache are not counted in the memory findings: leave room for them")
-    verdict = spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
+        evidence = _join(
+            evidence,
+            f"the draft {cfg.spec.draft_model} is not in the catalogue, so its weights and KV "
+            "cache are not counted in the memory findings: leave room for them",
+        )
+    verdict = (
+        spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
+    )
     return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
 
 
@@ -820,16 +1089,26 @@ def spec_off_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithm
     if ev.measured_pair:
         on, off = ev.tput["on"].value, ev.tput["off"].value
         if on > off * (1 + THROUGHPUT_NOISE):
-            return _vrf("unjustified", f"speculative decoding is off although it measured faster at batch {b_peak} "
-                                       f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.",
-                        "turn it on at this batch, or cite the measurement that kept it off.")
-        return _vrf("justified", f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs "
-                                 f"{fmt(off)} tok/s off.", "none.")
+            return _vrf(
+                "unjustified",
+                f"speculative decoding is off although it measured faster at batch {b_peak} "
+                f"({fmt(on)} vs {fmt(off)} tok/s), and no reason is cited.",
+                "turn it on at this batch, or cite the measurement that kept it off.",
+            )
+        return _vrf(
+            "justified",
+            f"off, and the measurement agrees: at batch {b_peak} it gives {fmt(on)} tok/s on vs {fmt(off)} tok/s off.",
+            "none.",
+        )
     fix = "none."
     if f.running_batch_typical < m.ridge and wl.slo.tpot_p99_ms is not None:
-        fix = (f"none needed; at batch {f.running_batch_typical} decode is memory-bound, so if TPOT is ever short "
-               "of the SLO, measure n-gram or draft speculation on and off at that batch.")
-    return _vrf("justified", "off: no verification work is added to any decode step, so there is nothing to justify.", fix)
+        fix = (
+            f"none needed; at batch {f.running_batch_typical} decode is memory-bound, so if TPOT is ever short "
+            "of the SLO, measure n-gram or draft speculation on and off at that batch."
+        )
+    return _vrf(
+        "justified", "off: no verification work is added to any decode step, so there is nothing to justify.", fix
+    )
 
 
 def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
@@ -842,23 +1121,41 @@ def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecA
     on_meets_tpot = "on" in ev.tpot and not slo_break(ev.tpot["on"], wl) and has_slo(ev.tpot["on"], wl)
     if change < -THROUGHPUT_NOISE:
         if off_misses_tpot and on_meets_tpot:
-            return _vrf("justified", f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} "
-                                     f"tok/s), but only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.",
-                        "none; revisit if the throughput floor tightens.")
-        reason = (f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
-                  f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + ".")
-        fix = ("turn speculative decoding off at this batch"
-               + (f"; {m.adaptive_fix}" if m.adaptive_helps else m.no_adaptive) + ".")
+            return _vrf(
+                "justified",
+                f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} "
+                f"tok/s), but only with it on does p99 TPOT meet the {fmt(wl.slo.tpot_p99_ms)} ms SLO.",
+                "none; revisit if the throughput floor tightens.",
+            )
+        reason = (
+            f"the measurement contradicts it: at batch {b_peak} speculation gives {fmt(on)} tok/s against "
+            f"{fmt(off)} tok/s off ({change:+.0%})" + (f", and {on_breaks[0]}" if on_breaks else "") + "."
+        )
+        fix = (
+            "turn speculative decoding off at this batch"
+            + (f"; {m.adaptive_fix}" if m.adaptive_helps else m.no_adaptive)
+            + "."
+        )
         return _vrf("wrong", reason, fix)
     if on_breaks:
-        return _vrf("wrong", f"with speculation on at batch {b_peak} the {on_breaks[0]}.",
-                    "re-tune k or turn it off, and re-measure against the SLO.")
+        return _vrf(
+            "wrong",
+            f"with speculation on at batch {b_peak} the {on_breaks[0]}.",
+            "re-tune k or turn it off, and re-measure against the SLO.",
+        )
     if m.adaptive_helps and b_typ not in ev.pairs:
-        return _vrf("unjustified", f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at "
-                                   f"the typical batch {b_typ} where most of the traffic runs.", m.adaptive_fix + ".")
-    return _vrf("justified", f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
-                             f"consistent with {fmt(m.step_peak)} tokens per step against a ridge of {fmt(m.ridge)}.",
-                "none; re-measure when the load or the draft changes.")
+        return _vrf(
+            "unjustified",
+            f"measured at the peak batch {b_peak} ({fmt(on)} vs {fmt(off)} tok/s), but not at "
+            f"the typical batch {b_typ} where most of the traffic runs.",
+            m.adaptive_fix + ".",
+        )
+    return _vrf(
+        "justified",
+        f"measured on and off at batch {b_peak}: {fmt(on)} vs {fmt(off)} tok/s ({change:+.0%}), "
+        f"consistent with {fmt(m.step_peak)} tokens per step against a ridge of {fmt(m.ridge)}.",
+        "none; re-measure when the load or the draft changes.",
+    )
 
 
 def spec_unmeasured_verdict(cfg: ServingConfig, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
@@ -866,30 +1163,46 @@ def spec_unmeasured_verdict(cfg: ServingConfig, f: Facts, ev: SpecEvidence, m: S
     b_peak, hw = f.running_batch_peak, cfg.hardware
     elsewhere = ev.elsewhere()
     if m.step_peak > m.ridge and b_peak > NEAR_BREAK_EVEN * m.break_even_peak:
-        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, {m.step_peak / m.ridge:.1f}x "
-                  f"the {hw.name}'s ridge of {fmt(m.ridge)}: verification is compute-bound above batch {m.crossover}, "
-                  f"and past the break-even near batch {m.break_even} the rejected tokens cost more than the accepted "
-                  f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
-                  f"batch says otherwise{elsewhere}.")
-        fix = (m.adaptive_fix if m.adaptive_helps else
-               f"turn speculative decoding off at batch {b_peak}, or {m.measure_fix}{m.no_adaptive}")
+        reason = (
+            f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, {m.step_peak / m.ridge:.1f}x "
+            f"the {hw.name}'s ridge of {fmt(m.ridge)}: verification is compute-bound above batch {m.crossover}, "
+            f"and past the break-even near batch {m.break_even} the rejected tokens cost more than the accepted "
+            f"ones save, so speculation lowers both fleet throughput and TPOT; no on/off measurement at this "
+            f"batch says otherwise{elsewhere}."
+        )
+        fix = (
+            m.adaptive_fix
+            if m.adaptive_helps
+            else f"turn speculative decoding off at batch {b_peak}, or {m.measure_fix}{m.no_adaptive}"
+        )
         return _vrf("wrong", reason, fix + ".")
     if m.step_peak > m.ridge:
-        where = (f"below the break-even near batch {m.break_even} speculation can still pay"
-                 if b_peak <= m.break_even_peak else
-                 f"this close to the break-even near batch {m.break_even}, overheads and the real acceptance "
-                 "rate decide whether it gains or loses a few percent")
-        reason = (f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, past the {hw.name}'s ridge "
-                  f"of {fmt(m.ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
-                  f"at this batch was not measured{elsewhere}.")
+        where = (
+            f"below the break-even near batch {m.break_even} speculation can still pay"
+            if b_peak <= m.break_even_peak
+            else f"this close to the break-even near batch {m.break_even}, overheads and the real acceptance "
+            "rate decide whether it gains or loses a few percent"
+        )
+        reason = (
+            f"at batch {b_peak} each verify step carries {fmt(m.step_peak)} tokens, past the {hw.name}'s ridge "
+            f"of {fmt(m.ridge)}, so verification costs FLOPs; but {where}, and throughput with it on and off "
+            f"at this batch was not measured{elsewhere}."
+        )
         return _vrf("unjustified", reason, (m.adaptive_fix if m.adaptive_helps else m.measure_fix) + ".")
     if m.k_peak == 0:
-        return _vrf("unjustified", f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative "
-                                   f"machinery still costs throughput there was not measured{elsewhere}.",
-                    m.measure_fix + ".")
-    return _vrf("unjustified", f"decode is memory-bound at batch {b_peak} ({fmt(m.step_peak)} tokens per step, under "
-                               f"the ridge of {fmt(m.ridge)}), so speculation may well help, but throughput with it on "
-                               f"and off at this batch was not measured{elsewhere}.", m.measure_fix + ".")
+        return _vrf(
+            "unjustified",
+            f"the schedule turns k to 0 at the peak batch {b_peak}, but whether the speculative "
+            f"machinery still costs throughput there was not measured{elsewhere}.",
+            m.measure_fix + ".",
+        )
+    return _vrf(
+        "unjustified",
+        f"decode is memory-bound at batch {b_peak} ({fmt(m.step_peak)} tokens per step, under "
+        f"the ridge of {fmt(m.ridge)}), so speculation may well help, but throughput with it on "
+        f"and off at this batch was not measured{elsewhere}.",
+        m.measure_fix + ".",
+    )
 
 
 def _vrf(verdict: str, reason: str, fix: str) -> dict:
@@ -899,6 +1212,7 @@ def _vrf(verdict: str, reason: str, fix: str) -> dict:
 
 # --- 5. prefix caching -------------------------------------------------------------
 
+
 def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Prefix caching against the shared prefix the workload states."""
     sp = wl.shared_prefix
@@ -906,8 +1220,10 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
     reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt else 0.0
     state = "on" if cfg.prefix_caching else "off"
     setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
-    arithmetic = (f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
-                  f"{fmt(prompt)} tokens: a prefix cache skips about {reuse:.0%} of prefill")
+    arithmetic = (
+        f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
+        f"{fmt(prompt)} tokens: a prefix cache skips about {reuse:.0%} of prefill"
+    )
     measured, set_aside = [], []
     for ev in wl.evidence:
         if "enable-prefix-caching" not in ev.setting or ev.metric not in LOAD_METRICS:
@@ -917,19 +1233,27 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
     evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
 
     if cfg.prefix_caching:
-        reason = (f"on, and the workload reuses its prefix: about {reuse:.0%} of prefill comes from the cache."
-                  if reuse >= PREFIX_REUSE_MATTERS else
-                  "on; the workload shares little prefix, and a cache miss costs next to nothing.")
+        reason = (
+            f"on, and the workload reuses its prefix: about {reuse:.0%} of prefill comes from the cache."
+            if reuse >= PREFIX_REUSE_MATTERS
+            else "on; the workload shares little prefix, and a cache miss costs next to nothing."
+        )
         return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
-    ttft = {ev.setting["enable-prefix-caching"]: ev.value for ev in measured if ev.metric in ("ttft_ms_p99", "ttft_ms_p50")}
+    ttft = {
+        ev.setting["enable-prefix-caching"]: ev.value for ev in measured if ev.metric in ("ttft_ms_p99", "ttft_ms_p50")
+    }
     if True in ttft and False in ttft and ttft[False] <= ttft[True]:
-        reason = (f"off, and the measurement backs it: TTFT {fmt(ttft[False])} ms off vs {fmt(ttft[True])} ms on.")
+        reason = f"off, and the measurement backs it: TTFT {fmt(ttft[False])} ms off vs {fmt(ttft[True])} ms on."
         return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
     if reuse >= PREFIX_REUSE_MATTERS:
-        reason = (f"prefix caching is off while {sp.fraction:.0%} of requests start with the same {fmt(sp.tokens)} tokens: "
-                  f"every request recomputes about {reuse:.0%} of its prefill, which TTFT pays for.")
-        fix = ("set enable-prefix-caching: true (keep the shared text at the very start of the prompt), "
-               "then re-measure p99 TTFT.")
+        reason = (
+            f"prefix caching is off while {sp.fraction:.0%} of requests start with the same {fmt(sp.tokens)} tokens: "
+            f"every request recomputes about {reuse:.0%} of its prefill, which TTFT pays for."
+        )
+        fix = (
+            "set enable-prefix-caching: true (keep the shared text at the very start of the prompt), "
+            "then re-measure p99 TTFT."
+        )
         return Finding("prefix_caching", "wrong", reason, evidence, fix, setting)
     reason = f"off; the shared prefix is {reuse:.0%} of prefill, too little for the cache to matter."
     return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
@@ -937,101 +1261,170 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
 
 # --- 6. max-model-len ---------------------------------------------------------------
 
+
 def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """max-model-len against the workload's longest request and the KV cache it must fit in."""
     m, longest = cfg.max_model_len, f.longest_request_tokens
     setting = cfg.knob("max-model-len", f"auto ({m})" if cfg.max_model_len_auto else m)
     model_max = cfg.model.max_position_embeddings
     one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
-    arithmetic = (f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
-                  f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
-                  f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions")
+    arithmetic = (
+        f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
+        f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
+        f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions"
+    )
     windows_off = kv_windows_off(cfg)
     if windows_off:
         arithmetic += f" ({windows_off})"
     right = _pow2_at_least(longest)
 
     if model_max and m > model_max:
-        reason = (f"max-model-len {fmt(m)} is beyond the {fmt(model_max)} positions the model supports; "
-                  "vLLM refuses it, and past that length the output degrades.")
-        return Finding("max_model_len", "wrong", reason, arithmetic,
-                       f"set max-model-len to {fmt(min(right, model_max))}.", setting)
+        reason = (
+            f"max-model-len {fmt(m)} is beyond the {fmt(model_max)} positions the model supports; "
+            "vLLM refuses it, and past that length the output degrades."
+        )
+        return Finding(
+            "max_model_len", "wrong", reason, arithmetic, f"set max-model-len to {fmt(min(right, model_max))}.", setting
+        )
     if m < longest:
-        reason = (f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
-                  f"({f.longest_basis}), so vLLM rejects those requests.")
+        reason = (
+            f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
+            f"({f.longest_basis}), so vLLM rejects those requests."
+        )
         fix = f"set max-model-len to {fmt(right)}."
         if model_max and right > model_max:  # no length this model supports covers them
-            fix = (f"the model supports {fmt(model_max)} positions, fewer than those requests need: cap prompt + "
-                   f"output at {fmt(model_max)} tokens (max-model-len {fmt(model_max)}), or serve a longer-context model.")
+            fix = (
+                f"the model supports {fmt(model_max)} positions, fewer than those requests need: cap prompt + "
+                f"output at {fmt(model_max)} tokens (max-model-len {fmt(model_max)}), or serve a longer-context model."
+            )
         return Finding("max_model_len", "wrong", reason, arithmetic, fix, setting)
     if cfg.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
         # vLLM 0.32 fits an auto / -1 length to the KV memory at start (vllm/config/model.py, _get_and_verify_max_len).
-        reason = (f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
-                  f"the {gb(f.kv_budget_gb)} KV budget holds, which is less than one {fmt(m)}-token sequence "
-                  f"({gb(one_seq_gb)}): the served length depends on the memory left, not on the workload.")
-        return Finding("max_model_len", "unjustified", reason, arithmetic,
-                       f"set max-model-len to {fmt(right)}, which covers every request.", setting)
+        reason = (
+            f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
+            f"the {gb(f.kv_budget_gb)} KV budget holds, which is less than one {fmt(m)}-token sequence "
+            f"({gb(one_seq_gb)}): the served length depends on the memory left, not on the workload."
+        )
+        return Finding(
+            "max_model_len",
+            "unjustified",
+            reason,
+            arithmetic,
+            f"set max-model-len to {fmt(right)}, which covers every request.",
+            setting,
+        )
     if f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
-        reason = (f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache and the budget is "
-                  f"{gb(f.kv_budget_gb)}, so vLLM refuses to start.")
-        return Finding("max_model_len", "wrong", reason, arithmetic,
-                       f"set max-model-len to {fmt(right)}, which covers every request.", setting)
+        reason = (
+            f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache and the budget is "
+            f"{gb(f.kv_budget_gb)}, so vLLM refuses to start."
+        )
+        return Finding(
+            "max_model_len",
+            "wrong",
+            reason,
+            arithmetic,
+            f"set max-model-len to {fmt(right)}, which covers every request.",
+            setting,
+        )
     if m > MODEL_LEN_HEADROOM * longest:
         default = " left at the model's default" if "max-model-len" not in cfg.set_keys else ""
-        reason = (f"max-model-len {fmt(m)}{default} is {m / longest:.0f}x the longest request of {fmt(longest)} "
-                  "tokens: no workload request needs it, and it lets one runaway request take "
-                  f"{gb(one_seq_gb)} of the {gb(f.kv_budget_gb)} KV cache.")
-        return Finding("max_model_len", "unjustified", reason, arithmetic,
-                       f"set max-model-len to {fmt(right)}, or cite the requests that need more.", setting)
+        reason = (
+            f"max-model-len {fmt(m)}{default} is {m / longest:.0f}x the longest request of {fmt(longest)} "
+            "tokens: no workload request needs it, and it lets one runaway request take "
+            f"{gb(one_seq_gb)} of the {gb(f.kv_budget_gb)} KV cache."
+        )
+        return Finding(
+            "max_model_len",
+            "unjustified",
+            reason,
+            arithmetic,
+            f"set max-model-len to {fmt(right)}, or cite the requests that need more.",
+            setting,
+        )
     reason = f"max-model-len {fmt(m)} covers the longest request of {fmt(longest)} tokens with modest headroom."
     return Finding("max_model_len", "justified", reason, arithmetic, "none.", setting)
 
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
 
+
 def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Whether the memory vLLM may take leaves the KV cache the peak load needs."""
     u = cfg.gpu_memory_utilization
     setting = cfg.knob("gpu-memory-utilization", u)
     total = cfg.hardware.memory_gb * f.memory_gpus
-    arithmetic = (f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
-                  f"minus weights {gb(f.rank_weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
-                  f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
-                  f"in {f.kv_cache_dtype})")
+    arithmetic = (
+        f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
+        f"minus weights {gb(f.rank_weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
+        f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
+        f"in {f.kv_cache_dtype})"
+    )
     if f.kv_budget_gb <= 0:
-        reason = (f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
-                  f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all.")
-        return Finding("gpu_memory_utilization", "wrong", reason, arithmetic,
-                       _or(["split the model over more GPUs (see parallelism)"]
-                           + [m for m in memory_savers(cfg) if m == "quantize the weights"]) + ".", setting)
+        reason = (
+            f"at gpu-memory-utilization {u} the weights alone ({gb(f.rank_weight_gb)}) exceed what vLLM may use "
+            f"({gb(f.capacity_gb_per_gpu * f.memory_gpus)}), leaving no KV cache at all."
+        )
+        return Finding(
+            "gpu_memory_utilization",
+            "wrong",
+            reason,
+            arithmetic,
+            _or(
+                ["split the model over more GPUs (see parallelism)"]
+                + [m for m in memory_savers(cfg) if m == "quantize the weights"]
+            )
+            + ".",
+            setting,
+        )
     if f.kv_gb_peak > f.kv_budget_gb:
         needed = (f.rank_weight_gb + f.kv_gb_peak) / total
-        fix = (f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}" if needed <= 0.95 else
-               _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
-               if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2 else _or(["more GPUs per replica", "more replicas"]))
-        reason = (f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
-                  "so vLLM preempts or queues requests at peak.")
+        fix = (
+            f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}"
+            if needed <= 0.95
+            else _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
+            if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2
+            else _or(["more GPUs per replica", "more replicas"])
+        )
+        reason = (
+            f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
+            "so vLLM preempts or queues requests at peak."
+        )
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, fix + ".", setting)
-    reason = (f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's "
-              f"{gb(f.kv_gb_peak)}.")
+    reason = (
+        f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's {gb(f.kv_gb_peak)}."
+    )
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
 
 
 # --- 8. enforce-eager ------------------------------------------------------------------
 
+
 def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
     setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
     if not cfg.enforce_eager:
-        return Finding("enforce_eager", "justified", "CUDA graphs are on, vLLM's default for decode.",
-                       "no launch overhead added to decode steps", "none.", setting)
+        return Finding(
+            "enforce_eager",
+            "justified",
+            "CUDA graphs are on, vLLM's default for decode.",
+            "no launch overhead added to decode steps",
+            "none.",
+            setting,
+        )
     if cfg.hardware.name not in hardware.PRESETS and re.search(r"cpu|processor|xeon|epyc", cfg.hardware.name, re.I):
-        return Finding("enforce_eager", "justified",
-                       f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
-                       "vLLM's CPU backend runs eagerly either way", "none.", setting)
-    arithmetic = (f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
-                  "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
-                  "every output token, and weighs most at small batches, where a step's GPU work is shortest")
+        return Finding(
+            "enforce_eager",
+            "justified",
+            f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
+            "vLLM's CPU backend runs eagerly either way",
+            "none.",
+            setting,
+        )
+    arithmetic = (
+        f"without CUDA graphs every decode step launches the kernels of all {cfg.model.num_layers} layers "
+        "one by one from the CPU instead of replaying one captured graph; that launch time is paid on "
+        "every output token, and weighs most at small batches, where a step's GPU work is shortest"
+    )
     measured, set_aside = [], []
     for ev in wl.evidence:
         if ev.metric not in ("tpot_ms_p99", "tpot_ms_p50") or "enforce-eager" not in ev.setting:
@@ -1042,29 +1435,50 @@ def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     eager = [ev for ev in measured if ev.setting.get("enforce-eager")]
     breaks = [slo_break(ev, wl) for ev in eager if slo_break(ev, wl)]
     if breaks:
-        return Finding("enforce_eager", "wrong", f"with CUDA graphs off the measured {breaks[0]}.", evidence,
-                       "drop enforce-eager (CUDA graphs cost start-up time and some memory, not decode time).",
-                       setting)
+        return Finding(
+            "enforce_eager",
+            "wrong",
+            f"with CUDA graphs off the measured {breaks[0]}.",
+            evidence,
+            "drop enforce-eager (CUDA graphs cost start-up time and some memory, not decode time).",
+            setting,
+        )
     meets = [ev for ev in eager if has_slo(ev, wl) and not slo_break(ev, wl)]
     if meets:
-        return Finding("enforce_eager", "justified",
-                       f"CUDA graphs are off, and the measured {describe_value(meets[0].metric, meets[0].value)} "
-                       "with them off still meets the SLO.", evidence, "none.", setting)
-    reason = ("enforce-eager turns CUDA graphs off, a decode-latency cost on every token, and no TPOT measured "
-              "with it on and off says the service can afford it.")
-    return Finding("enforce_eager", "unjustified", reason, evidence,
-                   "drop enforce-eager, or measure p99 TPOT with and without it and cite why graphs must stay "
-                   "off (start-up time, memory, a model that fails to capture).", setting)
+        return Finding(
+            "enforce_eager",
+            "justified",
+            f"CUDA graphs are off, and the measured {describe_value(meets[0].metric, meets[0].value)} "
+            "with them off still meets the SLO.",
+            evidence,
+            "none.",
+            setting,
+        )
+    reason = (
+        "enforce-eager turns CUDA graphs off, a decode-latency cost on every token, and no TPOT measured "
+        "with it on and off says the service can afford it."
+    )
+    return Finding(
+        "enforce_eager",
+        "unjustified",
+        reason,
+        evidence,
+        "drop enforce-eager, or measure p99 TPOT with and without it and cite why graphs must stay "
+        "off (start-up time, memory, a model that fails to capture).",
+        setting,
+    )
 
 
 # --- 9. chunked prefill --------------------------------------------------------------------
+
 
 def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
     hw, budget = cfg.hardware, cfg.max_num_batched_tokens
     prompt_longest, basis = wl.prompt.longest
-    setting = (cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower())
-               + (f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""))
+    setting = cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower()) + (
+        f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""
+    )
     # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
     shards = f.shards
     read_ms = f.rank_weight_gb / shards / hw.bandwidth_gb_s * 1e3
@@ -1075,83 +1489,162 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
 
     if not cfg.chunked_prefill:
         longest_step = step_ms(prompt_longest + f.running_batch_peak)
-        arithmetic = (f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
-                      f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
-                      f"{shards} {hw.name}), and every running request waits that step out")
+        arithmetic = (
+            f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
+            f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
+            f"{shards} {hw.name}), and every running request waits that step out"
+        )
         if budget is not None and budget < cfg.max_model_len:
-            reason = (f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
-                      f"{fmt(cfg.max_model_len)}, so vLLM refuses to start.")
-            return Finding("chunked_prefill", "wrong", reason, arithmetic,
-                           f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
-                           setting)
+            reason = (
+                f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
+                f"{fmt(cfg.max_model_len)}, so vLLM refuses to start."
+            )
+            return Finding(
+                "chunked_prefill",
+                "wrong",
+                reason,
+                arithmetic,
+                f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
+                setting,
+            )
         tpot = wl.slo.tpot_p99_ms
         if tpot is not None and longest_step > tpot:
-            reason = (f"with chunked prefill off, one long prompt's prefill step (about {fmt(longest_step)} ms, "
-                      f"{longest_step / tpot:.1f}x the {fmt(tpot)} ms p99 TPOT SLO) stalls every decoding request, "
-                      "and no TPOT measured with chunking off shows the SLO survives it.")
-            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
-                           "turn chunked prefill on (vLLM's default) with max-num-batched-tokens near "
-                           f"{fmt(_pow2_at_least(f.running_batch_peak + 512))}.", setting)
+            reason = (
+                f"with chunked prefill off, one long prompt's prefill step (about {fmt(longest_step)} ms, "
+                f"{longest_step / tpot:.1f}x the {fmt(tpot)} ms p99 TPOT SLO) stalls every decoding request, "
+                "and no TPOT measured with chunking off shows the SLO survives it."
+            )
+            return Finding(
+                "chunked_prefill",
+                "unjustified",
+                reason,
+                arithmetic,
+                "turn chunked prefill on (vLLM's default) with max-num-batched-tokens near "
+                f"{fmt(_pow2_at_least(f.running_batch_peak + 512))}.",
+                setting,
+            )
         if tpot is None:
-            reason = ("chunked prefill is off, which trades TPOT spikes for TTFT, and the workload states no "
-                      "TPOT SLO to weigh the trade against.")
-            return Finding("chunked_prefill", "unjustified", reason, arithmetic,
-                           "state the p99 TPOT SLO, or leave chunked prefill on (vLLM's default).", setting)
-        reason = (f"chunked prefill is off; the longest prefill step, about {fmt(longest_step)} ms, stays within "
-                  f"the {fmt(tpot)} ms p99 TPOT SLO.")
+            reason = (
+                "chunked prefill is off, which trades TPOT spikes for TTFT, and the workload states no "
+                "TPOT SLO to weigh the trade against."
+            )
+            return Finding(
+                "chunked_prefill",
+                "unjustified",
+                reason,
+                arithmetic,
+                "state the p99 TPOT SLO, or leave chunked prefill on (vLLM's default).",
+                setting,
+            )
+        reason = (
+            f"chunked prefill is off; the longest prefill step, about {fmt(longest_step)} ms, stays within "
+            f"the {fmt(tpot)} ms p99 TPOT SLO."
+        )
         return Finding("chunked_prefill", "justified", reason, arithmetic, "none.", setting)
 
     budget = budget or default_batched_tokens(hw)
     full = step_ms(budget)
     steps = math.ceil(prompt_longest / max(1, budget - f.running_batch_peak)) if budget > f.running_batch_peak else 0
-    arithmetic = (f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
-                  f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.rank_weight_gb / shards)} "
-                  f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
-                  f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests")
+    arithmetic = (
+        f"a step with a full chunk carries {fmt(budget)} tokens: about {fmt(full)} ms (2 x "
+        f"{fmt(f.active_params_b)}B active parameters per token, or one read of {gb(f.rank_weight_gb / shards)} "
+        f"of weights per GPU, whichever is longer); the {fmt(prompt_longest)}-token prompt ({basis}) "
+        f"takes {steps} such step{'s' if steps != 1 else ''} beside {f.running_batch_peak} decoding requests"
+    )
     tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
-    measured = [ev for ev in wl.evidence if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
-                and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS) and (ev.batch is None or at_batch(ev, cfg.max_num_seqs)
-                                                                       or ev.batch >= f.running_batch_peak)]
+    measured = [
+        ev
+        for ev in wl.evidence
+        if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
+        and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)
+        and (ev.batch is None or at_batch(ev, cfg.max_num_seqs) or ev.batch >= f.running_batch_peak)
+    ]
     evidence = _join(arithmetic, _cite(measured))
     if budget <= f.running_batch_peak:
-        reason = (f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
-                  "at peak, so decodes and prefills queue for token budget.")
-        return Finding("chunked_prefill", "wrong", reason, evidence,
-                       f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
-                       f"{hw.name} is {fmt(default_batched_tokens(hw))}).", setting)
+        reason = (
+            f"max-num-batched-tokens {fmt(budget)} does not cover the {f.running_batch_peak} requests decoding "
+            "at peak, so decodes and prefills queue for token budget."
+        )
+        return Finding(
+            "chunked_prefill",
+            "wrong",
+            reason,
+            evidence,
+            f"raise max-num-batched-tokens above {f.running_batch_peak} (vLLM's default on the "
+            f"{hw.name} is {fmt(default_batched_tokens(hw))}).",
+            setting,
+        )
     breaks = [slo_break(ev, wl) for ev in measured if slo_break(ev, wl)]
     if breaks:
-        return Finding("chunked_prefill", "wrong", f"at this token budget the measured {breaks[0]}.", evidence,
-                       "lower max-num-batched-tokens if TPOT misses, raise it if TTFT misses, and re-measure.",
-                       setting)
+        return Finding(
+            "chunked_prefill",
+            "wrong",
+            f"at this token budget the measured {breaks[0]}.",
+            evidence,
+            "lower max-num-batched-tokens if TPOT misses, raise it if TTFT misses, and re-measure.",
+            setting,
+        )
     if tpot is None and ttft is None:
-        reason = ("max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "
-                  "and the workload states neither SLO.")
-        return Finding("chunked_prefill", "unjustified", reason, evidence,
-                       "state p99 TTFT and TPOT SLOs, then size max-num-batched-tokens between them.", setting)
+        reason = (
+            "max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "
+            "and the workload states neither SLO."
+        )
+        return Finding(
+            "chunked_prefill",
+            "unjustified",
+            reason,
+            evidence,
+            "state p99 TTFT and TPOT SLOs, then size max-num-batched-tokens between them.",
+            setting,
+        )
     if measured and all(has_slo(ev, wl) for ev in measured):
         shown = ", ".join(describe_value(ev.metric, ev.value) for ev in measured)
         reason = f"the measured {shown} at this token budget meet the SLO."
         return Finding("chunked_prefill", "justified", reason, evidence, "none.", setting)
     if tpot is not None and full > tpot:
-        reason = (f"a step carrying a full {fmt(budget)}-token chunk takes about {fmt(full)} ms, {full / tpot:.1f}x the "
-                  f"{fmt(tpot)} ms p99 TPOT SLO, and no p99 TPOT measured at this budget shows the requests "
-                  "decoding beside long prefills still meet it.")
-        return Finding("chunked_prefill", "unjustified", reason, evidence,
-                       f"measure p99 TPOT and TTFT at max-num-batched-tokens {fmt(budget)} under peak load, or lower it "
-                       "until a full step fits the TPOT SLO.", setting)
+        reason = (
+            f"a step carrying a full {fmt(budget)}-token chunk takes about {fmt(full)} ms, {full / tpot:.1f}x the "
+            f"{fmt(tpot)} ms p99 TPOT SLO, and no p99 TPOT measured at this budget shows the requests "
+            "decoding beside long prefills still meet it."
+        )
+        return Finding(
+            "chunked_prefill",
+            "unjustified",
+            reason,
+            evidence,
+            f"measure p99 TPOT and TTFT at max-num-batched-tokens {fmt(budget)} under peak load, or lower it "
+            "until a full step fits the TPOT SLO.",
+            setting,
+        )
     if ttft is not None and steps * full > ttft:
-        reason = (f"the longest prompt needs {steps} chunks of about {fmt(full)} ms, {fmt(steps * full)} ms before "
-                  f"its first token, past the {fmt(ttft)} ms p99 TTFT SLO.")
-        return Finding("chunked_prefill", "wrong", reason, evidence,
-                       "raise max-num-batched-tokens (TTFT falls, TPOT rises), then measure both.", setting)
-    reason = (f"a full {fmt(budget)}-token step (about {fmt(full)} ms) and the longest prompt's {steps} chunks fit "
-              "the stated SLOs.")
-    return Finding("chunked_prefill", "justified", reason, evidence,
-                   "none; confirm with p99 TTFT and TPOT measured at peak.", setting)
+        reason = (
+            f"the longest prompt needs {steps} chunks of about {fmt(full)} ms, {fmt(steps * full)} ms before "
+            f"its first token, past the {fmt(ttft)} ms p99 TTFT SLO."
+        )
+        return Finding(
+            "chunked_prefill",
+            "wrong",
+            reason,
+            evidence,
+            "raise max-num-batched-tokens (TTFT falls, TPOT rises), then measure both.",
+            setting,
+        )
+    reason = (
+        f"a full {fmt(budget)}-token step (about {fmt(full)} ms) and the longest prompt's {steps} chunks fit "
+        "the stated SLOs."
+    )
+    return Finding(
+        "chunked_prefill",
+        "justified",
+        reason,
+        evidence,
+        "none; confirm with p99 TTFT and TPOT measured at peak.",
+        setting,
+    )
 
 
 # --- flags vLLM has removed ---------------------------------------------------------
+
 
 def check_removed_flags(cfg: ServingConfig) -> Finding:
     """A flag vLLM no longer has stops the server at start: wrong, whatever else the config gets right."""
@@ -1162,13 +1655,16 @@ def check_removed_flags(cfg: ServingConfig) -> Finding:
         written.append(shown)
         whens.append(f"--{name} {when}")
         fixes.append(f"--{name}: {instead}")
-    reason = (f"vLLM {vllm_flags.version()} will not start with {', '.join(written)}: its argument parser "
-              "rejects a flag it no longer has.")
+    reason = (
+        f"vLLM {vllm_flags.version()} will not start with {', '.join(written)}: its argument parser "
+        "rejects a flag it no longer has."
+    )
     evidence = "; ".join(whens) + f" (the flags of vLLM {vllm_flags.version()}: review/vllm_flags.json)"
     return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", ", ".join(written))
 
 
 # --- LoRA adapters -------------------------------------------------------------------
+
 
 def same_model(a: str, b: str) -> bool:
     """Two model ids name the same weights: equal ignoring the owner and case, or one catalogue entry."""
@@ -1181,12 +1677,18 @@ def same_model(a: str, b: str) -> bool:
 def lora_memory(cfg: ServingConfig) -> str:
     shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
     what = "attention, MLP and expert projection" if cfg.model.is_moe else "attention and MLP projection"
-    whole = "" if cfg.fully_sharded_loras or cfg.tensor_parallel_size == 1 else \
-        "; without fully-sharded-loras one half of each is whole on every tensor-parallel GPU"
-    return (f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
-            f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every {what} "
-            f"in {cfg.dtype}" + (f", {gb(lora_gb(cfg) / shards)} on each of {shards} GPUs" if shards > 1 else "")
-            + f"{whole}), taken from the KV cache")
+    whole = (
+        ""
+        if cfg.fully_sharded_loras or cfg.tensor_parallel_size == 1
+        else "; without fully-sharded-loras one half of each is whole on every tensor-parallel GPU"
+    )
+    return (
+        f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
+        f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every {what} "
+        f"in {cfg.dtype}"
+        + (f", {gb(lora_gb(cfg) / shards)} on each of {shards} GPUs" if shards > 1 else "")
+        + f"{whole}), taken from the KV cache"
+    )
 
 
 def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
@@ -1198,32 +1700,49 @@ def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     wrong_base = [a for a in cfg.adapters if a.base and not same_model(a.base, cfg.model_name)]
     if wrong_base:
         a = wrong_base[0]
-        reason = (f"adapter {a.name} was trained on {a.base} ({a.source}) but the server runs {cfg.model_name}: "
-                  "its matrices are shaped for another model's layers, so vLLM cannot apply it.")
-        return Finding("lora", "wrong", reason, evidence,
-                       f"serve {a.name} on {a.base}, or train an adapter on {cfg.model_name}.", setting)
+        reason = (
+            f"adapter {a.name} was trained on {a.base} ({a.source}) but the server runs {cfg.model_name}: "
+            "its matrices are shaped for another model's layers, so vLLM cannot apply it."
+        )
+        return Finding(
+            "lora",
+            "wrong",
+            reason,
+            evidence,
+            f"serve {a.name} on {a.base}, or train an adapter on {cfg.model_name}.",
+            setting,
+        )
     too_wide = [a for a in cfg.adapters if a.rank > cfg.max_lora_rank]
     if too_wide:
         a = too_wide[0]
-        reason = (f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.max_lora_rank}: "
-                  "vLLM refuses to load an adapter wider than its slots.")
+        reason = (
+            f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.max_lora_rank}: "
+            "vLLM refuses to load an adapter wider than its slots."
+        )
         return Finding("lora", "wrong", reason, evidence, f"set max-lora-rank to at least {a.rank}.", setting)
     unknown = [a for a in cfg.adapters if not a.base]
     if not cfg.adapters or unknown:
         which = ", ".join(a.name for a in unknown)
-        reason = ("LoRA is on but no adapter is named, so nothing shows which base the adapters it will load were "
-                  "trained on." if not cfg.adapters else
-                  f"the base model of {which} is not on record: no adapter_config.json or base_model_name beside it.")
-        fix = ("name the adapters (--lora-modules '{\"name\": ..., \"path\": ..., \"base_model_name\": ...}') so "
-               "their base and rank can be checked.")
+        reason = (
+            "LoRA is on but no adapter is named, so nothing shows which base the adapters it will load were trained on."
+            if not cfg.adapters
+            else f"the base model of {which} is not on record: no adapter_config.json or base_model_name beside it."
+        )
+        fix = (
+            'name the adapters (--lora-modules \'{"name": ..., "path": ..., "base_model_name": ...}\') so '
+            "their base and rank can be checked."
+        )
         return Finding("lora", "unjustified", reason, evidence, fix, setting)
-    reason = (f"every adapter named was trained on {cfg.model_name}"
-              + (f" at a rank within max-lora-rank {cfg.max_lora_rank}" if all(a.rank for a in cfg.adapters) else "")
-              + f"; the {cfg.max_loras} slots take {gb(lora_gb(cfg))}.")
+    reason = (
+        f"every adapter named was trained on {cfg.model_name}"
+        + (f" at a rank within max-lora-rank {cfg.max_lora_rank}" if all(a.rank for a in cfg.adapters) else "")
+        + f"; the {cfg.max_loras} slots take {gb(lora_gb(cfg))}."
+    )
     return Finding("lora", "justified", reason, evidence, "none.", setting)
 
 
 # --- benchmark-only settings -------------------------------------------------------------
+
 
 def check_benchmark_settings(cfg: ServingConfig) -> Finding:
     """Settings that only make sense while benchmarking: a config carrying them is not serving production."""
@@ -1234,9 +1753,17 @@ def check_benchmark_settings(cfg: ServingConfig) -> Finding:
     for name, line in cfg.benchmark_flags:
         found.append(f"--{name}" + (f" (line {line})" if line else ""))
         if name == "ignore-eos":
-            why.append("--ignore-eos makes every request generate to its token limit, so the lengths measured "
-                       "are not the workload's")
+            why.append(
+                "--ignore-eos makes every request generate to its token limit, so the lengths measured "
+                "are not the workload's"
+            )
     reason = "benchmark-only settings: " + "; ".join(why) + "."
-    return Finding("benchmark_settings", "wrong", reason, ", ".join(found),
-                   "for production, remove them (load the real weights: load-format auto) and measure with the "
-                   "workload's own request lengths.", ", ".join(found))
+    return Finding(
+        "benchmark_settings",
+        "wrong",
+        reason,
+        ", ".join(found),
+        "for production, remove them (load the real weights: load-format auto) and measure with the "
+        "workload's own request lengths.",
+        ", ".join(found),
+    )

@@ -48,8 +48,7 @@ def is_cpu(hw: Hardware) -> bool:
 def batch_defaults(hw: Hardware, world_size: int = 1) -> BatchDefaults:
     """max-num-seqs and max-num-batched-tokens `vllm serve` 0.32.0 takes on this hardware when unset."""
     if is_cpu(hw):
-        return BatchDefaults(128 * world_size, 2048 * world_size,
-                             f"vLLM 0.32 on CPU: 128 x world size {world_size}")
+        return BatchDefaults(128 * world_size, 2048 * world_size, f"vLLM 0.32 on CPU: 128 x world size {world_size}")
     gib = hardware.memory_gib(hw)
     if gib >= LARGEST_GIB:
         return BatchDefaults(1024, 16384, f"vLLM 0.32 on a GPU with {gib:.0f} GiB (at least {LARGEST_GIB})")
@@ -64,9 +63,17 @@ BATCHED_DP_TOKENS = 256
 BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")  # ParallelConfig.use_batched_dp_moe
 
 
-def serve_defaults(hw: Hardware, world_size: int, *, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-                   max_model_len: int, chunked_prefill: bool = True, performance_mode: str = "balanced",
-                   batched_dp_moe: bool = False) -> tuple[int, int, str]:
+def serve_defaults(
+    hw: Hardware,
+    world_size: int,
+    *,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    max_model_len: int,
+    chunked_prefill: bool = True,
+    performance_mode: str = "balanced",
+    batched_dp_moe: bool = False,
+) -> tuple[int, int, str]:
     """(max-num-seqs, max-num-batched-tokens, why) as `vllm serve` 0.32.0 settles them, the given ones
     kept: EngineArgs._set_default_max_num_seqs_and_batched_tokens_args (vllm/engine/arg_utils.py).
     From the platform defaults (batch_defaults): DP + EP on deepep_low_latency / nixl_ep takes 256
@@ -81,8 +88,10 @@ def serve_defaults(hw: Hardware, world_size: int, *, max_num_seqs: int | None, m
     if tokens is None:
         tokens = BATCHED_DP_TOKENS if batched_dp_moe else base.max_num_batched_tokens
         if batched_dp_moe:
-            why.append(f"{BATCHED_DP_TOKENS} tokens for data parallelism with expert parallelism on a "
-                       "low-latency all-to-all backend")
+            why.append(
+                f"{BATCHED_DP_TOKENS} tokens for data parallelism with expert parallelism on a "
+                "low-latency all-to-all backend"
+            )
     if performance_mode == "throughput":
         if max_num_batched_tokens is None:
             tokens *= 2

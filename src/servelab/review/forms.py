@@ -35,22 +35,50 @@ _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
 _SEPARATORS = {"&&", "||", ";", "|", "&"}
 _API_SERVER = "vllm.entrypoints.openai.api_server"
 _DYNAMO = "dynamo.vllm"  # NVIDIA Dynamo's vLLM worker: vLLM's engine flags plus its own
-_DYNAMO_ONLY = {"is-prefill-worker", "is-decode-worker", "connector", "migration-limit", "endpoint",
-                "store-kv", "request-plane", "event-plane", "use-vllm-tokenizer", "is-encode-worker"}
+_DYNAMO_ONLY = {
+    "is-prefill-worker",
+    "is-decode-worker",
+    "connector",
+    "migration-limit",
+    "endpoint",
+    "store-kv",
+    "request-plane",
+    "event-plane",
+    "use-vllm-tokenizer",
+    "is-encode-worker",
+}
 # Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
 _CHART_ONLY_KEYS = {"v1", "extraArgs"}
 # KServe's Hugging Face server flags that map to vLLM's.
-_KSERVE_FLAGS = {"model_id": "model", "model-id": "model", "model_name": "served-model-name",
-                 "model-name": "served-model-name"}
-_KSERVE_ONLY = {"backend", "model_dir", "model-dir", "return_probabilities", "disable_lower_case",
-                "disable_special_tokens", "max_length", "tensor_input_names", "return_token_type_ids"}
+_KSERVE_FLAGS = {
+    "model_id": "model",
+    "model-id": "model",
+    "model_name": "served-model-name",
+    "model-name": "served-model-name",
+}
+_KSERVE_ONLY = {
+    "backend",
+    "model_dir",
+    "model-dir",
+    "return_probabilities",
+    "disable_lower_case",
+    "disable_special_tokens",
+    "max_length",
+    "tensor_input_names",
+    "return_token_type_ids",
+}
 _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
 # Flags of vLLM's benchmark client that make its requests unlike production's.
 _BENCHMARK_ONLY = {"--ignore-eos", "--ignore_eos"}
 
 
-def load(path: str | Path, *, select: str | None = None, deployment: dict | None = None,
-         variables: dict[str, str] | None = None) -> Doc:
+def load(
+    path: str | Path,
+    *,
+    select: str | None = None,
+    deployment: dict | None = None,
+    variables: dict[str, str] | None = None,
+) -> Doc:
     """Read a serving config in any of the forms above; `deployment` fills what the file does not say."""
     path = Path(path)
     name = str(path)
@@ -61,33 +89,55 @@ def load(path: str | Path, *, select: str | None = None, deployment: dict | None
         raise ReviewInputError(
             f"{name}: a Ray Serve LLM config (applications: ... llm_configs) is not a form the reviewer reads: "
             "write the model and its engine_kwargs as a vLLM YAML config (model: ..., tensor-parallel-size: ..., "
-            "with a deployment block) and review that")
-    if not roots and not _looks_like_command(text) or \
-            len(roots) == 1 and not _is_manifest_or_helm(roots) and not _is_command_line(roots[0]):
+            "with a deployment block) and review that"
+        )
+    if (
+        not roots
+        and not _looks_like_command(text)
+        or len(roots) == 1
+        and not _is_manifest_or_helm(roots)
+        and not _is_command_line(roots[0])
+    ):
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
-    return parse(text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment,
-                 variables=variables)
+    return parse(
+        text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment, variables=variables
+    )
 
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
-    return any(_has_key(n, "apiVersion") and _has_key(n, "kind") or _has_key(n, "servingEngineSpec")
-               or _has_key(n, "modelArtifacts") or _is_skypilot(n) for n in roots)
+    return any(
+        _has_key(n, "apiVersion")
+        and _has_key(n, "kind")
+        or _has_key(n, "servingEngineSpec")
+        or _has_key(n, "modelArtifacts")
+        or _is_skypilot(n)
+        for n in roots
+    )
 
 
 def _is_command_line(node: yaml.MappingNode) -> bool:
     """A command line YAML reads as a mapping: `vllm serve M --x '{"a": 1}'` parses as the key
     `vllm serve M --x '{"a"` (a plain scalar may hold spaces and quotes). A vLLM config's keys
     are flag names, never a command."""
-    return any(isinstance(key, yaml.ScalarNode) and key.style is None and " " in key.value
-               and _looks_like_command(key.value) for key, _ in node.value)
+    return any(
+        isinstance(key, yaml.ScalarNode) and key.style is None and " " in key.value and _looks_like_command(key.value)
+        for key, _ in node.value
+    )
 
 
 def _is_skypilot(node: yaml.Node) -> bool:
     return _has_key(node, "run") and (_has_key(node, "resources") or _has_key(node, "envs"))
 
 
-def parse(text: str, *, name: str = "config", base_dir: Path | None = None, select: str | None = None,
-          deployment: dict | None = None, variables: dict[str, str] | None = None) -> Doc:
+def parse(
+    text: str,
+    *,
+    name: str = "config",
+    base_dir: Path | None = None,
+    select: str | None = None,
+    deployment: dict | None = None,
+    variables: dict[str, str] | None = None,
+) -> Doc:
     """The reviewed config in `text` when it is a command line, a manifest or Helm values."""
     if not text.strip():
         raise ReviewInputError(f"{name}: the serving config file is empty")
@@ -108,13 +158,15 @@ def parse(text: str, *, name: str = "config", base_dir: Path | None = None, sele
         raise ReviewInputError(
             f"{name}: not a serving config in any form the reviewer reads: expected a vllm YAML config "
             "(model: ..., with a deployment block), a `vllm serve MODEL --flag value` command line, a "
-            "Kubernetes manifest whose container runs vLLM, or production-stack Helm values")
+            "Kubernetes manifest whose container runs vLLM, or production-stack Helm values"
+        )
     builder.comment_deployment(text)
     builder.fill_deployment(deployment)
     return builder.doc()
 
 
 # --- the YAML form ---------------------------------------------------------------
+
 
 def _from_yaml(doc: Doc, text: str, deployment: dict | None) -> Doc:
     data = doc.data
@@ -138,12 +190,15 @@ def _deployment_comment(name: str, number: int, text: str) -> dict:
     except yaml.YAMLError:
         given = None
     if not isinstance(given, dict):
-        raise ReviewInputError(f"{name}:{number}: the deployment comment must be a YAML mapping, such as "
-                               "# deployment: {gpu: H100, gpus-per-node: 8}")
+        raise ReviewInputError(
+            f"{name}:{number}: the deployment comment must be a YAML mapping, such as "
+            "# deployment: {gpu: H100, gpus-per-node: 8}"
+        )
     return given
 
 
 # --- building the reviewed config from flags -------------------------------------------
+
 
 class _Builder:
     """Collects flags (with the line each was written on) and the deployment facts."""
@@ -188,24 +243,36 @@ class _Builder:
             if token in _SEPARATORS:
                 break
             if re.fullmatch(r"\$\{\w+\[[@*]\]\}|\$\w+\[[@*]\]", token):
-                raise self.error(line, f"{token} expands a bash array into flags, which the reviewer does not "
-                                       "evaluate: write those flags out in the command, or review the command "
-                                       "line the script prints (bash -x shows it)")
+                raise self.error(
+                    line,
+                    f"{token} expands a bash array into flags, which the reviewer does not "
+                    "evaluate: write those flags out in the command, or review the command "
+                    "line the script prints (bash -x shows it)",
+                )
             if not token.startswith("-") or token in ("-", "--"):
-                raise self.error(line, f"{token!r} is not a flag (vLLM flags start with --); quote values "
-                                       "that contain spaces")
+                raise self.error(
+                    line, f"{token!r} is not a flag (vLLM flags start with --); quote values that contain spaces"
+                )
             name, _, inline = token.lstrip("-").partition("=")
             gone = vllm_flags.removed(name)
             if gone:  # a finding of its own; its value, if it took one, is skipped
-                takes = vllm_flags.removed_takes_value(gone) and not inline and i + 1 < len(tokens) \
-                    and not tokens[i + 1][0].startswith("-") and tokens[i + 1][0] not in _SEPARATORS
+                takes = (
+                    vllm_flags.removed_takes_value(gone)
+                    and not inline
+                    and i + 1 < len(tokens)
+                    and not tokens[i + 1][0].startswith("-")
+                    and tokens[i + 1][0] not in _SEPARATORS
+                )
                 value = _scalar(inline) if inline else (_scalar(tokens[i + 1][0]) if takes else True)
                 self.removed.append((gone, value, line))
                 i += 2 if takes else 1
                 continue
             flag, negated = vllm_flags.lookup(name)
-            if flag is None and self.form.startswith("Dynamo") and (
-                    name.startswith("dyn-") or name.replace("_", "-") in _DYNAMO_ONLY):
+            if (
+                flag is None
+                and self.form.startswith("Dynamo")
+                and (name.startswith("dyn-") or name.replace("_", "-") in _DYNAMO_ONLY)
+            ):
                 i += 1 if inline or i + 1 >= len(tokens) or tokens[i + 1][0].startswith("-") else 2
                 continue
             if flag is None and name.replace("_", "-") in _KSERVE_FLAGS:
@@ -216,8 +283,11 @@ class _Builder:
             if flag is None:
                 raise self.error(line, vllm_flags.unknown_message(name) + f" (in the {self.form})")
             if flag.name == "config":
-                raise self.error(line, "--config points at another file: review that YAML file itself "
-                                       "(servelab review CONFIG.yaml), with these flags added to it")
+                raise self.error(
+                    line,
+                    "--config points at another file: review that YAML file itself "
+                    "(servelab review CONFIG.yaml), with these flags added to it",
+                )
             if not flag.takes_value or negated:
                 value: Any = not negated
                 if inline:
@@ -284,7 +354,8 @@ class _Builder:
             raise ReviewInputError(
                 f"{self.name}: the {self.form} does not say which GPU it runs on: add a comment line "
                 "`# deployment: {gpu: H100, gpus-per-node: 8, nodes: 1}` to the file, or pass "
-                "--gpu and --gpus-per-node to servelab review")
+                "--gpu and --gpus-per-node to servelab review"
+            )
         return doc
 
 
@@ -332,8 +403,10 @@ def _dockerfile_exec_form(text: str) -> str:
         text = _DOCKER_FROM_LINE.sub("", text)
         text = re.sub(r"^[ \t]*ENV[ \t]+(\w+)[ \t]+(?!.*=)(.+)$", r"\1=\2", text, flags=re.M)
         text = re.sub(r"^[ \t]*ENV[ \t]+", "", text, flags=re.M)
-        found = {k: (next(m2 for m2 in _DOCKER_EXEC.finditer(text) if m2.group(2).upper() == k), w)
-                 for k, (_, w) in found.items()}
+        found = {
+            k: (next(m2 for m2 in _DOCKER_EXEC.finditer(text) if m2.group(2).upper() == k), w)
+            for k, (_, w) in found.items()
+        }
     if not found:
         return text
     entry = found["ENTRYPOINT"][1] if "ENTRYPOINT" in found else (["vllm", "serve"] if vllm_image else [])
@@ -347,8 +420,9 @@ def _dockerfile_exec_form(text: str) -> str:
 
 
 def _looks_like_command(text: str) -> bool:
-    return bool(re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b",
-                          text))
+    return bool(
+        re.search(r"\bvllm\s+serve\b|" + re.escape(_API_SERVER) + r"|\bvllm/vllm-openai\b|-m\s+dynamo\.vllm\b", text)
+    )
 
 
 def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
@@ -364,14 +438,18 @@ def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
             words = _split(line.removesuffix("\\")) if _continues(line) else _split(line)
             if line.rstrip() != line and _continues(line.rstrip()):
                 raise _ShellLineError(
-                    number, "`\\` is followed by a space, so bash passes a ' ' argument (which vLLM "
-                    "refuses) and ends the command on this line instead of continuing it: delete the space after `\\`")
+                    number,
+                    "`\\` is followed by a space, so bash passes a ' ' argument (which vLLM "
+                    "refuses) and ends the command on this line instead of continuing it: delete the space after `\\`",
+                )
             if words and not continuing and command_line is not None and words[0].startswith("-"):
                 raise _ShellLineError(
-                    number, f"`{words[0]}` starts a command of its own, because line {command_line} "
+                    number,
+                    f"`{words[0]}` starts a command of its own, because line {command_line} "
                     "ends the command above without a `\\` continuation (a comment inside a continuation "
                     "runs to the end of its line, `\\` and all): bash never passes these flags to vLLM; "
-                    "move the comment out of the continuation, or end the line above with `\\`")
+                    "move the comment out of the continuation, or end the line above with `\\`",
+                )
             out += [(word, number) for word in words]
             was_continuing, continuing = continuing, _continues(line)
             if not continuing:
@@ -385,8 +463,9 @@ def _tokens(text: str, first_line: int) -> list[tuple[str, int]]:
         try:
             return [(word, first_line) for word in _split(text.replace("\\\n", " "))]
         except ValueError as exc:
-            raise ReviewInputError(f"line {first_line}: cannot split the command line ({exc}); "
-                                   "check its quotes") from None
+            raise ReviewInputError(
+                f"line {first_line}: cannot split the command line ({exc}); check its quotes"
+            ) from None
 
 
 class _ShellLineError(ReviewInputError):
@@ -431,21 +510,24 @@ def _from_command_tokens(builder: _Builder, tokens: list[tuple[str, int]]) -> No
     words = [t for t, _ in tokens]
     for i, word in enumerate(words):
         if word.endswith("vllm") and i + 1 < len(words) and words[i + 1] == "serve":
-            builder.argv(_until_separator(tokens[i + 2:]))
+            builder.argv(_until_separator(tokens[i + 2 :]))
             return
         if word == "-m" and i + 1 < len(words) and words[i + 1] == _API_SERVER:
-            builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
+            builder.argv(_until_separator(tokens[i + 2 :]), model_positional=False)
             return
         if word == "-m" and i + 1 < len(words) and words[i + 1] == _DYNAMO:
             builder.form = "Dynamo vLLM worker command line"
-            builder.argv(_until_separator(tokens[i + 2:]), model_positional=False)
+            builder.argv(_until_separator(tokens[i + 2 :]), model_positional=False)
             return
         if re.match(r"^(docker\.io/)?vllm/vllm-openai(:\S+)?$", word):  # docker run IMAGE ARGS
-            builder.argv(_until_separator(tokens[i + 1:]))
+            builder.argv(_until_separator(tokens[i + 1 :]))
             return
     line = tokens[0][1] if tokens else None
-    raise builder.error(line, f"no vLLM command found in the {builder.form}: expected `vllm serve MODEL ...` "
-                              f"or `python -m {_API_SERVER} --model MODEL ...`")
+    raise builder.error(
+        line,
+        f"no vLLM command found in the {builder.form}: expected `vllm serve MODEL ...` "
+        f"or `python -m {_API_SERVER} --model MODEL ...`",
+    )
 
 
 def _until_separator(tokens: list[tuple[str, int]]) -> list[tuple[str, int]]:
@@ -458,6 +540,7 @@ def _until_separator(tokens: list[tuple[str, int]]) -> list[tuple[str, int]]:
 
 
 # --- YAML helpers ----------------------------------------------------------------------
+
 
 def _yaml_nodes(text: str) -> list | None:
     try:
@@ -499,6 +582,7 @@ def _seq(node: yaml.Node | None) -> list[yaml.Node]:
 
 # --- Kubernetes manifests ---------------------------------------------------------------
 
+
 def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
     builder.form = "Kubernetes manifest"
     found = []  # (label, pod spec node, replicas, nodes)
@@ -521,8 +605,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             found.append((name, predictor, replicas, 1))
         elif kind == "RayClusterFleet":
             cluster = _get(root, "spec", "template", "spec")
-            workers = sum(_count(_value(_get(w, "replicas")) or 0) for w in _seq(_get(cluster, "workerGroupSpecs"))
-                          if isinstance(_count(_value(_get(w, "replicas")) or 0), int))
+            workers = sum(
+                _count(_value(_get(w, "replicas")) or 0)
+                for w in _seq(_get(cluster, "workerGroupSpecs"))
+                if isinstance(_count(_value(_get(w, "replicas")) or 0), int)
+            )
             found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
     candidates = []
     for name, pod, replicas, nodes in found:
@@ -532,15 +619,23 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
     if select:
         chosen = [c for c in candidates if c[0] == select or str(_value(_get(c[2], "name"))) == select]
         if not chosen:
-            raise builder.error(None, f"no workload named {select!r} runs vLLM here; found: "
-                                      f"{', '.join(c[0] for c in candidates) or 'none'}")
+            raise builder.error(
+                None,
+                f"no workload named {select!r} runs vLLM here; found: {', '.join(c[0] for c in candidates) or 'none'}",
+            )
         candidates = chosen
     if not candidates:
-        raise builder.error(_line(roots[0]), "no container in this manifest runs vLLM (a `vllm serve` or "
-                                             f"`{_API_SERVER}` command, or a vllm/vllm-openai image)")
+        raise builder.error(
+            _line(roots[0]),
+            "no container in this manifest runs vLLM (a `vllm serve` or "
+            f"`{_API_SERVER}` command, or a vllm/vllm-openai image)",
+        )
     if len(candidates) > 1:
-        raise builder.error(None, f"{len(candidates)} containers run vLLM here "
-                                  f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME")
+        raise builder.error(
+            None,
+            f"{len(candidates)} containers run vLLM here "
+            f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME",
+        )
     name, pod, container, replicas, nodes = candidates[0]
     env = {}
     if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
@@ -557,7 +652,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
         for item in items:
             text = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(_value(item)))
             words.append((text, _line(item)))
-    shell = len(words) >= 2 and words[0][0].split("/")[-1] in ("sh", "bash") and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
+    shell = (
+        len(words) >= 2
+        and words[0][0].split("/")[-1] in ("sh", "bash")
+        and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
+    )
     if shell:
         script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
         text, line = words[script_index]
@@ -628,6 +727,7 @@ def _gpu_from_selectors(selector: yaml.Node | None, affinity: yaml.Node | None) 
 
 # --- production-stack Helm values ----------------------------------------------------------
 
+
 def _camel_to_flag(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
 
@@ -643,8 +743,10 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
             raise builder.error(None, f"no modelSpec named {select!r}; found: {', '.join(names)}")
         spec = specs[names.index(select)]
     elif len(specs) > 1:
-        raise builder.error(_line(specs[1]), f"servingEngineSpec.modelSpec lists {len(specs)} models "
-                                             f"({', '.join(names)}); pick one with --select NAME")
+        raise builder.error(
+            _line(specs[1]),
+            f"servingEngineSpec.modelSpec lists {len(specs)} models ({', '.join(names)}); pick one with --select NAME",
+        )
     else:
         spec = specs[0]
     url = _get(spec, "modelURL")
@@ -696,6 +798,7 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
 
 # --- llm-d's model service Helm values ----------------------------------------------------
 
+
 def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
     """llm-d-modelservice values: modelArtifacts names the model, decode (or prefill) the vLLM pods."""
     builder.form = "llm-d model service Helm values"
@@ -728,13 +831,17 @@ def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -
 
 # --- SkyPilot task YAML ---------------------------------------------------------------------
 
+
 def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
     """A SkyPilot task: `envs` and the accelerators SkyPilot exports ($SKYPILOT_NUM_GPUS_PER_NODE)
     resolve the `run` script's variables; `resources.accelerators` names the GPU (the first choice
     where it lists several); `num_nodes` and `service.replicas` size the deployment."""
     builder.form = "SkyPilot task"
-    env = {str(_value(k)): str(_value(v)) for k, v in (_get(root, "envs").value if _get(root, "envs") else [])
-           if _value(v) is not None}
+    env = {
+        str(_value(k)): str(_value(v))
+        for k, v in (_get(root, "envs").value if _get(root, "envs") else [])
+        if _value(v) is not None
+    }
     accelerators = _get(root, "resources", "accelerators")
     choice = None
     if isinstance(accelerators, yaml.MappingNode) and accelerators.value:

@@ -6,9 +6,20 @@ import html
 import json
 from dataclasses import asdict, dataclass, field
 
-KNOBS = ("batching", "quantization", "parallelism", "speculative_decoding",
-         "prefix_caching", "max_model_len", "gpu_memory_utilization", "enforce_eager", "chunked_prefill",
-         "lora", "benchmark_settings", "removed_flags")
+KNOBS = (
+    "batching",
+    "quantization",
+    "parallelism",
+    "speculative_decoding",
+    "prefix_caching",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "enforce_eager",
+    "chunked_prefill",
+    "lora",
+    "benchmark_settings",
+    "removed_flags",
+)
 VERDICTS = ("justified", "unjustified", "wrong")
 
 # Exit status of `servelab review`, for CI.
@@ -86,11 +97,15 @@ class Report:
         c, facts = self.counts(), self.facts
         what = ""
         if facts:
-            what = (f" ({facts.get('model')}, {facts.get('weight_dtype')} weights, "
-                    f"{facts.get('gpus_used')} of {facts.get('gpus_available')} {facts.get('hardware')})")
+            what = (
+                f" ({facts.get('model')}, {facts.get('weight_dtype')} weights, "
+                f"{facts.get('gpus_used')} of {facts.get('gpus_available')} {facts.get('hardware')})"
+            )
         # the counts lead, so a long path that wraps the line never splits them
-        return (f"{c['wrong']} wrong, {c['unjustified']} unjustified, {c['justified']} justified: "
-                f"review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}")
+        return (
+            f"{c['wrong']} wrong, {c['unjustified']} unjustified, {c['justified']} justified: "
+            f"review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}"
+        )
 
     def __rich__(self):
         from rich.console import Group
@@ -112,8 +127,12 @@ class Report:
         status = "clean" if self.exit_code == EXIT_CLEAN else "knobs to fix or justify"
         parts = [Text(self.headline(), style="bold"), table]
         if self.not_reviewed:
-            parts.append(Text("not reviewed (vLLM accepts them; no check weighs them): "
-                              + ", ".join(self.not_reviewed), style="dim"))
+            parts.append(
+                Text(
+                    "not reviewed (vLLM accepts them; no check weighs them): " + ", ".join(self.not_reviewed),
+                    style="dim",
+                )
+            )
         parts.append(Text(f"exit status {self.exit_code}: {status}", style="dim"))
         return Group(*parts)
 
@@ -143,7 +162,8 @@ class Report:
             f"<div class='servelab-review'><p><b>{e(self.headline())}</b></p>"
             "<table><thead><tr><th style='text-align:left'>knob</th><th style='text-align:left'>verdict</th>"
             "<th style='text-align:left'>finding</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>"
+            + "".join(rows)
+            + "</tbody></table>"
             + (f"<p><small>not reviewed: {e(', '.join(self.not_reviewed))}</small></p>" if self.not_reviewed else "")
             + "</div>"
         )

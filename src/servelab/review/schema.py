@@ -24,6 +24,7 @@ class ReviewInputError(ValueError):
 
 # --- YAML with line numbers --------------------------------------------------
 
+
 @dataclass
 class Doc:
     """One input document: its data, where each key sits, and where its paths are relative to."""
@@ -122,7 +123,8 @@ def _record_lines(doc: Doc, node: yaml.Node, path: tuple) -> None:
             if key in seen and seen_own.get(key):
                 raise ReviewInputError(
                     f"{doc.name}:{line}: {label(path + (key,))}: duplicate key "
-                    f"(already given on line {seen[key]}); keep one")
+                    f"(already given on line {seen[key]}); keep one"
+                )
             seen[key], seen_own[key] = line, own
             doc.lines[path + (key,)] = line
             _record_lines(doc, value_node, path + (key,))
@@ -133,6 +135,7 @@ def _record_lines(doc: Doc, node: yaml.Node, path: tuple) -> None:
 
 
 # --- small validators ----------------------------------------------------------
+
 
 def label(path: tuple) -> str:
     text = ""
@@ -155,16 +158,18 @@ def show(value: Any) -> str:
     return repr(value)
 
 
-def mapping(doc: Doc, path: tuple, value: Any, known: tuple[str, ...], what: str,
-             sep: str = "-") -> dict[str, tuple[Any, tuple]]:
+def mapping(
+    doc: Doc, path: tuple, value: Any, known: tuple[str, ...], what: str, sep: str = "-"
+) -> dict[str, tuple[Any, tuple]]:
     """Check a mapping's keys; return {canonical key: (value, path of that key)}.
 
     vLLM accepts both spellings of a flag name, so 'max_num_seqs' and 'max-num-seqs'
     are one key here too: sep is the spelling the known keys use.
     """
     if not isinstance(value, dict):
-        raise doc.error(path, f"{label(path)}: expected a mapping with keys such as "
-                              f"{', '.join(known[:4])}, got {show(value)}")
+        raise doc.error(
+            path, f"{label(path)}: expected a mapping with keys such as {', '.join(known[:4])}, got {show(value)}"
+        )
     out: dict[str, tuple[Any, tuple]] = {}
     other = "_" if sep == "-" else "-"
     for raw, item in value.items():
@@ -217,8 +222,11 @@ def as_human_int(doc: Doc, path: tuple, value: Any, minimum: int | None = None, 
             if suffix in _DECIMAL:
                 value = int(float(number) * _DECIMAL[suffix])
             elif "." in number:
-                raise doc.error(path, f"{label(path)}: decimals are not allowed with the binary suffix {suffix} "
-                                      f"(vLLM refuses {text}); did you mean {number}{suffix.lower()}?")
+                raise doc.error(
+                    path,
+                    f"{label(path)}: decimals are not allowed with the binary suffix {suffix} "
+                    f"(vLLM refuses {text}); did you mean {number}{suffix.lower()}?",
+                )
             else:
                 value = int(number) * _BINARY[suffix]
         elif re.fullmatch(r"[+-]?\d+", text):
@@ -228,8 +236,14 @@ def as_human_int(doc: Doc, path: tuple, value: Any, minimum: int | None = None, 
     return as_int(doc, path, value, minimum)
 
 
-def as_number(doc: Doc, path: tuple, value: Any, minimum: float | None = None,
-            maximum: float | None = None, above: float | None = None) -> float:
+def as_number(
+    doc: Doc,
+    path: tuple,
+    value: Any,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise doc.error(path, f"{label(path)}: must be a number, got {show(value)}")
     if minimum is not None and value < minimum:
@@ -263,7 +277,6 @@ def choice(doc: Doc, path: tuple, value: Any, choices: dict[str, str], what: str
     if text not in choices:
         raise doc.error(path, f"{label(path)}: unknown {what} {value!r}{suggest(text, tuple(choices), 'values')}")
     return choices[text]
-
 
 
 def swap(pair: tuple[Any, tuple]) -> tuple[tuple, Any]:

@@ -28,8 +28,14 @@ _ASSIGNMENT = re.compile(rf"^\s*(?:export\s+|readonly\s+|local\s+|declare\s+(?:-
 _REFERENCE = re.compile(rf"\$\{{({_NAME})(?:(:?[-=?])([^}}]*))?\}}|\$({_NAME})")
 _ARITHMETIC = re.compile(r"\$\(\(([^()]*(?:\([^()]*\)[^()]*)*)\)\)")
 _LEFT = re.compile(rf"\$\(\(|\$\{{?{_NAME}|\$\(")
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
-        ast.FloorDiv: operator.floordiv, ast.Div: lambda a, b: int(a / b)}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: lambda a, b: int(a / b),
+}
 
 
 _OPENS = re.compile(r"^\s*(if|case|while|until)\b")
@@ -63,8 +69,10 @@ def resolve(text: str, environment: dict[str, str] | None = None, notes: dict[st
         elif match and blocks:
             keyword, start = blocks[-1]
             env.pop(match.group(1), None)
-            notes[match.group(1)] = (f"is assigned inside the {keyword} on line {start} (line {number}), so its "
-                                     "value depends on which branch runs")
+            notes[match.group(1)] = (
+                f"is assigned inside the {keyword} on line {start} (line {number}), so its "
+                "value depends on which branch runs"
+            )
         elif match and _LEFT.search(match.group(2)):
             env.pop(match.group(1), None)
             if re.search(r"\$\((?!\()|`", match.group(2)):
@@ -94,7 +102,7 @@ def unresolved(word: str) -> list[str]:
     if kubernetes:  # Kubernetes' $(NAME): an env var the container spec does not set
         names.append(kubernetes.group(1))
     elif command:
-        names.append(word[command.start():])  # a command substitution: only running the script knows
+        names.append(word[command.start() :])  # a command substitution: only running the script knows
     return list(dict.fromkeys(names))
 
 
@@ -103,10 +111,14 @@ def how_to_pass(names: list[str], notes: dict[str, str] | None = None) -> str:
     example = next((n for n in names if re.fullmatch(_NAME, n)), "NAME")
     why = [f"${n} {notes[n]}" for n in names if notes and n in notes]
     if why:
-        return (f"{'; '.join(why)}: the reviewer does not run the script, so pass the value you deploy with: "
-                f"servelab review CONFIG --var {example}=VALUE")
-    return (f"{shown} is not assigned anywhere the reviewer can see: assign it in the script before the "
-            f"command ({example}=...), or pass its value: servelab review CONFIG --var {example}=VALUE")
+        return (
+            f"{'; '.join(why)}: the reviewer does not run the script, so pass the value you deploy with: "
+            f"servelab review CONFIG --var {example}=VALUE"
+        )
+    return (
+        f"{shown} is not assigned anywhere the reviewer can see: assign it in the script before the "
+        f"command ({example}=...), or pass its value: servelab review CONFIG --var {example}=VALUE"
+    )
 
 
 def _substitute(line: str, env: dict[str, str]) -> str:

@@ -30,7 +30,11 @@ FLAGS_FILE = "vllm_flags.json"
 # only that the installed 0.32.0 lacks it. A config carrying one is still reviewed: the flag is a
 # finding of its own (vLLM will not start with it), the rest of the config is weighed as usual.
 REMOVED = {
-    "use-v2-block-manager": ("before 0.32.0", "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)", False),
+    "use-v2-block-manager": (
+        "before 0.32.0",
+        "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)",
+        False,
+    ),
     "disable-log-requests": ("before 0.32.0", "delete it: requests are not logged unless --enable-log-requests", False),
     # EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to
     # 0.29.0 installed and inspected: github.com/unslothai/unsloth-zoo issue #1210)
@@ -44,16 +48,40 @@ REMOVED = {
     "cuda-graph-sizes": ("before 0.32.0", "use cudagraph-capture-sizes or max-cudagraph-capture-size", True),
     # The old speculative flags: vLLM 0.32 takes one speculative-config JSON, or its --spec-method /
     # --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py).
-    "speculative-model": ("before 0.32.0", "use --speculative-config '{\"model\": ..., \"num_speculative_tokens\": N}' (or --spec-model)", True),
-    "num-speculative-tokens": ("before 0.32.0", "put num_speculative_tokens in --speculative-config (or use --spec-tokens)", True),
-    "speculative-draft-tensor-parallel-size": ("before 0.32.0", "put draft_tensor_parallel_size in --speculative-config", True),
-    "ngram-prompt-lookup-max": ("before 0.32.0", "put prompt_lookup_max in --speculative-config with method ngram", True),
-    "ngram-prompt-lookup-min": ("before 0.32.0", "put prompt_lookup_min in --speculative-config with method ngram", True),
+    "speculative-model": (
+        "before 0.32.0",
+        'use --speculative-config \'{"model": ..., "num_speculative_tokens": N}\' (or --spec-model)',
+        True,
+    ),
+    "num-speculative-tokens": (
+        "before 0.32.0",
+        "put num_speculative_tokens in --speculative-config (or use --spec-tokens)",
+        True,
+    ),
+    "speculative-draft-tensor-parallel-size": (
+        "before 0.32.0",
+        "put draft_tensor_parallel_size in --speculative-config",
+        True,
+    ),
+    "ngram-prompt-lookup-max": (
+        "before 0.32.0",
+        "put prompt_lookup_max in --speculative-config with method ngram",
+        True,
+    ),
+    "ngram-prompt-lookup-min": (
+        "before 0.32.0",
+        "put prompt_lookup_min in --speculative-config with method ngram",
+        True,
+    ),
     "speculative-disable-by-batch-size": ("before 0.32.0", "put disable_by_batch_size in --speculative-config", True),
     "device": ("before 0.32.0", "delete it: vLLM detects the platform", True),
     "worker-use-ray": ("before 0.32.0", "use --distributed-executor-backend ray", False),
     "engine-use-ray": ("before 0.32.0", "delete it: the engine runs in its own process", False),
-    "calculate-kv-scales": ("before 0.32.0", "delete it: FP8 KV scales come from the checkpoint (or default to 1.0)", False),
+    "calculate-kv-scales": (
+        "before 0.32.0",
+        "delete it: FP8 KV scales come from the checkpoint (or default to 1.0)",
+        False,
+    ),
     "enable-prompt-adapter": ("before 0.32.0", "delete it: prompt adapters are gone; use LoRA", False),
     "disable-async-output-proc": ("before 0.32.0", "delete it: the V1 engine always overlaps output processing", False),
 }
@@ -72,8 +100,11 @@ def removed_takes_value(name: str) -> bool:
 def removal(name: str) -> tuple[str, str]:
     """(when it went, in words; what to do instead) for a removed flag."""
     release, instead, _ = REMOVED[name]
-    when = f"was removed in vLLM {release}" if release[0].isdigit() else \
-        f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+    when = (
+        f"was removed in vLLM {release}"
+        if release[0].isdigit()
+        else f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+    )
     return when, instead
 
 
@@ -100,15 +131,22 @@ def generate() -> dict:
             continue
         name = longs[0]
         negatable = any(s.startswith("--no-") for s in action.option_strings)
-        flags[name] = {"takes_value": action.nargs != 0, "negatable": negatable, "dest": action.dest,
-                       "multiple": action.nargs in ("+", "*")}
+        flags[name] = {
+            "takes_value": action.nargs != 0,
+            "negatable": negatable,
+            "dest": action.dest,
+            "multiple": action.nargs in ("+", "*"),
+        }
         for alt in longs[1:]:
             aliases[alt] = name
         for short in action.option_strings:
             if short.startswith("-") and not short.startswith("--"):
                 aliases[short[1:]] = name
-    return {"vllm_version": vllm.__version__, "flags": dict(sorted(flags.items())),
-            "aliases": dict(sorted(aliases.items()))}
+    return {
+        "vllm_version": vllm.__version__,
+        "flags": dict(sorted(flags.items())),
+        "aliases": dict(sorted(aliases.items())),
+    }
 
 
 @lru_cache(maxsize=1)

@@ -6,10 +6,14 @@ from __future__ import annotations
 def describe_value(metric: str, value: float) -> str:
     v = fmt(value)
     return {
-        "ttft_ms_p99": f"p99 TTFT {v} ms", "ttft_ms_p50": f"median TTFT {v} ms",
-        "tpot_ms_p99": f"p99 TPOT {v} ms", "tpot_ms_p50": f"median TPOT {v} ms",
-        "output_tok_s": f"{v} output tok/s", "request_throughput": f"{v} requests/s",
-        "accuracy": f"accuracy {v}%", "accuracy_drop": f"an accuracy drop of {v} points",
+        "ttft_ms_p99": f"p99 TTFT {v} ms",
+        "ttft_ms_p50": f"median TTFT {v} ms",
+        "tpot_ms_p99": f"p99 TPOT {v} ms",
+        "tpot_ms_p50": f"median TPOT {v} ms",
+        "output_tok_s": f"{v} output tok/s",
+        "request_throughput": f"{v} requests/s",
+        "accuracy": f"accuracy {v}%",
+        "accuracy_drop": f"an accuracy drop of {v} points",
     }[metric]
 
 

@@ -15,13 +15,34 @@ from pathlib import Path
 from typing import Any
 
 from ..measurement import Measurement
-from .schema import (Doc, ReviewInputError, as_bool, as_int, as_number, as_str, as_text, mapping, show, suggest,
-                     label, swap)
+from .schema import (
+    Doc,
+    ReviewInputError,
+    as_bool,
+    as_int,
+    as_number,
+    as_str,
+    as_text,
+    mapping,
+    show,
+    suggest,
+    label,
+    swap,
+)
 from .wording import describe_setting, describe_value, fmt
 
 WORKLOAD_KEYS = (
-    "name", "description", "task", "concurrency", "qps", "prompt-tokens", "output-tokens",
-    "slo", "shared-prefix", "measurements", "records",
+    "name",
+    "description",
+    "task",
+    "concurrency",
+    "qps",
+    "prompt-tokens",
+    "output-tokens",
+    "slo",
+    "shared-prefix",
+    "measurements",
+    "records",
 )
 LOAD_KEYS = ("typical", "peak")
 LENGTH_KEYS = ("mean", "p50", "p99", "max")
@@ -30,23 +51,45 @@ SHARED_PREFIX_KEYS = ("tokens", "fraction", "description")
 MEASUREMENT_KEYS = ("setting", "metric", "value", "source", "note")
 # What a cited number is and its unit; the names are servelab Measurement field names.
 METRICS = {
-    "ttft_ms_p50": "ms", "ttft_ms_p99": "ms", "tpot_ms_p50": "ms", "tpot_ms_p99": "ms",
-    "output_tok_s": "tok/s", "request_throughput": "req/s",
-    "accuracy": "%", "accuracy_drop": "points",
+    "ttft_ms_p50": "ms",
+    "ttft_ms_p99": "ms",
+    "tpot_ms_p50": "ms",
+    "tpot_ms_p99": "ms",
+    "output_tok_s": "tok/s",
+    "request_throughput": "req/s",
+    "accuracy": "%",
+    "accuracy_drop": "points",
 }
 # The conditions a number was measured under. Config keys mean "the engine ran with this".
 SETTING_TYPES = {
-    "batch": "int", "concurrency": "int", "qps": "number",
-    "max-num-seqs": "int", "tensor-parallel-size": "int", "pipeline-parallel-size": "int",
-    "data-parallel-size": "int", "max-model-len": "int", "num-speculative-tokens": "int",
-    "gpu-memory-utilization": "number", "speculative": "bool", "enable-prefix-caching": "bool",
-    "quantization": "str", "method": "str", "kv-cache-dtype": "str", "dtype": "str",
-    "model": "str", "gpu": "str", "task": "str", "enforce-eager": "bool", "enable-chunked-prefill": "bool",
-    "max-num-batched-tokens": "int", "enable-expert-parallel": "bool",
+    "batch": "int",
+    "concurrency": "int",
+    "qps": "number",
+    "max-num-seqs": "int",
+    "tensor-parallel-size": "int",
+    "pipeline-parallel-size": "int",
+    "data-parallel-size": "int",
+    "max-model-len": "int",
+    "num-speculative-tokens": "int",
+    "gpu-memory-utilization": "number",
+    "speculative": "bool",
+    "enable-prefix-caching": "bool",
+    "quantization": "str",
+    "method": "str",
+    "kv-cache-dtype": "str",
+    "dtype": "str",
+    "model": "str",
+    "gpu": "str",
+    "task": "str",
+    "enforce-eager": "bool",
+    "enable-chunked-prefill": "bool",
+    "max-num-batched-tokens": "int",
+    "enable-expert-parallel": "bool",
 }
 
 
 # --- the workload and its evidence ---------------------------------------------
+
 
 @dataclass(frozen=True)
 class Load:
@@ -109,7 +152,6 @@ class Evidence:
     note: str = ""
     label: str = ""  # a short description of the setting, when the full one says too much
 
-
     @property
     def batch(self) -> int | None:
         """The load it was measured at: batch size or concurrent requests."""
@@ -169,17 +211,19 @@ def read_workload(doc: Doc) -> WorkloadSpec:
     """Validate a workload file: load, lengths, SLOs, shared prefixes, cited measurements."""
     data = doc.data
     if isinstance(data, dict) and "model" in data and "concurrency" not in data:
-        raise doc.error((), "this looks like a serving config, not a workload file; "
-                            "pass the workload with --workload")
+        raise doc.error((), "this looks like a serving config, not a workload file; pass the workload with --workload")
     fields = mapping(doc, (), data, WORKLOAD_KEYS, "workload")
     for key in ("concurrency", "prompt-tokens", "output-tokens"):
         if key == "concurrency" and key not in fields and "qps" in fields:
             # Little's law: in flight = arrival rate x time each request spends in the server, and
             # that time depends on the config under review, so the reviewer cannot derive it.
-            raise doc.error((), "the workload gives qps but no 'concurrency': the requests in flight are qps x "
-                                "the seconds each request takes (Little's law), which depends on the server "
-                                "under review; add the in-flight counts your load test or gateway metrics show "
-                                "(concurrency: {typical: 12, peak: 20}), or qps x your measured end-to-end latency")
+            raise doc.error(
+                (),
+                "the workload gives qps but no 'concurrency': the requests in flight are qps x "
+                "the seconds each request takes (Little's law), which depends on the server "
+                "under review; add the in-flight counts your load test or gateway metrics show "
+                "(concurrency: {typical: 12, peak: 20}), or qps x your measured end-to-end latency",
+            )
         if key not in fields:
             raise doc.error((), f"the workload has no '{key}': {_WHY_REQUIRED[key]}")
 
@@ -202,8 +246,18 @@ def read_workload(doc: Doc) -> WorkloadSpec:
         for index, item in enumerate(paths):
             item_path = path + (index,) if isinstance(value, list) else path
             evidence += _read_records(doc, item_path, as_str(doc, item_path, item))
-    return WorkloadSpec(name=name, task=task, concurrency=concurrency, qps=qps, prompt=prompt,
-                    output=output, slo=slo, shared_prefix=shared, evidence=tuple(evidence), doc=doc)
+    return WorkloadSpec(
+        name=name,
+        task=task,
+        concurrency=concurrency,
+        qps=qps,
+        prompt=prompt,
+        output=output,
+        slo=slo,
+        shared_prefix=shared,
+        evidence=tuple(evidence),
+        doc=doc,
+    )
 
 
 _WHY_REQUIRED = {
@@ -243,8 +297,9 @@ def _read_lengths(doc: Doc, path: tuple, value: Any) -> Lengths:
     order = [key for key in ("p50", "p99", "max") if key in stats]
     for low, high in zip(order, order[1:]):
         if stats[low] > stats[high]:
-            raise doc.error(fields[high][1], f"{label(fields[high][1])}: {fmt(stats[high])} is below "
-                                             f"{low} ({fmt(stats[low])})")
+            raise doc.error(
+                fields[high][1], f"{label(fields[high][1])}: {fmt(stats[high])} is below {low} ({fmt(stats[low])})"
+            )
     return Lengths(**stats)
 
 
@@ -276,20 +331,33 @@ def _read_measurements(doc: Doc, path: tuple, value: Any) -> list[Evidence]:
         fields = mapping(doc, item_path, item, MEASUREMENT_KEYS, "measurement")
         for key in ("metric", "value", "source"):
             if key not in fields or fields[key][0] in (None, ""):
-                raise doc.error(item_path, f"{label(item_path)}: '{key}' is required "
-                                           "(each measurement says setting, metric, value and source)")
+                raise doc.error(
+                    item_path,
+                    f"{label(item_path)}: '{key}' is required "
+                    "(each measurement says setting, metric, value and source)",
+                )
         metric_path = fields["metric"][1]
         metric = as_str(doc, metric_path, fields["metric"][0]).lower().replace("-", "_")
         if metric not in METRICS:
-            raise doc.error(metric_path, f"{label(metric_path)}: unknown metric {fields['metric'][0]!r}"
-                                         f"{suggest(metric, tuple(METRICS), 'metrics')}")
+            raise doc.error(
+                metric_path,
+                f"{label(metric_path)}: unknown metric {fields['metric'][0]!r}"
+                f"{suggest(metric, tuple(METRICS), 'metrics')}",
+            )
         number = as_number(doc, *swap(fields["value"]))
         setting = {}
         if "setting" in fields and fields["setting"][0] is not None:
             setting = _read_setting(doc, *swap(fields["setting"]))
-        out.append(Evidence(metric=metric, value=number, setting=setting,
-                            source=as_text(fields["source"][0]), where=doc.where(item_path),
-                            note=as_text(fields.get("note", (None,))[0])))
+        out.append(
+            Evidence(
+                metric=metric,
+                value=number,
+                setting=setting,
+                source=as_text(fields["source"][0]),
+                where=doc.where(item_path),
+                note=as_text(fields.get("note", (None,))[0]),
+            )
+        )
     return out
 
 
@@ -327,20 +395,32 @@ def _read_records(doc: Doc, path: tuple, path_text: str) -> list[Evidence]:
         try:
             record = Measurement.from_dict(json.loads(line))
         except (json.JSONDecodeError, ValueError, TypeError) as exc:
-            raise ReviewInputError(f"{path_text}:{number}: not a servelab Measurement record ({exc}); "
-                                   f"named by {doc.where(path)}") from None
-        wrong = [name for name in ("batch_size", "num_speculative_tokens")
-                 if isinstance(getattr(record, name), bool) or not isinstance(getattr(record, name), int)]
-        wrong += [name for name in ("output_tok_s", "ttft_ms_p99", "tpot_ms_p99")
-                  if getattr(record, name) is not None and (isinstance(getattr(record, name), bool)
-                                                            or not isinstance(getattr(record, name), (int, float)))]
+            raise ReviewInputError(
+                f"{path_text}:{number}: not a servelab Measurement record ({exc}); named by {doc.where(path)}"
+            ) from None
+        wrong = [
+            name
+            for name in ("batch_size", "num_speculative_tokens")
+            if isinstance(getattr(record, name), bool) or not isinstance(getattr(record, name), int)
+        ]
+        wrong += [
+            name
+            for name in ("output_tok_s", "ttft_ms_p99", "tpot_ms_p99")
+            if getattr(record, name) is not None
+            and (isinstance(getattr(record, name), bool) or not isinstance(getattr(record, name), (int, float)))
+        ]
         if wrong or not isinstance(record.method, str):
-            raise ReviewInputError(f"{path_text}:{number}: not a servelab Measurement record "
-                                   f"({', '.join(wrong) or 'method'} has the wrong type); "
-                                   f"named by {doc.where(path)}")
-        setting: dict[str, Any] = {"batch": record.batch_size, "speculative": record.is_speculative,
-                                   "num-speculative-tokens": record.num_speculative_tokens,
-                                   "method": record.method}
+            raise ReviewInputError(
+                f"{path_text}:{number}: not a servelab Measurement record "
+                f"({', '.join(wrong) or 'method'} has the wrong type); "
+                f"named by {doc.where(path)}"
+            )
+        setting: dict[str, Any] = {
+            "batch": record.batch_size,
+            "speculative": record.is_speculative,
+            "num-speculative-tokens": record.num_speculative_tokens,
+            "method": record.method,
+        }
         if record.model:
             setting["model"] = record.model
         if record.hardware:
@@ -352,10 +432,20 @@ def _read_records(doc: Doc, path: tuple, path_text: str) -> list[Evidence]:
         if record.timestamp:
             source += f", {record.timestamp}"
         label = f"batch {record.batch_size}, " + (
-            f"{record.method} k={record.num_speculative_tokens}" if record.is_speculative else "no speculation")
+            f"{record.method} k={record.num_speculative_tokens}" if record.is_speculative else "no speculation"
+        )
         for metric in ("output_tok_s", "ttft_ms_p99", "tpot_ms_p99"):
             value = getattr(record, metric)
             if value is not None and not math.isnan(value):
-                out.append(Evidence(metric=metric, value=float(value), setting=dict(setting),
-                                    source=source, where=where, note=record.note, label=label))
+                out.append(
+                    Evidence(
+                        metric=metric,
+                        value=float(value),
+                        setting=dict(setting),
+                        source=source,
+                        where=where,
+                        note=record.note,
+                        label=label,
+                    )
+                )
     return out
