@@ -418,3 +418,67 @@ def test_lab_conclusions_that_agree_with_the_pick_pass(conclusion):
 def test_lab_conclusion_that_contradicts_the_pick_fails(conclusion):
     points, feedback = checkers.measured_comparison(_comparison(conclusion), {"points": 4})
     assert points == 3 and "recommends speculation on" in feedback
+
+
+# --------------------------------------------------------------------------- rep 1: what a reason must name
+# Phrasings written from the config and the workload (70B in bf16, 141.1 GB of weights against 135.7 GB at
+# 0.9 of one H200, max-num-seqs 32 for a peak of 24 with nothing measured, max-model-len 8,192 for a longest
+# request of 4,700, speculation off), not from the checker's patterns. Each changes one knob of a right audit.
+SHARE = AUDIT_KEY["points"] / len(AUDIT_KEY["verdicts"])
+NAMES_A_FACT = [
+    ("parallelism", "141.1 GB of weights do not fit in the 135.7 GB one H200 gives at 0.9"),
+    ("parallelism", "a 70B model in bf16 is about 140 GB, more than one GPU holds"),
+    ("parallelism", "TP=1 can't hold a 70B model: it needs tensor parallel 2"),
+    ("parallelism", "the weights alone overflow a single H200, so it needs two GPUs"),
+    ("parallelism", "It would fit on one GPU only if quantized to fp8, which it isn't"),
+    ("parallelism", "People assume a 70B model fits on one H200, but it doesn't"),
+    ("parallelism", "The claim that the model fits on one GPU is false: 141.1 GB > 135.7 GB"),
+    ("parallelism", "the weights come to 131 GiB but only 126 GiB is usable"),
+    ("batching", "nobody measured TTFT or TPOT at this batch against the SLO"),
+    ("batching", "32 slots cover the peak of 24 users but no latency was benchmarked"),
+    ("batching", "it was copied over without any measurement behind it"),
+    ("batching", "the cap is above the peak concurrency, yet unmeasured at that load"),
+    ("quantization", "bf16 weights, nothing quantized, so no accuracy trade"),
+    ("quantization", "the model runs unquantized in bfloat16, the quality is the reference"),
+    ("quantization", "it's not quantized at all, so there's nothing to evaluate"),
+    ("speculative_decoding", "No speculative config is set so nothing extra runs per decode step"),
+    ("speculative_decoding", "speculation is off, so no verification work is added"),
+    ("speculative_decoding", "it's disabled, and with no draft there is nothing to accept"),
+    ("max_model_len", "8,192 covers the longest request of 4,700 tokens"),
+    ("max_model_len", "the longest prompt plus output fits under the limit with room"),
+    ("max_model_len", "it is well above what any request in the workload needs"),
+]
+NAMES_NOTHING = [
+    ("parallelism", "This setting does not fit the deployment at all"),
+    ("parallelism", "It just doesn't fit here"),
+    ("parallelism", "It exceeds what is reasonable for this setup"),
+    ("parallelism", "This is too big of a risk to take"),
+    ("max_model_len", "It covers what it needs to cover"),
+    ("speculative_decoding", "Nothing to justify about this knob"),
+    ("batching", "this looks fine to me"),
+    ("batching", "I am against this one"),
+    ("quantization", "I checked it very carefully"),
+    ("max_model_len", "seems good enough to me"),
+]
+
+
+def _one_reason(knob: str, because: str) -> dict:
+    answer = _audit({k: k for k in (*AUDIT_KEY["verdicts"], *AUDIT_KEY["follows"])})
+    answer[knob]["because"] = because
+    return answer
+
+
+@pytest.mark.parametrize("knob, because", NAMES_A_FACT)
+def test_a_reason_that_names_the_configs_fact_earns_the_knobs_share(knob, because):
+    result = checkers.knob_audit(_one_reason(knob, because), AUDIT_KEY)
+    assert result.points == pytest.approx(AUDIT_KEY["points"]), result.feedback
+    assert f"- {knob}: right. The review's reason, to check yours against: {AUDIT_KEY['reasons'][knob]}" in (
+        result.feedback
+    )
+
+
+@pytest.mark.parametrize("knob, because", NAMES_NOTHING)
+def test_a_reason_that_names_no_fact_earns_half_the_share(knob, because):
+    result = checkers.knob_audit(_one_reason(knob, because), AUDIT_KEY)
+    assert result.points == pytest.approx(AUDIT_KEY["points"] - SHARE / 2), result.feedback
+    assert f"{knob}-no-reason" in result.slips

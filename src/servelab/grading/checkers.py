@@ -351,52 +351,46 @@ def _by_knob(answer: dict, knobs) -> dict:
     return out
 
 
-# What a reason about each knob can name its fact with: the knob's own facts (a measurement, the load,
-# the weights against the memory, ...), never the knob's name alone or a word every sentence has. A
-# number counts when it is one of the reviewer's own (in GB or GiB), and "the model fits" for a config
-# whose weights do not fit states the opposite of the fact.
-KNOB_FACTS = {
-    "batching": r"measur|benchmark|\btested\b|\bttft\b|\btpot\b|latenc|\bp(?:50|9[059])\b|\bslo\b|queue|peak|"
-    r"concurren|\busers?\b|\bload\b|traffic|\bqps\b|arrival",
-    "quantization": r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
-    r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
-    "parallelism": r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater) than|more than|memory|\boom\b|"
-    r"tensor[- _]parallel|pipeline[- _]parallel|\btp\b|\bpp\b|shard|split|\bgpus\b|\bh[12]00s\b|"
-    r"\bnodes?\b|nvlink|interconnect|weights",
-    "speculative_decoding": r"\boff\b|disabled|not enabled|not (?:turned|switched) on|\bdraft|verif|accept|ridge|"
-    r"memory[- ]bound|compute[- ]bound|nothing to|\bnone\b|\bk\s*=",
-    "prefix_caching": r"prefix|shared|system prompt|hit rate|cache hits?|reuse",
-    "max_model_len": r"longest|\bcovers?\b|prompts?\b|outputs?\b|context|\btokens\b|truncat|headroom|\brequests?\b",
-    "gpu_memory_utilization": r"\bkv\b|headroom|weights|memory|\bfits?\b|exceed|\boom\b|activation",
-}
-# A reason that states the opposite of the reviewer's fact: (what the reviewer's reason says, what the
-# learner's reason must not affirm unless it also names the fact, e.g. "does not fit" or "needs two GPUs").
-_SHORTFALL = (
-    r"(?:not|cannot|never|too \w+ to|unable to|fails? to) (?:\w+ ){0,2}(?:fit|hold)|exceed|too (?:big|large)|"
-    r"(?:larger|bigger|greater) than|more than|\bover\b|overflow|\boom\b|out of memory|not enough|insufficient|short of|"
-    r"\bneeds?\b|\brequires?\b|at least|shard|split|(?:two|2|more|several|multiple) (?:\w+ )?gpus|only (?:with|on|across)|"
-    r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel(?:ism|[- _]size)?\s*(?:=|of)?\s*[2-8]\b"
+# What a reason about each knob can name its fact with: one of the knob's own facts (a measurement or the
+# load for a batch cap, the weights against the memory for parallelism, ...), where each alternative is a
+# tuple of patterns that must all be there ("the weights do not fit" names a fact, "it does not fit" does
+# not), or one of the reviewer's own numbers, in GB or GiB. The knob's name alone, or a word every
+# sentence has, names nothing. Free text cannot be checked for truth here: a reason that names the right
+# quantity with the wrong value still counts, which is why the feedback shows the reviewer's reason beside
+# every knob.
+_SIZE = r"weights|\bmodel\b|\b\d+b\b|param|\bgi?b\b|memory|\bvram\b|\bhbm\b|\b(?:one|single|a|1) (?:\w+ )?(?:gpu|h[12]00|card)\b"
+_RELATION = (
+    r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater|more) than|\bneeds?\b|requires?\b|"
+    r"\boom\b|out of memory|enough|overflow|\bover\b"
 )
-KNOB_DENIALS = {
-    "parallelism": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
-    "gpu_memory_utilization": (r"does not fit|exceed", _SHORTFALL, r"\bfits?\b|\benough\b|\bhold"),
-    "speculative_decoding": (
-        r"^off\b|\boff:",
-        r"\boff\b|disabled|not enabled|not (?:turned|switched) on|nothing to",
-        r"\bon\b|\benabled\b|\bhelps\b|\bspeeds?\b",
+KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "batching": (
+        (r"measur|benchmark|\btested\b|\bttft\b|\btpot\b|latenc|\bp(?:50|9[059])\b|\bslo\b",),
+        (r"peak|concurren|\busers?\b|traffic|\bqps\b|arrival|\bload\b",),
     ),
     "quantization": (
-        r"unquantized",
-        r"unquanti|not quanti|no quanti|\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit",
-        r"\bint[48]\b|\bfp8\b|\bawq\b|\bgptq\b|4[- ]bit|8[- ]bit|\bis quantized\b",
+        (
+            r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
+            r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
+        ),
     ),
-    "batching": (
-        r"\bno (?:ttft|tpot)",
-        r"\b(?:no|not|never|nobody|nothing|without|un)\b",
-        r"\b(?:was|were|been|is|are) (?:measured|tested|benchmarked)\b",
+    "parallelism": (
+        (_SIZE, _RELATION),
+        (
+            r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel\w*(?:[- _]size)?\s*(?:=|of)?\s*[2-8]\b|"
+            r"(?:two|2|more|several|multiple|second|another) (?:\w+ )?(?:gpus?|h[12]00s?)\b|shard|split",
+        ),
     ),
+    "speculative_decoding": (
+        (
+            r"\boff\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|"
+            r"not configured|no draft|\bverif|\bdraft|accept|ridge|memory[- ]bound|compute[- ]bound",
+        ),
+    ),
+    "prefix_caching": ((r"prefix|shared|system prompt|hit rate|cache hits?|reuse",),),
+    "max_model_len": ((r"longest|\brequests?\b|prompts?\b|outputs?\b|context|truncat|\bp9\d\b",),),
+    "gpu_memory_utilization": ((r"\bkv\b|headroom|activation",), (_SIZE, _RELATION)),
 }
-_NEGATORS = frozenset("not no never cannot nobody nothing without unable fails fail too nor neither".split())
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 GIB = 2**30 / 1e9
 
@@ -409,40 +403,18 @@ def _plain(text: str) -> str:
 
 
 def _numbers(text: str) -> list[float]:
-    out = []
-    for raw in _NUMBER.findall(text):
-        try:
-            out.append(float(raw.replace(",", "")))
-        except ValueError:
-            continue
-    return out
+    return [float(raw.replace(",", "")) for raw in _NUMBER.findall(text)]
 
 
-def _affirms(pattern: str, text: str) -> bool:
-    """Whether text says pattern with no negation among the four words before it."""
-    for match in re.finditer(pattern, text):
-        before = re.findall(r"[a-z]+", text[: match.start()])[-4:]
-        if not _NEGATORS.intersection(before):
-            return True
-    return False
-
-
-def _reason_kind(because: Any, knob: str, reviewer_reason: str) -> str:
-    """ "fact" (names a fact of the config or workload), "opposite" (states the opposite of the
-    reviewer's fact) or "none" (too short, or names nothing)."""
+def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
+    """A reason of four words or more that names one of the knob's facts or one of the reviewer's numbers."""
     if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
-        return "none"
-    text, theirs = _plain(because), _plain(reviewer_reason)
-    denial = KNOB_DENIALS.get(knob)
-    if denial and re.search(denial[0], theirs) and not re.search(denial[1], text) and _affirms(denial[2], text):
-        return "opposite"
-    if re.search(KNOB_FACTS.get(knob, r"(?!)"), text):
-        return "fact"
-    refs = [n for n in _numbers(theirs) if n not in (0.0, 1.0)]
-    for n in _numbers(text):
-        if any(abs(n - r) <= 0.05 * r or abs(n - r / GIB) <= 0.05 * r / GIB for r in refs):
-            return "fact"
-    return "none"
+        return False
+    text = _plain(because)
+    if any(all(re.search(p, text) for p in group) for group in KNOB_FACTS.get(knob, ())):
+        return True
+    refs = [n for n in _numbers(_plain(reviewer_reason)) if n not in (0.0, 1.0)]
+    return any(abs(n - r) <= 0.05 * r or abs(n - r / GIB) <= 0.05 * r / GIB for n in _numbers(text) for r in refs)
 
 
 @_checker
@@ -455,9 +427,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
     Per knob: full share for the reviewer's verdict with a reason of at least
     four words that names a fact of this config or workload (one of the
     reviewer's numbers, or a fact of the knob's own: KNOB_FACTS), half a share
-    for the right verdict with no real reason, nothing for the right verdict
-    with a reason that states the opposite of the reviewer's fact ("the model
-    fits" for weights that do not).
+    for the right verdict with no real reason. Each credited knob's feedback
+    shows the reviewer's reason, since a fact named with a wrong value is not
+    caught here.
     """
     name = _name(key)
     verdicts, reasons = key["verdicts"], key.get("reasons", {})
@@ -486,17 +458,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
                 f"{knob} called {_normal(verdict)}; the review says {expected}: {reasons.get(knob, '')}"
             )
             continue
-        kind = _reason_kind(because, knob, reasons.get(knob, ""))
-        if kind == "fact":
+        if _names_a_fact(because, knob, reasons.get(knob, "")):
             earned += 1.0
-        elif kind == "opposite":
-            lines.append(
-                f"- {knob}: right verdict, but your reason says the opposite of the fact behind it: "
-                f"{reasons.get(knob, '')}"
-            )
-            slips[f"{knob}-opposite-reason"] = (
-                f"{knob}: the right verdict for a reason that states the opposite of the config's fact"
-            )
+            lines.append(f"- {knob}: right. The review's reason, to check yours against: {reasons.get(knob, '')}")
         else:
             earned += 0.5
             lines.append(
