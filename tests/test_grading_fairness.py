@@ -7,8 +7,8 @@ would actually write: a numpy value from a computed cell, "No" with a capital,
 
 from __future__ import annotations
 
-import numpy as np
 import nbformat
+import numpy as np
 import pytest
 
 from servelab.grading import capture, checkers, course, keys, trusted
@@ -446,7 +446,8 @@ NAMES_A_FACT = [
     ("speculative_decoding", "it's disabled, and with no draft there is nothing to accept"),
     ("max_model_len", "8,192 covers the longest request of 4,700 tokens"),
     ("max_model_len", "the longest prompt plus output fits under the limit with room"),
-    ("max_model_len", "it is well above what any request in the workload needs"),
+    ("max_model_len", "8192 tokens, well above the 4.7k longest request"),
+    ("parallelism", "the model is too big for one card"),
 ]
 NAMES_NOTHING = [
     ("parallelism", "This setting does not fit the deployment at all"),
@@ -459,6 +460,13 @@ NAMES_NOTHING = [
     ("batching", "I am against this one"),
     ("quantization", "I checked it very carefully"),
     ("max_model_len", "seems good enough to me"),
+    ("max_model_len", "it is well above what any request in the workload needs"),
+    ("max_model_len", "the context length looks fine here"),
+    ("max_model_len", "plenty of room for the requests"),
+    ("parallelism", "the model is far too big for this setup"),
+    ("batching", "the users seem fine with it"),
+    ("quantization", "the accuracy is whatever, honestly"),
+    ("speculative_decoding", "the draft is whatever, honestly"),
 ]
 
 

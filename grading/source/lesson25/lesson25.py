@@ -1048,8 +1048,11 @@ print((data_dir() / 'configs' / '70b-one-gpu-no-tp-workload.yaml').read_text())
 # the next review, with its own on/off measurement). And one fault is graded once: when the weights alone
 # do not fit, `gpu_memory_utilization` reads as wrong only because `parallelism` is, so it is graded under
 # `parallelism` (give it a verdict anyway; its feedback says so). A reason earns its full share when it
-# names a fact (a number, the setting, the workload figure or the measurement it is checked against), not
-# for any four words.
+# names the fact itself in a sentence of four words or more: the figure it rests on (the weights against one
+# GPU's memory, the peak load against the cap, the longest request against the limit, the precision the
+# weights are served in) or the measurement that is missing. Naming only the topic ("the context looks
+# fine") earns half. The feedback shows the reviewer's reason beside each of yours: check your facts
+# against it, since a wrong figure in a well-formed reason is not caught.
 #
 # When you are done, compare with the reviewer: `servelab review` runs the same checklist as code.
 

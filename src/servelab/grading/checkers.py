@@ -358,22 +358,27 @@ def _by_knob(answer: dict, knobs) -> dict:
 # sentence has, names nothing. Free text cannot be checked for truth here: a reason that names the right
 # quantity with the wrong value still counts, which is why the feedback shows the reviewer's reason beside
 # every knob.
-_SIZE = r"weights|\bmodel\b|\b\d+b\b|param|\bgi?b\b|memory|\bvram\b|\bhbm\b|\b(?:one|single|a|1) (?:\w+ )?(?:gpu|h[12]00|card)\b"
+_SIZE = r"weights|\b\d+b\b|param|\bgi?b\b|memory|\bvram\b|\bhbm\b|\b(?:one|single|a|1) (?:\w+ )?(?:gpu|h[12]00|card)\b"
 _RELATION = (
     r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater|more) than|\bneeds?\b|requires?\b|"
     r"\boom\b|out of memory|enough|overflow|\bover\b"
 )
+_COMPARED = r"\bcovers?\b|\bfits?\b|above|below|under|exceed|\bthan\b|\bcap\b|slots?|\bmatch|enough|headroom"
 KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    # the measurement a cap needs, or the load set against the cap
     "batching": (
         (r"measur|benchmark|\btested\b|\bttft\b|\btpot\b|latenc|\bp(?:50|9[059])\b|\bslo\b",),
-        (r"peak|concurren|\busers?\b|traffic|\bqps\b|arrival|\bload\b",),
+        (r"peak|concurren|\busers?\b|traffic|\bqps\b|arrival|\bload\b", _COMPARED),
     ),
+    # the precision the weights are served in, or the accuracy trade it does or does not make
     "quantization": (
         (
             r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
-            r"\bgptq\b|unquanti|not quanti|no quanti|full precision|accura|\bevals?\b|quality|perplexit",
+            r"\bgptq\b|unquanti|not quanti|no quanti|full precision",
         ),
+        (r"accura|quality|\bevals?\b|perplexit", r"\bno\b|\bnot\b|\bloss|trade|drop|same|reference|unchanged"),
     ),
+    # the weights against one GPU's memory, or the parallel degree they need
     "parallelism": (
         (_SIZE, _RELATION),
         (
@@ -381,14 +386,16 @@ KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
             r"(?:two|2|more|several|multiple|second|another) (?:\w+ )?(?:gpus?|h[12]00s?)\b|shard|split",
         ),
     ),
+    # speculation off (nothing verified), or the regime that decides whether it pays
     "speculative_decoding": (
         (
-            r"\boff\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|"
-            r"not configured|no draft|\bverif|\bdraft|accept|ridge|memory[- ]bound|compute[- ]bound",
+            r"\boff\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|not configured|"
+            r"no draft|no verif|nothing to verif|ridge|memory[- ]bound|compute[- ]bound|\bk\s*=\s*\d",
         ),
     ),
     "prefix_caching": ((r"prefix|shared|system prompt|hit rate|cache hits?|reuse",),),
-    "max_model_len": ((r"longest|\brequests?\b|prompts?\b|outputs?\b|context|truncat|\bp9\d\b",),),
+    # the longest request the workload sends, set against the limit
+    "max_model_len": ((r"longest|\bp9\d\b|\bmax(?:imum)? (?:request|prompt)|truncat",),),
     "gpu_memory_utilization": ((r"\bkv\b|headroom|activation",), (_SIZE, _RELATION)),
 }
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
@@ -464,8 +471,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
         else:
             earned += 0.5
             lines.append(
-                f"- {knob}: right verdict, but name the workload fact or the missing "
-                "measurement behind it in a sentence (a number or the setting it is checked against)."
+                f"- {knob}: right verdict, but give the reason as a sentence of {MIN_REASON_WORDS} words or more "
+                "that names the workload fact or the missing measurement behind it (a number, or the setting "
+                f"it is checked against). The review's reason: {reasons.get(knob, '')}"
             )
             slips[f"{knob}-no-reason"] = (
                 f"{knob}: the right verdict with no workload fact or missing measurement behind it"
