@@ -34,7 +34,7 @@ from pathlib import Path
 from servelab import hardware
 from servelab.classroom import report
 from servelab.classroom.postgres import Postgres
-from servelab.grading import course, parallel, replicate, samples
+from servelab.grading import course, replicate, samples
 
 RESULT = Path(__file__).resolve().parent / "results" / "class.json"
 MIX = {"perfect": 0.4, "partial": 0.3, "near_misses": 0.2, "empty": 0.1}

@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from servelab import __version__, hardware, modelspec, simulate
+from servelab.batch_sizes import batch_sizes_arg
 
 # --- settings --------------------------------------------------------------------
 GPU_PRESET = "Llama-3.1-8B"  # the model the lesson's H200 numbers are for
@@ -362,7 +363,7 @@ def measure_point(runner: StepRunner, repeats: int, use_graph: bool) -> tuple[li
         stream = torch.cuda.current_stream()
         try:
             return time_cuda_graph(runner, repeats), True, ""
-        except Exception as exc:  # capture is the fragile part: time the same step eagerly instead
+        except Exception as exc:  # noqa: BLE001 capture is the fragile part: time the same step eagerly instead
             # a failed capture_end leaves torch.cuda.graph's capture stream current: go back to ours
             torch.cuda.set_stream(stream)
             torch.cuda.synchronize()
@@ -408,7 +409,7 @@ def measure_roofline(device, dtype, seconds: float = 0.5) -> dict:
     src = torch.ones(copy_bytes // dtype.itemsize, dtype=dtype, device=device)
     dst = torch.empty_like(src)
     copy_gb_s = 2 * copy_bytes / best_s(lambda: dst.copy_(src)) / 1e9
-    del src, dst
+    src = dst = None  # free the buffers before the GEMM's
     m, n, kk = (8192, 8192, 8192) if device.type == "cuda" else (256, 2048, 2048)
     a = torch.randn(m, kk, device=device, dtype=dtype)
     b = torch.randn(kk, n, device=device, dtype=dtype)
@@ -581,7 +582,7 @@ def sweep(
             with torch.inference_mode():
                 runner = StepRunner(model, b, k, context_len, cache)
                 times, graphed, failure = measure_point(runner, reps, use_graph)
-        except Exception as exc:  # one shape failing (out of memory, say) should not lose the others
+        except Exception as exc:  # noqa: BLE001 one shape failing (out of memory, say) should not lose the others
             if model.device.type == "cuda":
                 torch.cuda.synchronize()
             failures += 1
@@ -644,7 +645,7 @@ def check_attention(model, context_len: int) -> tuple[str, str]:
         if diff <= tolerance:
             return GQA_ATTENTION, f"max |logits - sdpa's| / max |logits| = {diff:.2g}"
         reason = f"its logits differ from sdpa's by {diff:.2g} (relative)"
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 any failure of the GQA path falls back to sdpa, with the reason
         reason = _first_line(exc)
     set_attention(model, "sdpa")
     return "sdpa", f"GQA attention not used ({reason}): transformers' sdpa copies K and V per query head"
@@ -707,10 +708,13 @@ def relative(path: Path) -> str:
 
 # --- command line ------------------------------------------------------------------------------
 def parse_ints(text: str) -> list[int]:
+    """Draft lengths k, comma separated (0 is the plain decode step); batch sizes use servelab.batch_sizes."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, like 1,4,16; got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected whole numbers separated by commas, like 1,4,16; got {text!r}"
+        ) from None
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected non-negative whole numbers, like 1,4,16; got {text!r}")
     return values
@@ -722,7 +726,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model", default=None, help=f"model preset (default: {GPU_PRESET} on CUDA, {CPU_PRESET} on the CPU)"
     )
-    parser.add_argument("--batches", type=parse_ints, default=None, help="batch sizes, e.g. 1,2,4,8")
+    parser.add_argument(
+        "--batches", type=batch_sizes_arg, default=None, help="batch sizes, e.g. 1,2,4,8 or 1,2,4,...,256"
+    )
     parser.add_argument("--ks", type=parse_ints, default=None, help="draft lengths k; 0 is the decode step")
     parser.add_argument("--context-len", type=int, default=CONTEXT_LEN, help="tokens already in each KV cache")
     parser.add_argument("--dtype", default=None, help="bfloat16 (default on CUDA), float32 (default on the CPU)")

@@ -167,7 +167,9 @@ class JupyterLab:
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s:\n{self.log()}")
+                    raise RuntimeError(
+                        f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S} s:\n{self.log()}"
+                    ) from None
                 time.sleep(0.3)
 
     def api(self, method: str, path: str, body: dict | None = None, timeout: float = 10):

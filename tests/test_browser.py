@@ -21,7 +21,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from browser_helpers import (
     CELLS,
     JupyterLab,
@@ -178,7 +177,7 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
     state, text = status(page)
     assert state == "offline" and "SERVELAB_OFFLINE" in text, text
     assert page.locator(
-        f".servelab-measure.servelab-view-flip button, button.servelab-measure.servelab-view-flip"
+        ".servelab-measure.servelab-view-flip button, button.servelab-measure.servelab-view-flip"
     ).first.is_disabled()
 
     # The figure in the page holds exactly what the lab computed: every trace, point for point.
@@ -203,7 +202,7 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
         " return gd.layout.shapes[0].x0 === b; }",
         arg=[FLIP, batch * 2],
     )
-    assert f"Batch {batch * 2}" in page.locator(f".servelab-regime.servelab-view-flip").first.inner_text()
+    assert f"Batch {batch * 2}" in page.locator(".servelab-regime.servelab-view-flip").first.inner_text()
 
     # k slider: the simulated n-gram curve is recomputed for the new k (its data, not only its look).
     k = published["settings"]["num_speculative_tokens"]

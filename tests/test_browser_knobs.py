@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import JupyterLab, chromium, open_notebook, require_chromium, run_all_cells, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

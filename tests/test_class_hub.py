@@ -30,9 +30,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
-
 import nbformat
+import pytest
 from browser_helpers import (
     CELLS,
     chromium,
@@ -46,13 +45,14 @@ from browser_helpers import (
     wait_cells_done,
     wait_kernel_idle,
 )
+from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
+
 from servelab.classroom.hub import ClassHub, ClassSettings
 from servelab.classroom.postgres import Postgres
 from servelab.classroom.servers import ClassServers
 from servelab.grading import course, samples
 from servelab.knobs import read_metrics
 from servelab.paths import REPO_DIR
-from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 

@@ -15,7 +15,6 @@ import re
 import runpy
 import shutil
 from fractions import Fraction
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest

@@ -6,8 +6,7 @@ import socket
 
 import pytest
 
-from servelab.classroom import ClassError
-from servelab.classroom import load
+from servelab.classroom import ClassError, load
 from servelab.classroom.servers import ClassServers
 from servelab.remote import RemoteServer
 

@@ -567,8 +567,9 @@ def test_a_right_conclusion_at_batch_64_earns_its_point(conclusion):
 
 
 def test_rollout_plan_canary_hours_bounds_are_the_questions():
-    from servelab.grading import course
     import nbformat
+
+    from servelab.grading import course
 
     question = next(
         c.source

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
 from browser_helpers import REPO, JupyterLab, chromium, require_chromium
+
 from servelab.grading import course, pipeline, safe_html
 
 LESSON = course.get("lesson25")

@@ -15,13 +15,13 @@ import copy
 import socket
 import subprocess
 import sys
-import threading
 import textwrap
+import threading
 
 import nbformat
 import pytest
 
-from servelab.grading import course, pipeline, sandbox, samples
+from servelab.grading import course, pipeline, samples, sandbox
 from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")

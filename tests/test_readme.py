@@ -36,8 +36,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-
-from browser_helpers import CHROMIUM, chromium, require_chromium, screenshot, wait_kernel_idle
+from browser_helpers import chromium, require_chromium, screenshot, wait_kernel_idle
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from review_helpers import assert_mentions
+
 from servelab import review
 from servelab.review import Finding, Report, ReviewInputError
 

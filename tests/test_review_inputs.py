@@ -586,3 +586,19 @@ def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):
     path.write_text("model: a\nmodel: b\n")
     with pytest.raises(review.ReviewInputError, match="c.yaml:2: model: duplicate key"):
         review.schema.load_yaml(path, "serving config")
+
+
+@pytest.mark.parametrize(
+    "rows, says",
+    [
+        ("oops", "must be a list of [min_batch, max_batch, k] rows, got 'oops'"),
+        ("[[1, 59]]", "num_speculative_tokens_per_batch_size[0]: each row is [min_batch, max_batch, k], got a list"),
+    ],
+)
+def test_a_malformed_speculation_schedule_is_refused_with_what_it_got(rows, says, tmp_path):
+    text = (REPO / "data" / "configs" / "load-varies-adaptive-k-set.yaml").read_text()
+    path = tmp_path / "schedule.yaml"
+    path.write_text(text.replace("[[1, 59, 4], [60, 73, 3], [74, 98, 2], [99, 128, 1]]", rows))
+    with pytest.raises(review.ReviewInputError) as info:
+        read_config(forms.load(path))
+    assert says in str(info.value)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from review_helpers import assert_mentions
+
 from servelab import review
 
 REPO = Path(__file__).resolve().parent.parent

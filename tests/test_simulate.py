@@ -414,11 +414,17 @@ def test_design_table_is_plausible_on_this_cpu_class():
 
 
 # --- command line ---------------------------------------------------------------------------------
-def test_parse_batches_expands_the_ellipsis():
-    assert simulate.parse_batches("1,2,4,...,256") == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert simulate.parse_batches("3, 5") == [3, 5]
-    with pytest.raises(ValueError):
-        simulate.parse_batches("1,...,8")
+def test_simulate_reads_batches_as_every_command_does(capsys):
+    """servelab simulate --batch takes the one batch-list syntax (servelab.batch_sizes), '...' included."""
+    parser = argparse.ArgumentParser()
+    simulate.add_arguments(parser)
+    args = parser.parse_args(["--hardware", "H200", "--model", "Llama-3.1-8B", "--batch", "1,2,4,...,16"])
+    assert simulate.run(args) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.split()[:1] != []]
+    assert [r for r in rows if r.isdigit()][:5] == ["1", "2", "4", "8", "16"]
+    args = parser.parse_args(["--hardware", "H200", "--model", "Llama-3.1-8B", "--batch", "1,0"])
+    assert simulate.run(args) == 2
+    assert "batch sizes must be whole numbers of at least 1" in capsys.readouterr().err
 
 
 def test_cli_prints_the_table_crossover_and_ridge(capsys):

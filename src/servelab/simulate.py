@@ -44,6 +44,7 @@ import sys
 from dataclasses import dataclass
 
 from . import hardware as hardware_presets
+from .batch_sizes import parse_batch_sizes
 from .hardware import DTYPE_BYTES, Hardware
 from .measurement import Measurement
 from .modelspec import ModelSpec
@@ -941,26 +942,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default=None, help="weights and KV cache dtype (default: the hardware's)")
 
 
-def parse_batches(text: str) -> list[int]:
-    """'1,2,4,...,256' -> [1, 2, 4, ..., 256]; '...' repeats the ratio of the two values before it."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    out: list[float] = []
-    for i, part in enumerate(parts):
-        if part == "...":
-            if len(out) < 2 or i + 1 >= len(parts):
-                raise ValueError("'...' needs two batch sizes before it and one after: 1,2,4,...,256")
-            ratio, end = out[-1] / out[-2], float(parts[i + 1])
-            if ratio <= 1:
-                raise ValueError("the batch sizes before '...' must grow: 1,2,4,...,256")
-            while out[-1] * ratio < end:
-                out.append(out[-1] * ratio)
-        else:
-            out.append(float(part))
-    if not out or any(b <= 0 for b in out):
-        raise ValueError(f"batch sizes must be positive numbers, got {text!r}")
-    return [int(round(b)) for b in out]
-
-
 def run(args) -> int:
     from . import modelspec
 
@@ -974,7 +955,7 @@ def run(args) -> int:
         model = modelspec.preset(args.model)
         draft = modelspec.preset(args.draft) if args.draft else None
         sim = default_simulator(model, hw, dtype=args.dtype, draft=draft, context_len=args.context_len)
-        batches = parse_batches(args.batch)
+        batches = parse_batch_sizes(args.batch)
         k, method, a = args.k, args.method, args.acceptance
         rows = [(b, sim.step(b), sim.step(b, k, method, a)) for b in batches]
     except ValueError as exc:

@@ -45,7 +45,9 @@ def load(name: str) -> Workload:
                 try:
                     prompts.append(json.loads(line)["prompt"])
                 except (json.JSONDecodeError, KeyError, TypeError):
-                    raise ValueError(f'{path}:{number}: each line must be a JSON object with a "prompt" field.')
+                    raise ValueError(
+                        f'{path}:{number}: each line must be a JSON object with a "prompt" field.'
+                    ) from None
     if not prompts:
         raise ValueError(f"{path} holds no prompts.")
     return Workload(key or path.stem, tuple(prompts))

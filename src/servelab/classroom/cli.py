@@ -10,8 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from .hub import DEFAULT_STATE
 from .errors import ClassError
+from .hub import DEFAULT_STATE
 
 
 def _names(text: str) -> list[str]:

@@ -137,8 +137,8 @@ def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> 
     """The assignment's graded submissions: the gradebook's scores and the grader's per-test records."""
     from nbgrader.api import (
         Grade,
-        GradeCell,
         Gradebook,
+        GradeCell,
         MissingEntry,
         Notebook,
         SolutionCell,

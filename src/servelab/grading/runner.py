@@ -137,9 +137,9 @@ class _AnswerPipe:
 
 def run(timeout: int) -> int:
     sys.modules.setdefault("rfc3987_syntax", None)  # a 2.5-second import nbformat never needs (see nbgrader_cli.py)
+    import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
-    import nbformat
 
     nb = nbformat.reads(sys.stdin.read(), as_version=4)
     runtime = Path(os.environ.get("TMPDIR", "/tmp"))

@@ -28,11 +28,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from nbformat.v4 import new_output
-from traitlets import Bool, Integer, Unicode
-
 from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool, Integer, Unicode
 
 from servelab.grading import capture, checkers, sandbox
 from servelab.paths import REPO_DIR

@@ -75,7 +75,7 @@ def build(view: str):
         trace.update(meta=uid, x=[], y=[], legendgroup=f"{slot}|{kind}", showlegend=panel == "tok_s")
         row, col = where[panel]
         fig.add_trace(trace, row=row, col=col)
-    for panel, (row, col) in where.items():
+    for row, col in where.values():
         fig.update_xaxes(
             type="log",
             tickvals=list(BATCHES),
@@ -136,7 +136,7 @@ def update(fig, drawing: Drawing) -> None:
 
 def _shapes(drawing: Drawing, axes: dict) -> list[dict]:
     shapes = []
-    for panel, (xa, ya) in axes.items():
+    for xa, ya in axes.values():
         # the chosen batch, in every panel
         shapes.append(
             dict(

@@ -30,10 +30,10 @@ from .. import hardware
 from . import forms
 from .arithmetic import Facts
 from .checks import adaptive_schedule, run_checks
+from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
 from .schema import Doc, ReviewInputError, load_yaml
 from .serving import ServingConfig, read_config
 from .workload_spec import WorkloadSpec, read_workload
-from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
 
 __all__ = [
     "review",

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import hardware, modelspec
-from . import vllm_flags
 from ..hardware import DTYPE_BYTES
 from ..simulate import ACCEPTANCE_RATE, expected_tokens_per_step
+from . import vllm_flags
 from .arithmetic import (
     Facts,
     default_batched_tokens,
@@ -36,10 +36,10 @@ from .arithmetic import (
     lora_gb,
     rank_weight_gb,
 )
+from .report import Finding
 from .serving import ServingConfig, preset_key
 from .wording import describe_value, fmt, gb
 from .workload_spec import Evidence, WorkloadSpec
-from .report import Finding
 
 # Thresholds a reviewer may argue with; each says what crossing it means.
 OVERSIZED_BATCH = (
@@ -1218,7 +1218,6 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
     sp = wl.shared_prefix
     prompt = wl.prompt.typical
     reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt else 0.0
-    state = "on" if cfg.prefix_caching else "off"
     setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
     arithmetic = (
         f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "

@@ -413,7 +413,7 @@ def _dockerfile_exec_form(text: str) -> str:
     cmd = found["CMD"][1] if "CMD" in found else []
     last = found.get("CMD", found.get("ENTRYPOINT"))[0]
     lines = text.splitlines()
-    for key, (m, _) in found.items():
+    for m, _ in found.values():
         number = text.count("\n", 0, m.start())
         lines[number] = " ".join(shlex.quote(w) for w in entry + cmd) if m is last else ""
     return "\n".join(lines) + "\n"

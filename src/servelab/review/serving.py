@@ -29,6 +29,7 @@ from .schema import (
     label,
     mapping,
     required,
+    show,
     suggest,
     swap,
 )

@@ -23,10 +23,10 @@ from .schema import (
     as_number,
     as_str,
     as_text,
+    label,
     mapping,
     show,
     suggest,
-    label,
     swap,
 )
 from .wording import describe_setting, describe_value, fmt
