@@ -41,10 +41,11 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
-# Seconds a single cell may run before it is interrupted and marked wrong. The
-# lesson's cells take well under a second; the lab never starts the engine under
-# autograde (it checks NBGRADER_EXECUTION) and grades recorded numbers.
-c.SandboxedExecute.timeout = 60
+# Seconds a single cell, and a whole submission, may run: SandboxedExecute's defaults,
+# servelab.grading.sandbox.CELL_TIMEOUT_S and SUBMISSION_TIMEOUT_S, set there once for this
+# file, the pipeline and the parallel graders. The lesson's cells take well under a second;
+# the lab never starts the engine under autograde (it checks NBGRADER_EXECUTION) and grades
+# recorded numbers.
 
 # A deleted test cell is put back from the gradebook and run, so deleting a test
 # never hides a failure.

@@ -48,8 +48,8 @@ from servelab.paths import REPO_DIR
 COURSE = REPO_DIR / "grading" / "course"
 OUT = REPO_DIR / "grading" / "out"
 SUBMISSIONS = REPO_DIR / "grading" / "submissions"
-CELL_TIMEOUT_S = 30  # per cell while grading; an infinite loop costs this much, then the cell is marked wrong
-SUBMISSION_TIMEOUT_S = 300  # per submission's run in the sandbox; past it the run stops, answers captured so far count
+CELL_TIMEOUT_S = sandbox.CELL_TIMEOUT_S  # the limits are set once, in sandbox.py
+SUBMISSION_TIMEOUT_S = sandbox.SUBMISSION_TIMEOUT_S
 GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore, scoring)
 
 # Code in a submission that reaches for the grading machinery, the key, the

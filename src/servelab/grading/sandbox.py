@@ -42,6 +42,10 @@ from pathlib import Path
 import servelab
 from servelab.paths import REPO_DIR
 
+# The grading time limits, the one place they are set: SandboxedExecute's defaults (a bare `nbgrader
+# autograde` with grading/nbgrader_config.py), the pipeline's and the parallel graders' command lines.
+CELL_TIMEOUT_S = 30  # per cell while grading; an infinite loop costs this much, then the cell is marked wrong
+SUBMISSION_TIMEOUT_S = 300  # per submission's run in the sandbox; past it the run stops, answers captured so far count
 SANDBOX_UID = 65534  # nobody, inside the user namespace an unprivileged grader makes
 # As root there is no user namespace: the runner becomes a uid on the host, one of its own per
 # grader (this base + the grader's pid), because the process limit counts every process of a uid,

@@ -264,9 +264,11 @@ class RestoreCells(NbGraderPreprocessor):
 class SandboxedExecute(NbGraderPreprocessor):
     """Execute the notebook in the sandbox; copy back each cell's outputs and the captured answers."""
 
-    timeout = Integer(30, help="Seconds one cell may run before it is interrupted.").tag(config=True)
+    timeout = Integer(sandbox.CELL_TIMEOUT_S, help="Seconds one cell may run before it is interrupted.").tag(
+        config=True
+    )
     run_timeout = Integer(
-        300,
+        sandbox.SUBMISSION_TIMEOUT_S,
         help="Seconds the whole notebook may run in the sandbox; past it the run is "
         "stopped and the answers captured before are graded.",
     ).tag(config=True)
