@@ -124,6 +124,17 @@ def test_catalogue_covers_the_families_with_sources(model):
     assert spec.name == model and spec.num_params > 0 and spec.max_position_embeddings > 0
 
 
+def test_every_catalogue_entry_has_its_source_and_reads_as_a_model():
+    """What CONTRIBUTING.md's recipe promises for a new entry: the source URL of its own config.json,
+    and a config the reviewer reads by id and by each alias."""
+    for model, entry in modelspec.catalogue().items():
+        assert entry["source"].startswith("https://huggingface.co/" + model), model
+        assert "config.json" in entry["source"], model
+        for name in (model, *entry.get("aliases", [])):
+            spec = modelspec.from_catalogue(name)
+            assert spec.name == model and spec.num_params > 0 and spec.max_position_embeddings > 0, name
+
+
 def test_published_sizes_match_the_names():
     sizes = {
         "meta-llama/Llama-3.1-405B-Instruct": 405.9,
