@@ -69,10 +69,16 @@ def from_record(record: dict, hw: Hardware | None = None) -> Acceptance | None:
     """
     k = int(record.get("num_speculative_tokens") or 0)
     rate, length = record.get("acceptance_rate"), record.get("mean_acceptance_length")
-    if k < 1 or (rate is None and length is None):
+    if k < 1:
         return None
-    length = float(length) if length is not None else 1.0 + k * float(rate)
-    rate = float(rate) if rate is not None else (length - 1.0) / k
+    if length is not None:
+        length = float(length)
+        rate = float(rate) if rate is not None else (length - 1.0) / k
+    elif rate is not None:
+        rate = float(rate)
+        length = 1.0 + k * rate
+    else:
+        return None
     a = per_token_acceptance(length, k)
     hw = hw or _record_hardware(record)
     ridge = hw.ridge_tokens_per_step(DTYPE_BYTES.get(record.get("dtype") or hw.dtype, DTYPE_BYTES[hw.dtype]))

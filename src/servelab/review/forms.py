@@ -219,8 +219,9 @@ class _Builder:
         return ReviewInputError(f"{where}: {message}")
 
     def set(self, key: str, value: Any, line: int | None) -> None:
-        if vllm_flags.removed(key):
-            self.removed.append((vllm_flags.removed(key), value, line))
+        gone = vllm_flags.removed(key)
+        if gone:
+            self.removed.append((gone, value, line))
             return
         flag, negated = vllm_flags.lookup(key)
         if flag is None:
@@ -263,7 +264,7 @@ class _Builder:
                     and not tokens[i + 1][0].startswith("-")
                     and tokens[i + 1][0] not in _SEPARATORS
                 )
-                value = _scalar(inline) if inline else (_scalar(tokens[i + 1][0]) if takes else True)
+                value: Any = _scalar(inline) if inline else (_scalar(tokens[i + 1][0]) if takes else True)
                 self.removed.append((gone, value, line))
                 i += 2 if takes else 1
                 continue
@@ -289,7 +290,7 @@ class _Builder:
                     "(servelab review CONFIG.yaml), with these flags added to it",
                 )
             if not flag.takes_value or negated:
-                value: Any = not negated
+                value = not negated
                 if inline:
                     value = _scalar(inline)
                 i += 1
@@ -411,7 +412,7 @@ def _dockerfile_exec_form(text: str) -> str:
         return text
     entry = found["ENTRYPOINT"][1] if "ENTRYPOINT" in found else (["vllm", "serve"] if vllm_image else [])
     cmd = found["CMD"][1] if "CMD" in found else []
-    last = found.get("CMD", found.get("ENTRYPOINT"))[0]
+    last = (found["CMD"] if "CMD" in found else found["ENTRYPOINT"])[0]  # the regex finds no other keys
     lines = text.splitlines()
     for m, _ in found.values():
         number = text.count("\n", 0, m.start())
@@ -576,6 +577,11 @@ def _line(node: yaml.Node | None) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
 
 
+def _line_of(node: yaml.Node) -> int:
+    """The line of a node that is there (a sequence item, a key, a node found and checked)."""
+    return node.start_mark.line + 1
+
+
 def _seq(node: yaml.Node | None) -> list[yaml.Node]:
     return list(node.value) if isinstance(node, yaml.SequenceNode) else []
 
@@ -651,7 +657,7 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
         items = _seq(node) if isinstance(node, yaml.SequenceNode) else ([node] if node is not None else [])
         for item in items:
             text = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(_value(item)))
-            words.append((text, _line(item)))
+            words.append((text, _line_of(item)))
     shell = (
         len(words) >= 2
         and words[0][0].split("/")[-1] in ("sh", "bash")
@@ -677,7 +683,7 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             node = _get(container, "resources", section, resource)
             if node is not None and gpus is None:
                 gpus = _value(node)
-                builder.lines[("deployment", "gpus-per-node")] = _line(node)
+                builder.lines[("deployment", "gpus-per-node")] = _line_of(node)
     if gpus is not None:
         builder.deployment["gpus-per-node"] = _count(gpus)
     if _count(nodes) != 1:
@@ -719,7 +725,7 @@ def _gpu_from_selectors(selector: yaml.Node | None, affinity: yaml.Node | None) 
     for node in values:
         text = str(_value(node))
         try:
-            return hardware.get(text).name, _line(node)
+            return hardware.get(text).name, _line_of(node)
         except hardware.UnknownHardware:
             continue
     return None
@@ -752,25 +758,25 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
     url = _get(spec, "modelURL")
     if url is None:
         raise builder.error(_line(spec), "the modelSpec has no modelURL (the model it serves)")
-    builder.set("model", str(_value(url)), _line(url))
+    builder.set("model", str(_value(url)), _line_of(url))
     config = _get(spec, "vllmConfig")
     if isinstance(config, yaml.MappingNode):
         for key_node, value_node in config.value:
             key = key_node.value
             if key in _CHART_ONLY_KEYS:
                 continue
-            builder.set(_camel_to_flag(key), _value(value_node), _line(key_node))
+            builder.set(_camel_to_flag(key), _value(value_node), _line_of(key_node))
         extra = _get(config, "extraArgs")
         if extra is not None:
-            tokens = [(str(_value(item)), _line(item)) for item in _seq(extra)]
-            split = []
+            tokens = [(str(_value(item)), _line_of(item)) for item in _seq(extra)]
+            split: list[tuple[str, int]] = []
             for token, line in tokens:  # "--flag value" in one list item is two words
                 split += [(word, line) for word in shlex.split(token)] if " " in token else [(token, line)]
             builder.argv(split, model_positional=False)
     gpus = _get(spec, "requestGPU")
     if gpus is not None:
         builder.deployment["gpus-per-node"] = _count(_value(gpus))
-        builder.lines[("deployment", "gpus-per-node")] = _line(gpus)
+        builder.lines[("deployment", "gpus-per-node")] = _line_of(gpus)
     replicas = _value(_get(spec, "replicaCount"))
     if replicas is not None and _count(replicas) != 1:
         builder.deployment["replicas"] = _count(replicas)
@@ -778,19 +784,19 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
     if gpu_type is not None:
         try:
             builder.deployment["gpu"] = hardware.get(str(_value(gpu_type))).name
-            builder.lines[("deployment", "gpu")] = _line(gpu_type)
+            builder.lines[("deployment", "gpu")] = _line_of(gpu_type)
         except hardware.UnknownHardware:
             pass
     terms = _get(spec, "nodeSelectorTerms")
     if terms is not None and "gpu" not in builder.deployment:
-        affinity_like = {"values": []}
+        affinity_like: dict[str, list[yaml.Node]] = {"values": []}
         for term in _seq(terms):
             for expression in _seq(_get(term, "matchExpressions")):
                 affinity_like["values"] += _seq(_get(expression, "values"))
         for node in affinity_like["values"]:
             try:
                 builder.deployment["gpu"] = hardware.get(str(_value(node))).name
-                builder.lines[("deployment", "gpu")] = _line(node)
+                builder.lines[("deployment", "gpu")] = _line_of(node)
                 break
             except hardware.UnknownHardware:
                 continue
@@ -819,13 +825,14 @@ def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -
         builder.set("data-parallel-size", dp, _line(data))
     if isinstance(tp, int) and isinstance(dp, int):
         builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
-    builder.lines[("deployment", "gpus-per-node")] = _line(tensor) if tensor is not None else None
+    if tensor is not None:
+        builder.lines[("deployment", "gpus-per-node")] = _line_of(tensor)
     replicas = _value(_get(pods, "replicas"))
     if replicas is not None and _count(replicas) != 1:
         builder.deployment["replicas"] = _count(replicas)
     containers = [c for c in _seq(_get(pods, "containers")) if _runs_vllm(c) or _get(c, "modelCommand") is not None]
     if containers:
-        args = [(str(_value(item)), _line(item)) for item in _seq(_get(containers[0], "args"))]
+        args = [(str(_value(item)), _line_of(item)) for item in _seq(_get(containers[0], "args"))]
         builder.argv(args, model_positional=False)
 
 
@@ -837,23 +844,20 @@ def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
     resolve the `run` script's variables; `resources.accelerators` names the GPU (the first choice
     where it lists several); `num_nodes` and `service.replicas` size the deployment."""
     builder.form = "SkyPilot task"
-    env = {
-        str(_value(k)): str(_value(v))
-        for k, v in (_get(root, "envs").value if _get(root, "envs") else [])
-        if _value(v) is not None
-    }
+    envs = _get(root, "envs")
+    env = {str(_value(k)): str(_value(v)) for k, v in (envs.value if envs else []) if _value(v) is not None}
     accelerators = _get(root, "resources", "accelerators")
-    choice = None
+    choice: tuple[str, Any, int] | None = None
     if isinstance(accelerators, yaml.MappingNode) and accelerators.value:
         key, count = accelerators.value[0]
         name, _, inline = str(_value(key)).partition(":")  # `{ H100:8 }` is one key "H100:8" in YAML
-        choice = (name, _value(count) if _value(count) is not None else (inline or 1), _line(key))
+        choice = (name, _value(count) if _value(count) is not None else (inline or 1), _line_of(key))
     elif isinstance(accelerators, yaml.SequenceNode) and accelerators.value:
         accelerators = accelerators.value[0]
     if choice is None and isinstance(accelerators, yaml.ScalarNode):
         text = str(_value(accelerators))
         gpu, _, count = text.partition(":")
-        choice = (gpu, count or 1, _line(accelerators))
+        choice = (gpu, count or 1, _line_of(accelerators))
     if choice is not None:
         gpu, count, line = choice
         try:
@@ -872,5 +876,7 @@ def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
     if replicas not in (None, 1):
         builder.deployment["replicas"] = _count(replicas)
     run = _get(root, "run")
-    first = _line(run) + (1 if isinstance(run, yaml.ScalarNode) and run.style == "|" else 0)
+    if run is None:  # _is_skypilot chose this form for its run key
+        raise builder.error(_line(root), "the SkyPilot task has no run script")
+    first = _line_of(run) + (1 if isinstance(run, yaml.ScalarNode) and run.style == "|" else 0)
     _from_command_text(builder, str(_value(run)), first, env)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import io
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -139,7 +140,7 @@ class Report:
     def __str__(self) -> str:
         from rich.console import Console
 
-        console = Console(width=120, record=True, file=_Null(), color_system=None)
+        console = Console(width=120, record=True, file=io.StringIO(), color_system=None)
         console.print(self)
         return console.export_text()
 
@@ -167,11 +168,3 @@ class Report:
             + (f"<p><small>not reviewed: {e(', '.join(self.not_reviewed))}</small></p>" if self.not_reviewed else "")
             + "</div>"
         )
-
-
-class _Null:
-    def write(self, _text: str) -> int:
-        return 0
-
-    def flush(self) -> None:
-        pass

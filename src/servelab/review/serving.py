@@ -251,7 +251,7 @@ class ServingConfig:
     nodes: int
     internode_gb_s: float
     set_keys: frozenset[str]  # knobs the team wrote down (the rest are vLLM defaults)
-    doc: Doc = field(repr=False, compare=False, default=None)
+    doc: Doc | None = field(repr=False, compare=False, default=None)
     enforce_eager: bool = False
     chunked_prefill: bool = True  # vLLM's V1 engine chunks prefills unless told not to
     pod_replicas: int = 1  # copies of the whole server (a Deployment's replicas), each with its GPUs
@@ -329,8 +329,10 @@ def read_config(doc: Doc) -> ServingConfig:
             "pass the config first and the workload with --workload",
         )
     if isinstance(data, dict):
-        for raw in [k for k in data if isinstance(k, str) and vllm_flags.removed(k)]:
-            doc.removed_flags.append((vllm_flags.removed(raw), data[raw], doc.lines.get((raw,))))
+        for raw in data:
+            gone = vllm_flags.removed(raw) if isinstance(raw, str) else None
+            if gone:
+                doc.removed_flags.append((gone, data[raw], doc.lines.get((raw,))))
         data = {k: v for k, v in data.items() if not (isinstance(k, str) and vllm_flags.removed(k))}
         for raw in data:
             if (
@@ -388,6 +390,7 @@ def read_config(doc: Doc) -> ServingConfig:
 
     value, path = get("quantization")
     quantization_from_name, quantization_source, quantization_mismatch = False, "", ""
+    quantization: str | None
     if model.quant_method and (value is None or str(value).strip().lower() in ("none", "", model.quant_method)):
         quantization, quantization_from_name, quantization_source = model.quant_method, True, "checkpoint"
     elif value is None or (isinstance(value, str) and value.strip().lower() in ("none", "")):

@@ -59,8 +59,11 @@ def resolve(text: str, environment: dict[str, str] | None = None, notes: dict[st
         if loop and loop.group(1) not in given:
             env.pop(loop.group(1), None)
             notes[loop.group(1)] = f"is set by the for loop on line {number}"
-        if _OPENS.match(resolved) or loop:
-            blocks.append(((loop and "for") or _OPENS.match(resolved).group(1), number))
+        opens = _OPENS.match(resolved)
+        if loop:
+            blocks.append(("for", number))
+        elif opens:
+            blocks.append((opens.group(1), number))
         elif _CLOSES.match(resolved) and blocks:
             blocks.pop()
         match = _ASSIGNMENT.match(resolved)

@@ -193,7 +193,7 @@ class WorkloadSpec:
     slo: Slo
     shared_prefix: SharedPrefix | None
     evidence: tuple[Evidence, ...]
-    doc: Doc = field(repr=False, compare=False, default=None)
+    doc: Doc | None = field(repr=False, compare=False, default=None)
 
     @property
     def mean_request_tokens(self) -> float:
@@ -277,10 +277,10 @@ def _read_load(doc: Doc, path: tuple, value: Any, whole: bool = False) -> Load:
     fields = mapping(doc, path, value, LOAD_KEYS, label(path))
     if not fields:
         raise doc.error(path, f"{label(path)}: give 'typical' and 'peak'")
-    typical = number(*swap(fields["typical"])) if "typical" in fields else None
-    peak = number(*swap(fields["peak"])) if "peak" in fields else None
-    typical = peak if typical is None else typical
-    peak = typical if peak is None else peak
+    read = {key: number(*swap(fields[key])) for key in LOAD_KEYS if key in fields}
+    # fields holds typical, peak or both: the one given stands for the other
+    typical = read["typical"] if "typical" in read else read["peak"]
+    peak = read["peak"] if "peak" in read else typical
     if typical > peak:
         raise doc.error(path, f"{label(path)}: typical ({fmt(typical)}) is above peak ({fmt(peak)})")
     return Load(typical, peak)
@@ -363,7 +363,7 @@ def _read_measurements(doc: Doc, path: tuple, value: Any) -> list[Evidence]:
 
 def _read_setting(doc: Doc, path: tuple, value: Any) -> dict:
     fields = mapping(doc, path, value, tuple(SETTING_TYPES), "measurement setting")
-    setting = {}
+    setting: dict[str, int | float | bool | str] = {}
     for key, (item, key_path) in fields.items():
         kind = SETTING_TYPES[key]
         if kind == "int":
