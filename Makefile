@@ -116,6 +116,7 @@ $(CHP):
 	npm install --no-audit --no-fund --prefix $(VENV)/node configurable-http-proxy@$(CHP_VERSION)
 
 test: model browser-deps sandbox-deps class-deps
+	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory nbval
 
