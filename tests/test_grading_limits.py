@@ -25,3 +25,50 @@ def test_the_parallel_graders_default_to_the_same_limits():
         params = inspect.signature(fn).parameters
         assert params["cell_timeout"].default == sandbox.CELL_TIMEOUT_S, fn.__name__
         assert params["submission_timeout"].default == sandbox.SUBMISSION_TIMEOUT_S, fn.__name__
+
+
+def test_a_grading_child_dies_with_its_parent(tmp_path):
+    """runner.die_with_parent, the pipeline's preexec_fn: a parent killed outright takes its nbgrader child along."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "from servelab.grading import runner\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'],"
+            " preexec_fn=runner.die_with_parent)\n"
+            f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(600)\n",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            # the orphan is reparented and reaped by init (or a subreaper): a zombie counts as gone
+            stat = Path(f"/proc/{child}/stat")
+            if stat.exists() and stat.read_text().split(") ")[1].startswith("Z"):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the child outlived its parent by 30 s")
+    finally:
+        if parent.poll() is None:
+            parent.kill()

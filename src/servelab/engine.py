@@ -560,7 +560,11 @@ def _worker_main(conn, config_dict: dict, log_path: str) -> None:
 
 def _die_with_parent(parent: int) -> None:
     """A caller killed outright (a kernel restart, kill -9) cannot stop its engine: take the
-    engine's whole process group down as soon as the caller is gone, so no engine is orphaned."""
+    engine's whole process group down as soon as the caller is gone, so no engine is orphaned.
+
+    Not PR_SET_PDEATHSIG (servelab.grading.runner.die_with_parent, which the grading processes use):
+    Linux sends that when the *thread* that forked the child exits, and a lab forks its engine from a
+    worker thread; and it would kill this process alone, not the vLLM processes it leads."""
 
     def watch():
         while os.getppid() == parent:

@@ -36,7 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, cast
 
-from servelab.grading import course, pipeline, sandbox
+from servelab.grading import course, pipeline, runner, sandbox
 
 QUEUE = "servelab_autograde"
 STATUSES = ("pending", "graded", "timed out", "failed", "refused")
@@ -218,7 +218,7 @@ def grade_all(
         ]
         procs.append(
             subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=pipeline.die_with_parent
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=runner.die_with_parent
             )
         )
     try:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import collection, course, sandbox, trusted
+from servelab.grading import collection, course, runner, sandbox, trusted
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
@@ -172,14 +172,6 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[li
     return [h.student for h in taken], refused
 
 
-def die_with_parent() -> None:
-    """In a child before exec: Linux SIGKILLs it when its parent dies (PR_SET_PDEATHSIG)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)
-
-
 def autograde(
     root: Path,
     assignment: course.Assignment,
@@ -218,7 +210,7 @@ def autograde(
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
-        preexec_fn=die_with_parent,
+        preexec_fn=runner.die_with_parent,
     )
     try:
         log, _ = proc.communicate(timeout=submission_timeout + GRADER_MARGIN_S)

@@ -51,6 +51,24 @@ def _drop_to(uid: int) -> None:
         os.setuid(uid)
 
 
+def die_with_parent() -> None:
+    """Linux SIGKILLs this process when its parent dies (PR_SET_PDEATHSIG): the one way servelab ties a
+    grading process to its parent, run in a child before exec (the pipeline's nbgrader, the parallel
+    graders) and by the sandbox's kernel on itself. Elsewhere it does nothing.
+
+    Linux delivers it when the thread that forked the child exits, and it reaches one process, not its
+    children: the engine's worker, forked from a lab's worker thread and leading vLLM's processes, watches
+    its parent instead (servelab.engine._die_with_parent)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _not_dumpable() -> None:
     """The kernel (same uid) may not open this runner's /proc entries or trace it, so it cannot forge its report."""
     try:
@@ -256,12 +274,7 @@ def kernel() -> None:
     for name, value in json.loads(os.environ.pop(ENV_LIMITS, "{}")).items():
         limit = getattr(resource, name)
         resource.setrlimit(limit, (value, value))
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    die_with_parent()
     import builtins
 
     from ipykernel.kernelapp import IPKernelApp
