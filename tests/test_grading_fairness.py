@@ -448,6 +448,12 @@ NAMES_A_FACT = [
     ("max_model_len", "the longest prompt plus output fits under the limit with room"),
     ("max_model_len", "8192 tokens, well above the 4.7k longest request"),
     ("parallelism", "the model is too big for one card"),
+    ("max_model_len", "the biggest request still fits under the limit"),
+    ("max_model_len", "worst-case request 4.7k tokens, limit 8k -> ok"),
+    ("max_model_len", "Prompts plus outputs never exceed the limit."),
+    ("max_model_len", "The biggest request, 3.5k in and 1.2k out, sits well under max-model-len."),
+    ("quantization", "it's sixteen-bit so it's fine"),
+    ("speculative_decoding", "off: no verification work is added to a step"),
 ]
 NAMES_NOTHING = [
     ("parallelism", "This setting does not fit the deployment at all"),
@@ -467,7 +473,25 @@ NAMES_NOTHING = [
     ("batching", "the users seem fine with it"),
     ("quantization", "the accuracy is whatever, honestly"),
     ("speculative_decoding", "the draft is whatever, honestly"),
+    ("max_model_len", "8192 is plenty for this"),
+    ("max_model_len", "max-model-len 8192 looks fine"),
+    ("parallelism", "GB-wise it is far too big, I think"),
+    ("parallelism", "the model is too big, GiB-wise"),
+    ("speculative_decoding", "speculation is fine, not off"),
+    ("speculative_decoding", "it's fine, off the top of my head"),
+    ("batching", "the users seem fine, 32 is ok"),
+    ("batching", "the users seem fine with 16"),
 ]
+
+
+def test_a_repeated_fault_graded_once_still_tells_the_learner_their_verdict():
+    answer = _one_reason("parallelism", "141.1 GB of weights exceed the 135.7 GB one GPU gives")
+    answer["gpu_memory_utilization"] = {"verdict": "justified", "because": "0.9 is vLLM's default"}
+    result = checkers.knob_audit(answer, AUDIT_KEY)
+    assert result.points == pytest.approx(AUDIT_KEY["points"])
+    assert "gpu_memory_utilization: graded once, under parallelism (you said justified; the review says wrong)" in (
+        result.feedback
+    )
 
 
 def _one_reason(knob: str, because: str) -> dict:

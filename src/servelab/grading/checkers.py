@@ -360,7 +360,9 @@ def _by_knob(answer: dict, knobs) -> dict:
 # sentence has, names nothing. Free text cannot be checked for truth here: a reason that names the right
 # quantity with the wrong value still counts, which is why the feedback shows the reviewer's reason beside
 # every knob.
-_SIZE = r"weights|\b\d+b\b|param|\bgi?b\b|memory|\bvram\b|\bhbm\b|\b(?:one|single|a|1) (?:\w+ )?(?:gpu|h[12]00|card)\b"
+_SIZE = (
+    r"weights|\b\d+b\b|param|\d\s*gi?b\b|memory|\bvram\b|\bhbm\b|\b(?:one|single|a|1) (?:\w+ )?(?:gpu|h[12]00|card)\b"
+)
 _RELATION = (
     r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater|more) than|\bneeds?\b|requires?\b|"
     r"\boom\b|out of memory|enough|overflow|\bover\b"
@@ -376,7 +378,7 @@ KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
     "quantization": (
         (
             r"\bbf16\b|bfloat16|\bfp16\b|float16|16[- ]bit|\bint[48]\b|\bfp8\b|\bw4a16\b|\bw8a8\b|\bawq\b|"
-            r"\bgptq\b|unquanti|not quanti|no quanti|full precision",
+            r"\bgptq\b|unquanti|not quanti|no quanti|full precision|half precision|sixteen[- ]bit|16 bits",
         ),
         (r"accura|quality|\bevals?\b|perplexit", r"\bno\b|\bnot\b|\bloss|trade|drop|same|reference|unchanged"),
     ),
@@ -391,16 +393,28 @@ KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
     # speculation off (nothing verified), or the regime that decides whether it pays
     "speculative_decoding": (
         (
-            r"\boff\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|not configured|"
+            r"\b(?:is|it's|its|turned|switched|left|set|stays?|kept|was|being|remains?|speculation|decoding)\s+off\b|"
+            r"^\s*off\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|not configured|"
             r"no draft|no verif|nothing to verif|ridge|memory[- ]bound|compute[- ]bound|\bk\s*=\s*\d",
         ),
     ),
     "prefix_caching": ((r"prefix|shared|system prompt|hit rate|cache hits?|reuse",),),
     # the longest request the workload sends, set against the limit
-    "max_model_len": ((r"longest|\bp9\d\b|\bmax(?:imum)? (?:request|prompt)|truncat",),),
+    "max_model_len": (
+        (
+            r"longest|biggest|largest|worst[- ]case|\bp9\d\b|\bmax(?:imum)? (?:request|prompt)|truncat|"
+            r"prompts? (?:plus|\+|and) (?:its |their )?outputs?",
+        ),
+    ),
     "gpu_memory_utilization": ((r"\bkv\b|headroom|activation",), (_SIZE, _RELATION)),
 }
-_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)(k\b)?")
+# A bare figure (8192 alone) is not the fact: it counts with a second of the reviewer's figures or with
+# what it is set against.
+_AGAINST = (
+    r"\bcovers?\b|\bfits?\b|above|below|under|exceed|\bthan\b|\bmore\b|\bless\b|\bover\b|within|enough|"
+    r"headroom|[<>\u2264\u2265]|\bvs\.?\b|against|\bcap\b|slots?|\blimit\b|\bpeak\b"
+)
 GIB = 2**30 / 1e9
 
 
@@ -412,7 +426,8 @@ def _plain(text: str) -> str:
 
 
 def _numbers(text: str) -> list[float]:
-    return [float(raw.replace(",", "")) for raw in _NUMBER.findall(text)]
+    """The figures in text, "4.7k" as 4700."""
+    return [float(raw.replace(",", "")) * (1000 if k else 1) for raw, k in _NUMBER.findall(text)]
 
 
 def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
@@ -423,7 +438,8 @@ def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
     if any(all(re.search(p, text) for p in group) for group in KNOB_FACTS.get(knob, ())):
         return True
     refs = [n for n in _numbers(_plain(reviewer_reason)) if n not in (0.0, 1.0)]
-    return any(abs(n - r) <= 0.05 * r or abs(n - r / GIB) <= 0.05 * r / GIB for n in _numbers(text) for r in refs)
+    named = {r for n in _numbers(text) for r in refs if abs(n - r) <= 0.05 * r or abs(n - r / GIB) <= 0.05 * r / GIB}
+    return len(named) >= 2 or (len(named) == 1 and re.search(_AGAINST, text) is not None)
 
 
 @_checker
@@ -449,7 +465,7 @@ def knob_audit(answer: Any, key: dict) -> Result:
             f"{name}: expected a dict {{knob: {{'verdict': ..., 'because': ...}}}} for the knobs {sorted(verdicts)}.",
         )
     earned, lines, slips = 0.0, [], {}
-    entries = _by_knob(answer, verdicts)
+    entries = _by_knob(answer, {**verdicts, **follows})
     for knob, expected in verdicts.items():
         entry = entries.get(knob)
         if not isinstance(entry, dict):
@@ -474,14 +490,17 @@ def knob_audit(answer: Any, key: dict) -> Result:
             earned += 0.5
             lines.append(
                 f"- {knob}: right verdict, but give the reason as a sentence of {MIN_REASON_WORDS} words or more "
-                "that names the workload fact or the missing measurement behind it (a number, or the setting "
-                f"it is checked against). The review's reason: {reasons.get(knob, '')}"
+                "that names the fact of the config or workload behind it (a figure and what it is set against) "
+                f"or the missing measurement. The review's reason: {reasons.get(knob, '')}"
             )
             slips[f"{knob}-no-reason"] = (
                 f"{knob}: the right verdict with no workload fact or missing measurement behind it"
             )
     for knob, cause in follows.items():
-        lines.append(f"- {knob}: graded once, under {cause}: {reasons.get(knob, '')}")
+        entry = entries.get(knob)
+        said = _normal(entry["verdict"]) if isinstance(entry, dict) and isinstance(entry.get("verdict"), str) else None
+        told = f" (you said {said}; the review says wrong)" if said and said != "wrong" else ""
+        lines.append(f"- {knob}: graded once, under {cause}{told}: {reasons.get(knob, '')}")
     known = set(verdicts) | set(follows)
     graded = {
         n for n in answer if _normal(str(n)) in known or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)
