@@ -81,25 +81,41 @@ def make(root: Path) -> Path:
     return root
 
 
-def nbgrader(
-    root: Path, *args: str, timeout: float | None = None, extra_env: dict | None = None
-) -> subprocess.CompletedProcess:
-    """Run one nbgrader command in the course directory at `root`, source_directory = solutions/."""
-    root = Path(root)
-    cmd = [
+def nbgrader_command(root: Path, *args: str) -> list[str]:
+    """One nbgrader command (servelab's entry point to it) on the course directory at `root`, source_directory =
+    solutions/: the one way every step of the pipeline, the parallel graders included, starts nbgrader."""
+    return [
         sys.executable,
         "-m",
         "servelab.grading.nbgrader_cli",
         *args,
-        f"--CourseDirectory.root={root}",
+        f"--CourseDirectory.root={Path(root)}",
         f"--CourseDirectory.source_directory={SOLUTIONS}",
     ]
+
+
+def nbgrader_env(extra_env: dict | None = None) -> dict[str, str]:
+    """The environment nbgrader runs in: this one, without NBGRADER_EXECUTION (nbgrader sets it for the
+    notebooks it runs), with this venv's bin/ first (nbgrader runs `alembic`, installed beside it, to check
+    the gradebook's schema) and a fixed hash seed."""
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
-    # nbgrader runs `alembic` (installed beside it) to check the gradebook's schema.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("PYTHONHASHSEED", "0")
     env.update(extra_env or {})
+    return env
+
+
+def nbgrader(
+    root: Path, *args: str, timeout: float | None = None, extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run one nbgrader command in the course directory at `root`, source_directory = solutions/."""
     return subprocess.run(
-        cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True
+        nbgrader_command(root, *args),
+        cwd=root,
+        env=nbgrader_env(extra_env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
     )

@@ -183,23 +183,17 @@ def autograde(
 ) -> tuple[str, float, str]:
     """nbgrader autograde for one submission, in its own process group; (status, seconds, log tail)."""
     collection.check_student_id(student)  # nbgrader reads --student as a glob: one safe id, never a pattern
-    cmd = [
-        sys.executable,
-        "-m",
-        "servelab.grading.nbgrader_cli",
+    cmd = course.nbgrader_command(
+        root,
         "autograde",
         assignment.name,
         f"--student={student}",
         "--force",
-        f"--CourseDirectory.root={root}",
-        f"--CourseDirectory.source_directory={course.SOLUTIONS}",
         f"--SandboxedExecute.timeout={cell_timeout}",
         f"--SandboxedExecute.run_timeout={submission_timeout}",
         f"--SandboxedExecute.trusted={trusted_submissions}",
-    ]
-    env = dict(os.environ)
-    env.pop("NBGRADER_EXECUTION", None)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    )
+    env = course.nbgrader_env()
     start = time.monotonic()
     # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
     proc = subprocess.Popen(

@@ -1,11 +1,14 @@
-"""The grading time limits are set in one place (servelab.grading.sandbox) and reach every way of grading."""
+"""How grading starts its processes: one time limit (servelab.grading.sandbox), one nbgrader command and
+environment (servelab.grading.course), one parent-death mechanism (servelab.grading.runner)."""
 
 import inspect
+import os
+import sys
 from pathlib import Path
 
 from traitlets.config.loader import PyFileConfigLoader
 
-from servelab.grading import parallel, pipeline, sandbox, trusted
+from servelab.grading import course, parallel, pipeline, sandbox, trusted
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,3 +75,13 @@ def test_a_grading_child_dies_with_its_parent(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_every_nbgrader_step_starts_the_same_way(monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "autograde")
+    env = course.nbgrader_env({"EXTRA": "1"})
+    assert "NBGRADER_EXECUTION" not in env and env["EXTRA"] == "1" and env["PYTHONHASHSEED"] == "0"
+    assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
+    cmd = course.nbgrader_command(Path("/course"), "autograde", "lesson25")
+    assert cmd[:5] == [sys.executable, "-m", "servelab.grading.nbgrader_cli", "autograde", "lesson25"]
+    assert f"--CourseDirectory.source_directory={course.SOLUTIONS}" in cmd
