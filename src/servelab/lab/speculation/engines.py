@@ -35,7 +35,7 @@ from typing import Callable
 from ...engine import Engine, EngineConfig
 from ...measurement import Measurement
 from ...routing import Router, Threshold
-from ...workload import Workload
+from ...workload import PromptSet
 from .points import Settings, adaptive_schedule
 
 POOL_SIZE = 2
@@ -334,7 +334,7 @@ class PointPlan:
     """Everything one point needs, decided before anything starts: which engine serves it, on which prompts."""
 
     point: Point
-    workload: Workload  # loaded once, here; every later step is handed this value
+    workload: PromptSet  # loaded once, here; every later step is handed this value
     config: EngineConfig | None  # the engine that serves this batch (routed: the side the threshold picks); None remote
     keep: tuple[EngineConfig, ...] = ()  # routed: the other side, not stopped to make room for this one
     threshold: Threshold | None = None  # routed: the largest batch that goes to the speculating side
