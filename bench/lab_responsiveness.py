@@ -29,7 +29,7 @@ KERNEL_CODE = r"""
 import json, statistics, time
 from IPython.display import display
 from servelab.lab import SpecDecodeLab, recorded_path
-from servelab.lab.data import BATCHES
+from servelab.lab.speculation.points import BATCHES
 
 def run(view, backend, moves):
     t0 = time.perf_counter()

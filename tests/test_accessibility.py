@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.lab import charts, drawing, engines, knobcharts
+from servelab.lab import page
+from servelab.lab.knobs import charts as knobcharts
+from servelab.lab.speculation import charts, drawing, engines
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -99,14 +101,14 @@ def test_the_chart_summary_prefers_measured_points_and_falls_back_to_the_simulat
 
 @pytest.fixture(scope="module")
 def book_and_sims():
-    from servelab.lab.data import PointBook, Simulators
+    from servelab.lab.speculation.points import PointBook, Simulators
 
     book = PointBook(read_store=False)  # the recorded points only, as a fresh checkout has them
     return book, Simulators(book)
 
 
 def _summary_for(book_and_sims, view="flip", **settings) -> str:
-    from servelab.lab.data import Settings
+    from servelab.lab.speculation.points import Settings
 
     return drawing.summary(drawing.compute(view, Settings(**settings), *book_and_sims))
 
@@ -122,7 +124,7 @@ def test_a_simulated_summary_names_only_the_sliders_batches_and_the_charts_cross
 def test_every_batch_a_summary_names_is_one_the_slider_has(book_and_sims):
     import re
 
-    from servelab.lab.data import BATCHES
+    from servelab.lab.speculation.points import BATCHES
 
     for view, method in (("flip", "routed"), ("flip", "adaptive"), ("fix", "ngram")):
         text = _summary_for(book_and_sims, view=view, method=method, num_speculative_tokens=8, output_len=128)
@@ -154,7 +156,7 @@ def test_the_data_table_holds_every_number_at_the_sliders_batches():
         assert f"<td>{value}</td>" in html, value
     assert "<td>40</td>" not in html  # the simulator's in-between batch 1.5 is drawn, not tabled
     assert "<th scope='row'>2</th><td>–</td><td>–</td><td>51.5</td>" in html  # not measured at 2: a dash
-    wrapped = drawing.chart_text_html("A sentence.", html)
+    wrapped = page.chart_text_html("A sentence.", html)
     assert wrapped.startswith("<p class='servelab-chart-summary'><b>In words:</b> A sentence.</p><details>")
 
 
@@ -239,15 +241,15 @@ def test_the_knob_summary_with_one_setting_twice_asks_for_another():
 
 
 def test_the_data_table_scrolls_in_a_box_the_keyboard_reaches_and_status_changes_are_announced():
-    wrapped = drawing.chart_text_html("A sentence.", "<table></table>")
+    wrapped = page.chart_text_html("A sentence.", "<table></table>")
     assert (
         "<div class='servelab-table-scroll' role='region' tabindex='0' aria-label=\"The chart's data\" "
         "style='display:block;max-width:100%;overflow-x:auto'><table></table></div>"
     ) in wrapped
     # the page helper makes the status line and the charts in words live regions (both labs give these classes)
-    assert drawing.LIVE_REGIONS == (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
-    assert "'.servelab-lab .servelab-status, .servelab-lab .servelab-chart-text'" in drawing.PAGE_HELPER_JS
-    assert "setAttribute('role', 'status')" in drawing.PAGE_HELPER_JS
+    assert page.LIVE_REGIONS == (".servelab-lab .servelab-status", ".servelab-lab .servelab-chart-text")
+    assert "'.servelab-lab .servelab-status, .servelab-lab .servelab-chart-text'" in page.PAGE_HELPER_JS
+    assert "setAttribute('role', 'status')" in page.PAGE_HELPER_JS
 
 
 class _SlowStart:

@@ -20,7 +20,7 @@ from servelab.classroom.hub import (
     nbgrader_settings,
     server_extensions,
 )
-from servelab.lab.data import class_defaults
+from servelab.lab.speculation.points import class_defaults
 
 REPO = Path(__file__).resolve().parent.parent
 VALUES = yaml.safe_load((REPO / "class" / "z2jh-values.yaml").read_text())

@@ -175,7 +175,7 @@ def test_tensor_parallelism_on_one_memory_bus_gains_nothing_and_an_8b_model_gain
 
 # --- the knob lab, offline ------------------------------------------------------------------------------
 def test_knob_lab_offline_shows_recorded_settings_and_follows_the_knob(tmp_path):
-    from servelab.lab.knoblab import KnobLab
+    from servelab.lab import KnobLab
 
     _recorded()
     lab = KnobLab(store=ResultsStore(tmp_path / "results.jsonl"), offline="testing")
@@ -233,7 +233,7 @@ def test_vllm_bench_serve_measures_a_real_server_with_its_counters(served):
 
 @pytest.mark.slow
 def test_knob_lab_measures_both_settings_live_and_the_chart_changes(served, tmp_path):
-    from servelab.lab.knoblab import KnobLab
+    from servelab.lab import KnobLab
 
     server, runner, _ = served
     pool = knobs.ServerPool(size=2)

@@ -19,8 +19,9 @@ import pytest
 
 from servelab.engine import EngineConfigError, EngineError
 from servelab.grading import checkers
-from servelab.lab import SpecDecodeLab, data, drawing, rep2
-from servelab.lab.data import PointBook, Settings, offline_reason
+from servelab.lab import PointBook, Settings, SpecDecodeLab, offline_reason, rep2
+from servelab.lab.speculation import drawing
+from servelab.lab.speculation.points import BATCHES, CURVE_BATCHES, METHODS, adaptive_schedule
 from servelab.lab.worker import LatestRequestWorker
 from servelab.measurement import Measurement
 from servelab.results import ResultsStore
@@ -172,7 +173,7 @@ def test_the_charts_show_recorded_points_and_simulated_curves(make_lab):
     assert chart["tok_s|0|measured"]["y"] == pytest.approx([13.7, 80.5, 177.1], rel=1e-3)
     assert chart["tok_s|1|measured"]["y"] == pytest.approx([22.4, 63.7, 101.2], rel=1e-3)
     assert chart["speedup|1|measured"]["y"] == pytest.approx([1.635, 0.791, 0.571], abs=2e-3)
-    assert len(chart["tok_s|0|simulated"]["x"]) == len(data.CURVE_BATCHES)
+    assert len(chart["tok_s|0|simulated"]["x"]) == len(CURVE_BATCHES)
     # measured points are markers, simulated curves dashed lines: never the same look
     traces = {t.meta: t for t in lab.figure.data}
     assert "markers" in traces["tok_s|1|measured"].mode and traces["tok_s|1|simulated"].line.dash == "dash"
@@ -238,9 +239,9 @@ def test_the_fix_view_draws_every_policy_and_the_ideal(make_lab):
 def test_slider_moves_never_start_a_measurement(make_lab):
     fake = FakeMeasure()
     lab = make_lab(measure_point=fake)
-    for b in data.BATCHES * 3:
+    for b in BATCHES * 3:
         lab.batch_slider.value = b
-    for m in data.METHODS.values():
+    for m in METHODS.values():
         lab.method_dropdown.value = m
     lab.k_slider.value = 2
     time.sleep(0.2)
@@ -309,7 +310,7 @@ def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_ch
     from importlib import resources
 
     from servelab import workload
-    from servelab.lab.engines import EnginePool
+    from servelab.lab.speculation.engines import EnginePool
 
     model = tmp_path / "model"
     model.mkdir()
@@ -480,9 +481,9 @@ def test_point_book_prefers_newer_records_and_skips_what_it_cannot_draw(recorded
 
 
 def test_adaptive_schedule_is_vllms_form():
-    assert data.adaptive_schedule(4, 4) == ((1, 4, 4), (5, 256, 0))
-    assert data.adaptive_schedule(4, 0) == ((1, 256, 0),)
-    assert data.adaptive_schedule(3, 1 << 30) == ((1, 256, 3),)
+    assert adaptive_schedule(4, 4) == ((1, 4, 4), (5, 256, 0))
+    assert adaptive_schedule(4, 0) == ((1, 256, 0),)
+    assert adaptive_schedule(3, 1 << 30) == ((1, 256, 3),)
 
 
 def test_trace_ids_are_stable_per_view():

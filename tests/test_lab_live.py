@@ -11,8 +11,8 @@ import time
 import pytest
 
 from servelab.lab import SpecDecodeLab
-from servelab.lab.data import Settings
-from servelab.lab.engines import EnginePool
+from servelab.lab.speculation.engines import EnginePool
+from servelab.lab.speculation.points import Settings
 from servelab.lab.worker import LatestRequestWorker
 from servelab.results import ResultsStore
 

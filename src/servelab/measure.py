@@ -17,7 +17,7 @@ from .engine import DRAFTED, BatchResult, Engine, EngineConfig
 from .hardware import this_machine
 from .measurement import Measurement, percentile
 from .results import ResultsStore
-from .workload import Workload, load
+from .workload import PromptSet, load
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_OUTPUT_LEN = 64
@@ -88,7 +88,7 @@ def _model_name(path: str) -> str:
 
 def measure_batch(
     engine: Engine,
-    workload: Workload | str,
+    workload: PromptSet | str,
     batch_size: int,
     output_len: int = DEFAULT_OUTPUT_LEN,
     note: str = "",
@@ -113,7 +113,7 @@ def measure_batch(
 
 def check_point(
     config: EngineConfig,
-    workload: Workload | str,
+    workload: PromptSet | str,
     batch_size: int,
     output_len: int = DEFAULT_OUTPUT_LEN,
     min_requests: int = MIN_REQUESTS,

@@ -36,7 +36,7 @@ import httpx
 from . import __version__
 from .measurement import Measurement, percentile
 from .metrics import parse_prometheus, spec_counters
-from .workload import Workload, load
+from .workload import PromptSet, load
 
 DEFAULT_TIMEOUT_S = 30.0  # connect, and the longest wait for the next streamed chunk
 MIN_REQUESTS = 8  # like measure.MIN_REQUESTS: small concurrencies run several requests in turn
@@ -96,7 +96,7 @@ class RemoteServer:
 
     def measure(
         self,
-        workload: Workload | str,
+        workload: PromptSet | str,
         batch_size: int,
         output_len: int = 64,
         note: str = "",
@@ -155,7 +155,7 @@ class RemoteServer:
 
     async def ameasure(
         self,
-        workload: Workload | str,
+        workload: PromptSet | str,
         batch_size: int,
         output_len: int = 64,
         note: str = "",

@@ -13,7 +13,9 @@ ALIASES = {"copy": "copy", "copy-heavy": "copy", "open": "open", "open-ended": "
 
 
 @dataclass(frozen=True)
-class Workload:
+class PromptSet:
+    """A named set of prompts; a batch takes the first ones."""
+
     name: str
     prompts: tuple[str, ...]
 
@@ -29,7 +31,7 @@ def names() -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def load(name: str) -> Workload:
+def load(name: str) -> PromptSet:
     """Load a workload by name ('copy', 'open') or from a JSONL path."""
     key = ALIASES.get(name)
     path = paths.data_dir() / "workloads" / f"{key}.jsonl" if key else Path(name)
@@ -50,4 +52,4 @@ def load(name: str) -> Workload:
                     ) from None
     if not prompts:
         raise ValueError(f"{path} holds no prompts.")
-    return Workload(key or path.stem, tuple(prompts))
+    return PromptSet(key or path.stem, tuple(prompts))

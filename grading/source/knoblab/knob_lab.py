@@ -32,8 +32,7 @@
 # the lab shows the recorded measurements only. {{ intro.first_point }}
 
 # %% id="imports"
-from servelab.lab import offline_reason
-from servelab.lab.knoblab import KnobLab
+from servelab.lab import KnobLab, offline_reason
 
 print("live measurement:", "off (" + offline_reason() + ")" if offline_reason() else "on a click on Measure")
 

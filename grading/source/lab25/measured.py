@@ -100,7 +100,7 @@ def _load_row(label: str, run: dict) -> str:
 
 
 def _rep2_solution() -> str:
-    from servelab.lab.data import PointBook, Settings
+    from servelab.lab.speculation.points import PointBook, Settings
     from servelab.lab.rep2 import answer_source, comparison
 
     book = PointBook(read_store=False)
@@ -119,7 +119,7 @@ def _rep2_solution() -> str:
 
 def _recorded_acceptance() -> dict:
     from servelab import acceptance
-    from servelab.lab.data import PointBook
+    from servelab.lab.speculation.points import PointBook
 
     accs = acceptance.from_records(PointBook(read_store=False).all_records())
     if not accs:

@@ -33,7 +33,7 @@ BASE_ARGS: dict[str, str | None] = {
 
 
 @dataclass(frozen=True)
-class Workload:
+class BenchDataset:
     """What the requests are: a dataset of vLLM's serving benchmark, with its arguments."""
 
     name: str
@@ -42,18 +42,20 @@ class Workload:
     output_len_flag: str  # the dataset's own output-length argument
 
 
-def _custom(name: str, file: str, description: str) -> Workload:
+def _custom(name: str, file: str, description: str) -> BenchDataset:
     path = paths.data_dir() / "workloads" / file
-    return Workload(name, description, ("--dataset-name", "custom", "--dataset-path", str(path)), "--custom-output-len")
+    return BenchDataset(
+        name, description, ("--dataset-name", "custom", "--dataset-path", str(path)), "--custom-output-len"
+    )
 
 
-def workloads() -> dict[str, Workload]:
+def workloads() -> dict[str, BenchDataset]:
     return {
         "chat": _custom("chat", "open.jsonl", "open-ended questions (data/workloads/open.jsonl)"),
         "copy": _custom(
             "copy", "copy.jsonl", "copy-heavy prompts, where n-gram drafts match (data/workloads/copy.jsonl)"
         ),
-        "shared-prefix": Workload(
+        "shared-prefix": BenchDataset(
             "shared-prefix",
             "every request starts with the same 1,024-token system prompt, then 32 tokens of "
             "its own (RAG-like; vLLM's prefix_repetition dataset)",

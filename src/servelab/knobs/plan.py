@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .catalogue import BASE_ARGS, KNOBS, KnobError, Load, Workload, setting_changes, workloads
+from .catalogue import BASE_ARGS, KNOBS, BenchDataset, KnobError, Load, setting_changes, workloads
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Plan:
     knob: str
     setting: str
     server_args: tuple[str, ...]
-    workload: Workload
+    workload: BenchDataset
     load: Load
 
     @property

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..measurement import Measurement
 from ..results import ResultsStore
-from .data import clean
+from .common import clean
 
 # Measurement fields an SLO can be stated in, and which way is better (the checker's list).
 SLO_METRICS = {

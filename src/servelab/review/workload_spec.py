@@ -92,7 +92,9 @@ SETTING_TYPES = {
 
 
 @dataclass(frozen=True)
-class Load:
+class LoadLevels:
+    """One load figure (concurrency or qps) at its typical and its peak level."""
+
     typical: float
     peak: float
 
@@ -186,8 +188,8 @@ class WorkloadSpec:
 
     name: str
     task: str
-    concurrency: Load
-    qps: Load | None
+    concurrency: LoadLevels
+    qps: LoadLevels | None
     prompt: Lengths
     output: Lengths
     slo: Slo
@@ -267,13 +269,13 @@ _WHY_REQUIRED = {
 }
 
 
-def _read_load(doc: Doc, path: tuple, value: Any, whole: bool = False) -> Load:
+def _read_load(doc: Doc, path: tuple, value: Any, whole: bool = False) -> LoadLevels:
     def number(p: tuple, v: Any) -> float:
         return as_int(doc, p, v, minimum=1) if whole else as_number(doc, p, v, above=0)
 
     if not isinstance(value, dict):
         n = number(path, value)
-        return Load(n, n)
+        return LoadLevels(n, n)
     fields = mapping(doc, path, value, LOAD_KEYS, label(path))
     if not fields:
         raise doc.error(path, f"{label(path)}: give 'typical' and 'peak'")
@@ -283,7 +285,7 @@ def _read_load(doc: Doc, path: tuple, value: Any, whole: bool = False) -> Load:
     peak = read["peak"] if "peak" in read else typical
     if typical > peak:
         raise doc.error(path, f"{label(path)}: typical ({fmt(typical)}) is above peak ({fmt(peak)})")
-    return Load(typical, peak)
+    return LoadLevels(typical, peak)
 
 
 def _read_lengths(doc: Doc, path: tuple, value: Any) -> Lengths:

@@ -1,4 +1,4 @@
-"""What the lab draws: measured points (recorded file + results store) and simulated curves.
+"""What the spec-decode lab draws: measured points (recorded file + results store) and simulated curves.
 
 Nothing here touches a widget or an engine. A chart setting (backend, method,
 k, workload, output length) picks a series of measured points out of the
@@ -15,9 +15,9 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import paths, simulate
-from ..measurement import Measurement
-from ..results import ResultsStore
+from ... import paths, simulate
+from ...measurement import Measurement
+from ...results import ResultsStore
 
 # --- where recorded measurements live ------------------------------------------------
 RECORDED = Path("measurements") / "flip-cpu.jsonl"  # the full sweep, recorded on the 2-core CI machine
@@ -38,19 +38,6 @@ METHOD_LABELS = {v: k for k, v in METHODS.items()}
 WORKLOADS = {"copy-heavy": "copy", "open-ended": "open"}
 GPU_BACKENDS = ("H200", "H100", "A100")
 SIMULATED_MODEL = "Llama-3.1-8B"  # what the simulated GPUs serve: the lesson's fleet, not the CPU's toy model
-
-
-def offline_reason(environ=None) -> str:
-    """Why the lab must not start an engine here, or "" when it may (on a button click).
-
-    nbgrader's autograde sets NBGRADER_EXECUTION; `make nbval` sets SERVELAB_OFFLINE=1.
-    """
-    env = os.environ if environ is None else environ
-    if env.get("NBGRADER_EXECUTION"):
-        return "nbgrader is grading this notebook"
-    if env.get("SERVELAB_OFFLINE", "").strip().lower() not in ("", "0", "false", "no"):
-        return "SERVELAB_OFFLINE is set"
-    return ""
 
 
 def recorded_path() -> Path:
@@ -191,22 +178,13 @@ def _schedule(record: dict) -> list:
 
 
 def _remote_url(settings: Settings, method: str) -> str:
-    from ..remote import RemoteError, normalize_url
+    from ...remote import RemoteError, normalize_url
 
     url = settings.remote_off_url if method == "none" else settings.remote_on_url
     try:
         return normalize_url(url)
     except RemoteError:
         return url
-
-
-def clean(record: dict) -> dict:
-    """A record as a learner hands it in: no bookkeeping keys, NaN (not measured) as None."""
-    return {
-        k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-        for k, v in record.items()
-        if not k.startswith("_")
-    }
 
 
 # --- simulated curves -----------------------------------------------------------------------
@@ -244,7 +222,7 @@ class Simulators:
         return backend == "local" and cached is not None and cached[0] != self.book.version
 
     def _build(self, backend: str) -> tuple[simulate.Simulator | None, str]:
-        from .. import hardware, modelspec
+        from ... import hardware, modelspec
 
         if backend in GPU_BACKENDS:
             target = modelspec.preset(SIMULATED_MODEL)

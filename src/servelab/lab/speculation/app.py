@@ -17,10 +17,14 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..engine import EngineConfigError, EngineError
-from ..results import ResultsStore
-from . import charts, drawing, rep2
-from .data import (
+from ...engine import EngineConfigError, EngineError
+from ...results import ResultsStore
+from .. import page, rep2
+from ..common import clean, offline_reason
+from ..worker import LatestRequestWorker
+from . import charts, drawing
+from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
+from .points import (
     BATCHES,
     GPU_BACKENDS,
     METHODS,
@@ -31,12 +35,8 @@ from .data import (
     Simulators,
     acceptance_for,
     class_defaults,
-    clean,
-    offline_reason,
     series_label,
 )
-from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
-from .worker import LatestRequestWorker
 
 BACKENDS = {
     "this machine's engine": "local",
@@ -272,7 +272,7 @@ class SpecDecodeLab:
                 self.chart_text,
                 self.regime,
                 self.chart_json,
-                drawing.page_helper(),
+                page.page_helper(),
             ]
         )
         self.widget.add_class("servelab-lab")
@@ -373,7 +373,7 @@ class SpecDecodeLab:
             d = drawing.compute(self.view, s, self.book, self.sims, threshold)
             charts.update(self.figure, d)
             self.regime.value = f"<div class='servelab-regime-text'>{d.regime_html}</div>"
-            self.chart_text.value = drawing.chart_text_html(drawing.summary(d), drawing.table_html(d, charts.TITLES))
+            self.chart_text.value = page.chart_text_html(drawing.summary(d), drawing.table_html(d, charts.TITLES))
             self.chart_json.value = json.dumps(self._chart_state(s, d))
             self.last_drawing = d
             self.redraws += 1
@@ -401,7 +401,7 @@ class SpecDecodeLab:
         Kept per (backend, k, workload, output length), so the load-adaptive engine does not
         restart on every redraw; replaced once a measured crossover exists.
         """
-        from ..routing import Threshold, threshold_from_records, threshold_from_simulator
+        from ...routing import Threshold, threshold_from_records, threshold_from_simulator
 
         key = (s.backend, s.k, s.workload, s.output_len, s.remote_off_url, s.remote_on_url)
         known = self._thresholds.get(key)
@@ -430,7 +430,7 @@ class SpecDecodeLab:
     # --- status ----------------------------------------------------------------------------------------
     def _set_status(self, state: str, text: str, detail: str = "") -> None:
         self.state, self.status_text = state, text
-        self.status.value = drawing.status_line_html(state, text, detail, "engine log")
+        self.status.value = page.status_line_html(state, text, detail, "engine log")
 
     def _idle_status(self) -> None:
         s = self.settings()
@@ -546,7 +546,7 @@ class SpecDecodeLab:
         """The worker thread: measure each resolved point, store its record at once, redraw from the store.
 
         Stops early when a newer click came."""
-        from ..remote import RemoteError
+        from ...remote import RemoteError
 
         n, done = len(plans), 0
         for i, plan in enumerate(plans):

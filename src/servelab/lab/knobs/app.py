@@ -1,6 +1,6 @@
 """The knob lab: pick a checklist knob and two settings, a workload and a load, click Measure.
 
-    from servelab.lab.knoblab import KnobLab
+    from servelab.lab import KnobLab
     lab = KnobLab()              # servers for the default knob start in the background (unless offline)
     lab                          # controls, Measure, status, charts
 
@@ -19,12 +19,13 @@ import json
 import threading
 import time
 
-from .. import knobs
-from ..results import ResultsStore
-from . import knobcharts, rep2
-from .data import clean, offline_reason
-from .drawing import chart_text_html, page_helper, status_line_html
-from .worker import LatestRequestWorker
+from ... import knobs
+from ...results import ResultsStore
+from .. import rep2
+from ..common import clean, offline_reason
+from ..page import chart_text_html, page_helper, status_line_html
+from ..worker import LatestRequestWorker
+from . import charts
 
 LOADS = {"users": "fixed number of users (max concurrency)", "rate": "Poisson arrivals (request rate)"}
 
@@ -73,7 +74,7 @@ class KnobLab:
         self._info: dict | None = None
         self._lock = threading.RLock()
         self._build_widgets(knob)
-        self.figure = knobcharts.build()
+        self.figure = charts.build()
         self._figure_box.children = (self.figure,)
         self._idle_status()
         self.redraw()
@@ -308,12 +309,10 @@ class KnobLab:
             a, b = self.plans()
             ra, rb = self.find(a), self.find(b)
             slo_metric, slo_value = self.slo_dropdown.value, float(self.slo_text.value or 0)
-            knobcharts.update(self.figure, (ra, rb), (a.setting, b.setting), slo_metric, slo_value)
+            charts.update(self.figure, (ra, rb), (a.setting, b.setting), slo_metric, slo_value)
             self.about.value = self._about_html(a, ra, rb, slo_metric, slo_value)
             names = (a.setting, b.setting)
-            self.chart_text.value = chart_text_html(
-                knobcharts.summary((ra, rb), names), knobcharts.table_html((ra, rb), names)
-            )
+            self.chart_text.value = chart_text_html(charts.summary((ra, rb), names), charts.table_html((ra, rb), names))
             self.redraws += 1
             self.chart_json.value = json.dumps(
                 {
@@ -322,12 +321,12 @@ class KnobLab:
                     "knob": a.knob,
                     "settings": [a.setting, b.setting],
                     "redraws": self.redraws,
-                    "traces": knobcharts.chart_data(self.figure),
+                    "traces": charts.chart_data(self.figure),
                 }
             )
 
     def chart_data(self) -> dict[str, dict]:
-        return knobcharts.chart_data(self.figure)
+        return charts.chart_data(self.figure)
 
     def _about_html(self, plan: knobs.Plan, ra, rb, metric: str, slo: float) -> str:
         k = knobs.KNOBS[plan.knob]
@@ -391,7 +390,7 @@ class KnobLab:
         return self.worker.wait_idle(timeout)
 
     def _run(self, plans: list[knobs.Plan], stale) -> None:
-        from ..server import ServerError
+        from ...server import ServerError
 
         for i, plan in enumerate(plans):
             if stale():

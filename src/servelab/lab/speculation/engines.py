@@ -32,11 +32,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
-from ..engine import Engine, EngineConfig
-from ..measurement import Measurement
-from ..routing import Router, Threshold
-from ..workload import Workload
-from .data import Settings, adaptive_schedule
+from ...engine import Engine, EngineConfig
+from ...measurement import Measurement
+from ...routing import Router, Threshold
+from ...workload import PromptSet
+from .points import Settings, adaptive_schedule
 
 POOL_SIZE = 2
 MAX_NUM_SEQS = 256  # the largest batch on the slider: a batch never restarts the engine
@@ -107,7 +107,7 @@ class EnginePool:
         While it starts, on_phase(phase, seconds so far, estimate) is called about once a second; the
         start's duration is then recorded, so the next estimate is this machine's own.
         """
-        from ..measure import attach_roofline, warm_up
+        from ...measure import attach_roofline, warm_up
 
         key = config.key()
         with self._lock:
@@ -199,7 +199,7 @@ class StartEstimate:
 
 
 def starts_path():
-    from ..paths import cache_dir
+    from ...paths import cache_dir
 
     return cache_dir() / "engine-starts.jsonl"
 
@@ -322,7 +322,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        from .data import series_label
+        from .points import series_label
 
         return f"{series_label(self.method, self.settings.k)} at batch {self.batch_size}"
 
@@ -334,7 +334,7 @@ class PointPlan:
     """Everything one point needs, decided before anything starts: which engine serves it, on which prompts."""
 
     point: Point
-    workload: Workload  # loaded once, here; every later step is handed this value
+    workload: PromptSet  # loaded once, here; every later step is handed this value
     config: EngineConfig | None  # the engine that serves this batch (routed: the side the threshold picks); None remote
     keep: tuple[EngineConfig, ...] = ()  # routed: the other side, not stopped to make room for this one
     threshold: Threshold | None = None  # routed: the largest batch that goes to the speculating side
@@ -346,7 +346,7 @@ class PointPlan:
 
     def check(self) -> None:
         """Raise EngineConfigError if this point cannot run on this machine's engine (before a 40-second start)."""
-        from ..measure import check_point
+        from ...measure import check_point
 
         if self.config is None:
             return
@@ -356,7 +356,7 @@ class PointPlan:
 
 def resolve(point: Point) -> PointPlan:
     """The engine config and the loaded workload for one point (a bad workload name raises ValueError here)."""
-    from ..workload import load
+    from ...workload import load
 
     s = point.settings
     workload = load(s.workload)
@@ -386,7 +386,7 @@ def measure_local(
     on_start(what) is called before an engine starts, on_phase(phase, seconds, estimate) while it starts,
     on_ready() once the engine that serves the point runs.
     """
-    from ..measure import measure_batch
+    from ...measure import measure_batch
 
     if plan.config is None:
         raise ValueError(f"{plan.label} runs on a remote server, not this machine's engine: use measure_remote.")
@@ -407,7 +407,7 @@ class _Side:
 
 def measure_remote(plan: PointPlan, timeout_s: float = 30.0) -> Measurement:
     """Measure one resolved point on the two remote servers (speculation off / on), by concurrency."""
-    from ..remote import RemoteServer
+    from ...remote import RemoteServer
 
     point = plan.point
     s, batch_size = point.settings, point.batch_size

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from .data import BATCHES
 from .drawing import VIEWS, Drawing, trace_uids
+from .points import BATCHES
 
 TITLES = {
     "tok_s": "Output tok/s (all requests)",
