@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import statistics
 import time
@@ -62,15 +63,20 @@ def knee(points: list[dict]) -> dict:
     tail = tail if len(tail) >= 2 else pts[-2:]
     mean_t = statistics.fmean(p["tokens_per_step"] for p in tail)
     mean_ms = statistics.fmean(p["step_ms"] for p in tail)
-    slope = sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in tail) / sum(
-        (p["tokens_per_step"] - mean_t) ** 2 for p in tail
-    )
+    spread = sum((p["tokens_per_step"] - mean_t) ** 2 for p in tail)
+    if spread == 0:
+        raise ValueError("the steps past the knee all carry the same tokens: measure more batch sizes.")
+    slope = sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in tail) / spread
     intercept = mean_ms - slope * mean_t
     ridge = floor / slope if slope > 0 else float("inf")
+    # the intercept's standard error (ordinary least squares): whether reads and arithmetic overlap
+    residual = sum((p["step_ms"] - intercept - slope * p["tokens_per_step"]) ** 2 for p in tail)
+    se = math.sqrt(residual / (len(tail) - 2) * (1 / len(tail) + mean_t**2 / spread)) if len(tail) > 2 else None
     return {
         "flat_ms": round(floor, 2),
         "ms_per_token_past_ridge": round(slope, 3),
         "intercept_ms": round(intercept, 2),
+        "intercept_se_ms": round(se, 2) if se is not None else None,
         "ridge_tokens_per_step": round(ridge, 1),
         "fitted_through_tokens": [p["tokens_per_step"] for p in tail],
     }

@@ -46,3 +46,13 @@ def test_one_slow_small_step_does_not_move_the_floor():
 def test_knee_needs_enough_points():
     with pytest.raises(ValueError, match="at least four points"):
         _ridge_cpu().knee(_roofline_points(100.0, 2.0, (5, 10, 20)))
+
+
+def test_the_intercept_carries_its_uncertainty_and_one_token_count_is_refused():
+    exact = [{"tokens_per_step": t, "step_ms": 200.0 + 4.0 * t} for t in (5, 10, 20, 40, 80, 160, 320)]
+    assert _ridge_cpu().knee(exact)["intercept_se_ms"] == pytest.approx(0.0, abs=1e-6)
+    noisy = [dict(p, step_ms=p["step_ms"] + (15.0 if i % 2 else -15.0)) for i, p in enumerate(exact)]
+    assert _ridge_cpu().knee(noisy)["intercept_se_ms"] > 5
+    same = [{"tokens_per_step": t, "step_ms": ms} for t, ms in ((5, 100.0), (10, 100.0), (80, 300.0), (80, 310.0))]
+    with pytest.raises(ValueError, match="same tokens"):
+        _ridge_cpu().knee(same)

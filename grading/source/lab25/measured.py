@@ -147,24 +147,48 @@ def _ridge() -> dict:
     if readable:
         probe = ridge["roofline_probe"]
         read_ms = ridge["weights_gb"] / (probe["copy_gb_s"] / 2) * 1000
+        floor, slope, ridge_t = knee["flat_ms"], knee["ms_per_token_past_ridge"], knee["ridge_tokens_per_step"]
         fitted = knee.get("fitted_through_tokens") or [low, high]
-        odd = [p for p, q in zip(points, points[1:]) if p["step_ms"] > q["step_ms"]]
-        aside = (f" The {', '.join(str(p['tokens_per_step']) for p in odd)}-token step runs slower than the next "
-                 "larger one: a kernel choice for that one shape, not the roofline, and the fit leaves it out."
-                 if odd else "")
-        reading = (f"The {low}-token step takes {knee['flat_ms']:.0f} ms, about the time to read its "
-                   f"{ridge['weights_gb']:.2f} GB of weights once at the probe's read rate ({read_ms:.0f} ms at "
-                   f"{probe['copy_gb_s'] / 2:.1f} GB/s): it reads the same weights whatever it carries. Past that "
-                   f"every token adds about {knee['ms_per_token_past_ridge']:.1f} ms of arithmetic (fitted from "
-                   f"{fitted[0]} to {fitted[-1]} tokens). The ridge, where a step's arithmetic takes as long as its "
-                   f"weight reads, is near {knee['ridge_tokens_per_step']:.0f} tokens per step (the bandwidth and "
-                   f"GEMM probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with k = {k} reaches "
-                   f"it near batch {knee['ridge_tokens_per_step'] / (k + 1):.0f}. Below it extra tokens are cheap "
-                   f"({points[2]['tokens_per_step']} tokens cost {points[2]['step_ms'] / points[0]['step_ms']:.1f}x the "
-                   f"{low}-token step, not {points[2]['tokens_per_step'] / low:.0f}x); past it the time grows in "
-                   f"proportion. This CPU only partly overlaps the reads with the arithmetic (the fitted line meets "
-                   f"zero tokens at {knee['intercept_ms']:.0f} ms, not at 0), so the flat part rises gently instead "
-                   f"of lying level as on the ideal roofline.{aside}")
+        floor_is_reads = abs(floor / read_ms - 1) <= 0.15
+        reads = (f"about the time to read its {ridge['weights_gb']:.2f} GB of weights once at the probe's read rate "
+                 f"({read_ms:.0f} ms at {probe['copy_gb_s'] / 2:.1f} GB/s, half its copy rate): it reads the same "
+                 "weights whatever it carries"
+                 if floor_is_reads else
+                 f"against {read_ms:.0f} ms to read its {ridge['weights_gb']:.2f} GB of weights at the probe's read rate")
+        # a step below the ridge, to show what extra tokens cost there
+        below = [p for p in points[1:] if p["tokens_per_step"] < ridge_t and p["step_ms"] >= points[0]["step_ms"]]
+        cheap = ""
+        if below:
+            b = below[-1]
+            cost, more = b["step_ms"] / points[0]["step_ms"], b["tokens_per_step"] / low
+            if cost < more:
+                cheap = (f" Below it extra tokens are cheap ({b['tokens_per_step']} tokens cost {cost:.1f}x the {low}-token "
+                         f"step, not {more:.0f}x); past it each token adds the same {slope:.1f} ms.")
+        # whether reads and arithmetic overlap: where the fitted line meets zero tokens, with its uncertainty
+        overlap = ""
+        se = knee.get("intercept_se_ms")
+        if se is not None:
+            at, lo, hi = knee["intercept_ms"], knee["intercept_ms"] - 2 * se, knee["intercept_ms"] + 2 * se
+            if lo <= floor <= hi and lo > 0:
+                overlap = (f" The fitted line meets zero tokens at {at:.0f} ms (give or take {2 * se:.0f}), within reach "
+                           "of the floor: on this CPU the arithmetic mostly adds to the reads instead of hiding under "
+                           "them, so the part below the ridge rises instead of lying level as on the ideal roofline.")
+            elif lo <= 0 <= hi:
+                overlap = (f" The fitted line meets zero tokens near 0 ms ({at:.0f}, give or take {2 * se:.0f}), as on "
+                           "the ideal roofline, where the arithmetic hides under the reads.")
+        odd = [q for q, r in zip(points, points[1:]) if q["step_ms"] > r["step_ms"] and q is not points[0]
+               and q["tokens_per_step"] < fitted[0]]
+        aside = ""
+        if odd:
+            named = " and ".join(str(q["tokens_per_step"]) for q in odd)
+            aside = (f" The {named}-token step{'s run' if len(odd) > 1 else ' runs'} slower than the next larger one, "
+                     "run after run: something of that shape on this CPU, not the roofline, and below the steps the "
+                     "slope is fitted through.")
+        reading = (f"The {low}-token step takes {floor:.0f} ms, {reads}. Past the knee every token adds about "
+                   f"{slope:.1f} ms of arithmetic (fitted from {fitted[0]} to {fitted[-1]} tokens). The ridge, where a "
+                   f"step's arithmetic takes as long as its weight reads, is near {ridge_t:.0f} tokens per step (the "
+                   f"bandwidth and GEMM probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with "
+                   f"k = {k} reaches it near batch {ridge_t / (k + 1):.0f}.{cheap}{overlap}{aside}")
     else:
         first, last = points[0], points[-1]
         small = [p["step_ms"] for p in points[:len(points) // 2]]
@@ -184,4 +208,5 @@ def _ridge() -> dict:
         "load": f"{machine['loadavg_before'][0]:.1f} before, {machine['loadavg_after'][0]:.1f} after",
         "k": str(k),
         "tokens": f"{knee['ridge_tokens_per_step']:.0f}" if readable else "(not readable from the recorded run)",
+        "batch": f"{knee['ridge_tokens_per_step'] / (k + 1):.0f}" if readable else "(not readable)",
     }

@@ -29,7 +29,7 @@
 # each step is dominated by fixed per-step work (scheduling, Python, sampling), not by weight reads
 # or arithmetic. Speculation stops paying near batch {{ flip_roofline.crossover }} because its step path
 # adds such work of its own (section 2 takes it apart), not because B(k + 1) crossed the ridge
-# ({{ flip_roofline.ridge }} FLOP per byte here). The mechanism the lesson teaches, weights read once per
+# (near {{ ridge.tokens }} tokens per step here, measured in section 1). The mechanism the lesson teaches, weights read once per
 # step so that extra tokens ride free until the ridge, needs a model whose weight reads dominate the
 # step: a GPU serving an 8B model, or the simulated backends below. Read this lab's flip as "a
 # feature's cost depends on the batch, so measure on and off at yours", and the GPU backends for the
@@ -81,9 +81,8 @@ lab
 # request, the latency speculation improves. Bottom right: the acceptance rate of draft tokens.
 #
 # The text under the charts names the regime at the chosen batch. A verify step pushes B(k+1) tokens
-# through the model; below the hardware's ridge point (for this CPU, {{ flip_roofline.ridge }} FLOP per byte by its
-# bandwidth and GEMM probe, and near {{ ridge.tokens }} tokens per step measured directly below for float32 weights;
-# about 206 tokens for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
+# through the model; below the hardware's ridge point (for this CPU near {{ ridge.tokens }} tokens per step, measured
+# below for float32 weights; about 206 tokens for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
 # weight reads it pays for anyway. Above it, each verified token costs arithmetic, and rejected ones are
 # wasted.
 #
@@ -251,7 +250,7 @@ lab.save_comparison(comparison)
 #   `meta-llama/Llama-3.2-1B-Instruct` (same tokenizer).
 #
 # An H100's ridge sits near 300 tokens per step in bf16, so with k = 4 a verify step reaches it near
-# batch 60, not 2 or 3 as on this CPU: compare with the simulated H100 backend.
+# batch 60, not near {{ ridge.batch }} as on this CPU's measured ridge: compare with the simulated H100 backend.
 #
 # **A class on a hub.** Point the lab at two `vllm serve` instances of the same model, one without and
 # one with speculation, and choose *remote vllm serve*:
