@@ -29,6 +29,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from servelab.batch_sizes import batch_sizes_arg
+
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = "Llama-3.1-8B"  # the lesson's model: its layer and head shapes, one layer deep
 LAYERS = 1  # decoder layers kept: the output head alone is 525M parameters, one layer adds 218M
@@ -103,7 +105,12 @@ def build(gpu_step, layers: int):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", default=",".join(map(str, BATCHES)), help="batch sizes, e.g. 1,2,4,8,16,32")
+    parser.add_argument(
+        "--batches",
+        type=batch_sizes_arg,
+        default=list(BATCHES),
+        help="batch sizes, e.g. 1,2,4,8,16,32 or 1,2,4,...,64 (servelab.batch_sizes)",
+    )
     parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers of the preset's shape")
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--output", type=Path, default=OUTPUT)
@@ -119,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     roofline = gpu_step.measure_roofline(torch.device("cpu"), torch.float32)
     points = []
     with torch.inference_mode():
-        for batch in (int(b) for b in args.batches.split(",")):
+        for batch in args.batches:
             runner = gpu_step.StepRunner(model, batch, K, CONTEXT_LEN)
             times = gpu_step.time_cpu(runner, args.repeats)
             points.append(

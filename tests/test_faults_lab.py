@@ -21,14 +21,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from servelab.lab import Settings, SpecDecodeLab
+from servelab.lab.speculation.engines import EnginePool
+from servelab.lab.speculation.points import BATCHES
 from servelab.measurement import Measurement
 from servelab.results import ResultsStore
-
-pytest.importorskip("servelab.lab", reason="the lab (src/servelab/lab) is not in this tree yet")
-
-from servelab.lab import Settings, SpecDecodeLab  # noqa: E402
-from servelab.lab.speculation.engines import EnginePool  # noqa: E402
-from servelab.lab.speculation.points import BATCHES  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 LAB_NOTEBOOK = REPO / "labs" / "spec_decode_lab.ipynb"

@@ -64,7 +64,7 @@ class Canary(http.server.ThreadingHTTPServer):
 
 
 class _CanaryHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         self.server.record(self.path)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")

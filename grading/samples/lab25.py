@@ -12,8 +12,10 @@ from servelab.grading.samples import Sample, autograde_points, fill, points
 # Rep 2's conclusion recommends the setting the learner's own pick says is worse.
 LAB25_CONTRADICTING_CONCLUSION = "Speculation is the right call at this batch: keep it on for the fleet."
 # The solution's own recommendation, negated the way learners write it: it must keep every point.
-LAB25_NEGATED_CONCLUSION = ("With it enabled the rate fell, so speculation should not be enabled at this batch; "
-                            "I would never turn it on here without a new measurement.")
+LAB25_NEGATED_CONCLUSION = (
+    "With it enabled the rate fell, so speculation should not be enabled at this batch; "
+    "I would never turn it on here without a new measurement."
+)
 
 
 def samples(student_nb) -> list[Sample]:
@@ -24,15 +26,24 @@ def samples(student_nb) -> list[Sample]:
     def concluding(conclusion):
         def filled(nb, sol):
             answer = sol["rep2-answer"]
-            head = answer[:answer.index("'conclusion':")]
+            head = answer[: answer.index("'conclusion':")]
             return fill(fill(nb, sol), {"rep2-answer": head + f"'conclusion': {conclusion!r}}}"})
+
         return filled
 
     return [
         Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
         Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
-        Sample("conclusion_contradicts", concluding(LAB25_CONTRADICTING_CONCLUSION), total - rep2_points / 4,
-               "the solution's numbers, with a conclusion that recommends the setting it picked as worse"),
-        Sample("conclusion_negated", concluding(LAB25_NEGATED_CONCLUSION), total,
-               "the solution's numbers, with its recommendation (off) written as a negation"),
+        Sample(
+            "conclusion_contradicts",
+            concluding(LAB25_CONTRADICTING_CONCLUSION),
+            total - rep2_points / 4,
+            "the solution's numbers, with a conclusion that recommends the setting it picked as worse",
+        ),
+        Sample(
+            "conclusion_negated",
+            concluding(LAB25_NEGATED_CONCLUSION),
+            total,
+            "the solution's numbers, with its recommendation (off) written as a negation",
+        ),
     ]

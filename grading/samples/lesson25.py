@@ -65,13 +65,21 @@ rollout = {
 }
 # What LESSON25_PARTIAL earns, test by test (the rest of the answers are the solutions).
 LESSON25_PARTIAL_POINTS = {
-    "warmup1-per-token": 0, "warmup1-batch": 0,
-    "warmup2-ridge": 1, "warmup2-tokens": 1,
-    "warmup3-tokens": 0, "warmup3-verified": 1, "warmup3-bound": 1,
+    "warmup1-per-token": 0,
+    "warmup1-batch": 0,
+    "warmup2-ridge": 1,
+    "warmup2-tokens": 1,
+    "warmup3-tokens": 0,
+    "warmup3-verified": 1,
+    "warmup3-bound": 1,
     "predict-test": 2,  # graded for completion: any non-empty list of valid options
     "practice1-test": 3 * 3 / 6,  # knob, slo_met, slo_miss_ms right; verdict, limit and cause wrong
-    "practice2-sufficient": 1, "practice2-missing": 2 * (2 / 4 - 1 / 3),  # 2 of 4 right, 1 of 3 wrong
-    "practice3-test": 2, "practice4-test": 2, "practice5-test": 0, "quiz-test": 1,
+    "practice2-sufficient": 1,
+    "practice2-missing": 2 * (2 / 4 - 1 / 3),  # 2 of 4 right, 1 of 3 wrong
+    "practice3-test": 2,
+    "practice4-test": 2,
+    "practice5-test": 0,
+    "quiz-test": 1,
     # batching wrong; gpu_memory_utilization repeats the parallelism fault, so it is graded under parallelism
     "rep1-test": 4 * 4 / 5,
     "rep3-test": 5 * 3 / 5,  # canary, stages, notify; metrics and triggers miss output drift
@@ -173,12 +181,16 @@ rollout = {
 }
 """,
 }
-LESSON25_NEAR_MISS_LOSSES = {"warmup3-tokens": 1, "practice1-test": 3 * 2 / 6, "rep1-test": 4 * 0.5 / 5,
-                             "rep3-test": 5 * 2 / 5}
+LESSON25_NEAR_MISS_LOSSES = {
+    "warmup3-tokens": 1,
+    "practice1-test": 3 * 2 / 6,
+    "rep1-test": 4 * 0.5 / 5,
+    "rep3-test": 5 * 2 / 5,
+}
 
 # Code a hostile learner puts in an answer cell. Every attempt is wrapped so the
 # notebook runs on; what it finds would change practice 5's answer to the right one.
-READ_KEY = r'''
+READ_KEY = r"""
 # Look for the answer key wherever it might be.
 import glob, os, re, sqlite3
 found = []
@@ -199,9 +211,9 @@ _try(lambda: open(servelab.paths.REPO_DIR / "grading" / "course" / "gradebook.db
 _try(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read().decode("latin-1"))
 _letters = re.findall(r"'correct': '([a-d])'", "\n".join(map(str, found)))  # practice 5's key comes before the quiz's
 practice5_answer = _letters[0] if _letters else "c"
-'''
+"""
 
-PATCH_CHECKER = r'''
+PATCH_CHECKER = r"""
 # Make every checker award full points, and every key agree with my answers.
 import servelab.grading.checkers as _c, servelab.grading.keys as _k, servelab.modelspec as _ms
 _full = lambda answer, key: _c.Result(float(key.get("points", 1)), "full marks")
@@ -211,7 +223,7 @@ _c.report = lambda result: float(result[0])
 _ms.ModelSpec.kv_bytes_per_token = lambda self, dtype="bfloat16": 65536
 _k.tokens_per_verify_step = lambda *a, **kw: {"value": 5, "points": 1}
 practice5_answer = "c"
-'''
+"""
 
 
 def samples(student_nb) -> list[Sample]:
@@ -237,8 +249,10 @@ def samples(student_nb) -> list[Sample]:
         return fill(partial(nb, sol), {"practice5-answer": 'practice5_answer = "c"\nwhile True:\n    pass'})
 
     def output_flood(nb, sol):
-        return fill(partial(nb, sol), {"practice5-answer": 'practice5_answer = "c"\n'
-                                                          'for i in range(30_000):\n    print("flood", i, "x" * 60)'})
+        return fill(
+            partial(nb, sol),
+            {"practice5-answer": 'practice5_answer = "c"\nfor i in range(30_000):\n    print("flood", i, "x" * 60)'},
+        )
 
     def read_key(nb, sol):
         return fill(partial(nb, sol), {"practice5-answer": READ_KEY.strip()})
@@ -252,10 +266,18 @@ def samples(student_nb) -> list[Sample]:
     near_misses = round(total - sum(LESSON25_NEAR_MISS_LOSSES.values()), 3)
     return [
         Sample("perfect", lambda nb, sol: fill(nb, sol), total, "every answer is the instructor's solution"),
-        Sample("other_forms", with_answers(LESSON25_OTHER_FORMS), total,
-               "right answers as learners write them: numpy values, 'No', '(b)', the YAML's knob names"),
-        Sample("near_misses", with_answers(LESSON25_NEAR_MISSES), near_misses,
-               "wrong answers close to right ones: a x k, the cap blamed for the miss, only the on-call told"),
+        Sample(
+            "other_forms",
+            with_answers(LESSON25_OTHER_FORMS),
+            total,
+            "right answers as learners write them: numpy values, 'No', '(b)', the YAML's knob names",
+        ),
+        Sample(
+            "near_misses",
+            with_answers(LESSON25_NEAR_MISSES),
+            near_misses,
+            "wrong answers close to right ones: a x k, the cap blamed for the miss, only the on-call told",
+        ),
         Sample("partial", partial, partial_points, "a known mix of right answers and common slips"),
         Sample("empty", lambda nb, sol: copy.deepcopy(nb), 0.0, "the student version, unanswered"),
         Sample("edited_test", edited_test, partial_points, "partial, with every test cell replaced by `1.0`"),
@@ -263,5 +285,7 @@ def samples(student_nb) -> list[Sample]:
         Sample("infinite_loop", infinite_loop, partial_points, "partial, with an infinite loop in an answer cell"),
         Sample("output_flood", output_flood, partial_points, "partial, printing 30,000 lines"),
         Sample("read_key", read_key, partial_points, "partial, reading the key from the gradebook, notebooks, /proc"),
-        Sample("patch_checker", patch_checker, partial_points, "partial, patching the checkers, keys and model presets"),
+        Sample(
+            "patch_checker", patch_checker, partial_points, "partial, patching the checkers, keys and model presets"
+        ),
     ]

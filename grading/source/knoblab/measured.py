@@ -23,10 +23,17 @@ def context() -> dict:
         raise SystemExit(f"{RESULT} is missing: run `python bench/knobs.py` first; the lab's text quotes it.")
     r = json.loads(RESULT.read_text())
     k = r["knobs"]
-    return {"intro": _intro(r), "knobs_intro": _knobs_intro(r),
-            "batching": _batching(k["batching"]), "prefix": _prefix(k["prefix_caching"]),
-            "precision": _precision(k["precision"]), "speculation": _speculation(k["speculation"]),
-            "kv": _kv(k["kv_cache"]), "parallelism": _parallelism(k["parallelism"]), "rep2": _rep2()}
+    return {
+        "intro": _intro(r),
+        "knobs_intro": _knobs_intro(r),
+        "batching": _batching(k["batching"]),
+        "prefix": _prefix(k["prefix_caching"]),
+        "precision": _precision(k["precision"]),
+        "speculation": _speculation(k["speculation"]),
+        "kv": _kv(k["kv_cache"]),
+        "parallelism": _parallelism(k["parallelism"]),
+        "rep2": _rep2(),
+    }
 
 
 def _f(x, digits: int = 3) -> str:
@@ -38,17 +45,24 @@ def _f(x, digits: int = 3) -> str:
 def _intro(r: dict) -> dict:
     m = r["machine"]
     fp = r.get("first_point") or {}
-    first = (f"Measured on this machine: a click the moment the lab opens shows the first setting's point after "
-             f"{fp['cold_click_s']:.0f} s (its server has to start first); a click after a minute of reading, "
-             f"after {fp['warm_click_s']:.0f} s, most of it the load itself ({fp['load']})."
-             if "warm_click_s" in fp else "")
+    first = (
+        f"Measured on this machine: a click the moment the lab opens shows the first setting's point after "
+        f"{fp['cold_click_s']:.0f} s (its server has to start first); a click after a minute of reading, "
+        f"after {fp['warm_click_s']:.0f} s, most of it the load itself ({fp['load']})."
+        if "warm_click_s" in fp
+        else ""
+    )
     return {"machine": f"{m['cpu']}, {m['cores']} cores, vLLM {r['versions']['vllm']}", "first_point": first}
 
 
 def _knobs_intro(r: dict) -> dict:
     m = r["machine"]
-    return {"cores": m.get("cores", 2), "load_before": f"{m['loadavg_before'][0]:.1f}",
-            "load_after": f"{m['loadavg_after'][0]:.1f}", "kept": _kept(r)}
+    return {
+        "cores": m.get("cores", 2),
+        "load_before": f"{m['loadavg_before'][0]:.1f}",
+        "load_after": f"{m['loadavg_after'][0]:.1f}",
+        "kept": _kept(r),
+    }
 
 
 def _kept(r: dict) -> str:
@@ -60,30 +74,45 @@ def _kept(r: dict) -> str:
         run = r["knobs"][name].get("measured_in") or {}
         after = (run.get("loadavg_after") or (kept.get("machine") or {}).get("loadavg_after") or [0])[0]
         return f"{name.replace('_', ' ')} (load average {after:.1f} when its run ended)"
-    return (f"Some knobs come from earlier runs of the same benchmark on this machine, under the same load: "
-            f"{', '.join(when(n) for n in kept['knobs'])}.")
+
+    return (
+        f"Some knobs come from earlier runs of the same benchmark on this machine, under the same load: "
+        f"{', '.join(when(n) for n in kept['knobs'])}."
+    )
 
 
 def _batching(k: dict) -> dict:
     big, small = k["settings"]["max_num_seqs=256"], k["settings"]["max_num_seqs=4"]
     budget = k["settings"].get("max_num_batched_tokens=256", {})
     measured_budget = "ttft_ms_p50" in budget
-    rows = [("TTFT p50 / p99, ms", lambda x: f"{_f(x['ttft_ms_p50'])} / {_f(x['ttft_ms_p99'])}"),
-            ("TPOT p50, ms", lambda x: _f(x['tpot_ms_p50'])),
-            ("output tok/s", lambda x: _f(x['output_tok_s'])),
-            ("requests running / waiting (peak)",
-             lambda x: f"{x['num_requests_running_max']} / {x['num_requests_waiting_max']}"),
-            ("queue time (mean), ms", lambda x: _f(x.get('queue_time_ms_mean')))]
-    table = "\n".join(f"| {label} | {row(big)} | {row(small)} |" + (f" {row(budget)} |" if measured_budget else "")
-                      for label, row in rows)
+    rows = [
+        ("TTFT p50 / p99, ms", lambda x: f"{_f(x['ttft_ms_p50'])} / {_f(x['ttft_ms_p99'])}"),
+        ("TPOT p50, ms", lambda x: _f(x["tpot_ms_p50"])),
+        ("output tok/s", lambda x: _f(x["output_tok_s"])),
+        (
+            "requests running / waiting (peak)",
+            lambda x: f"{x['num_requests_running_max']} / {x['num_requests_waiting_max']}",
+        ),
+        ("queue time (mean), ms", lambda x: _f(x.get("queue_time_ms_mean"))),
+    ]
+    table = "\n".join(
+        f"| {label} | {row(big)} | {row(small)} |" + (f" {row(budget)} |" if measured_budget else "")
+        for label, row in rows
+    )
     swept = k.get("harness", "").startswith("vllm.benchmarks.sweep")
     return {
-        "load": k["load"], "slo": f"{k['slo_value']:g}",
-        "swept": ("The settings were measured with vLLM's serve-parameter sweep (`vllm bench sweep serve`), which "
-                  "starts a server per setting and loads each the same way." if swept else ""),
+        "load": k["load"],
+        "slo": f"{k['slo_value']:g}",
+        "swept": (
+            "The settings were measured with vLLM's serve-parameter sweep (`vllm bench sweep serve`), which "
+            "starts a server per setting and loads each the same way."
+            if swept
+            else ""
+        ),
         "head": " max_num_batched_tokens=256 |" if measured_budget else "",
         "rule": "---|" if measured_budget else "",
-        "table": table, "budget_seen": _budget_seen(big, budget),
+        "table": table,
+        "budget_seen": _budget_seen(big, budget),
     }
 
 
@@ -91,23 +120,27 @@ def _budget_seen(big: dict, budget: dict) -> str:
     if "ttft_ms_p50" not in budget:
         return ""
     waited = budget.get("num_requests_waiting_max") or 0
-    return ("max-num-batched-tokens is the other batching cap: the tokens one step may process, prompts and "
-            "decodes together. At 256, the 20 users' prefills no longer fit in one step: they are spread over "
-            "several steps (chunked prefill), "
-            + (f"up to {waited} requests waited for room in a step, " if waited else "")
-            + "and the running requests' decodes share each step with them: TTFT p99 went "
-            f"from {_f(big['ttft_ms_p99'])} to {_f(budget['ttft_ms_p99'])} ms, TPOT p50 from "
-            f"{_f(big['tpot_ms_p50'])} to {_f(budget['tpot_ms_p50'])} ms. A small budget keeps each step short; "
-            + _budget_verdict(big, budget)
-            + "vLLM refuses a budget below max_num_seqs.")
+    return (
+        "max-num-batched-tokens is the other batching cap: the tokens one step may process, prompts and "
+        "decodes together. At 256, the 20 users' prefills no longer fit in one step: they are spread over "
+        "several steps (chunked prefill), "
+        + (f"up to {waited} requests waited for room in a step, " if waited else "")
+        + "and the running requests' decodes share each step with them: TTFT p99 went "
+        f"from {_f(big['ttft_ms_p99'])} to {_f(budget['ttft_ms_p99'])} ms, TPOT p50 from "
+        f"{_f(big['tpot_ms_p50'])} to {_f(budget['tpot_ms_p50'])} ms. A small budget keeps each step short; "
+        + _budget_verdict(big, budget)
+        + "vLLM refuses a budget below max_num_seqs."
+    )
 
 
 def _budget_verdict(big: dict, budget: dict) -> str:
     """What the token budget did, said no more strongly than the numbers allow (settings ran minutes apart)."""
     ttft, tpot = budget["ttft_ms_p99"] / big["ttft_ms_p99"], budget["tpot_ms_p50"] / big["tpot_ms_p50"]
     if max(ttft, tpot, 1 / ttft, 1 / tpot) < 1.25:
-        return ("here both moved by less than a quarter, within what two runs minutes apart on these shared cores "
-                "differ by: for 20 short chat prompts a budget of 256 tokens is barely a limit. ")
+        return (
+            "here both moved by less than a quarter, within what two runs minutes apart on these shared cores "
+            "differ by: for 20 short chat prompts a budget of 256 tokens is barely a limit. "
+        )
     if ttft > 1 and tpot > 1:
         return "here it cost both the first token and the ones after it. "
     return "what it buys and costs shows in the two rows. "
@@ -121,12 +154,19 @@ def _prefix(k: dict) -> dict:
         if not q:
             return "none (no lookups: the cache is off)"
         return f"{s['prefix_cache_hit_tokens']:,} of {q:,} ({100 * s['prefix_cache_hit_tokens'] / q:.0f} %)"
-    return {"load": k["load"], "workload": k["workload"],
-            "table": "\n".join([
+
+    return {
+        "load": k["load"],
+        "workload": k["workload"],
+        "table": "\n".join(
+            [
                 f"| TTFT p50 / p99, ms | {_f(off['ttft_ms_p50'])} / {_f(off['ttft_ms_p99'])} | "
                 f"{_f(on['ttft_ms_p50'])} / {_f(on['ttft_ms_p99'])} |",
                 f"| prompt tokens served from the cache | {cached(off)} | {cached(on)} |",
-                f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |"])}
+                f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |",
+            ]
+        ),
+    }
 
 
 def _precision(k: dict) -> dict:
@@ -141,59 +181,89 @@ def _precision(k: dict) -> dict:
 
     def extra(value: str) -> str:
         return f" {value} |" if measured else ""
-    return {"load": k["load"], "questions": a_bf.get("questions", 0),
-            "head": " W4A16 (4-bit weights) |" if measured else "", "rule": "---|" if measured else "",
-            "table": "\n".join([
+
+    return {
+        "load": k["load"],
+        "questions": a_bf.get("questions", 0),
+        "head": " W4A16 (4-bit weights) |" if measured else "",
+        "rule": "---|" if measured else "",
+        "table": "\n".join(
+            [
                 f"| output tok/s | {_f(bf['output_tok_s'])} | {_f(fp['output_tok_s'])} |"
-                + extra(_f(q.get('output_tok_s'))),
-                f"| TPOT p50, ms | {_f(bf['tpot_ms_p50'])} | {_f(fp['tpot_ms_p50'])} |" + extra(_f(q.get('tpot_ms_p50'))),
-                f"| TTFT p50, ms | {_f(bf['ttft_ms_p50'])} | {_f(fp['ttft_ms_p50'])} |" + extra(_f(q.get('ttft_ms_p50'))),
-                f"| right answers | {right(a_bf)} | {right(a_fp)} |" + extra(right(a_q))]),
-            "quantized_seen": _quantized_seen(bf, q, a_bf, a_q)}
+                + extra(_f(q.get("output_tok_s"))),
+                f"| TPOT p50, ms | {_f(bf['tpot_ms_p50'])} | {_f(fp['tpot_ms_p50'])} |"
+                + extra(_f(q.get("tpot_ms_p50"))),
+                f"| TTFT p50, ms | {_f(bf['ttft_ms_p50'])} | {_f(fp['ttft_ms_p50'])} |"
+                + extra(_f(q.get("ttft_ms_p50"))),
+                f"| right answers | {right(a_bf)} | {right(a_fp)} |" + extra(right(a_q)),
+            ]
+        ),
+        "quantized_seen": _quantized_seen(bf, q, a_bf, a_q),
+    }
 
 
 def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
-    made = ("W4A16 is the same model with 4-bit integer weights in groups of 64 (activations stay bfloat16), "
-            "made by llm-compressor (`make quantized-model`, `bench/quantize.py`) and run by vLLM's CPU kernel "
-            "for such weights (CPUWNA16).")
+    made = (
+        "W4A16 is the same model with 4-bit integer weights in groups of 64 (activations stay bfloat16), "
+        "made by llm-compressor (`make quantized-model`, `bench/quantize.py`) and run by vLLM's CPU kernel "
+        "for such weights (CPUWNA16)."
+    )
     if "output_tok_s" not in q:
         return f"{made} It was not measured here: {q.get('error', 'no record')}"
     faster = q["output_tok_s"] > bf["output_tok_s"]
-    return (f"{made} Against bfloat16 it ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
-            f"tok/s ({'faster' if faster else 'slower'}) and answered {a_q.get('right', 0)} of "
-            f"{a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
-            + ("Fewer bytes did not buy speed: a 135M-parameter model's weights are a small part of each step "
-               "here, and unpacking 4-bit groups costs compute. "
-               if not faster else "Fewer bytes per weight read bought speed. ")
-            + "Quantization is a trade measured on the task, both ways.")
+    return (
+        f"{made} Against bfloat16 it ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
+        f"tok/s ({'faster' if faster else 'slower'}) and answered {a_q.get('right', 0)} of "
+        f"{a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
+        + (
+            "Fewer bytes did not buy speed: a 135M-parameter model's weights are a small part of each step "
+            "here, and unpacking 4-bit groups costs compute. "
+            if not faster
+            else "Fewer bytes per weight read bought speed. "
+        )
+        + "Quantization is a trade measured on the task, both ways."
+    )
 
 
 def _speculation(k: dict) -> dict:
     off, on = k["settings"]["no speculation"], k["settings"]["n-gram k=4"]
-    return {"load": k["load"], "seen": _spec_seen(off, on),
-            "table": "\n".join([
+    return {
+        "load": k["load"],
+        "seen": _spec_seen(off, on),
+        "table": "\n".join(
+            [
                 f"| TPOT p50 / p99, ms | {_f(off['tpot_ms_p50'])} / {_f(off['tpot_ms_p99'])} | "
                 f"{_f(on['tpot_ms_p50'])} / {_f(on['tpot_ms_p99'])} |",
                 f"| TTFT p50 / p99, ms | {_f(off['ttft_ms_p50'])} / {_f(off['ttft_ms_p99'])} | "
                 f"{_f(on['ttft_ms_p50'])} / {_f(on['ttft_ms_p99'])} |",
                 f"| draft acceptance | - | {_f(on.get('acceptance_rate'))} |",
-                f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |"])}
+                f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |",
+            ]
+        ),
+    }
 
 
 def _spec_seen(off: dict, on: dict) -> str:
     if not on.get("acceptance_rate"):
-        return ("Here no draft token was accepted, so whatever TPOT difference there is comes from the run, "
-                "not from speculation.")
+        return (
+            "Here no draft token was accepted, so whatever TPOT difference there is comes from the run, "
+            "not from speculation."
+        )
     faster = on["tpot_ms_p50"] < off["tpot_ms_p50"]
-    return (f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted and the median TPOT "
-            f"went from {_f(off['tpot_ms_p50'])} to {_f(on['tpot_ms_p50'])} ms"
-            + (": speculation paid at this rate." if faster else ": even so, it did not pay at this rate."))
+    return (
+        f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted and the median TPOT "
+        f"went from {_f(off['tpot_ms_p50'])} to {_f(on['tpot_ms_p50'])} ms"
+        + (": speculation paid at this rate." if faster else ": even so, it did not pay at this rate.")
+    )
 
 
 def _kv(k: dict) -> dict:
     big, small = k["settings"]["kv_cache=1GiB"], k["settings"]["kv_cache=16MiB"]
-    return {"load": k["load"], "seen": _kv_seen(small),
-            "table": "\n".join([
+    return {
+        "load": k["load"],
+        "seen": _kv_seen(small),
+        "table": "\n".join(
+            [
                 f"| TTFT p50 / p99, ms | {_f(big['ttft_ms_p50'])} / {_f(big['ttft_ms_p99'])} | "
                 f"{_f(small['ttft_ms_p50'])} / {_f(small['ttft_ms_p99'])} |",
                 f"| KV cache usage (peak) | {100 * big['kv_cache_usage_max']:.0f} % | "
@@ -202,20 +272,29 @@ def _kv(k: dict) -> dict:
                 f"| requests running / waiting (peak) | {big['num_requests_running_max']} / "
                 f"{big['num_requests_waiting_max']} | {small['num_requests_running_max']} / "
                 f"{small['num_requests_waiting_max']} |",
-                f"| output tok/s | {_f(big['output_tok_s'])} | {_f(small['output_tok_s'])} |"])}
+                f"| output tok/s | {_f(big['output_tok_s'])} | {_f(small['output_tok_s'])} |",
+            ]
+        ),
+    }
 
 
 def _kv_seen(small: dict) -> str:
     if small.get("num_preemptions"):
-        return (f"Here the small cache preempted {small['num_preemptions']} times and held at most "
-                f"{small['num_requests_running_max']} requests running while {small['num_requests_waiting_max']} "
-                "waited.")
+        return (
+            f"Here the small cache preempted {small['num_preemptions']} times and held at most "
+            f"{small['num_requests_running_max']} requests running while {small['num_requests_waiting_max']} "
+            "waited."
+        )
     if small.get("num_requests_waiting_max"):
-        return (f"Here nothing was preempted, but at most {small['num_requests_running_max']} requests ran while "
-                f"{small['num_requests_waiting_max']} waited for cache blocks.")
-    return (f"Here the small cache peaked at {100 * small.get('kv_cache_usage_max', 0):.0f} % and nothing was "
-            "preempted or kept waiting: these prompts are short. Raise the output length in the lab to see the "
-            "counters move.")
+        return (
+            f"Here nothing was preempted, but at most {small['num_requests_running_max']} requests ran while "
+            f"{small['num_requests_waiting_max']} waited for cache blocks."
+        )
+    return (
+        f"Here the small cache peaked at {100 * small.get('kv_cache_usage_max', 0):.0f} % and nothing was "
+        "preempted or kept waiting: these prompts are short. Raise the output length in the lab to see the "
+        "counters move."
+    )
 
 
 def _parallelism(k: dict) -> dict:
@@ -226,13 +305,20 @@ def _parallelism(k: dict) -> dict:
     rows = k.get("simulated", {}).get("rows", {})
     table = "\n".join(
         f"| {where} | " + " | ".join(f"{row['tp1_tok_s']:,.0f} / {row['tp2_tok_s']:,.0f}" for row in data) + " |"
-        for where, data in rows.items())
-    measured = (f"Measured, tp=1: {_f(tp1.get('output_tok_s'))} output tok/s under {k['load']}."
-                if "output_tok_s" in tp1 else "")
-    refused = (f"vLLM refused tensor-parallel-size 2 for this model: \"{reason}\" SmolLM2-135M has 9 attention "
-               "heads, and tensor parallelism splits the heads evenly across devices; 3 would divide them, but "
-               "this machine has 2 cores." if reason else
-               f"tp=2 measured: {_f(tp2.get('output_tok_s'))} output tok/s.")
+        for where, data in rows.items()
+    )
+    measured = (
+        f"Measured, tp=1: {_f(tp1.get('output_tok_s'))} output tok/s under {k['load']}."
+        if "output_tok_s" in tp1
+        else ""
+    )
+    refused = (
+        f'vLLM refused tensor-parallel-size 2 for this model: "{reason}" SmolLM2-135M has 9 attention '
+        "heads, and tensor parallelism splits the heads evenly across devices; 3 would divide them, but "
+        "this machine has 2 cores."
+        if reason
+        else f"tp=2 measured: {_f(tp2.get('output_tok_s'))} output tok/s."
+    )
     return {"refused": refused, "measured": measured, "table": table}
 
 
@@ -250,14 +336,33 @@ def _rep2() -> dict:
     metric = k.slo_metric
     va, vb = a[metric], b[metric]
     better = 0 if va <= vb else 1
-    solution = answer_source(comparison(REP2_KNOB, a, b, metric, better=better, conclusion=(
-        f"The SLO is p99 TTFT under {k.slo_value:g} ms at 20 concurrent users. With max_num_seqs=256 the p99 TTFT "
-        f"was {va:.0f} ms against {vb:.0f} ms with max_num_seqs=4: a cap below the number of users queues "
-        f"requests and their wait lands in TTFT, while a cap far above it changes nothing, since continuous "
-        f"batching never runs more than the 20 requests in flight. Keep the cap at or above the peak "
-        f"concurrency; 256 is not wrong, just not a reason in itself."
-        + ("" if min(va, vb) <= k.slo_value else
-           f" Neither setting meets the {k.slo_value:g} ms SLO on this 2-core CPU: that takes faster hardware "
-           "or fewer users per server, not another cap."))))
-    return {"knob": REP2_KNOB, "slo": f"{k.slo_value:g}", "a": a_name, "b": b_name, "metric": metric,
-            "solution": solution}
+    solution = answer_source(
+        comparison(
+            REP2_KNOB,
+            a,
+            b,
+            metric,
+            better=better,
+            conclusion=(
+                f"The SLO is p99 TTFT under {k.slo_value:g} ms at 20 concurrent users. With max_num_seqs=256 the p99 TTFT "
+                f"was {va:.0f} ms against {vb:.0f} ms with max_num_seqs=4: a cap below the number of users queues "
+                f"requests and their wait lands in TTFT, while a cap far above it changes nothing, since continuous "
+                f"batching never runs more than the 20 requests in flight. Keep the cap at or above the peak "
+                f"concurrency; 256 is not wrong, just not a reason in itself."
+                + (
+                    ""
+                    if min(va, vb) <= k.slo_value
+                    else f" Neither setting meets the {k.slo_value:g} ms SLO on this 2-core CPU: that takes faster hardware "
+                    "or fewer users per server, not another cap."
+                )
+            ),
+        )
+    )
+    return {
+        "knob": REP2_KNOB,
+        "slo": f"{k.slo_value:g}",
+        "a": a_name,
+        "b": b_name,
+        "metric": metric,
+        "solution": solution,
+    }

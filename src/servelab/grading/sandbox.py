@@ -315,7 +315,9 @@ class _Reader(threading.Thread):
         return b"".join(self.chunks)
 
 
-def execute(nb, *, cell_timeout: int = 30, run_timeout: int = 300, trusted: bool = False) -> Execution:
+def execute(
+    nb, *, cell_timeout: int = CELL_TIMEOUT_S, run_timeout: int = SUBMISSION_TIMEOUT_S, trusted: bool = False
+) -> Execution:
     """Execute a notebook (hidden tests already restored, capture-only) and return what it reported."""
     import nbformat
 

@@ -100,7 +100,7 @@ class LatestRequestWorker:
                 if self.on_error is not None:
                     try:
                         self.on_error(request, exc)
-                    except Exception:  # noqa: BLE001
+                    except Exception:  # noqa: BLE001 an error handler that fails must not stop the worker
                         pass
             finally:
                 with self._cond:
