@@ -342,13 +342,18 @@ KNOB_ALIASES = {
 }
 
 
+def _knob_of(name: Any, knobs) -> str | None:
+    """The checklist knob a learner's key names, as the knob or as one of its config-file spellings."""
+    n = _normal(str(name))
+    return n if n in knobs else next((k for k in knobs if n in KNOB_ALIASES.get(k, ())), None)
+
+
 def _by_knob(answer: dict, knobs) -> dict:
     """The learner's entries keyed by checklist knob: an exact knob name wins over a config-file alias."""
     out = {}
     for name, entry in answer.items():
-        n = _normal(str(name))
-        knob = n if n in knobs else next((k for k in knobs if n in KNOB_ALIASES.get(k, ())), None)
-        if knob is not None and (knob not in out or n == knob):
+        knob = _knob_of(name, knobs)
+        if knob is not None and (knob not in out or _normal(str(name)) == knob):
             out[knob] = entry
     return out
 
@@ -356,8 +361,8 @@ def _by_knob(answer: dict, knobs) -> dict:
 # What a reason about each knob can name its fact with: one of the knob's own facts (a measurement or the
 # load for a batch cap, the weights against the memory for parallelism, ...), where each alternative is a
 # tuple of patterns that must all be there ("the weights do not fit" names a fact, "it does not fit" does
-# not), or one of the reviewer's own numbers, in GB or GiB. The knob's name alone, or a word every
-# sentence has, names nothing. Free text cannot be checked for truth here: a reason that names the right
+# not), or the reviewer's own figures (in GB or GiB): two of them, or one with what it is set against. The
+# knob's name alone, or a word every sentence has, names nothing. Free text cannot be checked for truth here: a reason that names the right
 # quantity with the wrong value still counts, which is why the feedback shows the reviewer's reason beside
 # every knob.
 _SIZE = (
@@ -367,7 +372,9 @@ _RELATION = (
     r"\bfits?\b|\bhold|exceed|too (?:big|large)|(?:larger|bigger|greater|more) than|\bneeds?\b|requires?\b|"
     r"\boom\b|out of memory|enough|overflow|\bover\b"
 )
-_COMPARED = r"\bcovers?\b|\bfits?\b|above|below|under|exceed|\bthan\b|\bcap\b|slots?|\bmatch|enough|headroom"
+# words that set a figure against another (a load against the cap, a request against the limit)
+_SET_AGAINST = r"\bcovers?\b|\bfits?\b|above|below|under|exceed|\bthan\b|\bcap\b|slots?|enough|headroom"
+_COMPARED = _SET_AGAINST + r"|\bmatch"
 KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
     # the measurement a cap needs, or the load set against the cap
     "batching": (
@@ -411,10 +418,7 @@ KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
 _NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)(k\b)?")
 # A bare figure (8192 alone) is not the fact: it counts with a second of the reviewer's figures or with
 # what it is set against.
-_AGAINST = (
-    r"\bcovers?\b|\bfits?\b|above|below|under|exceed|\bthan\b|\bmore\b|\bless\b|\bover\b|within|enough|"
-    r"headroom|[<>\u2264\u2265]|\bvs\.?\b|against|\bcap\b|slots?|\blimit\b|\bpeak\b"
-)
+_AGAINST = _SET_AGAINST + r"|\bmore\b|\bless\b|\bover\b|within|[<>\u2264\u2265]|\bvs\.?\b|against|\blimit\b|\bpeak\b"
 GIB = 2**30 / 1e9
 
 
@@ -431,7 +435,7 @@ def _numbers(text: str) -> list[float]:
 
 
 def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
-    """A reason of four words or more that names one of the knob's facts or one of the reviewer's numbers."""
+    """A reason of four words or more that names one of the knob's facts or the reviewer's figures (_AGAINST)."""
     if not isinstance(because, str) or len(because.split()) < MIN_REASON_WORDS:
         return False
     text = _plain(because)
@@ -450,8 +454,8 @@ def knob_audit(answer: Any, key: dict) -> Result:
     key: points, verdicts {knob: verdict}, reasons {knob: the reviewer's reason},
     follows {knob: the knob whose finding it repeats} (graded once, under that knob).
     Per knob: full share for the reviewer's verdict with a reason of at least
-    four words that names a fact of this config or workload (one of the
-    reviewer's numbers, or a fact of the knob's own: KNOB_FACTS), half a share
+    four words that names a fact of this config or workload (a fact of the
+    knob's own, KNOB_FACTS, or the reviewer's figures), half a share
     for the right verdict with no real reason. Each credited knob's feedback
     shows the reviewer's reason, since a fact named with a wrong value is not
     caught here.
@@ -467,10 +471,10 @@ def knob_audit(answer: Any, key: dict) -> Result:
     earned, lines, slips = 0.0, [], {}
     entries = _by_knob(answer, {**verdicts, **follows})
     for knob, expected in verdicts.items():
-        entry = entries.get(knob)
+        entry, reason = entries.get(knob), reasons.get(knob, "")
         if not isinstance(entry, dict):
-            lines.append(f"- {knob}: no verdict given. The reviewer says {expected}: {reasons.get(knob, '')}")
-            slips[f"{knob}-left-out"] = f"{knob} left out; the review says {expected}: {reasons.get(knob, '')}"
+            lines.append(f"- {knob}: no verdict given. The reviewer says {expected}: {reason}")
+            slips[f"{knob}-left-out"] = f"{knob} left out; the review says {expected}: {reason}"
             continue
         verdict = entry.get("verdict")
         because = entry.get("because")
@@ -478,34 +482,31 @@ def knob_audit(answer: Any, key: dict) -> Result:
             lines.append(f"- {knob}: the verdict must be one of {VERDICTS}, got {verdict!r}.")
             continue
         if _normal(verdict) != expected:
-            lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reasons.get(knob, '')}")
+            lines.append(f"- {knob}: you said {_normal(verdict)}, the review says {expected}: {reason}")
             slips[f"{knob}-{_normal(verdict)}"] = (
-                f"{knob} called {_normal(verdict)}; the review says {expected}: {reasons.get(knob, '')}"
+                f"{knob} called {_normal(verdict)}; the review says {expected}: {reason}"
             )
             continue
-        if _names_a_fact(because, knob, reasons.get(knob, "")):
+        if _names_a_fact(because, knob, reason):
             earned += 1.0
-            lines.append(f"- {knob}: right. The review's reason, to check yours against: {reasons.get(knob, '')}")
+            lines.append(f"- {knob}: right. The review's reason, to check yours against: {reason}")
         else:
             earned += 0.5
             lines.append(
                 f"- {knob}: right verdict, but give the reason as a sentence of {MIN_REASON_WORDS} words or more "
                 "that names the fact of the config or workload behind it (a figure and what it is set against) "
-                f"or the missing measurement. The review's reason: {reasons.get(knob, '')}"
+                f"or the missing measurement. The review's reason: {reason}"
             )
             slips[f"{knob}-no-reason"] = (
                 f"{knob}: the right verdict with no workload fact or missing measurement behind it"
             )
     for knob, cause in follows.items():
-        entry = entries.get(knob)
+        entry, reason = entries.get(knob), reasons.get(knob, "")
         said = _normal(entry["verdict"]) if isinstance(entry, dict) and isinstance(entry.get("verdict"), str) else None
         told = f" (you said {said}; the review says wrong)" if said and said != "wrong" else ""
-        lines.append(f"- {knob}: graded once, under {cause}{told}: {reasons.get(knob, '')}")
+        lines.append(f"- {knob}: graded once, under {cause}{told}: {reason}")
     known = set(verdicts) | set(follows)
-    graded = {
-        n for n in answer if _normal(str(n)) in known or any(_normal(str(n)) in KNOB_ALIASES.get(k, ()) for k in known)
-    }
-    extra = sorted(set(answer) - graded, key=str)
+    extra = sorted((n for n in answer if _knob_of(n, known) is None), key=str)
     if extra:
         lines.append(f"- not graded (not a knob of this config): {extra}")
     head = f"{name}: {earned:g} of {len(verdicts)} knobs."
