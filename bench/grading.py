@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             },
         },
         "settings": {
-            "cell_timeout_s": pipeline.CELL_TIMEOUT_S,
-            "submission_timeout_s": pipeline.SUBMISSION_TIMEOUT_S,
+            "cell_timeout_s": sandbox.CELL_TIMEOUT_S,
+            "submission_timeout_s": sandbox.SUBMISSION_TIMEOUT_S,
             "sandbox": sandbox.bwrap_version(missing="bwrap not found"),
             "one_process_per_submission": True,
         },

@@ -17,10 +17,10 @@ def test_a_bare_nbgrader_autograde_uses_the_same_cell_limit_as_the_pipeline():
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
     execute = trusted.SandboxedExecute(config=config)
     assert (execute.timeout, execute.run_timeout) == (sandbox.CELL_TIMEOUT_S, sandbox.SUBMISSION_TIMEOUT_S)
-    assert (pipeline.CELL_TIMEOUT_S, pipeline.SUBMISSION_TIMEOUT_S) == (
-        sandbox.CELL_TIMEOUT_S,
-        sandbox.SUBMISSION_TIMEOUT_S,
-    )
+    for fn in (pipeline.grade_submission, pipeline.run):  # the pipeline's own defaults are the same setting
+        params = inspect.signature(fn).parameters
+        assert params["cell_timeout"].default == sandbox.CELL_TIMEOUT_S, fn.__name__
+        assert params["submission_timeout"].default == sandbox.SUBMISSION_TIMEOUT_S, fn.__name__
 
 
 def test_the_parallel_graders_default_to_the_same_limits():

@@ -136,8 +136,8 @@ def work(
     root: Path,
     name: str,
     *,
-    cell_timeout: int = pipeline.CELL_TIMEOUT_S,
-    submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S,
+    cell_timeout: int = sandbox.CELL_TIMEOUT_S,
+    submission_timeout: int = sandbox.SUBMISSION_TIMEOUT_S,
     log=print,
 ) -> int:
     """One grader: claim, grade, record, until no pending submission is left; how many it graded."""
@@ -191,8 +191,8 @@ def grade_all(
     root: Path,
     workers: int,
     *,
-    cell_timeout: int = pipeline.CELL_TIMEOUT_S,
-    submission_timeout: int = pipeline.SUBMISSION_TIMEOUT_S,
+    cell_timeout: int = sandbox.CELL_TIMEOUT_S,
+    submission_timeout: int = sandbox.SUBMISSION_TIMEOUT_S,
     log=print,
 ) -> dict[str, int]:
     """Run `workers` grader processes on the course at `root` until the queue is empty; the queue's counts."""
@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=default_workers(), help="graders at once (default: cores)")
     parser.add_argument("--queue-only", action="store_true", help="collect and queue, grade nothing yet")
     parser.add_argument("--requeue-failed", action="store_true", help="grade failed and timed-out submissions again")
-    parser.add_argument("--cell-timeout", type=int, default=pipeline.CELL_TIMEOUT_S)
-    parser.add_argument("--submission-timeout", type=int, default=pipeline.SUBMISSION_TIMEOUT_S)
+    parser.add_argument("--cell-timeout", type=int, default=sandbox.CELL_TIMEOUT_S)
+    parser.add_argument("--submission-timeout", type=int, default=sandbox.SUBMISSION_TIMEOUT_S)
     parser.add_argument("--worker-name", default=f"grader-{os.uname().nodename}-{os.getpid()}")
     parser.add_argument("--one-worker", action="store_true", help=argparse.SUPPRESS)  # grade_all's child processes
     parser.add_argument("assignments", nargs="*", help="assignment ids (default: every one in solutions/)")

@@ -48,8 +48,6 @@ from servelab.paths import REPO_DIR
 COURSE = REPO_DIR / "grading" / "course"
 OUT = REPO_DIR / "grading" / "out"
 SUBMISSIONS = REPO_DIR / "grading" / "submissions"
-CELL_TIMEOUT_S = sandbox.CELL_TIMEOUT_S  # the limits are set once, in sandbox.py
-SUBMISSION_TIMEOUT_S = sandbox.SUBMISSION_TIMEOUT_S
 GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore, scoring)
 
 # Code in a submission that reaches for the grading machinery, the key, the
@@ -227,8 +225,8 @@ def grade_submission(
     student: str,
     flags: list[str] | None = None,
     *,
-    cell_timeout: int = CELL_TIMEOUT_S,
-    submission_timeout: int = SUBMISSION_TIMEOUT_S,
+    cell_timeout: int = sandbox.CELL_TIMEOUT_S,
+    submission_timeout: int = sandbox.SUBMISSION_TIMEOUT_S,
     trusted_submissions: bool = False,
 ) -> Graded:
     """Grade one student's collected submission in a course directory; the result, as the gradebook holds it.
@@ -305,8 +303,8 @@ def run(
     out: Path = OUT,
     *,
     assignments: list[course.Assignment] | None = None,
-    cell_timeout: int = CELL_TIMEOUT_S,
-    submission_timeout: int = SUBMISSION_TIMEOUT_S,
+    cell_timeout: int = sandbox.CELL_TIMEOUT_S,
+    submission_timeout: int = sandbox.SUBMISSION_TIMEOUT_S,
     trusted_submissions: bool = False,
     log=print,
 ) -> list[Graded]:
@@ -376,11 +374,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=OUT, help="where grades.csv and scores.json go (default: grading/out)"
     )
-    parser.add_argument("--cell-timeout", type=int, default=CELL_TIMEOUT_S, help="seconds one cell may run")
+    parser.add_argument("--cell-timeout", type=int, default=sandbox.CELL_TIMEOUT_S, help="seconds one cell may run")
     parser.add_argument(
         "--submission-timeout",
         type=int,
-        default=SUBMISSION_TIMEOUT_S,
+        default=sandbox.SUBMISSION_TIMEOUT_S,
         help="seconds one submission's notebook may run in the sandbox in all",
     )
     parser.add_argument(
