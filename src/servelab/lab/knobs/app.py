@@ -173,7 +173,8 @@ class KnobLab:
             widget.add_class(css)
             widget.add_class("servelab-view-knobs")
         self.knob_dropdown.observe(self._on_knob, names="value")
-        for control in (
+        # the controls under the knob, in the order they are shown; each redraws the plan when it changes
+        inputs = (
             self.a_dropdown,
             self.b_dropdown,
             self.workload_dropdown,
@@ -184,25 +185,12 @@ class KnobLab:
             self.output_len_slider,
             self.slo_dropdown,
             self.slo_text,
-        ):
+        )
+        for control in inputs:
             control.observe(lambda _: self._on_control(), names="value")
         self.measure_button.on_click(lambda _: self.measure())
         self.stop_button.on_click(lambda _: self.close())
-        controls = w.VBox(
-            [
-                self.knob_dropdown,
-                self.a_dropdown,
-                self.b_dropdown,
-                self.workload_dropdown,
-                self.load_toggle,
-                self.users_slider,
-                self.rate_slider,
-                self.prompts_slider,
-                self.output_len_slider,
-                self.slo_dropdown,
-                self.slo_text,
-            ]
-        )
+        controls = w.VBox([self.knob_dropdown, *inputs])
         bar = w.HBox([self.measure_button, self.stop_button, self.progress], layout=w.Layout(flex_flow="row wrap"))
         self.widget = w.VBox(
             [controls, bar, self.status, self._figure_box, self.chart_text, self.about, self.chart_json, page_helper()]
