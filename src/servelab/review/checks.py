@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import hardware, modelspec
@@ -68,7 +68,7 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
         no_slo_batching(cfg, wl, facts) if no_slo else check_batching(cfg, wl, facts),
         check_quantization(cfg, wl, facts),
         check_parallelism(cfg, wl, facts),
-        no_slo_speculation(cfg, wl, facts, check_speculative_decoding(cfg, wl, facts)),
+        no_slo_speculation(cfg, wl, facts, check_cited_rates(wl, check_speculative_decoding(cfg, wl, facts))),
     ]
     if wl.shared_prefix is not None:  # only where the workload says something about prefixes
         findings.append(check_prefix_caching(cfg, wl, facts))
@@ -1087,6 +1087,56 @@ def check_speculative_decoding(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -
         spec_measured_verdict(wl, f, ev, math_) if ev.measured_pair else spec_unmeasured_verdict(cfg, f, ev, math_)
     )
     return Finding("speculative_decoding", evidence=evidence, setting=setting, **verdict)
+
+
+def one_rate_for_two_throughputs(wl: WorkloadSpec) -> str | None:
+    """Little's law against a workload's cited runs: one arrival rate cannot hold for two throughputs at one load.
+
+    In flight = arrival rate x time in the system. Two runs with the same number of requests in flight whose
+    throughput differs finish their requests at different rates (tok/s over mean output tokens per request).
+    Flagged where the workload ties its peak qps to such runs: at its peak concurrency one run's rate is the
+    stated qps (within RATE_MATCH) and another's differs from it by more than run-to-run noise. (A closed-loop
+    benchmark whose rates are nowhere near the stated demand says nothing about it either way.)
+    """
+    mean_out = wl.output.mean
+    if wl.qps is None or not mean_out:
+        return None
+    peak, stated = wl.concurrency.peak, wl.qps.peak
+    runs = [e for e in wl.evidence if e.metric == "output_tok_s" and e.batch == peak]
+    matching = [e for e in runs if abs(e.value / mean_out / stated - 1) <= RATE_MATCH]
+    other = [e for e in runs if abs(e.value / mean_out / stated - 1) > THROUGHPUT_NOISE]
+    if matching and other:
+        batch = peak
+        low, high = min(matching + other, key=lambda e: e.value), max(matching + other, key=lambda e: e.value)
+        rates = (
+            f" ({fmt(high.value / mean_out)} and {fmt(low.value / mean_out)} requests/s at "
+            f"{fmt(mean_out)} output tokens per request)"
+        )
+        return (
+            f"the workload states one arrival rate ({fmt(wl.qps.peak)} requests/s at peak) for runs at the same "
+            f"{fmt(batch)} requests in flight that made {fmt(high.value)} and {fmt(low.value)} tok/s: by Little's law "
+            f"(in flight = arrival rate x time in the system) the faster run finishes its requests sooner and so "
+            f"serves more of them per second{rates}, so one rate cannot hold for both"
+        )
+    return None
+
+
+RATE_MATCH = 0.01  # a run whose tok/s over the mean output tokens is within 1% of the stated qps ran at it
+
+
+def check_cited_rates(wl: WorkloadSpec, finding: Finding) -> Finding:
+    """A justified speculation finding resting on runs whose cited rates do not add up is unjustified until they do."""
+    note = one_rate_for_two_throughputs(wl)
+    if note is None or finding.verdict != "justified":
+        return finding if note is None else replace(finding, evidence=_join(finding.evidence, note))
+    return replace(
+        finding,
+        verdict="unjustified",
+        reason=f"the measurements it rests on do not add up: {note}.",
+        evidence=_join(finding.evidence, note),
+        fix="cite each run's own request rate (its tok/s over the mean output tokens), or drop the qps the runs "
+        "did not run at, and re-check the verdict.",
+    )
 
 
 def spec_off_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
