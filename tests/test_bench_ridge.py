@@ -56,3 +56,31 @@ def test_the_intercept_carries_its_uncertainty_and_one_token_count_is_refused():
     same = [{"tokens_per_step": t, "step_ms": ms} for t, ms in ((5, 100.0), (10, 100.0), (80, 300.0), (80, 310.0))]
     with pytest.raises(ValueError, match="same tokens"):
         _ridge_cpu().knee(same)
+
+
+def test_the_engines_dtype_follows_the_cpus_bf16_fast_path():
+    ridge = _ridge_cpu()
+    assert ridge.cpu_has_bf16("flags : fpu sse avx512f avx512_bf16 amx_tile")
+    assert ridge.cpu_has_bf16("flags : fpu amx_bf16 amx_tile")
+    assert not ridge.cpu_has_bf16("flags : fpu sse avx2 avx512f avx512_vnni")  # avx512f alone has no bf16 math
+
+
+def test_the_slope_below_the_ridge_tells_flat_from_added():
+    ridge = _ridge_cpu()
+    ideal = _roofline_points(100.0, 2.0, (5, 10, 20, 40, 80, 160))  # max(reads, arithmetic): flat below 50
+    assert ridge.slope_below(ideal, 50) == pytest.approx(0.0)
+    added = [{"tokens_per_step": t, "step_ms": 200.0 + 4.0 * t} for t in (5, 10, 20, 40, 80)]  # reads + arithmetic
+    assert ridge.slope_below(added, 55) == pytest.approx(4.0)
+    assert ridge.slope_below(added, 6) is None  # one step below: no slope
+
+
+def test_one_ridge_is_quoted_the_knee_where_its_fit_holds_else_the_probe():
+    ridge = _ridge_cpu()
+    clean = ridge.knee([{"tokens_per_step": t, "step_ms": 200.0 + 4.0 * t} for t in (5, 10, 20, 40, 80, 160, 320)])
+    assert ridge.ridge_of(clean, 74.0) == {"tokens_per_step": clean["ridge_tokens_per_step"], "from": "knee"}
+    uneven = [
+        {"tokens_per_step": t, "step_ms": ms}
+        for t, ms in ((5, 66), (10, 75), (20, 74), (40, 104), (80, 155), (120, 156), (160, 243), (240, 251), (320, 935))
+    ]
+    chosen = ridge.ridge_of(ridge.knee(uneven), 73.6)
+    assert chosen["from"] == "probe" and chosen["tokens_per_step"] == 73.6 and "intercept" in chosen["why"]

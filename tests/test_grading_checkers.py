@@ -240,7 +240,7 @@ def test_knob_audit_full_and_partial():
 def test_knob_audit_key_comes_from_the_reviewer():
     from servelab import review
 
-    case = "70b-one-gpu-no-tp"
+    case = "70b-upgrade-h200"
     key = keys.knob_audit(keys.config_path(case), keys.workload_path(case), points=4)
     report = review.review_files(keys.config_path(case), keys.workload_path(case))
     graded_once = {**key["verdicts"], **{k: report.verdicts()[k] for k in key["follows"]}}
@@ -322,7 +322,7 @@ def _comparison(**overrides) -> dict:
     return answer
 
 
-KEY = {"name": "comparison", "points": 4}
+KEY = {"name": "comparison", "points": 4, "configured": "speculative"}  # as grading/keys/lab25.py
 
 
 def test_measured_comparison_full_marks():
@@ -331,23 +331,26 @@ def test_measured_comparison_full_marks():
 
 
 def test_measured_comparison_conclusion_must_follow_from_own_numbers():
+    # the conclusion carries the rep: against the learner's own numbers, the records' checks earn nothing either
     points, feedback = checkers.measured_comparison(_comparison(better=1), KEY)
-    assert points == 3 and "your own numbers say setting 0" in feedback
+    assert points == 0 and "(setting 0) is better" in feedback and "carries this rep" in feedback
     # for a latency metric lower is better: setting 0 has the lower TPOT
     assert checkers.measured_comparison(_comparison(slo_metric="tpot_ms_p50", better=0), KEY).points == 4
-    assert checkers.measured_comparison(_comparison(slo_metric="tpot_ms_p50", better=1), KEY).points == 3
+    assert checkers.measured_comparison(_comparison(slo_metric="tpot_ms_p50", better=1), KEY).points == 0
 
 
 def test_measured_comparison_arithmetic():
-    bad = _record("none", 0, 80.5, output_tok_s=120.0)
+    bad = _record("none", 0, 120.0, output_tok_s=80.5)
     points, feedback = checkers.measured_comparison(_comparison(measurements=[bad, _record("ngram", 4, 63.7)]), KEY)
-    assert points < 4 and "output_tokens / elapsed_s" in feedback
+    assert points == 3 and "output_tokens / elapsed_s" in feedback
 
 
 def test_measured_comparison_plausibility():
     fast = _record("none", 0, 8000.0)
     points, feedback = checkers.measured_comparison(_comparison(measurements=[fast, _record("ngram", 4, 63.7)]), KEY)
     assert points == 3 and "not plausible" in feedback and "roofline" in feedback
+    # a right conclusion is worth half the rep, each record check a quarter
+    assert checkers.COMPARISON_SLIPS["implausible"] and checkers.CONCLUSION_SHARE == 0.5
 
 
 @pytest.mark.parametrize(
@@ -371,7 +374,8 @@ def test_measured_comparison_schema(overrides, says):
 
 def test_measured_comparison_wants_a_sentence():
     points, feedback = checkers.measured_comparison(_comparison(conclusion="off"), KEY)
-    assert points == 3 and "conclusion" in feedback
+    assert points == 0 and "in a sentence" in feedback
+    assert checkers.measured_comparison(_comparison(conclusion="Disable it."), KEY).points == 4
 
 
 # --------------------------------------------------------------------------- rollout plan
@@ -473,7 +477,7 @@ CONCLUSIONS = [
     ("Speculation does not pay at this batch, so switch it off.", "off"),
     ("Run without speculation.", "off"),
     ("Even though it was enabled in the seed config, I would not keep it on.", "off"),
-    ("Enable it at batch 4 but not at batch 64.", "both"),
+    ("Enable it at batch 4 but not at batch 64.", "both"),  # with no batch to place it: a hedge
     ("Turn it on for short prompts, turn it off for long ones.", "both"),
     # recommendations without an enable/disable verb, double negatives, self-contradictions
     ("The configured choice (speculation on) is right at batch 64.", "on"),
@@ -485,9 +489,10 @@ CONCLUSIONS = [
     ("Turning speculation off would be a mistake at batch 64.", "on"),
     ("Prefer n-gram speculation for this job.", "on"),
     ("Speculation on this CPU is slower at batch 64.", "off"),
+    # the figures describe the runs; the recommendation is on (and against these numbers: no credit)
     (
         "Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with speculation.",
-        "both",
+        "on",
     ),
     ("Speculation should be off at batch 64 because it is faster with speculation.", "both"),
     ("Enabling speculation was a mistake for this workload at batch 64; revert to plain decoding.", "off"),
@@ -523,7 +528,9 @@ def test_a_negated_recommendation_is_not_marked_against_the_learner():
 def _batch64(conclusion: str) -> dict:
     """The lab solution's records: plain 168.2 tok/s, n-gram 87.5 tok/s, plain picked as better."""
     return _comparison(
-        measurements=[_record("none", 0, 168.2), _record("ngram", 4, 87.5)], better=0, conclusion=conclusion
+        measurements=[_record("none", 0, 168.2, batch_size=64), _record("ngram", 4, 87.5, batch_size=64)],
+        better=0,
+        conclusion=conclusion,
     )
 
 
@@ -537,17 +544,17 @@ def _batch64(conclusion: str) -> dict:
         (
             "Speculation on wins: 87.5 tok/s against 168.2 tok/s without it, so the SLO is served better with "
             "speculation.",
-            "both on and off",
+            "recommends speculation on",
         ),
-        ("Speculation should be off at batch 64 because it is faster with speculation.", "both on and off"),
-        ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "on or off"),
-        ("The numbers at batch 64 are what they are, throughput is the metric.", "on or off"),
+        ("Speculation should be off at batch 64 because it is faster with speculation.", "recommends both settings"),
+        ("Plain decoding gives 168.2 tok/s against 87.5 with speculation at batch 64.", "recommends neither setting"),
+        ("The numbers at batch 64 are what they are, throughput is the metric.", "recommends neither setting"),
         ("Turn speculation off: it gives 140 tok/s against 168.2 tok/s without it.", "neither record measured"),
     ],
 )
 def test_a_conclusion_that_does_not_recommend_the_pick_earns_no_point(conclusion, says):
     points, feedback = checkers.measured_comparison(_batch64(conclusion), KEY)
-    assert points == 3 and says in feedback, feedback
+    assert points == 0 and says in feedback, feedback
 
 
 @pytest.mark.parametrize(

@@ -157,13 +157,20 @@ def test_rep2_for_batching_from_recorded_records_earns_full_points():
         a,
         b,
         "ttft_ms_p99",
-        conclusion=("p99 TTFT is the SLO; the smaller cap queues requests and their wait shows up in TTFT."),
+        conclusion=(
+            "p99 TTFT is the SLO; the smaller cap queues requests and their wait shows up in TTFT, so keep "
+            "max_num_seqs=256."
+        ),
     )
     points, feedback = checkers.measured_comparison(answer, {"points": 4})
     assert points == 4, feedback
     wrong = dict(answer, better=1 - answer["better"])
     points, feedback = checkers.measured_comparison(wrong, {"points": 4})
-    assert points == 3 and "your own numbers say" in feedback
+    assert points == 0 and "your own numbers say" in feedback
+    # the conclusion is read for every knob: lowering the cap to 4 against these numbers earns nothing
+    lowered = dict(answer, conclusion="Lower the cap to 4 to save memory.")
+    points, feedback = checkers.measured_comparison(lowered, {"points": 4})
+    assert points == 0 and "recommends max_num_seqs=4" in feedback
 
 
 def test_tensor_parallelism_on_one_memory_bus_gains_nothing_and_an_8b_model_gains_on_two_gpus():

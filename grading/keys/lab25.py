@@ -6,5 +6,9 @@ sandbox, like every other test (see lesson25.py beside this file).
 """
 
 TESTS = {
-    "rep2-test": ("measured_comparison", {"name": "rep 2: measured comparison", "points": 4}),
+    "rep2-test": (
+        "measured_comparison",
+        # the question's configuration enables n-gram speculation: "the configured choice" is the record that speculates
+        {"name": "rep 2: measured comparison", "points": 4, "configured": "speculative"},
+    ),
 }

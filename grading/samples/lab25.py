@@ -37,8 +37,9 @@ def samples(student_nb) -> list[Sample]:
         Sample(
             "conclusion_contradicts",
             concluding(LAB25_CONTRADICTING_CONCLUSION),
-            total - rep2_points / 4,
-            "the solution's numbers, with a conclusion that recommends the setting it picked as worse",
+            total - rep2_points,
+            "the solution's numbers, with a conclusion that recommends the setting they show is worse (the "
+            "conclusion carries rep 2: no points for it)",
         ),
         Sample(
             "conclusion_negated",

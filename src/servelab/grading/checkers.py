@@ -532,10 +532,17 @@ COMPARISON_SLIPS = {
     "implausible": "a record falls outside the roofline model's range for its hardware",
     "no-conclusion": "no conclusion of a sentence that says which setting serves the SLO and why",
     "against-own-numbers": "the setting picked as better is the worse one by the learner's own numbers",
-    "against-own-pick": "the conclusion recommends speculation the other way from the setting picked as better",
-    "no-recommendation": "the conclusion does not say plainly whether speculation should be on or off",
+    "against-own-pick": "the conclusion recommends the other setting than the one its own numbers favour",
+    "no-recommendation": "the conclusion does not say plainly which setting to configure",
+    "change-within-noise": "the conclusion recommends a change that the measured difference, inside the noise, does not show",
     "rates-not-measured": "the conclusion quotes a tok/s figure that neither record measured",
 }
+# The conclusion carries the rep: it is worth half the points, and the records' own checks (each
+# agrees with itself, both are plausible) earn theirs only beside a conclusion that follows from them.
+# lab.comparison() fills in the records, so those checks alone show no judgement of the learner's.
+CONCLUSION_SHARE = 0.5
+# "Disable it." is a recommendation; "off" alone is no sentence.
+MIN_CONCLUSION_WORDS = 2
 
 
 @_checker
@@ -546,18 +553,23 @@ def measured_comparison(answer: Any, key: dict) -> Result:
              "measurements": [record_a, record_b] (Measurement dicts),
              "better": 0 or 1 (index of the setting that better serves the SLO metric),
              "conclusion": one or two sentences}.
-    key: points, arith_rel_tol (0.02), tolerance (3.0, handed to simulate.plausibility).
-    Four equal parts: the schema, the arithmetic inside each record
-    (output_tokens / elapsed_s = output_tok_s), plausibility against the
-    roofline simulator, and a conclusion that follows from the learner's own numbers.
+    key: points, arith_rel_tol (0.02), tolerance (3.0, handed to simulate.plausibility),
+    configured (which setting the configuration under review runs: "speculative" for the record that
+    speculates, or {knob: setting name}), noise_factor (a difference on the SLO metric smaller than
+    this ratio does not settle which setting is better: the lab says so; absent, any difference does).
+
+    The conclusion is what the rep asks for, so it carries the points: a conclusion that recommends
+    the setting the learner's own numbers favour on the SLO metric (recommend.py reads which one;
+    inside the noise, the configured one) earns half of them, and only then do the records' own
+    checks earn theirs (a quarter each: every record agrees with its own counts, both are plausible
+    against the roofline simulator). A conclusion that recommends the worse setting, both, or
+    nothing earns no points at all, whatever the records.
     """
     name = _name(key)
-    lines: list[str] = []
     records, problem = _comparison_schema(answer)
     if problem:
         return Result(0.0, f"{name}: 0 of 4 parts. {problem}", _named(COMPARISON_SLIPS, "not-a-comparison"))
-    parts = 1
-    lines.append("- schema: two Measurement records on the same workload, metric named.")
+    lines = ["- schema: two Measurement records on the same workload, metric named."]
 
     arith_tol = float(key.get("arith_rel_tol", 0.02))
     arith_ok = True
@@ -575,7 +587,6 @@ def measured_comparison(answer: Any, key: dict) -> Result:
                 "recompute the rate from the counts you measured."
             )
     if arith_ok:
-        parts += 1
         lines.append("- arithmetic: each record's rate agrees with its own counts.")
 
     plausible_ok = True
@@ -585,60 +596,111 @@ def measured_comparison(answer: Any, key: dict) -> Result:
             plausible_ok = False
             lines.append(f"- record {label}: not plausible on {r.hardware or 'this hardware'}: {reason}")
     if plausible_ok:
-        parts += 1
         lines.append("- plausibility: both records fall within the roofline model's range.")
 
-    metric, better = answer["slo_metric"], answer["better"]
-    missed: list[str] = []
-    va, vb = (getattr(r, metric) for r in records)
-    winner = (0 if va >= vb else 1) if METRIC_DIRECTIONS[metric] == "higher" else (0 if va <= vb else 1)
-    tie = _close(va, vb, 0.01)
-    conclusion = answer.get("conclusion")
-    says = _recommends(conclusion) if isinstance(conclusion, str) else None
-    chosen = "off" if records[better].method == "none" else "on"
-    on_or_off = {r.method == "none" for r in records} == {True, False}
-    if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_REASON_WORDS:
-        lines.append("- conclusion: say in a sentence which setting serves the SLO and why.")
-        missed.append("no-conclusion")
-    elif not (tie or better == winner):
+    verdict, missed = _conclusion_verdict(answer, records, key)
+    lines.append(verdict)
+    if missed:
+        earned = 0.0
         lines.append(
-            f"- conclusion: your own numbers say setting {winner} is better on {metric} "
-            f"({va:.4g} vs {vb:.4g}, {METRIC_DIRECTIONS[metric]} is better), but you picked {better}."
+            "- points: the conclusion carries this rep; the records' checks earn their points only beside a "
+            "conclusion that follows from them, so this comparison earns none yet."
         )
-        missed.append("against-own-numbers")
-    elif unmeasured := _rates_not_measured(conclusion, records):
-        lines.append(
-            f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
-            f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). "
-            "Quote your own numbers."
-        )
-        missed.append("rates-not-measured")
-    elif on_or_off and says is None:
-        lines.append(
-            "- conclusion: it does not say whether speculation should be on or off. Recommend one "
-            'explicitly (for example "turn speculation off at this batch") and give the reason.'
-        )
-        missed.append("no-recommendation")
-    elif on_or_off and says == "both":
-        lines.append(
-            "- conclusion: it recommends speculation both on and off, so it recommends neither. "
-            "Say one way, for this batch, and give the reason."
-        )
-        missed.append("no-recommendation")
-    elif on_or_off and says != chosen:
-        lines.append(
-            f"- conclusion: it recommends speculation {says}, but the setting you picked as better "
-            f"(setting {better}) has it {chosen}. Say what your own numbers say."
-        )
-        missed.append("against-own-pick")
     else:
-        parts += 1
-        lines.append(f"- conclusion: follows from your numbers ({metric}: {va:.4g} vs {vb:.4g}).")
+        earned = CONCLUSION_SHARE + (1 - CONCLUSION_SHARE) / 2 * (int(arith_ok) + int(plausible_ok))
     missed += [] if arith_ok else ["record-disagrees"]
     missed += [] if plausible_ok else ["implausible"]
-    return Result(
-        _earn(parts / 4, key), "\n".join([f"{name}: {parts} of 4 parts."] + lines), _named(COMPARISON_SLIPS, *missed)
-    )
+    got = _earn(earned, key)
+    head = f"{name}: {got:g} of {_max_points(key):g} points."
+    return Result(got, "\n".join([head] + lines), _named(COMPARISON_SLIPS, *missed))
+
+
+def _configured_index(records, key: dict) -> int | None:
+    """Which of the two records runs the configuration under review, as the key names it."""
+    configured = key.get("configured")
+    if configured == "speculative":
+        speculative = [i for i, r in enumerate(records) if r.method != "none"]
+        return speculative[0] if len(speculative) == 1 else None
+    if isinstance(configured, Mapping):
+        knob = records[0].knob or ""
+        setting = configured.get(knob)
+        found = [i for i, r in enumerate(records) if setting is not None and r.knob_setting == setting]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _label(record) -> str:
+    """A setting as the feedback names it: the knob lab's setting name, or speculation off / on."""
+    if record.knob_setting:
+        return record.knob_setting
+    if record.method == "none":
+        return "speculation off"
+    return f"speculation on ({record.method}, k={record.num_speculative_tokens})"
+
+
+def _conclusion_verdict(answer: dict, records, key: dict) -> tuple[str, list[str]]:
+    """The conclusion's feedback line and the slips it shows (none: it follows from the numbers)."""
+    from servelab.grading import recommend
+
+    metric, better = answer["slo_metric"], answer["better"]
+    va, vb = (getattr(r, metric) for r in records)
+    winner = (0 if va >= vb else 1) if METRIC_DIRECTIONS[metric] == "higher" else (0 if va <= vb else 1)
+    ratio = max(va, vb) / min(va, vb) if min(va, vb) > 0 else math.inf
+    noise = float(key.get("noise_factor", 1.01))
+    within_noise = ratio < noise
+    configured = _configured_index(records, key)
+    labels = [_label(r) for r in records]
+    numbers = f"{metric}: {labels[0]} {va:.4g}, {labels[1]} {vb:.4g}; {METRIC_DIRECTIONS[metric]} is better"
+    # what the numbers support: the winner; inside the noise, the configured setting (nothing shows a change pays)
+    supported = configured if within_noise and configured is not None else winner
+    conclusion = answer.get("conclusion")
+    if not isinstance(conclusion, str) or len(conclusion.split()) < MIN_CONCLUSION_WORDS:
+        return (
+            "- conclusion: say in a sentence which setting to configure for this SLO, and why.",
+            ["no-conclusion"],
+        )
+    if not within_noise and better != winner:
+        return (
+            f"- conclusion: your own numbers say {labels[winner]} (setting {winner}) is better ({numbers}), "
+            f"but better is {better}.",
+            ["against-own-numbers"],
+        )
+    if unmeasured := _rates_not_measured(conclusion, records):
+        return (
+            f"- conclusion: it quotes {', '.join(unmeasured)} tok/s, which neither record measured "
+            f"({records[0].output_tok_s:.4g} and {records[1].output_tok_s:.4g} tok/s). Quote your own numbers.",
+            ["rates-not-measured"],
+        )
+    batches = {r.batch_size for r in records}
+    choices = recommend.choices_for(records, configured)
+    says = recommend.recommended(conclusion, choices, batch=batches.pop() if len(batches) == 1 else None)
+    if says is None:
+        return (
+            f"- conclusion: it recommends neither setting. A recommendation says what to configure (for "
+            f'example "keep {labels[supported]}" or "switch to {labels[1 - supported]}") and why; a description '
+            'of the configuration or of the runs, or "I cannot tell", recommends nothing.',
+            ["no-recommendation"],
+        )
+    if not isinstance(says, int):  # "both"
+        return (
+            "- conclusion: it recommends both settings (or hedges between them), so it recommends neither. "
+            "Say which one to configure at your batch and load, and why.",
+            ["no-recommendation"],
+        )
+    if says != supported and within_noise:
+        return (
+            f"- conclusion: it recommends {labels[says]}, but the two settings differ by {ratio:.2f}x on {metric}, "
+            f"inside what the lab calls noise ({noise:g}x): that is no evidence for a change. Keep "
+            f"{labels[supported]} and measure again ({numbers}).",
+            ["change-within-noise"],
+        )
+    if says != supported:
+        return (
+            f"- conclusion: it recommends {labels[says]}, but your own numbers favour {labels[supported]} "
+            f"({numbers}). Say what your numbers say.",
+            ["against-own-pick"],
+        )
+    return f"- conclusion: follows from your numbers ({numbers}): {labels[says]}.", []
 
 
 def _named(catalogue: dict, *slips: str) -> dict:
@@ -646,102 +708,13 @@ def _named(catalogue: dict, *slips: str) -> dict:
     return {slip: catalogue[slip] for slip in slips}
 
 
-# What a conclusion recommends for speculative decoding. The text is cut into clauses (at punctuation
-# but not at brackets, which hold a description, and at the words that join a reason to a recommendation:
-# so, but, because, ...). In each clause:
-# - an action says on or off: enable/disable, turn/keep/leave ... on/off, "speculation on/off",
-#   "without speculation", recommend/use/prefer/choose speculation (or plain decoding, the baseline);
-#   a negation flips it ("should not be enabled"), and so does calling the action a mistake ("it would
-#   be wrong to disable it", "enabling it was counterproductive");
-# - with no action, a verdict says on or off: "speculation wins / is faster / is the better choice",
-#   "plain decoding wins", "speculation is slower / counterproductive", "faster with speculation";
-#   a negation flips it ("speculation is not faster").
-# Descriptions of a measured setting ("with it enabled", "was enabled in the seed") recommend nothing.
-# A conclusion that says both on and off is a contradiction (or a hedge) and recommends neither.
-# Every pattern is a plain alternation or a bounded repeat, so reading a conclusion is linear in its length.
-_CLAUSES = re.compile(
-    r"[.;:!?,]|\b(?:so|but|because|since|although|though|while|whereas|however|"
-    r"therefore|hence|and|then|which)\b"
-)
-_SPEC = (
-    r"(?:speculative decoding|speculation|spec[ -]decod(?:e|ing)|n-?gram(?: speculation| drafting)?|"
-    r"eagle(?:-3)?|the drafter|drafting)"
-)
-_PLAIN = (
-    r"(?:plain decoding|plain|the baseline|baseline|no speculation|non-speculative decoding|"
-    r"ordinary decoding|normal decoding|standard decoding)"
-)
-_DESCRIBED = re.compile(
-    r"\b(?:with|was|were|is|are|had|has been|have been)\s+(?:(?:it|"
-    + _SPEC[3:-1]
-    + r")\s+)?(?:enabled|disabled|on|off)\b"
-)
-# "on"/"off" right after the method's name is a state unless it is a preposition ("speculation on this CPU")
-_NOT_A_PREPOSITION = r"\b(?!\s+(?:this|the|a|an|that|these|those|my|our|its|batch|each|every|h\d+|cpu|gpu)\b)"
-_RECOMMEND = (
-    r"\b(?:recommend|recommending|use|using|prefer|preferring|choose|choosing|pick|go with|stick with|"
-    r"revert to|go back to|switch to|fall back to)\s+"
-)
-_STATE_ON = re.compile(
-    r"\benabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-    r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?on\b|"
-    r"\b" + _SPEC + r"\s+on" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _SPEC + r"\b"
-)
-_STATE_OFF = re.compile(
-    r"\bdisabl\w*|\b(?:turn|turning|turned|keep|keeping|kept|leave|leaving|left|switch|"
-    r"switching|switched|stay|stays|be)\s+(?:[\w-]+\s+){0,3}?off\b|"
-    r"\bwithout\s+(?:it|" + _SPEC[3:-1] + r")\b|"
-    r"\b" + _SPEC + r"\s+off" + _NOT_A_PREPOSITION + "|" + _RECOMMEND + _PLAIN + r"\b"
-)
-_MISTAKE = re.compile(r"\b(?:mistake|mistaken|wrong|counterproductive|a bad idea|unwise|harmful|an error)\b")
-_GOOD = (
-    r"(?:wins|win|won|beats|beat|is better|is faster|is the better|is the faster|is the right|"
-    r"performs better|comes out ahead|pays off)"
-)
-_BAD = (
-    r"(?:loses|lose|lost|is slower|is worse|is counterproductive|hurts|costs|is harmful|backfires|"
-    r"is a bad idea|is the wrong)"
-)
-_BETWEEN = r"\s+(?:[\w-]+\s+){0,4}?"
-_VERDICT_ON = re.compile(
-    r"\b" + _SPEC + _BETWEEN + _GOOD + r"\b|\b" + _PLAIN + _BETWEEN + _BAD + r"\b|"
-    r"\b(?:faster|better|quicker)\s+with\s+" + _SPEC + r"\b|"
-    r"\b(?:slower|worse)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b"
-)
-_VERDICT_OFF = re.compile(
-    r"\b" + _SPEC + _BETWEEN + _BAD + r"\b|\b" + _PLAIN + _BETWEEN + _GOOD + r"\b|"
-    r"\b(?:slower|worse)\s+with\s+" + _SPEC + r"\b|"
-    r"\b(?:faster|better|quicker)\s+without\s+(?:it|" + _SPEC[3:-1] + r")\b"
-)
-_NEGATION = re.compile(r"\b(?:not|never|no longer|nor|neither)\b|n't\b|\bcannot\b")
-_FLIP = {"on": "off", "off": "on"}
+def _recommends(conclusion: str, batch: float | None = None) -> str | None:
+    """What a conclusion recommends for speculative decoding, the configuration speculating: 'on', 'off', 'both'
+    or None (recommend.py reads it)."""
+    from servelab.grading import recommend
 
-
-def _recommends(conclusion: str) -> str | None:
-    """'on', 'off', 'both' (it says on and off: a contradiction or a hedge), or None (it says neither)."""
-    said: set[str] = set()
-    previous = None
-    for clause in _CLAUSES.split(conclusion.lower().replace("\u2019", "'")):
-        if not clause or not clause.strip():
-            continue
-        clause = _DESCRIBED.sub(" ", clause)
-        negated = bool(_NEGATION.search(clause))
-        states = {"on"} if _STATE_ON.search(clause) else set()
-        states |= {"off"} if _STATE_OFF.search(clause) else set()
-        flip = negated != bool(_MISTAKE.search(clause))
-        if not states:
-            states = {"on"} if _VERDICT_ON.search(clause) else set()
-            states |= {"off"} if _VERDICT_OFF.search(clause) else set()
-            flip = negated
-        if len(states) == 2:
-            said |= states  # one clause that says both ways
-        elif states:
-            state = states.pop()
-            previous = _FLIP[state] if flip else state
-            said.add(previous)
-        elif negated and previous and clause.split()[0] == "not":
-            said.add(_FLIP[previous])  # "enable it at batch 4 but not at batch 64": a hedge
-    return "both" if len(said) == 2 else (said.pop() if said else None)
+    says = recommend.recommended(conclusion, recommend.speculation_choices(on=1, configured=1), batch)
+    return {0: "off", 1: "on", "both": "both", None: None}[says]
 
 
 # A rate the conclusion quotes ("87.5 tok/s") must be one of the records' own; rounding to whole
@@ -782,7 +755,8 @@ def _comparison_schema(answer: Any):
             if _as_number(getattr(r, f)) is None:
                 return None, f"Field {f} must be a number in both records."
     for f in SAME_FIELDS:
-        if getattr(records[0], f) != getattr(records[1], f):
+        same = _base_model if f == "model" else str
+        if same(getattr(records[0], f)) != same(getattr(records[1], f)):
             return None, (
                 f"The two records differ in {f} ({getattr(records[0], f)!r} vs "
                 f"{getattr(records[1], f)!r}): a comparison holds everything but the knob fixed."
@@ -791,6 +765,14 @@ def _comparison_schema(answer: Any):
     if all(getattr(records[0], f) == getattr(records[1], f) for f in setting):
         return None, "The two records have the same settings: measure two different settings of the knob."
     return records, None
+
+
+# A quantized copy of a model is the same model under the precision knob (the knob lab's "W4A16 weights").
+_QUANTIZED_SUFFIX = re.compile(r"[-_.](?:w4a16|w8a8|w8a16|awq|gptq|int4|int8|fp8|4bit|8bit)$", re.I)
+
+
+def _base_model(name: str) -> str:
+    return _QUANTIZED_SUFFIX.sub("", str(name))
 
 
 def _plausible(record, tolerance: float) -> tuple[bool, str]:
