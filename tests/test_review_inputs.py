@@ -575,15 +575,16 @@ def test_a_workload_with_qps_alone_says_how_to_get_concurrency():
         review.workload_spec.read_workload(doc)
 
 
-def test_a_ray_serve_llm_config_is_named_as_a_form_not_read(tmp_path):
+def test_a_ray_serve_llm_config_is_read_as_its_llm_config(tmp_path):
     path = tmp_path / "serve.yaml"
     path.write_text(
+        "# deployment: {gpu: L40S, gpus-per-node: 2}\n"
         "applications:\n- name: llm_app\n  import_path: ray.serve.llm:build_openai_app\n  args:\n"
         "    llm_configs:\n      - model_loading_config: {model_id: q, model_source: Qwen/Qwen2.5-7B-Instruct}\n"
         "        engine_kwargs: {tensor_parallel_size: 2}\n"
     )
-    with pytest.raises(review.ReviewInputError, match="a Ray Serve LLM config .* is not a form the reviewer reads"):
-        review.forms.load(path)
+    cfg = read_config(review.forms.load(path))
+    assert cfg.model.name == "Qwen/Qwen2.5-7B-Instruct" and cfg.tensor_parallel_size == 2
 
 
 def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from .. import hardware
-from . import forms
+from . import forms, versions, vllm_flags
 from .arithmetic import Facts
 from .checks import adaptive_schedule, run_checks
 from .report import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_FINDINGS, KNOBS, VERDICTS, Finding, Report
@@ -98,6 +98,8 @@ def _review(config_doc: Doc, workload_doc: Doc) -> Report:
         workload_name=workload_doc.name,
         facts=facts.to_dict(),
         not_reviewed=list(cfg.not_reviewed),
+        vllm_version=config_doc.vllm_version or vllm_flags.version(),
+        vllm_version_source=config_doc.vllm_version_source or versions.default().source,
     )
 
 

@@ -1708,20 +1708,42 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
 
 
 def check_removed_flags(cfg: ServingConfig) -> Finding:
-    """A flag vLLM no longer has stops the server at start: wrong, whatever else the config gets right."""
-    written, whens, fixes = [], [], []
+    """A flag the judged vLLM no longer has stops the server at start: wrong, whatever else the config
+    gets right. The judged vLLM is the one the config pins (versions.py), else vllm_flags.version():
+    a flag dropped after it is no finding there, and one dropped at a release not on record is
+    unjustified on an older pin."""
+    judged = (cfg.doc.vllm_version if cfg.doc is not None else "") or vllm_flags.version()
+    gone: list[tuple[str, str]] = []
+    unsure: list[tuple[str, str]] = []
+    still: list[tuple[str, str]] = []
     for name, value, line in cfg.removed_flags:
         shown = f"--{name}" + ("" if value is True else f" {value}") + (f" (line {line})" if line else "")
-        when, instead = vllm_flags.removal(name)
-        written.append(shown)
-        whens.append(f"--{name} {when}")
-        fixes.append(f"--{name}: {instead}")
+        lacks = vllm_flags.removed_by(name, judged)
+        (gone if lacks else unsure if lacks is None else still).append((name, shown))
+    whens = [f"--{n} {vllm_flags.removal(n)[0]} ({vllm_flags.removal_source(n)})" for n, _ in gone + unsure + still]
+    fixes = [f"--{n}: {vllm_flags.removal(n)[1]}" for n, _ in gone + unsure + still]
+    source = cfg.doc.vllm_version_source if cfg.doc is not None and cfg.doc.vllm_version_source else ""
+    judged_as = f"judged as vLLM {judged}" + (f" ({source})" if source else "")
+    evidence = "; ".join(whens) + f"; {judged_as}"
+    setting = ", ".join(shown for _, shown in gone + unsure + still)
+    if gone:
+        reason = (
+            f"vLLM {judged} will not start with {', '.join(s for _, s in gone)}: its argument parser "
+            "rejects a flag it no longer has."
+        )
+        return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", setting)
+    if unsure:
+        reason = (
+            f"{', '.join(s for _, s in unsure)}: vLLM {vllm_flags.version()} no longer has it, and the release "
+            f"that dropped it is not on record here, so whether vLLM {judged} still starts with it is not known."
+        )
+        fix = "check `vllm serve --help` of the vLLM deployed; " + "; ".join(fixes) + " before upgrading."
+        return Finding("removed_flags", "unjustified", reason, evidence, fix, setting)
     reason = (
-        f"vLLM {vllm_flags.version()} will not start with {', '.join(written)}: its argument parser "
-        "rejects a flag it no longer has."
+        f"vLLM {judged} still has {', '.join(s for _, s in still)}; a later release drops it, so the config "
+        "will not start after an upgrade past that release."
     )
-    evidence = "; ".join(whens) + f" (the flags of vLLM {vllm_flags.version()}: review/vllm_flags.json)"
-    return Finding("removed_flags", "wrong", reason, evidence, "; ".join(fixes) + ".", ", ".join(written))
+    return Finding("removed_flags", "justified", reason, evidence, "before upgrading: " + "; ".join(fixes) + ".", setting)
 
 
 # --- LoRA adapters -------------------------------------------------------------------

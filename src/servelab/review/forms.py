@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from .. import hardware
-from . import shell, vllm_flags
+from . import compose, readers, shell, versions, vllm_flags
 from .schema import Doc, ReviewInputError, load_yaml, read_text
 from .serving import REVIEWED_KEYS
 
@@ -72,6 +72,22 @@ _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
 _BENCHMARK_ONLY = {"--ignore-eos", "--ignore_eos"}
 
 
+FORMS_READ = (
+    "vLLM's YAML config (model: ..., with a deployment block); a `vllm serve MODEL --flag value` command "
+    "line or launch script (also `docker run ... vllm/vllm-openai`, a Dockerfile, a SLURM job script, an "
+    "NVIDIA Dynamo worker); a Python script building vllm.LLM(...), AsyncEngineArgs(...), EngineArgs(...) "
+    "or a Ray Serve LLMConfig(...); a Ray Serve LLM config (applications: ... llm_configs); a docker "
+    "compose file; a SageMaker SM_VLLM_* environment (an env file, or a model's env= in Python); a "
+    "systemd unit; a Kubernetes manifest whose container runs vLLM (Deployment, StatefulSet, Pod, "
+    "LeaderWorkerSet, KServe InferenceService, AIBrix RayClusterFleet); production-stack or llm-d Helm "
+    "values; a SkyPilot task"
+)
+
+
+def not_a_form(name: str, what: str = "") -> ReviewInputError:
+    return ReviewInputError(f"{name}: not a form servelab reads{': ' + what if what else ''}. It reads: {FORMS_READ}")
+
+
 def load(
     path: str | Path,
     *,
@@ -83,25 +99,113 @@ def load(
     path = Path(path)
     name = str(path)
     text = read_text(path, "serving config", "UTF-8")
+    try:
+        judged = versions.detect(text, variables)
+    except ValueError as exc:
+        raise ReviewInputError(f"{name}: {exc}") from None
+    doc = _load(path, name, text, select, deployment, variables)
+    doc.vllm_version, doc.vllm_version_source = judged.version, judged.source
+    return doc
+
+
+def _load(
+    path: Path,
+    name: str,
+    text: str,
+    select: str | None,
+    deployment: dict | None,
+    variables: dict[str, str] | None,
+) -> Doc:
+    base_dir = path.resolve().parent
+    if not text.strip():
+        raise ReviewInputError(f"{name}: the serving config file is empty")
+    if readers.is_systemd(text):
+        reading = readers.read_systemd(name, text)
+        return _doc_of(reading, text, name, base_dir, deployment, variables)
+    if readers.looks_like_python(text, path.suffix):
+        reading = readers.read_python(name, text, dict(variables or {}), select)
+        return _doc_of(reading, text, name, base_dir, deployment, variables)
+    if readers.looks_like_env_file(text):
+        reading = readers.read_env_file(name, text)
+        return _doc_of(reading, text, name, base_dir, deployment, variables)
     nodes = _yaml_nodes(text)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
+    if len(roots) == 1 and _has_key(roots[0], "services") and readers.is_compose(_value(roots[0])):
+        reading = compose.read_compose(name, roots[0], select, dict(variables or {}))
+        return _doc_of(reading, text, name, base_dir, deployment, variables)
     if len(roots) == 1 and _has_key(roots[0], "applications") and "llm_configs" in text:
-        raise ReviewInputError(
-            f"{name}: a Ray Serve LLM config (applications: ... llm_configs) is not a form the reviewer reads: "
-            "write the model and its engine_kwargs as a vLLM YAML config (model: ..., tensor-parallel-size: ..., "
-            "with a deployment block) and review that"
-        )
+        reading = readers.read_ray_yaml(name, _value(roots[0]), _line_of(roots[0]), select)
+        return _doc_of(reading, text, name, base_dir, deployment, variables)
+    command = _looks_like_command(text) or bool(_DOCKER_FROM.search(text))
     if (
-        not roots
-        and not _looks_like_command(text)
-        or len(roots) == 1
+        len(roots) == 1
         and not _is_manifest_or_helm(roots)
         and not _is_command_line(roots[0])
+        and not (command and readers.is_slurm(text))
     ):
+        if not _names_a_flag(roots[0]):
+            raise not_a_form(
+                name, "a YAML mapping, but none of its keys is a vLLM flag (model, tensor-parallel-size, ...)"
+            )
         return _from_yaml(load_yaml(path, "serving config"), text, deployment)
-    return parse(
-        text, name=name, base_dir=path.resolve().parent, select=select, deployment=deployment, variables=variables
+    if not roots and not command:
+        if nodes is None and path.suffix in (".yaml", ".yml"):
+            return _from_yaml(load_yaml(path, "serving config"), text, deployment)  # its YAML syntax error
+        raise not_a_form(name, "no vLLM command, engine or config found in it")
+    return parse(text, name=name, base_dir=base_dir, select=select, deployment=deployment, variables=variables)
+
+
+def _names_a_flag(node: yaml.MappingNode) -> bool:
+    keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+    return any(
+        str(k).strip().replace("_", "-") in ("deployment", "model")
+        or vllm_flags.lookup(str(k))[0] is not None
+        or vllm_flags.removed(str(k))
+        for k in keys
     )
+
+
+def _doc_of(
+    reading: readers.Reading,
+    text: str,
+    name: str,
+    base_dir: Path,
+    deployment: dict | None,
+    variables: dict[str, str] | None,
+) -> Doc:
+    builder = _Builder(name, base_dir, variables)
+    _from_reading(builder, reading)
+    builder.comment_deployment(text)
+    builder.fill_deployment(deployment)
+    return builder.doc()
+
+
+def _from_reading(builder: _Builder, reading: readers.Reading) -> None:
+    """A reader's findings fed through the same flag parser as a command line's."""
+    builder.form = reading.form
+    for key, value, line in reading.kwargs:
+        if key in reading.refused:
+            flag, _ = vllm_flags.lookup(key)
+            if vllm_flags.removed(key) is None and (flag is None or flag.name in REVIEWED_KEYS):
+                raise builder.error(line, reading.refused[key])
+            value = str(value)
+        builder.set(key, value, line)
+    gpu_name = reading.deployment.pop("gpu-name", None)
+    builder.deployment.update(reading.deployment)
+    builder.lines.update(reading.lines)
+    if gpu_name:
+        try:
+            builder.deployment["gpu"] = hardware.get(str(gpu_name)).name
+        except hardware.UnknownHardware:
+            builder.unknown_gpu = str(gpu_name)
+    if reading.argv is not None:
+        builder.argv(reading.argv, model_positional=reading.model_positional)
+    if reading.tokens is not None:
+        env = {**reading.env, **builder.variables}
+        tokens = [(shell.resolve(word, env, builder.shell_notes).rstrip("\n"), line) for word, line in reading.tokens]
+        _from_command_tokens(builder, tokens)
+    if reading.command is not None:
+        _from_command_text(builder, reading.command[0], reading.command[1], reading.env)
 
 
 def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
@@ -152,14 +256,27 @@ def parse(
         _from_llm_d(builder, roots[0], select)
     elif roots and _is_skypilot(roots[0]):
         _from_skypilot(builder, roots[0])
+    elif readers.is_slurm(text):
+        env, given, lines = readers.slurm_environment(text)
+        builder.form = "SLURM job script"
+        gpu_name = given.pop("gpu-name", None)
+        for feature in given.pop("gpu-candidates", []):  # --constraint: the first feature that is a GPU
+            try:
+                gpu_name = gpu_name or hardware.get(feature).name
+            except hardware.UnknownHardware:
+                continue
+        builder.deployment.update(given)
+        builder.lines.update(lines)
+        if gpu_name:
+            try:
+                builder.deployment["gpu"] = hardware.get(str(gpu_name)).name
+            except hardware.UnknownHardware:
+                pass
+        _from_command_text(builder, text, 1, env)
     elif _looks_like_command(text) or _DOCKER_FROM.search(text):
         _from_command_text(builder, _dockerfile_exec_form(text), 1)
     else:
-        raise ReviewInputError(
-            f"{name}: not a serving config in any form the reviewer reads: expected a vllm YAML config "
-            "(model: ..., with a deployment block), a `vllm serve MODEL --flag value` command line, a "
-            "Kubernetes manifest whose container runs vLLM, or production-stack Helm values"
-        )
+        raise not_a_form(name, "no vLLM command, engine or config found in it")
     builder.comment_deployment(text)
     builder.fill_deployment(deployment)
     return builder.doc()
@@ -213,6 +330,7 @@ class _Builder:
         self.removed: list[tuple[str, Any, int | None]] = []
         self.benchmark: list[tuple[str, int | None]] = []
         self.form = ""
+        self.unknown_gpu = ""  # a GPU the form names that servelab has no preset for
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
         where = f"{self.name}:{line}" if line else self.name
@@ -351,6 +469,12 @@ class _Builder:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:
                 doc.lines[("deployment", key)] = line
+        if not self.deployment.get("gpu") and not self.deployment.get("hardware-file") and self.unknown_gpu:
+            raise ReviewInputError(
+                f"{self.name}: the {self.form} runs on {self.unknown_gpu}, a GPU servelab has no preset for "
+                f"({', '.join(hardware.PRESETS)}): describe it in a hardware file (deployment.hardware-file, from "
+                "its datasheet or hardware.measure_this_machine()) or pass --gpu with the nearest preset"
+            )
         if not self.deployment.get("gpu") and not self.deployment.get("hardware-file"):
             raise ReviewInputError(
                 f"{self.name}: the {self.form} does not say which GPU it runs on: add a comment line "

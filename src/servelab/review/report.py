@@ -62,6 +62,8 @@ class Report:
     workload_name: str = ""
     facts: dict = field(default_factory=dict)
     not_reviewed: list[str] = field(default_factory=list)  # flags vLLM accepts that no check weighs
+    vllm_version: str = ""  # the vLLM release the config was judged as
+    vllm_version_source: str = ""  # what said so (an image tag, a pip pin, --var), or why the default
 
     def verdicts(self) -> dict[str, str]:
         return {f.knob: f.verdict for f in self.findings}
@@ -88,6 +90,8 @@ class Report:
             "verdicts": self.verdicts(),
             "findings": [f.to_dict() for f in self.findings],
             "not_reviewed": list(self.not_reviewed),
+            "vllm_version": self.vllm_version,
+            "vllm_version_source": self.vllm_version_source,
             "facts": self.facts,
         }
 
@@ -102,10 +106,11 @@ class Report:
                 f" ({facts.get('model')}, {facts.get('weight_dtype')} weights, "
                 f"{facts.get('gpus_used')} of {facts.get('gpus_available')} {facts.get('hardware')})"
             )
+        judged = f", judged as vLLM {self.vllm_version}" if self.vllm_version else ""
         # the counts lead, so a long path that wraps the line never splits them
         return (
             f"{c['wrong']} wrong, {c['unjustified']} unjustified, {c['justified']} justified: "
-            f"review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}"
+            f"review of {self.config_name or 'config'} against {self.workload_name or 'workload'}{what}{judged}"
         )
 
     def __rich__(self):
@@ -127,6 +132,8 @@ class Report:
             table.add_row(f.knob, Text(f.verdict, style=_STYLE[f.verdict]), body)
         status = "clean" if self.exit_code == EXIT_CLEAN else "knobs to fix or justify"
         parts = [Text(self.headline(), style="bold"), table]
+        if self.vllm_version_source:
+            parts.insert(1, Text(f"vLLM {self.vllm_version}: {self.vllm_version_source}", style="dim"))
         if self.not_reviewed:
             parts.append(
                 Text(

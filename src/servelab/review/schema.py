@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from . import limits
+
 
 class ReviewInputError(ValueError):
     """Bad input to the reviewer; str() is one message naming the file and line."""
@@ -38,6 +40,9 @@ class Doc:
     removed_flags: list[tuple[str, Any, int | None]] = field(default_factory=list)
     # Benchmark-only settings written beside the server (a `vllm bench serve --ignore-eos` in the script).
     benchmark_flags: list[tuple[str, int | None]] = field(default_factory=list)
+    # The vLLM release the config is judged as, and what said so (versions.detect).
+    vllm_version: str = ""
+    vllm_version_source: str = ""
 
     def line(self, path: tuple) -> int | None:
         path = tuple(path)
@@ -65,7 +70,12 @@ def read_text(path: Path, role: str, form: str = "UTF-8 YAML") -> str:
     """A file's text, or a ReviewInputError naming the file and what it should have been."""
     name = str(path)
     try:
-        return path.read_text(encoding="utf-8")
+        limits.check_file(path, role)  # by its size, before reading it
+        text = path.read_text(encoding="utf-8")
+        limits.check_text(name, text, role)
+        return text
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
     except FileNotFoundError:
         raise ReviewInputError(f"{name}: no such file (the {role})") from None
     except IsADirectoryError:

@@ -6,8 +6,8 @@ Importing vLLM takes seconds, so the list is generated once into vllm_flags.json
     python -m servelab.review.vllm_flags      # regenerate after upgrading vLLM
 
 tests/test_review_inputs.py checks that the file matches the installed vLLM.
-Flags vLLM has removed are not in any parser; REMOVED names the ones real
-configs still carry, with the release that dropped them and what to use instead:
+Flags vLLM has removed are not in any parser; REMOVAL_TABLE names the ones real
+configs still carry, with the release that dropped them, its source and what to use instead:
 such a config is reviewed, the flag a "wrong" finding of its own. A flag that is in
 neither list is still refused with the closest flag vLLM knows: most such flags are
 typos, and without vLLM's parser entry the reviewer cannot tell whether the next word
@@ -25,70 +25,95 @@ from pathlib import Path
 
 FLAGS_FILE = "vllm_flags.json"
 
-# Flags gone from vLLM that public configs still set: (the release that dropped it, what to do
-# instead, whether it took a value). "before 0.32.0" where the release is not on record here,
-# only that the installed 0.32.0 lacks it. A config carrying one is still reviewed: the flag is a
-# finding of its own (vLLM will not start with it), the rest of the config is weighed as usual.
-REMOVED = {
+# Flags gone from vLLM that public configs still set, with the release that dropped each and
+# where that is on record. Each entry: (the first release whose parser rejects it, or None where
+# only vLLM 0.32.0's parser is on record (it lacks the flag); what to do instead; whether it took a
+# value; the source). A config is judged as the vLLM it pins (versions.py): a flag removed at or
+# before that release is a "wrong" finding of its own (vLLM will not start with it), one removed
+# later is not (that vLLM still has it), and one whose release is not on record is unjustified
+# on an older pin (whether that release had it is not known here). The rest of the config is
+# weighed as usual either way.
+_PARSER = "absent from vLLM 0.32.0's argument parser (review/vllm_flags.json)"
+_SPEC = _PARSER + "; folded into --speculative-config by vllm-project/vllm PR #14434"
+REMOVAL_TABLE: dict[str, tuple[str | None, str, bool, str]] = {
+    "enable-reasoning": (
+        "0.10.0",
+        "delete it: --reasoning-parser NAME alone turns on the reasoning output",
+        False,
+        "deprecated from vLLM 0.9.0 (vllm-project/vllm PRs #17452 and #18404); vLLM 0.10.0 rejects it "
+        "as an unrecognized argument (vllm-project/vllm issue #18538)",
+    ),
     "use-v2-block-manager": (
-        "before 0.32.0",
+        None,
         "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)",
         False,
+        _PARSER + "; deprecated by vllm-project/vllm PR #8704",
     ),
-    "disable-log-requests": ("before 0.32.0", "delete it: requests are not logged unless --enable-log-requests", False),
-    # EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to
-    # 0.29.0 installed and inspected: github.com/unslothai/unsloth-zoo issue #1210)
-    "swap-space": ("0.18.0", "delete it: the V1 engine recomputes preempted requests instead of swapping", True),
-    "num-scheduler-steps": ("before 0.32.0", "delete it: the V1 engine has no multi-step scheduling", True),
-    "max-seq-len-to-capture": ("before 0.32.0", "use max-cudagraph-capture-size", True),
-    "guided-decoding-backend": ("before 0.32.0", "use structured-outputs-config", True),
-    "preemption-mode": ("before 0.32.0", "delete it: the V1 engine always recomputes", True),
-    "tokenizer-pool-size": ("before 0.32.0", "delete it", True),
-    "task": ("before 0.32.0", "use runner / convert", True),
-    "cuda-graph-sizes": ("before 0.32.0", "use cudagraph-capture-sizes or max-cudagraph-capture-size", True),
+    "disable-log-requests": (
+        "0.12.0",
+        "delete it: requests are not logged unless --enable-log-requests",
+        False,
+        "replaced by --enable-log-requests (vllm-project/vllm PR #21739); the deprecated flag removed by "
+        "vllm-project/vllm PR #29402 for 0.12.0 (ovg-project/kvcached PR #270; llm-d/llm-d-benchmark "
+        "PR #781 reports it accepted until 0.17.0)",
+    ),
+    "swap-space": (
+        "0.18.0",
+        "delete it: the V1 engine recomputes preempted requests instead of swapping",
+        True,
+        "EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to "
+        "0.29.0 installed and inspected: unslothai/unsloth-zoo issue #1210)",
+    ),
+    "num-scheduler-steps": (None, "delete it: the V1 engine has no multi-step scheduling", True, _PARSER),
+    "max-seq-len-to-capture": (None, "use max-cudagraph-capture-size", True, _PARSER),
+    "guided-decoding-backend": (None, "use structured-outputs-config", True, _PARSER),
+    "preemption-mode": (None, "delete it: the V1 engine always recomputes", True, _PARSER),
+    "tokenizer-pool-size": (None, "delete it", True, _PARSER),
+    "task": (None, "use runner / convert", True, _PARSER),
+    "cuda-graph-sizes": (None, "use cudagraph-capture-sizes or max-cudagraph-capture-size", True, _PARSER),
     # The old speculative flags: vLLM 0.32 takes one speculative-config JSON, or its --spec-method /
     # --spec-model / --spec-tokens shorthand (EngineArgs.create_speculative_config, vllm/engine/arg_utils.py).
     "speculative-model": (
-        "before 0.32.0",
+        None,
         'use --speculative-config \'{"model": ..., "num_speculative_tokens": N}\' (or --spec-model)',
         True,
+        _SPEC,
     ),
     "num-speculative-tokens": (
-        "before 0.32.0",
+        None,
         "put num_speculative_tokens in --speculative-config (or use --spec-tokens)",
         True,
+        _SPEC,
     ),
     "speculative-draft-tensor-parallel-size": (
-        "before 0.32.0",
+        None,
         "put draft_tensor_parallel_size in --speculative-config",
         True,
+        _SPEC,
     ),
-    "ngram-prompt-lookup-max": (
-        "before 0.32.0",
-        "put prompt_lookup_max in --speculative-config with method ngram",
-        True,
-    ),
-    "ngram-prompt-lookup-min": (
-        "before 0.32.0",
-        "put prompt_lookup_min in --speculative-config with method ngram",
-        True,
-    ),
-    "speculative-disable-by-batch-size": ("before 0.32.0", "put disable_by_batch_size in --speculative-config", True),
-    "device": ("before 0.32.0", "delete it: vLLM detects the platform", True),
-    "worker-use-ray": ("before 0.32.0", "use --distributed-executor-backend ray", False),
-    "engine-use-ray": ("before 0.32.0", "delete it: the engine runs in its own process", False),
+    "ngram-prompt-lookup-max": (None, "put prompt_lookup_max in --speculative-config with method ngram", True, _SPEC),
+    "ngram-prompt-lookup-min": (None, "put prompt_lookup_min in --speculative-config with method ngram", True, _SPEC),
+    "speculative-disable-by-batch-size": (None, "put disable_by_batch_size in --speculative-config", True, _SPEC),
+    "device": (None, "delete it: vLLM detects the platform", True, _PARSER),
+    "worker-use-ray": (None, "use --distributed-executor-backend ray", False, _PARSER),
+    "engine-use-ray": (None, "delete it: the engine runs in its own process", False, _PARSER),
     "calculate-kv-scales": (
-        "before 0.32.0",
+        None,
         "delete it: FP8 KV scales come from the checkpoint (or default to 1.0)",
         False,
+        _PARSER,
     ),
-    "enable-prompt-adapter": ("before 0.32.0", "delete it: prompt adapters are gone; use LoRA", False),
-    "disable-async-output-proc": ("before 0.32.0", "delete it: the V1 engine always overlaps output processing", False),
+    "enable-prompt-adapter": (None, "delete it: prompt adapters are gone; use LoRA", False, _PARSER),
+    "disable-async-output-proc": (None, "delete it: the V1 engine always overlaps output processing", False, _PARSER),
+}
+# The older view: (release in words, what instead, takes a value).
+REMOVED = {
+    name: (release or "before 0.32.0", instead, takes) for name, (release, instead, takes, _) in REMOVAL_TABLE.items()
 }
 
 
 def removed(raw: str) -> str | None:
-    """The dashed name of a flag vLLM has removed ('swap_space' -> 'swap-space'), else None."""
+    """The dashed name of a flag some vLLM release removed ('swap_space' -> 'swap-space'), else None."""
     name = raw.strip().lstrip("-").replace("_", "-")
     return name if name in REMOVED else None
 
@@ -97,15 +122,47 @@ def removed_takes_value(name: str) -> bool:
     return REMOVED[name][2]
 
 
+def release_key(release: str) -> tuple[int, ...]:
+    """'v0.10.1.1' -> (0, 10, 1, 1) for comparing releases; ValueError if it names none."""
+    numbers = []
+    for part in release.strip().lstrip("vV").split("+")[0].split("."):
+        digits = ""
+        for c in part:
+            if not c.isdigit():
+                break
+            digits += c
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if digits != part:  # 0.10.0rc1: the release it leads to
+            break
+    if not numbers:
+        raise ValueError(f"{release!r} is not a vLLM release")
+    return tuple(numbers)
+
+
+def removed_by(name: str, judged: str) -> bool | None:
+    """Whether vLLM `judged` lacks the removed flag: True; False (that release still has it); None
+    (the release that dropped it is not on record and `judged` is older than the parser on record)."""
+    release = REMOVAL_TABLE[name][0]
+    if release is not None:
+        return release_key(judged) >= release_key(release)
+    return True if release_key(judged) >= release_key(version()) else None
+
+
 def removal(name: str) -> tuple[str, str]:
     """(when it went, in words; what to do instead) for a removed flag."""
-    release, instead, _ = REMOVED[name]
+    release, instead, _, _ = REMOVAL_TABLE[name]
     when = (
         f"was removed in vLLM {release}"
-        if release[0].isdigit()
-        else f"was removed from vLLM ({release}: vLLM {version()} no longer has it)"
+        if release
+        else f"was removed from vLLM (before 0.32.0: vLLM {version()} no longer has it)"
     )
     return when, instead
+
+
+def removal_source(name: str) -> str:
+    return REMOVAL_TABLE[name][3]
 
 
 @dataclass(frozen=True)

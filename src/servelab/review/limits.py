@@ -1,0 +1,93 @@
+"""How big an input the reviewer reads: checked before any parser sees it.
+
+A serving config or workload is a few kilobytes (the largest in data/configs/public/ is under
+10 KB). A file far past that is a log, a bundle or an attack, and every parser the reviewer uses
+(PyYAML, shlex, Python's ast) takes time and memory that grow with it, or with its nesting: a
+10 MB one-line command took 89 s and 514 MB in the shell splitter before failing. So each input
+is refused, with what to do, when it is over any of these, in time that does not grow with the
+file (its size is read from the file system before its text, and the text is scanned once).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+class LimitError(Exception):
+    """An input over a limit; str() names the file (and line) and what to do. schema.read_text
+    raises it as a ReviewInputError (this module imports nothing of the reviewer's)."""
+
+
+MAX_BYTES = 1024 * 1024  # the whole file
+MAX_LINE = 16 * 1024  # characters in one line (a speculative-config JSON is a few hundred)
+MAX_LINES = 20_000
+MAX_DEPTH = 64  # brackets, braces and parentheses open at once, or YAML indentation levels
+MAX_DOCUMENTS = 200  # `---` separated YAML documents (a Helm chart's rendered manifests are tens)
+
+
+def check_file(path: Path, role: str) -> None:
+    """Refuse a file too large to be a config, from its size alone (before reading it)."""
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return  # read_text says what is wrong with the path
+    if size > MAX_BYTES:
+        raise LimitError(
+            f"{path}: the {role} is {size:,} bytes; servelab reads files up to {MAX_BYTES:,} bytes "
+            "(a deployment's config is a few KB): pass the file that holds the vLLM command or config "
+            "itself, not a log, an archive or a whole repository's manifests"
+        )
+
+
+def check_text(name: str, text: str, role: str) -> None:
+    """Refuse text over the limits above, naming the line; one pass over the characters."""
+    if len(text) > MAX_BYTES:
+        raise LimitError(
+            f"{name}: the {role} is {len(text):,} characters; servelab reads up to {MAX_BYTES:,}: "
+            "pass the config itself, not a log or a bundle"
+        )
+    lines = text.split("\n")
+    if len(lines) > MAX_LINES:
+        raise LimitError(
+            f"{name}: the {role} has {len(lines):,} lines; servelab reads up to {MAX_LINES:,}: "
+            "pass the one file that deploys vLLM"
+        )
+    documents = 0
+    indents: list[int] = []
+    depth = 0
+    for number, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE:
+            raise LimitError(
+                f"{name}:{number}: line {number} is {len(line):,} characters long; servelab reads lines "
+                f"up to {MAX_LINE:,}: split the command with `\\` continuations, or put a long JSON value "
+                "in a file of its own"
+            )
+        if line.startswith("---"):
+            documents += 1
+            if documents > MAX_DOCUMENTS:
+                raise LimitError(
+                    f"{name}:{number}: more than {MAX_DOCUMENTS} YAML documents; pass the manifest that runs vLLM"
+                )
+        stripped = line.lstrip(" ")
+        if stripped and not stripped.startswith("#"):
+            indent = len(line) - len(stripped)
+            while indents and indents[-1] >= indent:
+                indents.pop()
+            indents.append(indent)
+            if len(indents) > MAX_DEPTH:
+                raise _too_deep(name, number)
+        for char in line:
+            if char in "[{(":
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _too_deep(name, number)
+            elif char in "]})":
+                depth = max(0, depth - 1)
+
+
+def _too_deep(name: str, number: int) -> LimitError:
+    return LimitError(
+        f"{name}:{number}: nested more than {MAX_DEPTH} levels deep; a serving config nests a few "
+        "levels (a speculative-config inside a manifest's args): pass the config itself"
+    )

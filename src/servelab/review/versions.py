@@ -1,0 +1,58 @@
+"""Which vLLM a config runs: the release its own text pins, else the one the flag list is from.
+
+A deployment says its vLLM in one of three ways, read here without running anything:
+
+- the container image's tag: `vllm/vllm-openai:v0.10.0` (Docker Hub's tags are the release
+  names with a `v`; `latest`, `nightly` and a digest pin no release, and are read as none);
+- a pip pin: `vllm==0.10.0` (in a `pip install` line, a requirements list or a Dockerfile);
+- `servelab review --var VLLM_VERSION=0.10.0`, or a `VLLM_VERSION=...` the file assigns.
+
+Where none says, the config is judged as vLLM 0.32.0, the release review/vllm_flags.json was
+taken from, and the report says so. A config pinned to an older vLLM is judged as that release:
+a flag it dropped later (vllm_flags.REMOVAL_TABLE) is not a finding there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import vllm_flags
+
+_RELEASE = r"v?(\d+\.\d+(?:\.\d+)*(?:(?:rc|\.post)\d+)?)"
+_IMAGE = re.compile(r"\b(?:[\w.-]+/)?vllm/vllm-openai(?:-rocm)?:" + _RELEASE + r"\b")
+_PIP = re.compile(r"(?<![\w-])vllm(?:\[[\w,]+\])?\s*==\s*" + _RELEASE)
+_ASSIGNED = re.compile(r"^\s*(?:export\s+|ENV\s+|ARG\s+)?VLLM_VERSION[=\s]\s*[\"']?" + _RELEASE, re.M)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The vLLM release a review judges against, and what said so."""
+
+    version: str
+    source: str  # "the image tag vllm/vllm-openai:v0.10.0 (line 3)", or why the default
+
+
+def default() -> Judged:
+    return Judged(
+        vllm_flags.version(),
+        "the config names no vLLM version, so the release servelab's flag list is from "
+        "(--var VLLM_VERSION=X judges another)",
+    )
+
+
+def detect(text: str, variables: dict[str, str] | None = None) -> Judged:
+    """The release the text pins (the first found: --var, then image tag, pip pin, assignment)."""
+    given = (variables or {}).get("VLLM_VERSION")
+    if given:
+        try:
+            vllm_flags.release_key(given)
+        except ValueError:
+            raise ValueError(f"--var VLLM_VERSION={given}: write a vLLM release, such as 0.10.0") from None
+        return Judged(given.lstrip("vV"), f"--var VLLM_VERSION={given}")
+    for pattern, what in ((_IMAGE, "the image tag"), (_PIP, "the pip pin"), (_ASSIGNED, "VLLM_VERSION")):
+        match = pattern.search(text)
+        if match:
+            line = text.count("\n", 0, match.start()) + 1
+            return Judged(match.group(1), f"{what} {match.group(0).strip()} (line {line})")
+    return default()
