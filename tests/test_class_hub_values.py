@@ -1,7 +1,14 @@
-"""The class's settings, as the local hub lays them out and as the Zero to JupyterHub values carry them."""
+"""The class's settings, as the local hub lays them out and as the Zero to JupyterHub values carry them.
+
+The cluster plan is read by the libraries that would run it: the values' hub config goes into
+JupyterHub's own app (JupyterHub.initialize, with OAuthenticator's GenericOAuthenticator and
+KubeSpawner as Zero to JupyterHub sets them), and each role's pod is KubeSpawner's own manifest after
+the values' pre_spawn_hook ran on it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 import os
@@ -25,35 +32,102 @@ from servelab.lab.speculation.points import class_defaults
 REPO = Path(__file__).resolve().parent.parent
 VALUES = yaml.safe_load((REPO / "class" / "z2jh-values.yaml").read_text())
 STACK = yaml.safe_load((REPO / "class" / "vllm-stack-values.yaml").read_text())
+INSTRUCTOR_EGRESS = yaml.safe_load((REPO / "class" / "instructor-egress.yaml").read_text())
 ROLES = ("student", "instructor")
+GROUP = {"student": "students", "instructor": "instructors"}
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:9"}}]
+users: [{name: none, user: {token: none}}]
+contexts: [{name: none, context: {cluster: none, user: none, namespace: servelab}}]
+current-context: none
+"""
 
 
-def spawn(role: str, user_id: int, name: str = "someone"):
-    """What the values' pre_spawn_hook does to a KubeSpawner for one user of a role (run, not parsed)."""
-    hook_source = VALUES["hub"]["extraConfig"]["servelab-roles"]
-    c = SimpleNamespace(KubeSpawner=SimpleNamespace())
-    scope = {"c": c}
-    exec(compile(hook_source, "hub.extraConfig.servelab-roles", "exec"), scope)
-    group = "instructors" if role == "instructor" else "students"
-    spawner = SimpleNamespace(
-        user=SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=group)]),
-        environment={},
-        volume_mounts=[],
-        image=VALUES["singleuser"]["image"]["name"],
-        uid=None,
-        gid=None,
-        container_security_context=None,
-    )
-    # The hook reads the secret from the hub's environment; put it back, or every later test's nbgrader
-    # (tests/test_release.py's) would open this made-up PostgreSQL gradebook.
-    had = os.environ.get("SERVELAB_GRADEBOOK_URL")
-    os.environ.setdefault("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
-    try:
-        c.KubeSpawner.pre_spawn_hook(spawner)
-    finally:
-        if had is None:
-            del os.environ["SERVELAB_GRADEBOOK_URL"]
-    return spawner
+def hub_config(values: dict = VALUES):
+    """The hub's traitlets Config from the values, the way Zero to JupyterHub's jupyterhub_config.py builds it
+    (jupyterhub/zero-to-jupyterhub-k8s, jupyterhub/files/hub/jupyterhub_config.py): hub.config merged as is,
+    the singleuser keys used here mapped to KubeSpawner's traits, then every hub.extraConfig snippet run
+    with `c`, in the order of their names."""
+    from traitlets.config import Config
+
+    c = Config()
+    for section, traits in values["hub"]["config"].items():
+        c[section].merge(Config(traits))
+    su = values["singleuser"]
+    c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+    c.KubeSpawner.image = f"{su['image']['name']}:{su['image']['tag']}"
+    c.KubeSpawner.cpu_limit, c.KubeSpawner.cpu_guarantee = su["cpu"]["limit"], su["cpu"]["guarantee"]
+    c.KubeSpawner.mem_limit, c.KubeSpawner.mem_guarantee = su["memory"]["limit"], su["memory"]["guarantee"]
+    c.KubeSpawner.extra_resource_limits = su["extraResource"]["limits"]
+    c.KubeSpawner.extra_resource_guarantees = su["extraResource"]["guarantees"]
+    c.KubeSpawner.environment = dict(su["extraEnv"])
+    assert su["storage"]["type"] == "dynamic"
+    c.KubeSpawner.storage_capacity = su["storage"]["capacity"]
+    c.KubeSpawner.volumes = [
+        {"name": "volume-{user_server}", "persistentVolumeClaim": {"claimName": "claim-{user_server}"}}
+    ] + su["storage"]["extraVolumes"]
+    c.KubeSpawner.volume_mounts = [{"name": "volume-{user_server}", "mountPath": su["storage"]["homeMountPath"]}]
+    c.KubeSpawner.volume_mounts += su["storage"]["extraVolumeMounts"]
+    c.Spawner.cmd, c.Spawner.default_url = su["cmd"], su["defaultUrl"]
+    for name in sorted(values["hub"]["extraConfig"]):
+        exec(compile(values["hub"]["extraConfig"][name], f"hub.extraConfig.{name}", "exec"), {"c": c})
+    return c
+
+
+@pytest.fixture
+def hub_env(monkeypatch, tmp_path):
+    """What the hub's pod has: the Secrets as environment variables, a (never contacted) Kubernetes API."""
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    monkeypatch.setenv("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
+    monkeypatch.setenv("OAUTH_CLIENT_ID", "from-the-secret")
+    monkeypatch.setenv("OAUTH_CLIENT_SECRET", "from-the-secret")
+    return tmp_path
+
+
+def start_hub(config, folder: Path):
+    """JupyterHub's own initialize() with this config (its database in `folder`): what the hub pod runs first."""
+    from jupyterhub.app import JupyterHub
+
+    config.JupyterHub.db_url = f"sqlite:///{folder / 'jupyterhub.sqlite'}"
+    config.JupyterHub.cookie_secret_file = str(folder / "jupyterhub_cookie_secret")
+    config.JupyterHub.pid_file = str(folder / "jupyterhub.pid")
+    app = JupyterHub(config=config)
+    asyncio.run(app.initialize([]))
+    return app
+
+
+def pods(*users: tuple[str, int, str]) -> dict[str, dict]:
+    """KubeSpawner's pod manifest for each (role, hub user id, name), after the values' pre_spawn_hook, as JSON."""
+    from kubernetes_asyncio.client import ApiClient
+    from kubespawner import KubeSpawner
+
+    config = hub_config()
+
+    async def manifests():
+        out = {}
+        for role, user_id, name in users:
+            user = SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=GROUP[role])], url="/")
+            spawner = KubeSpawner(_mock=True, config=config, user=user)
+            spawner.pre_spawn_hook(spawner)
+            out[name] = ApiClient().sanitize_for_serialization(await spawner.get_pod_manifest())
+        return out
+
+    return asyncio.run(manifests())
+
+
+def container(pod: dict) -> dict:
+    (notebook,) = [c for c in pod["spec"]["containers"] if c["name"] == "notebook"]
+    return notebook
+
+
+def env_of(pod: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container(pod)["env"]}
+
+
+def mounts_of(pod: dict) -> dict[str, dict]:
+    return {m["mountPath"]: m for m in container(pod)["volumeMounts"]}
 
 
 def extra_file(role: str, kind: str):
@@ -80,6 +154,42 @@ def local(tmp_path):
     )
 
 
+# --- the hub starts ------------------------------------------------------------------------------------------
+def test_the_hub_starts_with_the_values_and_its_groups_come_from_the_identity_provider(hub_env):
+    app = start_hub(hub_config(), hub_env)
+    assert type(app.authenticator).__name__ == "GenericOAuthenticator" and app.authenticator.manage_groups
+    assert set(app.authenticator.allowed_groups) == {"instructors", "students"} and not app.load_groups
+    assert type(app.spawner_class).__name__ != "" and app.spawner_class.__name__ == "KubeSpawner"
+    # the same machinery refuses what the values used to say: groups both loaded and managed
+    loaded = json.loads(json.dumps(VALUES))
+    loaded["hub"]["config"]["JupyterHub"]["load_groups"] = {"instructors": {"users": []}}
+    (hub_env / "again").mkdir()
+    with pytest.raises(ValueError, match="Group management has been offloaded to the authenticator"):
+        start_hub(hub_config(loaded), hub_env / "again")
+
+
+def test_login_is_the_institutions_with_the_two_groups_and_tls():
+    config = VALUES["hub"]["config"]
+    assert config["JupyterHub"]["authenticator_class"] == "generic-oauth"  # not Z2JH's default dummy login
+    oauth = config["GenericOAuthenticator"]
+    assert oauth["oauth_callback_url"].startswith("https://")
+    env = VALUES["hub"]["extraEnv"]
+    assert {env[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET")} == {
+        "servelab-oauth"
+    }
+    https = VALUES["proxy"]["https"]
+    assert https["enabled"] is True and https["hosts"] and https["type"] == "letsencrypt"
+    assert https["hosts"][0] in oauth["oauth_callback_url"]
+
+
+def test_a_user_name_that_cannot_be_a_passwd_line_is_refused_at_login(hub_env):
+    app = start_hub(hub_config(), hub_env)
+    assert app.authenticator.validate_username("ada.lovelace")
+    for name in ("ada:x:0:0", "ada\nroot", "../ada", ""):
+        assert not app.authenticator.validate_username(name)
+
+
+# --- each role's pod ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("role", ROLES)
 def test_each_role_gets_the_same_nbgrader_extensions(role):
     files = extra_file(role, "server")
@@ -97,22 +207,25 @@ def test_students_get_the_assignment_list_and_not_the_formgrader():
 
 
 @pytest.mark.parametrize("role", ROLES)
-def test_same_course_and_an_exchange_every_pod_mounts(role, local):
-    pod = assigned(extra_file(role, "nbgrader")["stringData"])
+def test_same_course_and_an_exchange_every_pod_mounts(role, local, hub_env):
+    pod_config = assigned(extra_file(role, "nbgrader")["stringData"])
     here = nbgrader_settings(local, role)
-    assert pod["CourseDirectory"]["course_id"] == here["CourseDirectory"]["course_id"] == local.course_id
-    mounts = {m["mountPath"]: m for m in spawn(role, 1).volume_mounts}
-    exchange = f"{pod['Exchange']['root']}/{local.course_id}"
+    assert pod_config["CourseDirectory"]["course_id"] == here["CourseDirectory"]["course_id"] == local.course_id
+    pod = pods((role, 1, "someone"))["someone"]
+    mounts = mounts_of(pod)
+    exchange = f"{pod_config['Exchange']['root']}/{local.course_id}"
     assert any(exchange.startswith(path) or path.startswith(exchange) for path in mounts)  # the shared volume
-    volumes = {v["name"]: v for v in VALUES["singleuser"]["storage"]["extraVolumes"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert all("persistentVolumeClaim" in volumes[m["name"]] for m in mounts.values())
-    assert ("root" in pod["CourseDirectory"]) == ("root" in here["CourseDirectory"]) == (role == "instructor")
+    assert ("root" in pod_config["CourseDirectory"]) == ("root" in here["CourseDirectory"]) == (role == "instructor")
     # instructors' servers (the formgrader) read the course's own config: gradebook URL, autograde limits
     pod_loads = re.findall(r"load_subconfig\('([^']+)'\)", extra_file(role, "nbgrader")["stringData"])
-    assert pod_loads == ([f"{pod['CourseDirectory']['root']}/nbgrader_config.py"] if role == "instructor" else [])
+    assert pod_loads == (
+        [f"{pod_config['CourseDirectory']['root']}/nbgrader_config.py"] if role == "instructor" else []
+    )
 
 
-def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_gradebook(local):
+def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_gradebook(local, hub_env):
     pod_env = VALUES["singleuser"]["extraEnv"]
     for role in ROLES:
         env = lab_environment(local, role)
@@ -120,8 +233,10 @@ def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_grade
         assert ("SERVELAB_GRADEBOOK_URL" in env) == (role == "instructor")
         assert env["JUPYTER_CONFIG_PATH"] == str(local.jupyter_dir(role))
     assert "SERVELAB_GRADEBOOK_URL" not in pod_env  # not in every pod: the hub hands it to instructors
-    hook = VALUES["hub"]["extraConfig"]["servelab-roles"]
-    assert 'spawner.environment["SERVELAB_GRADEBOOK_URL"]' in hook and 'role == "instructor"' in hook
+    # the instructor spawned first: nothing of theirs may stay behind for the student spawned next
+    spawned = pods(("instructor", 1, "teacher"), ("student", 7, "ada"))
+    assert env_of(spawned["teacher"])["SERVELAB_GRADEBOOK_URL"] == os.environ["SERVELAB_GRADEBOOK_URL"]
+    assert "SERVELAB_GRADEBOOK_URL" not in env_of(spawned["ada"])
     assert VALUES["hub"]["extraEnv"]["SERVELAB_GRADEBOOK_URL"]["valueFrom"]["secretKeyRef"]["key"] == "url"
     # what the lab does with the URLs, on either hub
     assert class_defaults(pod_env)["backend"] == "remote"
@@ -133,41 +248,125 @@ def test_the_lab_points_at_the_shared_servers_and_only_instructors_get_the_grade
     assert class_defaults({}) == {}
 
 
-def test_login_is_the_institutions_with_the_two_groups_and_tls():
-    config = VALUES["hub"]["config"]
-    assert config["JupyterHub"]["authenticator_class"] == "generic-oauth"  # not Z2JH's default dummy login
-    oauth = config["GenericOAuthenticator"]
-    assert oauth["manage_groups"] is True and set(oauth["allowed_groups"]) == {"instructors", "students"}
-    assert oauth["oauth_callback_url"].startswith("https://")
-    env = VALUES["hub"]["extraEnv"]
-    assert {env[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("OAUTH_CLIENT_ID", "OAUTH_CLIENT_SECRET")} == {
-        "servelab-oauth"
+def test_a_students_pod_reads_releases_and_feedback_and_writes_only_its_own_inbound(hub_env):
+    spawned = pods(("student", 7, "ada"), ("student", 8, "bo"), ("instructor", 1, "teacher"))
+    ada, bo, teacher = spawned["ada"], spawned["bo"], spawned["teacher"]
+    exchange = mounts_of(ada)
+    del exchange["/home/jovyan"]  # her own home volume, claim-ada
+    assert {m["mountPath"].split("/servelab/", 1)[1] for m in exchange.values()} == {
+        "outbound",
+        "feedback",
+        "inbound/ada",
     }
-    https = VALUES["proxy"]["https"]
-    assert https["enabled"] is True and https["hosts"] and https["type"] == "letsencrypt"
-    assert https["hosts"][0] in oauth["oauth_callback_url"]
+    assert exchange["/srv/nbgrader/exchange/servelab/inbound/ada"]["subPath"] == "exchange/servelab/inbound/ada"
+    assert all(m.get("readOnly") for path, m in exchange.items() if not path.endswith("/inbound/ada"))
+    assert "/srv/nbgrader/exchange/servelab/inbound/bo" in mounts_of(bo)  # the hub's name, not hers
+    uids = {name: container(pod)["securityContext"]["runAsUser"] for name, pod in spawned.items()}
+    assert len(set(uids.values())) == 3 and min(uids.values()) >= 1000  # nbgrader's distinct uids
+    assert container(ada)["image"] == ":".join(VALUES["singleuser"]["image"].values())
+    assert container(teacher)["image"] != container(ada)["image"]
+    assert {"/srv/nbgrader/exchange", "/home/jovyan/servelab"} <= set(mounts_of(teacher))
+    # each pod's user is named by the hub in its passwd (pod-start) before the server starts
+    for name, pod in spawned.items():
+        args = container(pod)["args"]
+        assert args[:4] == ["python", "-m", "servelab.classroom.cluster", "pod-start"]
+        assert args[-2:] == ["--", "jupyterhub-singleuser"] and env_of(pod)["JUPYTERHUB_USER"] == name
 
 
-def test_a_students_pod_reads_releases_and_feedback_and_writes_only_inbound():
-    student, other, teacher = spawn("student", 7), spawn("student", 8), spawn("instructor", 1)
-    mounts = {m["mountPath"].rsplit("/", 1)[-1]: m for m in student.volume_mounts}
-    assert set(mounts) == {"outbound", "feedback", "inbound"}  # not the whole exchange, not the course
-    assert mounts["outbound"]["readOnly"] and mounts["feedback"]["readOnly"] and not mounts["inbound"].get("readOnly")
-    assert all(m["subPath"].endswith(name) for name, m in mounts.items())
-    assert len({student.uid, other.uid, teacher.uid}) == 3 and student.uid >= 1000  # nbgrader's distinct uids
-    assert student.image == VALUES["singleuser"]["image"]["name"] and teacher.image != student.image
-    assert "SERVELAB_GRADEBOOK_URL" not in student.environment
-    assert {m["mountPath"] for m in teacher.volume_mounts} >= {"/srv/nbgrader/exchange", "/home/jovyan/servelab"}
+def test_a_pods_uid_gets_a_passwd_entry_named_by_the_hub_so_nbgrader_knows_the_student():
+    """nbgrader's student id is pwd.getpwuid(os.getuid()) (nbgrader.utils.get_osusername); a uid the image does
+    not list has none, until pod-start's passwd file and nss_wrapper give it the hub's name."""
+    from servelab.classroom import cluster
+
+    if os.geteuid() != 0:
+        pytest.skip("running as another uid needs root")
+    if not Path("/usr/lib/x86_64-linux-gnu/libnss_wrapper.so").exists() and not list(
+        Path("/usr/lib").glob("*/libnss_wrapper.so")
+    ):
+        pytest.fail("Debian's libnss-wrapper is not installed: run `make class-deps`")
+    uid = 20000 + 4711
+    ask = ["setpriv", f"--reuid={uid}", "--regid=100", "--clear-groups", "/usr/bin/python3", "-c"]
+    who = "import os, pwd; print(pwd.getpwuid(os.getuid()).pw_name)"
+    bare = subprocess.run(ask + [who], capture_output=True, text=True, cwd="/", timeout=60)
+    assert bare.returncode != 0 and "uid not found" in bare.stderr  # what nbgrader met in every student pod
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="servelab-pod-"))  # a pod's /tmp: readable by its own uid
+    folder.chmod(0o755)
+    passwd = folder / "passwd"
+    env = dict(os.environ) | cluster.pod_environment("ada", uid, 100, "/home/jovyan", passwd)
+    named = subprocess.run(ask + [who], capture_output=True, text=True, cwd="/", env=env, timeout=60)
+    assert named.returncode == 0 and named.stdout.strip() == "ada", named.stderr
+    passwd.unlink()
+    folder.rmdir()
+    with pytest.raises(SystemExit, match="not a user name"):
+        cluster.passwd_lines("ada:x:0:0:", uid, 100, "/home/jovyan", "")
 
 
-def test_graders_run_in_instructors_pods_with_what_bubblewrap_needs():
-    student, teacher = spawn("student", 7), spawn("instructor", 1)
-    context = teacher.container_security_context
+def test_instructors_grade_in_a_user_namespaced_pod_where_bubblewrap_mounts_proc(hub_env):
+    spawned = pods(("student", 7, "ada"), ("instructor", 1, "teacher"))
+    teacher, ada = spawned["teacher"], spawned["ada"]
+    context = container(teacher)["securityContext"]
+    assert teacher["spec"]["hostUsers"] is False  # its own user namespace: a root in the pod is nobody on the node
+    assert context["procMount"] == "Unmasked"  # allowed with hostUsers: false; bubblewrap mounts a fresh /proc
     assert context["seccompProfile"]["type"] == "Unconfined" and context["appArmorProfile"]["type"] == "Unconfined"
     assert context["allowPrivilegeEscalation"] is False and context["capabilities"] == {"drop": ["ALL"]}
-    assert "privileged" not in context and context["procMount"] == "Default"
-    assert student.container_security_context is None  # students' pods keep the chart's defaults
+    assert not context.get("privileged")
+    assert "procMount" not in container(ada)["securityContext"] and "hostUsers" not in ada["spec"]
     assert "bubblewrap" in (REPO / "class" / "instructor.Dockerfile").read_text()
+
+
+def test_the_course_is_laid_out_before_the_instructors_server_and_checked_to_be_in_force(hub_env):
+    teacher = pods(("instructor", 1, "teacher"))["teacher"]
+    (init,) = [c for c in teacher["spec"]["initContainers"] if c["name"] == "servelab-course"]
+    course = "/home/jovyan/servelab"
+    assert init["command"] == ["python", "-m", "servelab.classroom.cluster", "lay-out", course]
+    assert init["image"] == container(teacher)["image"]
+    assert {m["mountPath"]: m["subPath"] for m in init["volumeMounts"]} == {
+        course: mounts_of(teacher)[course]["subPath"]
+    }
+    assert init["securityContext"]["runAsUser"] == container(teacher)["securityContext"]["runAsUser"]
+    assert container(teacher)["args"][4:6] == ["--check-course", course]
+    assert env_of(teacher)["TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR"] == "1"
+
+
+def test_the_course_check_finds_a_course_volume_that_is_empty(tmp_path):
+    """traitlets skips a missing config file silently; the check reads nbgrader's config as its apps do."""
+    from servelab.classroom import cluster
+
+    course = tmp_path / "course"
+    config_dir = tmp_path / "jupyter"
+    config_dir.mkdir()
+    pod_config = extra_file("instructor", "nbgrader")["stringData"].replace("/home/jovyan/servelab", str(course))
+    (config_dir / "nbgrader_config.py").write_text(pod_config)
+    course.mkdir()
+    missing = cluster.differences(course, [str(config_dir)])
+    assert (
+        "ExchangeFactory.collect is not set (the project sets 'servelab.grading.collection.SafeExchangeCollect')"
+        in missing
+    )
+    assert any(m.startswith("Autograde.autograde_preprocessors") for m in missing)
+    assert cluster.lay_out(course, [str(config_dir)]) == []  # laid out: the project's config is in force
+    (course / "nbgrader_config.py").write_text(
+        (course / "nbgrader_config.py").read_text() + "\nc.HTMLExporter.sanitize_html = False\n"
+    )
+    assert cluster.differences(course, [str(config_dir)]) == [
+        "HTMLExporter.sanitize_html is False, not the project's True"
+    ]
+
+
+def test_each_pod_has_cpu_memory_and_disk_limits_and_a_home_of_its_own(hub_env):
+    for pod in pods(("student", 7, "ada"), ("instructor", 1, "teacher")).values():
+        resources = container(pod)["resources"]
+        assert {"cpu", "memory", "ephemeral-storage"} <= set(resources["limits"])
+        assert {"cpu", "memory"} <= set(resources["requests"])
+        (home,) = [m for m in container(pod)["volumeMounts"] if m["mountPath"] == "/home/jovyan"]
+        volume = {v["name"]: v for v in pod["spec"]["volumes"]}[home["name"]]
+        assert (
+            volume["persistentVolumeClaim"]["claimName"]
+            == f"claim-{pod['metadata']['labels']['hub.jupyter.org/username']}"
+        )
+    assert VALUES["singleuser"]["storage"]["capacity"]  # each home's size: the quota on a user's work
 
 
 def test_the_gradebook_password_is_a_secret_never_a_value():
@@ -179,7 +378,12 @@ def test_the_gradebook_password_is_a_secret_never_a_value():
     }
 
 
-def test_the_lab_servers_come_from_production_stack_and_user_pods_may_reach_them_and_postgres():
+def selects(policy: dict, pod: dict) -> bool:
+    wanted = policy["spec"]["podSelector"].get("matchLabels", {})
+    return all(pod["metadata"]["labels"].get(k) == v for k, v in wanted.items())
+
+
+def test_students_reach_the_lab_servers_and_nothing_else_and_only_instructors_reach_postgres(hub_env):
     specs = {s["name"]: s for s in STACK["servingEngineSpec"]["modelSpec"]}
     assert set(specs) == {"off", "ngram"} and len({s["modelURL"] for s in specs.values()}) == 1
     for spec in specs.values():
@@ -191,11 +395,19 @@ def test_the_lab_servers_come_from_production_stack_and_user_pods_may_reach_them
     env = VALUES["singleuser"]["extraEnv"]
     assert env["SERVELAB_REMOTE_OFF_URL"].startswith("http://vllm-off-engine-service.")
     assert env["SERVELAB_REMOTE_ON_URL"].startswith("http://vllm-ngram-engine-service.")
+    # every user pod: Z2JH's policy, its own allow rules off but DNS, and the engines' port
     policy = VALUES["singleuser"]["networkPolicy"]
     assert policy["enabled"] is True
+    allowed = {rule for rule, on in policy["egressAllowRules"].items() if on}
+    assert allowed <= {"dnsPortsCloudMetadataServer", "dnsPortsKubeSystemNamespace", "dnsPortsPrivateIPs"}
+    assert policy["egressAllowRules"]["nonPrivateIPs"] is False  # no internet
     rules = [(rule["to"][0]["podSelector"]["matchLabels"], rule["ports"][0]["port"]) for rule in policy["egress"]]
-    assert (STACK["servingEngineSpec"]["labels"], 8000) in rules  # vLLM's own port in the engine pods
-    assert any(port == 5432 for _, port in rules)  # the gradebook's PostgreSQL, for instructors' graders
+    assert rules == [(STACK["servingEngineSpec"]["labels"], 8000)]  # vLLM's own port in the engine pods
+    # PostgreSQL: a policy of its own that selects instructors' pods, as KubeSpawner labels them, and no student's
+    spawned = pods(("student", 7, "ada"), ("instructor", 1, "teacher"))
+    assert INSTRUCTOR_EGRESS["kind"] == "NetworkPolicy" and INSTRUCTOR_EGRESS["spec"]["policyTypes"] == ["Egress"]
+    assert selects(INSTRUCTOR_EGRESS, spawned["teacher"]) and not selects(INSTRUCTOR_EGRESS, spawned["ada"])
+    assert [p["port"] for rule in INSTRUCTOR_EGRESS["spec"]["egress"] for p in rule["ports"]] == [5432]
 
 
 def build_context(dockerfile: str) -> list[str]:
@@ -235,6 +447,7 @@ def test_the_student_image_holds_the_wheel_and_nothing_of_the_course_folder():
     copies = [line for line in dockerfile.splitlines() if line.startswith(("COPY", "ADD"))]
     assert copies and all(line.split()[1].startswith("dist/") for line in copies)
     assert re.search(r"pip install .*\.whl", dockerfile.replace("${SERVELAB_WHEEL}", "x.whl"))
+    assert "libnss-wrapper" in dockerfile  # pod-start's passwd entry
     assert VALUES["singleuser"]["image"]["name"].endswith("/student")
 
 
@@ -253,8 +466,9 @@ def test_same_single_user_server():
     assert VALUES["singleuser"]["cmd"] == "jupyterhub-singleuser" and '"jupyterhub-singleuser"' in local_hub
     assert VALUES["singleuser"]["defaultUrl"] == "/lab" and 'c.Spawner.default_url = "/lab"' in local_hub
     assert VALUES["singleuser"]["image"]["name"] and VALUES["singleuser"]["image"]["tag"]
-    groups = VALUES["hub"]["config"]["JupyterHub"]["load_groups"]
-    assert set(groups) == {"instructors", "students"} and "c.JupyterHub.load_groups" in local_hub
+    assert (
+        "c.JupyterHub.load_groups" in local_hub
+    )  # the local hub's groups are its roster; the cluster's, the provider's
 
 
 def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
@@ -269,7 +483,13 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     monkeypatch.setattr(hub.studentenv, "build", lambda state: (env / "bin" / "python", env / "servelab"))
     monkeypatch.setattr(hub.ClassHub, "close_checkout", lambda self: None)
     monkeypatch.setattr(hub.ClassHub, "_check_python_for", staticmethod(lambda user, python=None: None))
+    # The instructors' venv, the exchange's owners and mounts, and the cgroups are root's (test_class_exchange.py).
+    monkeypatch.setattr(hub.studentenv, "build_instructor", lambda state: state / "env" / "instructor" / "bin" / "python")
+    laid_out = []
+    monkeypatch.setattr(hub.exchange, "lay_out", lambda *a, **k: laid_out.append(a) or {})
+    monkeypatch.setattr(hub.limits, "make_class", lambda state, record: [])
     hub.ClassHub(local).lay_out()
+    assert laid_out == [(local.exchange, local.course_id, local.instructors, local.students, hub.CHECKOUT_GROUP, local.state / "inbound-images")]
     assert local.student_python == str(env / "bin" / "python")
     assert hub.single_user_command(local, "student")[0] == local.student_python
     assert hub.lab_environment(local, "instructor")["SERVELAB_SANDBOX_PACKAGE"] == str(env / "servelab")
@@ -281,7 +501,6 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
         written = (folder / "nbgrader_config.py").read_text()
         assert assigned(written) == nbgrader_settings(local, role)
         assert ("load_subconfig(" in written) == (role == "instructor")
-    assert oct(local.exchange.stat().st_mode & 0o777) == "0o777"
     assert oct(local.course_dir.stat().st_mode & 0o777) == "0o700"
 
 
@@ -403,7 +622,7 @@ def test_a_linked_worktrees_git_directory_is_closed_with_the_checkout(linked_wor
     ]
     assert "unjustified" in subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60).stdout
     was = {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in (linked, main / ".git")}
-    class_hub = hub.ClassHub(ClassSettings(state=Path("/nonexistent")))
+    class_hub = hub.ClassHub(ClassSettings(state=main.parent / "class-state"))  # its journal goes there
     class_hub.close_checkout(linked)
     try:
         for folder in was:
@@ -414,5 +633,5 @@ def test_a_linked_worktrees_git_directory_is_closed_with_the_checkout(linked_wor
         denied = subprocess.run(read, capture_output=True, text=True, cwd="/", timeout=60)
         assert denied.returncode != 0 and "unjustified" not in denied.stdout
     finally:
-        class_hub.reopen_checkout()
+        class_hub.restore(log=lambda line: None)
     assert {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in was} == was

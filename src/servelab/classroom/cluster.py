@@ -1,0 +1,162 @@
+"""The course on a cluster: laid out by the instructor pod's init step, and checked to be the config in force.
+
+    python -m servelab.classroom.cluster lay-out /home/jovyan/servelab   # the init container (class/z2jh-values.yaml)
+    python -m servelab.classroom.cluster pod-start [--check-course DIR] -- jupyterhub-singleuser   # every pod
+
+`pod-start` gives the pod's user a passwd entry and starts the server. Pods run
+as uid 20000 + the hub's id for the user, which no image lists in /etc/passwd;
+nbgrader takes the student id from pwd.getpwuid(os.getuid()) (nbgrader.utils.
+get_osusername), and so does every tool that asks who is running. nss_wrapper
+(Debian's libnss-wrapper, the mechanism OpenShift's images use for arbitrary
+uids) answers those look-ups from a file: this writes that file, /etc/passwd
+plus one line naming the uid JUPYTERHUB_USER (set by the hub), and runs the
+command with nss_wrapper preloaded. With --check-course, the server only starts
+when the course's nbgrader config is the one in force (below).
+
+`lay-out` makes the course directory from this package's course config when it
+is missing (servelab.grading.course.make), then loads nbgrader's config the way
+nbgrader's own apps and the formgrader do (nbgrader.apps.NbGrader.load_config_file:
+every nbgrader_config.py on the Jupyter config path, then the folder it runs in)
+and compares it with the project's grading/nbgrader_config.py, trait by trait. A
+trait the project sets that is missing or different in what nbgrader would run
+with is an error: traitlets skips a config file that is not there without a
+word (its load_subconfig looks the file up and moves on), so a pod whose course
+volume is empty would grade with nbgrader's defaults (no sandbox, no safe
+collection, no sanitized pages) unless something checks. The init container
+exits non-zero, and the pod does not start, when the check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from traitlets.config import Config, PyFileConfigLoader
+
+
+def project_config() -> Config:
+    """The project's own course config (grading/nbgrader_config.py), as traitlets reads it."""
+    from ..grading import course
+
+    path = Path(course.CONFIG)
+    return PyFileConfigLoader(path.name, str(path.parent)).load_config()
+
+
+def config_in_force(course_dir: Path, config_path: list[str] | None = None) -> Config:
+    """What nbgrader would run with in course_dir: its apps' own config loading, from that folder."""
+    from nbgrader.apps.baseapp import NbGrader
+
+    was_cwd, was_path = os.getcwd(), os.environ.get("JUPYTER_CONFIG_PATH")
+    try:
+        if config_path is not None:
+            os.environ["JUPYTER_CONFIG_PATH"] = os.pathsep.join(config_path)
+        os.chdir(course_dir)
+        app = NbGrader()
+        app.load_config_file()
+        return app.config
+    finally:
+        os.chdir(was_cwd)
+        if config_path is not None:
+            if was_path is None:
+                os.environ.pop("JUPYTER_CONFIG_PATH", None)
+            else:
+                os.environ["JUPYTER_CONFIG_PATH"] = was_path
+
+
+def differences(course_dir: Path, config_path: list[str] | None = None) -> list[str]:
+    """Each trait of the project's config that nbgrader in course_dir would not run with, said plainly."""
+    wanted, found = project_config(), config_in_force(course_dir, config_path)
+    out = []
+    for section, traits in wanted.items():
+        for name, value in traits.items():
+            if section not in found or name not in found[section]:
+                out.append(f"{section}.{name} is not set (the project sets {value!r})")
+            elif found[section][name] != value:
+                out.append(f"{section}.{name} is {found[section][name]!r}, not the project's {value!r}")
+    return out
+
+
+def lay_out(course_dir: Path, config_path: list[str] | None = None) -> list[str]:
+    """Make the course when missing, then the differences (empty: the project's config is in force)."""
+    from ..grading import course
+
+    course_dir = Path(course_dir)
+    if not (course_dir / "nbgrader_config.py").is_file():
+        course.make(course_dir)
+    return differences(course_dir, config_path)
+
+
+NSS_WRAPPER = "libnss_wrapper.so"  # Debian's libnss-wrapper, found by the dynamic loader
+PASSWD_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")  # hub.config.Authenticator.username_pattern
+
+
+def passwd_lines(user: str, uid: int, gid: int, home: str, system: str) -> str:
+    """The passwd file nss_wrapper reads: the system's entries, and the pod's uid named `user` unless listed."""
+    if not PASSWD_NAME.match(user):
+        raise SystemExit(f"JUPYTERHUB_USER {user!r} is not a user name a passwd entry can hold; see username_pattern")
+    lines = [line for line in system.splitlines() if line.strip()]
+    if not any(line.split(":")[2:3] == [str(uid)] for line in lines):
+        lines.append(f"{user}:x:{uid}:{gid}:{user}:{home}:/bin/bash")
+    return "\n".join(lines) + "\n"
+
+
+def pod_environment(user: str, uid: int, gid: int, home: str, passwd: Path) -> dict[str, str]:
+    """Write `passwd` for this uid and return what nss_wrapper needs in the environment."""
+    passwd.write_text(passwd_lines(user, uid, gid, home, Path("/etc/passwd").read_text()))
+    passwd.chmod(0o644)
+    preload = " ".join(filter(None, [NSS_WRAPPER, os.environ.get("LD_PRELOAD", "")]))
+    return {"NSS_WRAPPER_PASSWD": str(passwd), "NSS_WRAPPER_GROUP": "/etc/group", "LD_PRELOAD": preload}
+
+
+def pod_start(command: list[str], check_course: Path | None = None) -> None:
+    """Write the pod user's passwd file, check the course if asked, exec `command` under nss_wrapper."""
+    if not command:
+        raise SystemExit("pod-start needs the command to run after --, e.g. -- jupyterhub-singleuser")
+    user = os.environ.get("JUPYTERHUB_USER", "")
+    if not user:
+        raise SystemExit("pod-start runs in a hub's pod: JUPYTERHUB_USER is not set")
+    passwd = Path(os.environ.get("TMPDIR", "/tmp")) / f"servelab-passwd-{os.getuid()}"
+    env = dict(os.environ) | pod_environment(
+        user, os.getuid(), os.getgid(), os.environ.get("HOME", "/home/jovyan"), passwd
+    )
+    if check_course is not None:
+        problems = differences(check_course)
+        if problems:
+            raise SystemExit(
+                f"The course in {check_course} is not the one in force for nbgrader here:\n  " + "\n  ".join(problems)
+            )
+    os.execvpe(command[0], command, env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.classroom.cluster", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("lay-out", "check"):
+        p = sub.add_parser(name, help="make the course if missing, then check" if name == "lay-out" else "check only")
+        p.add_argument("course", type=Path, help="the course directory (nbgrader's CourseDirectory.root)")
+    start = sub.add_parser("pod-start", help="the pod user's passwd entry (nss_wrapper), then the command")
+    start.add_argument("--check-course", type=Path, help="start only if this course's config is in force")
+    start.add_argument("cmd", nargs=argparse.REMAINDER, help="-- and the command to run")
+    args = parser.parse_args(argv)
+    if args.command == "pod-start":
+        pod_start(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd, args.check_course)
+        return 0
+    problems = lay_out(args.course) if args.command == "lay-out" else differences(args.course)
+    if problems:
+        print(
+            f"nbgrader in {args.course} would not run with the project's course config "
+            f"(grading/nbgrader_config.py):\n  " + "\n  ".join(problems) + "\nCheck that the course volume holds "
+            "the course (python -m servelab.classroom.cluster lay-out COURSE) and that the role's "
+            "nbgrader_config.py loads it.",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{args.course}: the project's nbgrader config is the one in force")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
