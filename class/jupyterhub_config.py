@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from servelab.classroom import limits
 from servelab.classroom.hub import ClassSettings, lab_environment, single_user_command
 from servelab.paths import REPO_DIR
 
@@ -36,13 +37,34 @@ c.Authenticator.allowed_users = set(settings.instructors + settings.students)
 c.JupyterHub.load_groups = {"instructors": {"users": settings.instructors}, "students": {"users": settings.students}}
 
 # Each user's server, run as that user in their home folder: a student's from the students' environment
-# (<state>/env, a built wheel of servelab), an instructor's from this checkout's venv (pre_spawn_hook).
+# (<state>/env, a built wheel of servelab), an instructor's from the instructors' venv (pre_spawn_hook).
+# JupyterHub's LocalProcessSpawner, each server started in its user's cgroup: a student's under memory,
+# CPU and process limits with a private /tmp (servelab.classroom.limits; systemdspawner where PID 1 is systemd).
+c.JupyterHub.spawner_class = limits.spawner_class()
+c.CgroupSpawner.class_state = str(settings.state)
+c.CgroupSpawner.limits = settings.limits
 c.Spawner.cmd = [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
 c.Spawner.notebook_dir = "~"
 c.Spawner.start_timeout = 180  # JupyterLab with nbgrader's extensions on 2 busy cores
 c.Spawner.http_timeout = 180
 c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL"]  # each user's own cache: see lab_environment
+
+# Idle servers stopped by jupyterhub-idle-culler, a hub service with only the scopes it needs (its README).
+CULL_IDLE_S = int(os.environ.get("SERVELAB_CULL_IDLE_S", "3600"))
+c.JupyterHub.services = [
+    {
+        "name": "idle-culler",
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_IDLE_S}", "--cull-every=300"],
+    }
+]
+c.JupyterHub.load_roles = [
+    {
+        "name": "idle-culler",
+        "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+        "services": ["idle-culler"],
+    }
+]
 
 
 def role_of(name: str) -> str:
@@ -53,6 +75,7 @@ def pre_spawn_hook(spawner):
     """The role's environment and command, nbgrader extensions and config, and the lab's shared servers
     (the gradebook for instructors)."""
     role = role_of(spawner.user.name)
+    spawner.limited = role == "student"
     spawner.cmd = single_user_command(settings, role)
     env = lab_environment(settings, role)
     if role == "instructor":

@@ -39,6 +39,14 @@ def add_arguments(parser) -> None:
     )
     up.set_defaults(class_func=cmd_up)
 
+    down = sub.add_parser(
+        "down",
+        help="put back everything a class changed on the machine (after Ctrl-C this is already done; after a "
+        "kill or a crash, this does it): its hub and users' servers stopped, the checkout and homes as they were",
+    )
+    down.add_argument("--state", type=Path, default=DEFAULT_STATE, help="the class's state folder")
+    down.set_defaults(class_func=cmd_down)
+
     servers = sub.add_parser("servers", help="the two shared vLLM servers the lab's remote backend uses")
     servers.add_argument("--state", type=Path, default=DEFAULT_STATE)
     servers.add_argument("--model", default="", help="folder or hub id (default: the bundled model, on CPU)")
@@ -126,9 +134,11 @@ def cmd_up(args) -> int:
     started = time.monotonic()
     hub = ClassHub(settings)
     hub.check()  # every missing piece is named before anything starts
+    hub.recover()  # what a class killed before this one left changed is put back first
     db = None
     if not args.sqlite:
         db = Postgres(settings.state / "db", port=args.db_port)
+        hub.journal.record("postgres", folder=str(db.folder), port=args.db_port)
         settings.gradebook_url = db.start()
     try:
         hub.start()
@@ -146,6 +156,19 @@ def cmd_up(args) -> int:
         hub.stop()
         if db is not None:
             db.stop()
+    return 0
+
+
+def cmd_down(args) -> int:
+    from .journal import Journal
+
+    journal = Journal.of(args.state.resolve())
+    if not journal:
+        print(f"Nothing to put back: no class's changes are recorded in {journal.path}.")
+        return 0
+    print(f"Putting back what the class in {args.state} changed ({journal.path}):")
+    journal.undo()
+    print("done.")
     return 0
 
 

@@ -3,20 +3,27 @@
 `ClassHub(settings).start()` checks every piece first (root for system users,
 node and configurable-http-proxy, free ports, the users), then lays out:
 
-    <state>/exchange/                 nbgrader's filesystem exchange (rwx for all, as nbgrader documents)
+    <state>/exchange/                 nbgrader's filesystem exchange, root's: instructors write outbound and
+                                      feedback, each student only their own inbound folder, a capped file
+                                      system where the machine can loop-mount (classroom/exchange.py)
     ~<first instructor>/servelab/     the course directory (nbgrader's CourseDirectory.root), mode 700
     <state>/jupyter/<role>/           each role's Jupyter config: nbgrader's course and exchange, which of
                                       nbgrader's extensions the role gets (students: assignment list;
                                       instructors: also formgrader, course list, create assignment)
     <state>/hub/                      JupyterHub's own database, cookie secret and log
     <state>/env/                      the students' environment: a built wheel of servelab installed
-                                      in a venv every user can read (classroom/studentenv.py)
+                                      in a venv every user can read (classroom/studentenv.py), and the
+                                      instructors' venv that sees this checkout's packages
     <state>/class.json                the settings class/jupyterhub_config.py reads
+    <state>/changes.json              every change made outside the state folder, written before it is made
+                                      (classroom/journal.py): `class down` or the next `class up` puts it back
 
-makes every class user's home folder private (mode 700; Debian's default is 755),
+makes every class user's home folder private (mode 700; Debian's default is 755; put back on stop),
 closes the checkout to class users (it holds the keys, solutions/ and the sample
 submissions: mode 750, group CHECKOUT_GROUP, the instructors; put back on stop) and, the
 same way, its git directory where that lies outside it (a linked worktree's), and
+makes the class's cgroups (each student's server and kernels under memory, CPU and process
+limits, with a private /tmp: classroom/limits.py), and
 starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in with
 their system password (JupyterHub's PAM authenticator) and each gets a single-user
 JupyterLab run as that user: a student's from the students' environment (the wheel,
@@ -43,8 +50,9 @@ from pathlib import Path
 
 from ..grading import course
 from ..paths import REPO_DIR
-from . import studentenv
+from . import exchange, limits, studentenv
 from .errors import ClassError, require_port
+from .journal import Journal, process_entry
 
 CONFIG = REPO_DIR / "class" / "jupyterhub_config.py"
 CHP_VERSION = "4.6.3"  # configurable-http-proxy; 5.x needs node 22
@@ -78,6 +86,9 @@ class ClassSettings:
     gradebook_url: str = ""  # SERVELAB_GRADEBOOK_URL, handed to instructors only
     student_python: str = ""  # the students' environment's Python (<state>/env/venv), set by lay_out
     student_package: str = ""  # ... and the servelab it installed, which the grading sandbox mounts
+    instructor_python: str = ""  # the instructors' venv's Python (<state>/env/instructor), set by lay_out
+    limits: dict = field(default_factory=lambda: limits.Limits().as_json())  # each student's server (limits.Limits)
+    inbound_capped: dict = field(default_factory=dict)  # student -> whether their inbound is a capped file system
 
     @property
     def exchange(self) -> Path:
@@ -122,7 +133,11 @@ def disabled_lab_plugins(role: str) -> list[str]:
 
 def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
     """The nbgrader config a role's server reads, as {section: {trait: value}}."""
-    config = {"CourseDirectory": {"course_id": settings.course_id}, "Exchange": {"root": str(settings.exchange)}}
+    config = {
+        "CourseDirectory": {"course_id": settings.course_id},
+        "Exchange": {"root": str(settings.exchange)},
+        "ExchangeFactory": exchange.factory_settings(),  # the class's layout (collect: the course's own config)
+    }
     if role == "instructor":
         config["CourseDirectory"].update(root=str(settings.course_dir), source_directory=str(course.SOLUTIONS))
     return config
@@ -165,6 +180,11 @@ def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
     if role == "student" and settings.student_python:
         # Nothing of the checkout's venv on a student's PATH: its folders are closed to them.
         env["PATH"] = os.pathsep.join([str(Path(settings.student_python).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    if role == "instructor" and settings.instructor_python:
+        # The instructors' venv: this venv's console scripts (alembic, which nbgrader runs) started by its Python.
+        env["PATH"] = os.pathsep.join(
+            [str(Path(settings.instructor_python).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+        )
     return {k: v for k, v in env.items() if v}
 
 
@@ -172,6 +192,8 @@ def single_user_command(settings: ClassSettings, role: str) -> list[str]:
     """What the hub runs for a role's server: students the wheel's environment, instructors this venv."""
     if role == "student" and settings.student_python:
         return [settings.student_python, "-m", "jupyterhub.singleuser"]
+    if role == "instructor" and settings.instructor_python:
+        return [settings.instructor_python, "-m", "jupyterhub.singleuser"]
     return [str(Path(sys.executable).parent / "jupyterhub-singleuser")]
 
 
@@ -229,7 +251,7 @@ class ClassHub:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.log_path = settings.state / "hub" / "jupyterhub.log"
-        self._checkout_was: dict[Path, tuple[int, int]] = {}  # each closed folder's mode and group before the class
+        self.journal = Journal.of(settings.state)  # what this class changed outside its state folder
 
     @property
     def url(self) -> str:
@@ -259,7 +281,16 @@ class ClassHub:
                     f"There is no system user {name!r}: create it (useradd -m {name} && passwd {name}) "
                     "or remove it from the roster."
                 ) from None
-        self._check_python_for(s.instructors[0])
+        closed = [p for p in REPO_DIR.parents if not os.stat(p).st_mode & 0o001]
+        if closed:
+            raise ClassError(
+                f"The checkout {REPO_DIR} is inside {closed[-1]}, which other users cannot pass through (mode "
+                f"{os.stat(closed[-1]).st_mode & 0o777:o}), so the instructors' servers cannot read the course: "
+                f"clone it somewhere every user can reach (for example /srv/servelab), or open {closed[-1]} "
+                "yourself; servelab does not open it."
+            )
+        studentenv.open_python()  # a Python every class user can run, or what is closed
+        limits.hierarchy()  # cgroups to limit each student's server, or what to do
         chp = chp_command()
         for port, what in ((s.port, "hub"), (s.port + 1, "hub's proxy API"), (s.port + 2, "hub's internal API")):
             require_port(port, what, "--port")
@@ -294,8 +325,6 @@ class ClassHub:
         s = self.settings
         s.state.mkdir(parents=True, exist_ok=True)
         s.state.chmod(0o755)  # students reach the exchange through it
-        s.exchange.mkdir(exist_ok=True)
-        s.exchange.chmod(0o777)  # nbgrader's exchange: every user writes its course's inbound
         for role in ("student", "instructor"):
             folder = s.jupyter_dir(role)
             (folder / "labconfig").mkdir(parents=True, exist_ok=True)
@@ -310,13 +339,26 @@ class ClassHub:
         for name in s.instructors + s.students:
             # Debian makes homes readable by everyone (UMASK 022); in a class, a student's work is their own.
             home = Path(pwd.getpwnam(name).pw_dir)
-            if home.is_dir():
+            if home.is_dir() and home.stat().st_mode & 0o077:
+                self.journal.mode(home)
                 home.chmod(home.stat().st_mode & 0o700)
         python, package = studentenv.build(s.state)
         s.student_python, s.student_package = str(python), str(package)
+        s.instructor_python = str(studentenv.build_instructor(s.state))
         self.close_checkout()
         if s.students:
             self._check_python_for(s.students[0], python)
+        self._check_python_for(s.instructors[0], Path(s.instructor_python))
+        s.inbound_capped = exchange.lay_out(
+            s.exchange,
+            s.course_id,
+            s.instructors,
+            s.students,
+            CHECKOUT_GROUP,
+            s.state / "inbound-images",
+            record=self.journal.record,
+        )
+        limits.make_class(s.state, record=self.journal.record)
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
             course.make(s.course_dir)
@@ -334,28 +376,40 @@ class ClassHub:
         try:
             grp.getgrnam(CHECKOUT_GROUP)
         except KeyError:
+            self.journal.record("group", name=CHECKOUT_GROUP)
             subprocess.run(["groupadd", "--system", CHECKOUT_GROUP], check=True, capture_output=True)
         for name in self.settings.instructors:
-            subprocess.run(["usermod", "-aG", CHECKOUT_GROUP, name], check=True, capture_output=True)
+            if CHECKOUT_GROUP not in subprocess.run(["id", "-nG", name], capture_output=True, text=True).stdout.split():
+                self.journal.record("member", user=name, group=CHECKOUT_GROUP)
+                subprocess.run(["usermod", "-aG", CHECKOUT_GROUP, name], check=True, capture_output=True)
         gid = grp.getgrnam(CHECKOUT_GROUP).gr_gid
         for folder in [checkout, *git_dirs_outside(checkout)]:
-            was = folder.stat()
-            self._checkout_was.setdefault(folder, (was.st_mode & 0o7777, was.st_gid))
+            self.journal.mode(folder)  # written down (and synced) before the folder is closed
             os.chown(folder, -1, gid)
             folder.chmod(0o750)
 
-    def reopen_checkout(self) -> None:
-        """The checkout's (and its git folders') mode and group as they were before the class."""
-        while self._checkout_was:
-            folder, (mode, gid) = self._checkout_was.popitem()
-            os.chown(folder, -1, gid)
-            folder.chmod(mode)
+    def recover(self) -> None:
+        """If a class before this one was killed or crashed, put back what it left changed."""
+        if self.journal:
+            print(f"A class before this one left changes on the machine ({self.journal.path}); putting them back:")
+            self.restore()
+
+    def restore(self, log=print) -> list[str]:
+        """Put back everything the class changed on the machine (its journal), newest first: the hub and
+        the students' processes stopped, cgroups and mounts removed, the checkout and homes as they were,
+        the group and its members as they were. Safe to call again, and after a crash or a kill."""
+        return self.journal.undo(log=log)
 
     # --- running ------------------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> float:
         """Check, lay out, start; seconds until the hub answered."""
         chp = self.check()
-        self.lay_out()
+        self.recover()
+        try:
+            self.lay_out()
+        except BaseException:
+            self.restore()
+            raise
         env = dict(os.environ, SERVELAB_CLASS_STATE=str(self.settings.state), SERVELAB_CLASS_PROXY=chp)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -369,6 +423,7 @@ class ClassHub:
                 stderr=log,
                 start_new_session=True,
             )
+        self.journal.record("process", **process_entry(self.proc.pid, "the class's hub"))
         deadline = started + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -387,7 +442,8 @@ class ClassHub:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM); reopen the checkout."""
+        """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM); put back
+        everything the class changed (the checkout, homes, the group, cgroups, mounts)."""
         try:
             if self.proc is None or self.proc.poll() is not None:
                 return
@@ -398,7 +454,7 @@ class ClassHub:
                 os.killpg(self.proc.pid, 9)
                 self.proc.wait()
         finally:
-            self.reopen_checkout()
+            self.restore()
 
     def __enter__(self):
         self.start()

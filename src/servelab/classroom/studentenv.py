@@ -7,7 +7,10 @@
                                         deps/ added as a site folder by a .pth file, Jupyter's share/ and etc/
 
 The checkout holds the keys, the instructor notebooks and the sample submissions, so
-class users must never need it: nothing here points into it. Hard links cost no disk and
+class users must never need it: nothing here points into it. The venv's base Python is
+one every user can run without any folder being opened (`open_python`): this venv's
+own where every folder above it lets others through, else the system's Python of the
+same version (a pyenv Python under /root, mode 700, is not opened for the class). Hard links cost no disk and
 about 4 s for this venv's 4 GB (bench: `python -m servelab.classroom.studentenv --time`);
 where the state is on another filesystem they become copies. Every file stays as this
 venv has it (readable by all); the folders are made readable by all, the checkout is not.
@@ -115,7 +118,7 @@ def build(state: Path) -> tuple[Path, Path]:
     venv = env / "venv"
     if venv.exists():
         shutil.rmtree(venv)
-    base = getattr(sys, "_base_executable", sys.executable)
+    base = open_python()
     subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300)
     python = _python(venv)
     purelib = Path(
@@ -156,6 +159,78 @@ def build(state: Path) -> tuple[Path, Path]:
         for d in [folder, *[os.path.join(folder, x) for x in dirs]]:
             os.chmod(d, os.stat(d).st_mode | 0o555)
     return python, purelib / "servelab"
+
+
+def _closed(path: Path) -> list[Path]:
+    """The folders above `path` that other users cannot pass through (no o+x)."""
+    return [p for p in Path(path).parents if not os.stat(p).st_mode & 0o001]
+
+
+def open_python() -> str:
+    """A base Python of this venv's version that every user can run without any folder being opened.
+
+    This venv's own base Python when every folder above it lets other users through; else the system's
+    Python of the same version (Debian's /usr/bin/python3.X: the wheels of this venv are built for the
+    version, not for one build of it); else ClassError naming the closed folder. Nothing is chmodded.
+    """
+    base = Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    closed = _closed(base)
+    if not closed:
+        return str(base)
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (Path(f"/usr/bin/python{version}"), Path(f"/usr/local/bin/python{version}")):
+        real = Path(os.path.realpath(candidate))
+        if real.is_file() and os.access(real, os.X_OK) and not _closed(real):
+            return str(real)
+    raise ClassError(
+        f"Class users cannot run this venv's Python ({base}): {closed[-1]} is closed to other users, and "
+        f"there is no Python {version} outside it (/usr/bin/python{version}). Install one every user can run "
+        f"(Debian: apt-get install python{version} python{version}-venv) or build the venv from one; servelab does "
+        f"not open {closed[-1]}."
+    )
+
+
+def build_instructor(state: Path) -> Path:
+    """<state>/env/instructor: a venv of `open_python()` that sees this venv's packages (the checkout's
+    editable servelab included) through a .pth file, so an instructor runs the course's own code, with its
+    keys, without opening the folder this venv's base Python lives in. Returns its Python."""
+    venv = Path(state) / "env" / "instructor"
+    if venv.exists():
+        shutil.rmtree(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [open_python(), "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300
+    )
+    python = _python(venv)
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    site = Path(sysconfig.get_paths()["purelib"])
+    (purelib / "zz-servelab-checkout.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
+    # This venv's console scripts (alembic, which nbgrader runs; jupyter; nbgrader), started by this Python.
+    here = Path(sys.prefix) / "bin"
+    for script in here.iterdir():
+        if script.name.startswith(("python", "activate", "pip")) or not script.is_file():
+            continue
+        data = script.read_bytes()
+        first, _, body = data.partition(b"\n")
+        if first.startswith(f"#!{here}/python".encode()):
+            target = venv / "bin" / script.name
+            target.write_bytes(f"#!{python}".encode() + b"\n" + body)
+            target.chmod(0o755)
+    for folder in JUPYTER_DIRS:
+        if (Path(sys.prefix) / folder).is_dir():
+            _link_tree(Path(sys.prefix) / folder, venv / folder)
+    install_lab_settings(venv)
+    for folder, dirs, _files in os.walk(venv):
+        for d in [folder, *[os.path.join(folder, x) for x in dirs]]:
+            os.chmod(d, os.stat(d).st_mode | 0o555)
+    return python
 
 
 def main(argv: list[str] | None = None) -> int:

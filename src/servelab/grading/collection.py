@@ -24,8 +24,11 @@ whose exchange inbound every student can write: configure it with
 
 from __future__ import annotations
 
+import datetime
 import io
+import json
 import os
+import pwd
 import re
 import stat
 import zipfile
@@ -35,7 +38,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
-from nbgrader.utils import check_mode, parse_utc
+from nbgrader.utils import check_directory, check_mode, parse_utc
 
 # Login names as a hub makes them (sl-ana, a.smith, b_k): no leading separator, no two in a row (so no "__",
 # which zip_collect's file names use, and no ".."), nothing a glob or an option parser reads.
@@ -403,7 +406,29 @@ class SafeExchangeCollect(ExchangeCollect):
     `init_src` is nbgrader's own (nbgrader 0.9.6, exchange/default/collect.py) with each
     inbound folder read on its own: a folder whose name or timestamp cannot be read is
     skipped and logged with its student, and the rest of the class is collected.
+
+    Two layouts of the inbound folder:
+
+    - nbgrader's own (`inbound/<student>+<assignment>+<time>[+<random>]/`, one folder every
+      user writes): the student and time come from the name. A hand-in owned by anyone but
+      the student it names is refused with a flag (nbgrader only warns "cheating attempt?"
+      and collects it), unless `CollectApp.check_owner` is off (hand-ins copied in by root).
+    - the class hub's (servelab.classroom.exchange: `inbound/<student>/<hand-in>/`, each
+      student's folder theirs alone): the student is the verified owner of the folder and
+      of the hand-in, and the time is the latest ctime in the hand-in, which no user can set
+      back; the name's time and the hand-in's timestamp.txt are the student's and are
+      ignored (the collected timestamp.txt says the file system's time). A hand-in named
+      for another student is refused with a flag.
+
+    Every refusal is logged and appended to REFUSALS in the course directory, one JSON
+    object a line: the assignment, the hand-in, whom it claims, who owns it, why.
     """
+
+    REFUSALS = "collect-refusals.jsonl"
+
+    def ensure_root(self) -> None:  # collect reads the exchange; nbgrader's default asks for it writable
+        if not check_directory(self.root, read=True, execute=True):
+            self.fail(f"The exchange {self.root} is missing or cannot be read.")
 
     def init_src(self) -> None:
         if self.coursedir.course_id == "":
@@ -417,12 +442,21 @@ class SafeExchangeCollect(ExchangeCollect):
         wanted = self.coursedir.student_id or None
         if wanted == "*":
             wanted = None
+        self._server_time: dict[str, str] = {}  # hand-in path -> the time stamp the collected copy gets
+        self._refusals: list[dict] = []
         usergroups: dict[str, list[dict]] = {}
         with os.scandir(self.inbound_path) as listing:
-            for entry in listing:
-                record = self._record(entry, wanted)
-                if record:
+            for n, entry in enumerate(listing):
+                if n == MAX_FOLDER_ENTRIES * 10:
+                    self.log.error("Inbound lists more than %d names; the rest were not looked at", n)
+                    break
+                if "+" not in entry.name and entry.is_dir(follow_symlinks=False):
+                    records = self._student_folder(entry, wanted)
+                else:
+                    records = [r for r in [self._record(entry, wanted)] if r]
+                for record in records:
                     usergroups.setdefault(record["username"], []).append(record)
+        self._write_refusals()
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
                 self.duedate = gb.find_assignment(self.coursedir.assignment_id).duedate
@@ -447,10 +481,11 @@ class SafeExchangeCollect(ExchangeCollect):
         if wanted is not None and student != wanted:
             return None
         problem = student_id_problem(student)
+        st = None
         if problem is None:
-            mode = entry.stat(follow_symlinks=False).st_mode
-            if not stat.S_ISDIR(mode):
-                problem = f"{shown(entry.name)} is {_kind(mode)}, not a hand-in folder"
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(st.st_mode):
+                problem = f"{shown(entry.name)} is {_kind(st.st_mode)}, not a hand-in folder"
         if problem is None:
             try:
                 timestamp = parse_utc(stamp)
@@ -462,8 +497,115 @@ class SafeExchangeCollect(ExchangeCollect):
         if problem:
             self.log.error("Not collected from %s: %s", shown(student), problem)
             return None
+        assert st is not None
+        if self.check_owner and _owner(st) != student:
+            self._refuse(entry.name, student, _owner(st), "handed in under another student's name")
+            return None
         return {"username": student, "filename": entry.name, "timestamp": timestamp}
+
+    def _student_folder(self, folder: os.DirEntry, wanted: str | None) -> list[dict]:
+        """The hand-ins in one student's own inbound folder (the class hub's layout), each checked."""
+        student = folder.name
+        if wanted is not None and student != wanted:
+            return []
+        problem = student_id_problem(student)
+        if problem:
+            self.log.error("Not collected from inbound/%s: %s", shown(student), problem)
+            return []
+        owner = _owner(folder.stat(follow_symlinks=False))
+        if owner != student:
+            self._refuse(student + "/", student, owner, f"the inbound folder of {student} is owned by {owner}")
+            return []
+        records = []
+        path = os.path.join(self.inbound_path, student)
+        try:
+            listing = os.scandir(path)
+        except OSError as exc:
+            self.log.error(
+                "Not collected from %s: its inbound folder cannot be read (%s)", shown(student), exc.strerror
+            )
+            return []
+        with listing:
+            for n, entry in enumerate(listing):
+                if n == MAX_FOLDER_ENTRIES:
+                    self.log.error("Not collected from %s: more than %d names in their inbound", shown(student), n)
+                    break
+                parts = entry.name.split("+", 3)
+                if len(parts) not in (3, 4) or parts[1] != self.coursedir.assignment_id:
+                    continue  # another assignment's hand-in, or not a hand-in at all
+                name = f"{student}/{entry.name}"
+                st = entry.stat(follow_symlinks=False)
+                if parts[0] != student:
+                    self._refuse(name, parts[0], student, "handed in under another student's name")
+                    continue
+                if _owner(st) != student:
+                    self._refuse(name, student, _owner(st), f"a hand-in in {student}'s inbound owned by {_owner(st)}")
+                    continue
+                if not stat.S_ISDIR(st.st_mode):
+                    self.log.error("Not collected from %s: %s is %s", shown(student), shown(name), _kind(st.st_mode))
+                    continue
+                src = os.path.join(self.inbound_path, name)
+                timestamp = _latest_change(src)
+                self._server_time[src] = timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z")
+                records.append({"username": student, "filename": name, "timestamp": timestamp})
+        return records
+
+    def _refuse(self, hand_in: str, claims: str, owner: str, reason: str) -> None:
+        self.log.error(
+            "Refused %s (flag: %s): it claims to be %s's and is owned by %s; nothing of it is collected",
+            shown(hand_in),
+            reason,
+            shown(claims),
+            shown(owner),
+        )
+        self._refusals.append(
+            {
+                "assignment": self.coursedir.assignment_id,
+                "hand_in": hand_in,
+                "claims": claims,
+                "owner": owner,
+                "flag": reason,
+                "seen": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            }
+        )
+
+    def _write_refusals(self) -> None:
+        if not self._refusals:
+            return
+        with open(os.path.join(self.coursedir.root, self.REFUSALS), "a") as f:
+            for refusal in self._refusals:
+                f.write(json.dumps(refusal) + "\n")
 
     def do_copy(self, src, dest, log=None):
         for why in copy_tree(src, dest):
             self.log.warning("Not collected from %s: %s", shown(os.path.basename(src)), why)
+        when = getattr(self, "_server_time", {}).get(src)
+        if when is not None:  # the file system's time, over whatever the student wrote there
+            stamp = os.path.join(dest, "timestamp.txt")
+            if os.path.lexists(stamp):
+                os.unlink(stamp)
+            with open(stamp, "x") as f:
+                f.write(when)
+
+
+def _owner(st: os.stat_result) -> str:
+    try:
+        return pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        return f"uid {st.st_uid}"
+
+
+def _latest_change(top: str) -> datetime.datetime:
+    """The latest ctime of a hand-in folder and everything in it, links not followed (bounded as copy_tree)."""
+    latest = os.stat(top, follow_symlinks=False).st_ctime_ns
+    seen = 0
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            seen += 1
+            if seen > MAX_TREE_FILES * 10:
+                break
+            try:
+                latest = max(latest, os.stat(os.path.join(folder, name), follow_symlinks=False).st_ctime_ns)
+            except OSError:
+                pass
+    return datetime.datetime.fromtimestamp(latest / 1e9, datetime.timezone.utc)

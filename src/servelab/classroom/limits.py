@@ -1,0 +1,197 @@
+"""Each student's server and kernels under memory, CPU and process limits, with a private, capped /tmp.
+
+Which mechanism applies where:
+
+- A machine whose PID 1 is systemd: jupyterhub-systemdspawner (the field's own) runs each
+  server in a transient systemd unit with MemoryMax, CPUQuota and TasksMax; use it there
+  (c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner", its mem_limit, cpu_limit).
+- Anywhere else, as here (containers, CI: PID 1 is not systemd): `CgroupSpawner`, JupyterHub's
+  own LocalProcessSpawner with one cgroup per student that the kernel enforces. Before the
+  server's exec (in its preexec function, still as root), the child joins the student's
+  cgroup, so the server and every kernel and process it starts are inside it. cgroup v1
+  (memory, pids and cpu hierarchies under /sys/fs/cgroup/<controller>/) or the unified
+  cgroup v2 (memory.max, pids.max, cpu.max), whichever the machine has with its controllers.
+- Each student's server also gets its own mount namespace with a private tmpfs on /tmp and
+  /dev/shm of `tmp_mib` (a shared /tmp is a place where others' files live); tmpfs pages
+  count against the student's memory limit too.
+
+The class's cgroups are one tree, CGROUP_ROOT/<class>/<student>, made by `servelab class up`
+and written in its journal: `class down` stops whatever still runs in them and removes them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ClassError
+
+CGROUP = Path("/sys/fs/cgroup")
+CGROUP_ROOT = "servelab"
+V1 = ("memory", "pids", "cpu")
+
+
+@dataclass
+class Limits:
+    """What one student's server may use, with everything it starts."""
+
+    memory_mib: int = 4096  # JupyterLab, the lesson's kernel and a lab's (plotly, the remote client)
+    cpus: float = 1.0  # of the machine's cores, as CFS quota
+    pids: int = 512  # processes and threads: JupyterLab's and each kernel's threads fit in tens
+    tmp_mib: int = 512  # the private /tmp and /dev/shm, each
+
+    def as_json(self) -> dict:
+        return {"memory_mib": self.memory_mib, "cpus": self.cpus, "pids": self.pids, "tmp_mib": self.tmp_mib}
+
+
+def hierarchy() -> str:
+    """'v1' or 'v2': which cgroup hierarchy can hold a student's limits here, or ClassError."""
+    if (
+        all((CGROUP / c / "cgroup.procs").exists() for c in V1)
+        and (CGROUP / "memory" / "memory.limit_in_bytes").exists()
+    ):
+        return "v1"
+    controllers = CGROUP / "cgroup.controllers"
+    if controllers.exists() and {"memory", "pids", "cpu"} <= set(controllers.read_text().split()):
+        return "v2"
+    raise ClassError(
+        "No cgroup hierarchy with memory, pids and cpu controllers is mounted at /sys/fs/cgroup, so a student's "
+        "server cannot be limited: on a systemd machine use jupyterhub-systemdspawner; in a container, run it "
+        "with its cgroups writable (docker run --cgroupns=private, or mount cgroup v1's memory, pids and cpu)."
+    )
+
+
+def class_name(state: Path) -> str:
+    """The class's cgroup folder: one per state folder, so two classes on one machine never meet."""
+    return "class-" + hashlib.sha256(str(Path(state).resolve()).encode()).hexdigest()[:10]
+
+
+def class_folders(state: Path) -> list[Path]:
+    """The class's cgroup folders (one per v1 controller, or one in v2), parents of each student's."""
+    name = class_name(state)
+    if hierarchy() == "v1":
+        return [CGROUP / c / CGROUP_ROOT / name for c in V1]
+    return [CGROUP / CGROUP_ROOT / name]
+
+
+def make_class(state: Path, record=lambda kind, **what: None) -> list[Path]:
+    """The class's cgroup folders, recorded before they are made (`record("cgroup", path=...)`)."""
+    folders = class_folders(state)
+    for folder in folders:
+        top = folder.parent
+        if not top.exists():
+            record("cgroup", path=str(top))
+            top.mkdir()
+        if hierarchy() == "v2":
+            _enable_v2(top.parent)
+            _enable_v2(top)
+        if not folder.exists():
+            record("cgroup", path=str(folder))
+            folder.mkdir()
+        if hierarchy() == "v2":
+            _enable_v2(folder)
+    return folders
+
+
+def _enable_v2(folder: Path) -> None:
+    control = folder / "cgroup.subtree_control"
+    have = set(control.read_text().split())
+    for c in ("memory", "pids", "cpu"):
+        if c not in have:
+            control.write_text(f"+{c}")
+
+
+def make_student(state: Path, student: str, limits: Limits | None) -> list[Path]:
+    """The user's cgroup folders with their limits set (none: no limits); the folders the server's pid goes into."""
+    folders = []
+    for parent in class_folders(state):
+        folder = parent / student
+        folder.mkdir(exist_ok=True)
+        folders.append(folder)
+        if limits is None:
+            continue
+        controller = parent.parent.parent.name if hierarchy() == "v1" else ""
+        memory = limits.memory_mib * 2**20
+        if controller == "memory":
+            (folder / "memory.limit_in_bytes").write_text(str(memory))
+            swap = folder / "memory.memsw.limit_in_bytes"
+            if swap.exists():  # memory and swap together: no spilling past the limit into swap
+                swap.write_text(str(memory))
+        elif controller == "pids":
+            (folder / "pids.max").write_text(str(limits.pids))
+        elif controller == "cpu":
+            period = 100_000
+            (folder / "cpu.cfs_period_us").write_text(str(period))
+            (folder / "cpu.cfs_quota_us").write_text(str(int(limits.cpus * period)))
+        else:  # v2: one folder, every controller
+            (folder / "memory.max").write_text(str(memory))
+            if (folder / "memory.swap.max").exists():
+                (folder / "memory.swap.max").write_text("0")
+            (folder / "pids.max").write_text(str(limits.pids))
+            (folder / "cpu.max").write_text(f"{int(limits.cpus * 100_000)} 100000")
+    return folders
+
+
+# --- the preexec side: in the forked child, as root, before exec --------------------------------------
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def enter(folders: list[Path], tmp_mib: int) -> None:
+    """Join the student's cgroups and give this process a mount namespace with private /tmp and /dev/shm."""
+    pid = str(os.getpid()).encode()
+    for folder in folders:
+        fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
+    if tmp_mib <= 0:
+        return
+    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    # Nothing mounted here propagates back to the machine's namespace.
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    for target, mode in ((b"/tmp", b"1777"), (b"/dev/shm", b"1777")):
+        if os.path.isdir(target):
+            options = b"size=%dm,mode=%s" % (tmp_mib, mode)
+            _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs {target!r}")
+
+
+def spawner_class():
+    """CgroupSpawner, made when the hub loads its config (jupyterhub is imported only there)."""
+    from jupyterhub.spawner import LocalProcessSpawner
+    from traitlets import Bool, Dict, Unicode
+
+    class CgroupSpawner(LocalProcessSpawner):
+        """LocalProcessSpawner whose limited users' servers start in their own cgroup (see the module)."""
+
+        class_state = Unicode("", help="the class's state folder, which names its cgroups").tag(config=True)
+        limits = Dict(help="Limits as JSON (memory_mib, cpus, pids, tmp_mib)").tag(config=True)
+        limited = Bool(True, help="whether this user's server is limited (students are)").tag(config=True)
+
+        def make_preexec_fn(self, name):
+            setuid = super().make_preexec_fn(name)
+            # Every class user's server is in the class's cgroups (so `class down` finds it); a limited
+            # user's under their limits and with a private /tmp, an instructor's without limits.
+            limits = Limits(**self.limits)
+            folders = make_student(Path(self.class_state), name, limits if self.limited else None)
+            tmp_mib = limits.tmp_mib if self.limited else 0
+
+            def preexec():
+                enter(folders, tmp_mib)
+                setuid()
+
+            return preexec
+
+    return CgroupSpawner

@@ -1,0 +1,225 @@
+"""The class's exchange, attacked by students through nbgrader's own commands (root only: system users).
+
+One instructor and two students, each a system user, each running nbgrader's own
+`release_assignment`, `fetch_assignment`, `submit`, `collect`, `release_feedback` and
+`fetch_feedback` in their own account with the Jupyter config `servelab class up` writes
+for their role (hub.nbgrader_settings) and the exchange laid out as it does
+(classroom/exchange.py). No hub is started: the exchange is files and nbgrader (the hub
+test, test_class_hub.py, runs the same attacks through a running class). A student:
+cannot rename or replace the exchange or the released assignment; hands in under a
+classmate's name only into her own folder, where collection refuses it with a flag and
+collects the classmate's own; cannot set the time of her hand-in; cannot list or read a
+classmate's hand-in, secret or feedback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from servelab.classroom import exchange, hub, studentenv
+from servelab.classroom.journal import Journal
+from servelab.grading import course, samples
+from servelab.grading.collection import SafeExchangeCollect
+
+pytestmark = pytest.mark.slow
+
+TEACH, ANA, BO = "sl-x-teach", "sl-x-ana", "sl-x-bo"
+LESSON = course.get("lesson25")
+
+
+def _make_user(name: str) -> None:
+    subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+    subprocess.run(["userdel", "--remove", name], capture_output=True)
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def cls():
+    if os.geteuid() != 0:
+        pytest.skip("the exchange test makes system users (CI runs as root)")
+    for name in (TEACH, ANA, BO):
+        _make_user(name)
+    state = Path(tempfile.mkdtemp(prefix="servelab-exchange-"))
+    state.chmod(0o755)
+    journal = Journal.of(state)
+    settings = hub.ClassSettings(state=state / "class", instructors=[TEACH], students=[ANA, BO])
+    settings.state.mkdir()
+    settings.state.chmod(0o755)
+    try:
+        if subprocess.run(["getent", "group", hub.CHECKOUT_GROUP], capture_output=True).returncode != 0:
+            journal.record("group", name=hub.CHECKOUT_GROUP)
+            subprocess.run(["groupadd", "--system", hub.CHECKOUT_GROUP], check=True)
+        journal.record("member", user=TEACH, group=hub.CHECKOUT_GROUP)
+        subprocess.run(["usermod", "-aG", hub.CHECKOUT_GROUP, TEACH], check=True)
+        python = studentenv.build_instructor(settings.state)  # a Python every user runs, nothing opened
+        capped = exchange.lay_out(
+            settings.exchange,
+            settings.course_id,
+            [TEACH],
+            [ANA, BO],
+            hub.CHECKOUT_GROUP,
+            settings.state / "inbound-images",
+            record=journal.record,
+        )
+        for role in ("student", "instructor"):
+            folder = settings.jupyter_dir(role)
+            folder.mkdir(parents=True)
+            cfg = settings.course_dir / "nbgrader_config.py" if role == "instructor" else None
+            (folder / "nbgrader_config.py").write_text(hub.python_config(hub.nbgrader_settings(settings, role), cfg))
+        course.make(settings.course_dir)
+        subprocess.run(["chown", "-R", f"{TEACH}:", str(settings.course_dir)], check=True)
+        settings.course_dir.chmod(0o700)
+        yield {"settings": settings, "python": str(python), "capped": capped}
+    finally:
+        for name in (TEACH, ANA, BO):
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+        journal.undo(log=lambda line: None)
+        for name in (TEACH, ANA, BO):
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def as_user(cls, name: str, *cmd: str, cwd: Path | None = None, timeout: float = 300):
+    home = pwd.getpwnam(name).pw_dir
+    role = "instructor" if name == TEACH else "student"
+    env = {
+        "HOME": home,
+        "USER": name,
+        "PATH": f"{Path(cls['python']).parent}:/usr/bin:/bin",
+        "JUPYTER_CONFIG_PATH": str(cls["settings"].jupyter_dir(role)),
+        "PYTHONHASHSEED": "0",
+    }
+    full = ["runuser", "-u", name, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], *cmd]
+    return subprocess.run(full, capture_output=True, text=True, timeout=timeout, cwd=cwd or home)
+
+
+def nbgrader(cls, name: str, *args: str, ok: bool = True):
+    s = cls["settings"]
+    extra = [f"--CourseDirectory.source_directory={course.SOLUTIONS}"] if name == TEACH else []
+    cwd = s.course_dir if name == TEACH else None
+    result = as_user(cls, name, cls["python"], "-m", "servelab.grading.nbgrader_cli", *args, *extra, cwd=cwd)
+    if ok:
+        assert result.returncode == 0, f"{name}: nbgrader {args}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+def sample(name: str) -> bytes:
+    return (samples.SUBMISSIONS / "lesson25" / f"{name}.ipynb").read_bytes()
+
+
+def hand_in(cls, student: str, answer: bytes) -> None:
+    home = Path(pwd.getpwnam(student).pw_dir)
+    (home / "lesson25" / LESSON.notebook).write_bytes(answer)
+    nbgrader(cls, student, "submit", "lesson25")
+
+
+def test_students_share_nothing_through_the_exchange(cls):
+    s = cls["settings"]
+    ex = s.exchange / s.course_id
+    nbgrader(cls, TEACH, "generate_assignment", "lesson25", "--force")
+    nbgrader(cls, TEACH, "release_assignment", "lesson25", "--force")
+    for student in (ANA, BO):
+        nbgrader(cls, student, "fetch_assignment", "lesson25")
+
+    # The exchange and the released assignment are the instructor's: renaming, replacing or writing fails.
+    for attempt in (
+        f"mv {s.exchange} {s.exchange}.old",
+        f"mkdir {s.exchange}.mine && mv {s.exchange}.mine {s.exchange}",
+        f"mv {ex} {ex}.old",
+        f"mv {ex / 'outbound'} {ex / 'outbound.old'}",
+        f"mkdir {ex / 'outbound' / 'lesson25' / 'x'}",
+        f"echo 'import os' > {ex / 'outbound' / 'lesson25' / LESSON.notebook}",
+        f"mkdir {ex / 'inbound' / 'x'}",
+        f"mkdir {ex / 'inbound' / BO / 'x'}",
+        f"ls {ex / 'inbound'}",
+        f"ls {ex / 'feedback'}",
+    ):
+        tried = as_user(cls, ANA, "bash", "-c", attempt)
+        assert tried.returncode != 0 and "Permission denied" in tried.stderr, (attempt, tried.stdout, tried.stderr)
+    released = (ex / "outbound" / "lesson25" / LESSON.notebook).read_bytes()
+    assert (Path(pwd.getpwnam(BO).pw_dir) / "lesson25" / LESSON.notebook).read_bytes() == released
+
+    # Each hands in through nbgrader's own submit: bo his perfect lesson, ana her partial one.
+    hand_in(cls, BO, sample("perfect"))
+    hand_in(cls, ANA, sample("partial"))
+    handins = list((ex / "inbound" / BO).iterdir())
+    assert len(handins) == 1 and handins[0].name.startswith(f"{BO}+lesson25+")
+    for path in [handins[0], handins[0] / "submission_secret.txt", handins[0] / LESSON.notebook]:
+        tried = as_user(cls, ANA, "cat" if path.is_file() else "ls", str(path))
+        assert tried.returncode != 0 and "Permission denied" in tried.stderr, (path, tried.stdout)
+
+    # ana forges a later hand-in "from bo" (a blank notebook), in the only inbound she can write: her own.
+    # She also names her own forged hand-in with an early time and an early timestamp.txt, after it.
+    early = "2000-01-01 00:00:00.000000 UTC"
+    forge = f"""
+        set -e
+        cd {ex / "inbound" / ANA}
+        mkdir "{BO}+lesson25+2099-01-01 00:00:00.000000 UTC+x"
+        cp ~/lesson25/{LESSON.notebook} "{BO}+lesson25+2099-01-01 00:00:00.000000 UTC+x/"
+        mine=$(ls -d {ANA}+lesson25+*)
+        echo -n "{early}" > "$mine/timestamp.txt"
+        mv "$mine" "{ANA}+lesson25+{early}+y"
+    """
+    before = datetime.datetime.now(datetime.timezone.utc)
+    forged = as_user(cls, ANA, "bash", "-c", forge)
+    assert forged.returncode == 0, forged.stderr
+    after = datetime.datetime.now(datetime.timezone.utc)
+    blank = nbformat.v4.new_notebook()
+    (Path(pwd.getpwnam(ANA).pw_dir) / "lesson25" / LESSON.notebook).write_text(nbformat.writes(blank))
+
+    collected = nbgrader(cls, TEACH, "collect", "lesson25")
+    submitted = s.course_dir / "submitted"
+    assert sorted(p.name for p in submitted.iterdir()) == [ANA, BO]
+    assert (submitted / BO / "lesson25" / LESSON.notebook).read_bytes() == sample("perfect")  # his own, not hers
+    assert (submitted / ANA / "lesson25" / LESSON.notebook).read_bytes() == sample("partial")
+    assert "cheating attempt" not in collected.stdout + collected.stderr
+    assert "Refused" in collected.stderr and "another student's name" in collected.stderr, collected.stderr[-3000:]
+    refusals = [json.loads(line) for line in (s.course_dir / SafeExchangeCollect.REFUSALS).read_text().splitlines()]
+    assert [(r["claims"], r["owner"], r["flag"]) for r in refusals] == [
+        (BO, ANA, "handed in under another student's name")
+    ]
+    # ana's time is the file system's (when she last changed her hand-in), not the one she wrote
+    stamp = (submitted / ANA / "lesson25" / "timestamp.txt").read_text()
+    when = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.timezone.utc)
+    assert before - datetime.timedelta(seconds=2) <= when <= after + datetime.timedelta(seconds=2), stamp
+
+    # Feedback: each student gets their own; a classmate can neither list nor name it.
+    for student, text in ((BO, "bo's feedback: 41 of 41"), (ANA, "ana's feedback")):
+        folder = s.course_dir / "feedback" / student / "lesson25"
+        folder.mkdir(parents=True)
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            shutil.copy(submitted / student / "lesson25" / name, folder / name)
+        (folder / "lesson25.html").write_text(f"<p>{text}</p>")
+    subprocess.run(["chown", "-R", f"{TEACH}:", str(s.course_dir / "feedback")], check=True)
+    nbgrader(cls, TEACH, "release_feedback", "lesson25")
+    for student in (ANA, BO):
+        nbgrader(cls, student, "fetch_feedback", "lesson25")
+    got = {
+        student: [p.read_text() for p in Path(pwd.getpwnam(student).pw_dir).glob("lesson25/feedback/*/lesson25.html")]
+        for student in (ANA, BO)
+    }
+    assert got == {BO: ["<p>bo's feedback: 41 of 41</p>"], ANA: ["<p>ana's feedback</p>"]}
+    peek = as_user(cls, ANA, "bash", "-c", f"cat {ex / 'feedback'}/*.html; ls {ex / 'feedback'}")
+    assert "bo's" not in peek.stdout and "Permission denied" in peek.stderr
+
+
+def test_a_full_inbound_stops_only_its_student(cls):
+    """Where the machine can loop-mount, each student's inbound is its own file system of INBOUND_CAP_MIB."""
+    if not cls["capped"][ANA]:
+        pytest.skip("this machine cannot loop-mount; the collection's per-hand-in cap still applies")
+    s = cls["settings"]
+    mine = s.exchange / s.course_id / "inbound" / ANA
+    fill = as_user(cls, ANA, "bash", "-c", f"head -c {exchange.INBOUND_CAP_MIB + 16}M /dev/zero > {mine}/fill")
+    assert fill.returncode != 0 and "No space left" in fill.stderr, fill.stderr
+    as_user(cls, ANA, "rm", "-f", f"{mine}/fill")
+    hand_in(cls, BO, sample("partial"))  # a classmate's hand-in is untouched by hers
