@@ -143,13 +143,11 @@ class-deps: setup $(CHP)
 	  command -v apt-get >/dev/null || { echo "Install PostgreSQL, Node.js 18+, nginx and nss_wrapper for the class."; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm nginx-light libnss-wrapper >/dev/null; }
-	@# Students' servers run a venv of the base Python that `servelab class up` makes outside the checkout
-	@# (the checkout itself is closed to class users while the class runs): folders above the base Python
-	@# must let them through (pyenv under /root is mode 700). Only the traversal bit is added, nothing
-	@# becomes listable.
-	@if [ "$$(id -u)" = 0 ]; then d=$$(dirname $$(readlink -f $(PY))); while [ "$$d" != / ]; do \
-	  if [ $$(( 0$$(stat -c %a "$$d") & 1 )) = 0 ]; then echo "chmod o+x $$d (class users run $(PY))"; chmod o+x "$$d"; fi; \
-	  d=$$(dirname "$$d"); done; fi
+	@# Class users' servers run venvs that `servelab class up` makes outside the checkout, of a Python they reach
+	@# without any folder being opened: this venv's base Python where every folder above it lets them through,
+	@# else the system's of the same version (a pyenv Python under /root, mode 700, stays closed). Nothing on
+	@# the machine is chmodded here; this says which Python it is, or which folder is closed and what to do.
+	@$(PY) -c "from servelab.classroom.studentenv import open_python; print('class users run', open_python())"
 	@echo "postgresql: $$(ls -d /usr/lib/postgresql/*/bin | tail -1); node $$(node --version); proxy $(CHP_VERSION)"
 
 $(CHP):
