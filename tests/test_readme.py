@@ -39,6 +39,8 @@ import psutil
 import pytest
 from browser_helpers import chromium, require_chromium, screenshot, wait_kernel_idle
 
+from servelab import model
+
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # Debian's default, no venv
@@ -154,6 +156,28 @@ def test_readme_simulate_prints_throughput_per_batch_and_the_crossover():
     speedups = [float(r[3].rstrip("x")) for r in rows]
     assert speedups[0] > 1 > speedups[-1], "speculation should pay at batch 1 and lose at 256 on an H200"
     assert re.search(r"crossover: .* at batch \d+(\.\d+)?", result.stdout)
+
+
+@pytest.mark.slow
+def test_readme_prepare_model_shows_progress_from_the_start(tmp_path):
+    """A first conversion says what it does at once and, while transformers reads the tokenizer out of the GGUF
+    (most of a minute with no output of its own), that it is still going; through a pipe, as make runs it."""
+    env = clean_env(SERVELAB_CACHE=str(tmp_path / "cache"))  # nothing converted yet
+    cmd = LabCommand(shlex.split(readme_command(".venv/bin/servelab prepare-model")), env)
+    try:
+        start = time.monotonic()
+        cmd.wait_for(r"^The bundled model: .+\.gguf$", 30)
+        assert time.monotonic() - start < 30
+        cmd.wait_for(r"^Loading torch and transformers \.\.\.$", 30)
+        cmd.wait_for(r"^Reading the tokenizer out of the GGUF \.\.\.$", 180)
+        # every HEARTBEAT_S that it is still going, or done before the first beat was due (a fast machine)
+        m = cmd.wait_for(r"^  Reading the tokenizer out of the GGUF: (?:(\d+) s so far|done in (\d+) s)$", 180)
+        if m.group(1):
+            assert int(m.group(1)) >= model.HEARTBEAT_S - 1
+        else:
+            assert int(m.group(2)) <= model.HEARTBEAT_S + 1
+    finally:
+        cmd.kill()
 
 
 @pytest.mark.slow

@@ -9,10 +9,13 @@ keep the first N layers and share the embedding and LM head.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +28,35 @@ MARKER = "servelab-model.json"  # written last: its presence means the folder is
 CHECK_PROMPT = "What is the capital of France?"
 CHECK_ANSWER = "Paris"
 DEFAULT_DRAFT_LAYERS = (6,)
+HEARTBEAT_S = 10.0  # a step that prints nothing of its own says it is still going this often
+
+
+def say(message: str) -> None:
+    """The default log: each line at once, also when the output is a pipe (make, a log file)."""
+    print(message, flush=True)
+
+
+@contextlib.contextmanager
+def step(log, what: str, heartbeat_s: float = HEARTBEAT_S):
+    """Say what is starting, then every heartbeat_s that it is still going, then how long it took. transformers
+    draws progress bars for the weights only; reading the tokenizer out of the GGUF and importing torch print
+    nothing for most of a minute on 2 cores."""
+    log(f"{what} ...")
+    start = time.monotonic()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(heartbeat_s):
+            log(f"  {what}: {time.monotonic() - start:.0f} s so far")
+
+    beater = threading.Thread(target=beat, name="prepare-model-progress", daemon=True)
+    beater.start()
+    try:
+        yield
+    finally:
+        done.set()
+        beater.join()
+    log(f"  {what}: done in {time.monotonic() - start:.0f} s")
 
 
 class ModelError(RuntimeError):
@@ -100,10 +132,12 @@ def _is_complete(folder: Path, fingerprint: dict) -> bool:
 
 
 def prepare(
-    draft_layers: tuple[int, ...] = DEFAULT_DRAFT_LAYERS, force: bool = False, verify: bool = True, log=print
+    draft_layers: tuple[int, ...] = DEFAULT_DRAFT_LAYERS, force: bool = False, verify: bool = True, log=say
 ) -> PreparedModel:
-    """Convert the bundled GGUF once into a Hugging Face folder (and drafts); idempotent."""
+    """Convert the bundled GGUF once into a Hugging Face folder (and drafts); idempotent. Every step says when it
+    starts and, while it prints nothing of its own, that it is still going (step)."""
     source = gguf_path()
+    log(f"The bundled model: {source}")
     _check_gguf(source)
     fingerprint = _fingerprint(source)
     target = model_dir()
@@ -112,15 +146,17 @@ def prepare(
         force or not _is_complete(target, fingerprint) or not all(_is_complete(d, fingerprint) for d in drafts.values())
     )
     if todo:
-        log(f"Converting {source.name} to {target} (once; about a minute) ...")
-        model, tokenizer = _load_gguf(source)
-        _save(model, tokenizer, target, fingerprint, layers=None)
+        log(f"Converting {source.name} to {target} (once; one to two minutes on 2 cores)")
+        model, tokenizer = _load_gguf(source, log)
+        with step(log, f"Writing {target}"):
+            _save(model, tokenizer, target, fingerprint, layers=None)
         for n, folder in drafts.items():
-            log(f"Building the {n}-layer draft in {folder} ...")
-            _save(model, tokenizer, folder, fingerprint, layers=n)
+            with step(log, f"Building the {n}-layer draft in {folder}"):
+                _save(model, tokenizer, folder, fingerprint, layers=n)
     answer = ""
     if verify:
-        answer = greedy_answer(target)
+        with step(log, f"Checking it with one greedy answer to {CHECK_PROMPT!r}"):
+            answer = greedy_answer(target)
         if CHECK_ANSWER not in answer:
             raise ModelError(
                 f"The converted model answered {answer!r} to {CHECK_PROMPT!r}; expected "
@@ -130,11 +166,14 @@ def prepare(
     return PreparedModel(target, drafts, answer)
 
 
-def _load_gguf(source: Path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def _load_gguf(source: Path, log=say):
+    with step(log, "Loading torch and transformers"):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        with step(log, "Reading the tokenizer out of the GGUF"):
+            tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        log("Reading the weights out of the GGUF (transformers' progress bar follows) ...")
         model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
     except Exception as exc:  # the gguf reader raises many types on a damaged file
         raise ModelError(
