@@ -139,7 +139,7 @@ def make_student(state: Path, student: str, limits: Limits | None) -> list[Path]
 # --- the preexec side: in the forked child, as root, before exec --------------------------------------
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
 
 
 def _check(ret: int, what: str) -> None:
@@ -148,8 +148,11 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def enter(folders: list[Path], tmp_mib: int) -> None:
-    """Join the student's cgroups and give this process a mount namespace with private /tmp and /dev/shm."""
+def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = ()) -> None:
+    """Join the student's cgroups and give this process a mount namespace with private /tmp and /dev/shm.
+
+    `keep`: folders the server needs that may lie under /tmp (a class whose state folder is there): each is
+    bound back at its own path inside the private /tmp."""
     pid = str(os.getpid()).encode()
     for folder in folders:
         fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
@@ -162,10 +165,18 @@ def enter(folders: list[Path], tmp_mib: int) -> None:
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Nothing mounted here propagates back to the machine's namespace.
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    held = {}
+    for target in (b"/tmp", b"/dev/shm"):
+        held.update({p: os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in keep if p.encode().startswith(target + b"/")})
     for target, mode in ((b"/tmp", b"1777"), (b"/dev/shm", b"1777")):
         if os.path.isdir(target):
             options = b"size=%dm,mode=%s" % (tmp_mib, mode)
             _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs {target!r}")
+    for path, fd in held.items():
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        source = f"/proc/self/fd/{fd}".encode()
+        _check(_libc.mount(source, path.encode(), None, MS_BIND | MS_REC, None), f"bind {path} back")
+        os.close(fd)
 
 
 def spawner_class():
@@ -187,9 +198,10 @@ def spawner_class():
             limits = Limits(**self.limits)
             folders = make_student(Path(self.class_state), name, limits if self.limited else None)
             tmp_mib = limits.tmp_mib if self.limited else 0
+            keep = (os.path.realpath(self.class_state),)
 
             def preexec():
-                enter(folders, tmp_mib)
+                enter(folders, tmp_mib, keep)
                 setuid()
 
             return preexec
