@@ -208,6 +208,16 @@ def test_long_contexts_keep_decode_memory_bound_and_push_the_crossover_out():
     assert gpu("H200", context_len=8192).crossover_batch(K, "ngram", A) is None
 
 
+def test_crossover_by_context_is_the_table_the_lesson_quotes():
+    rows = simulate.crossover_by_context(gpu("H200"), (256, 1024, 4096), K, "ngram", A, batch=200)
+    assert [r["context_len"] for r in rows] == [256, 1024, 4096]
+    # the numbers the docstring states: about 132 at 256 tokens (the default), about 525 at 1,024, none at 4,096
+    assert round(rows[0]["crossover_batch"]) == 132 and 500 < rows[1]["crossover_batch"] < 550
+    assert rows[2]["crossover_batch"] is None and rows[2]["speedup_at_batch"] > 2
+    assert rows[0]["speedup_at_batch"] < 1 < rows[1]["speedup_at_batch"]  # batch 200 loses at 256, gains at 1,024
+    assert gpu("H200").context_len == simulate.CONTEXT_LEN == 256  # the table leaves the simulator as it was
+
+
 @pytest.mark.parametrize(
     "sim",
     [

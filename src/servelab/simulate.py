@@ -18,20 +18,34 @@ one draft token is accepted (Leviathan et al. 2022). An n-gram drafter finds a
 match for only some sequences (ngram_match_rate); the others verify, and gain,
 one token.
 
-At small batch the step waits on memory: the k extra tokens ride along with the
-weights that are read anyway, and speculation wins. Once B(k+1) tokens pass the
-hardware's ridge point the step waits on arithmetic: every token verified costs
-time and the rejected ones are wasted. That is where speculation starts to cost,
-not where it loses: each sequence still keeps E = (1 - a^(k+1)) / (1 - a) of its
-k + 1 verified tokens, so past the ridge a step makes B x E tokens in the time
-of B(k+1) / ridge weight reads, against B tokens in B / ridge without it, and
-speculation breaks even near
+What a step reads grows two ways. The weights are read once per step, whatever the batch; each
+sequence's KV cache (context x KV bytes per token) is read once per step too, so the KV reads grow
+with batch x context and are not shared. Per sequence, then, a step costs
+
+    KV reads (context x KV bytes / bandwidth, the same for 1 token or k + 1) + a share of the weight reads
+    (weights / B) against (k + 1) tokens of arithmetic,
+
+and the step waits on arithmetic only when B(k+1) tokens of it outweigh the weights and all B caches.
+This model takes the larger of the two (it lets the reads and the arithmetic overlap); a kernel-by-kernel
+view (attention reads the KV cache in kernels of its own, the scaling-book inference chapter's form) adds
+the KV reads to max(weight reads, arithmetic), which keeps a step on its reads longer still.
+
+At small batch and short context the step waits on the weight reads: the k extra tokens ride along,
+and speculation wins. Once B(k+1) tokens pass the hardware's ridge point the step waits on arithmetic:
+every token verified costs time and the rejected ones are wasted. That is where speculation starts to
+cost, not where it loses: each sequence still keeps E = (1 - a^(k+1)) / (1 - a) of its k + 1 verified
+tokens, so past the ridge a step makes B x E tokens in the time of B(k+1) / ridge weight reads, against
+B tokens in B / ridge without it, and, leaving out the KV reads, speculation breaks even near
 
     B = ridge tokens per step x E / (k + 1)
 
-about 114 for Llama-3.1-8B on an H200 at k = 4, a = 0.7 (206 x 2.77 / 5), while
-the ridge batch, ridge / (k + 1), is 41. With KV reads and the overheads above,
-crossover_batch() finds about 132.
+about 114 for Llama-3.1-8B on an H200 at k = 4, a = 0.7 with a drafter that costs nothing (206 x 2.77 / 5),
+while the ridge batch, ridge / (k + 1), is 41. The KV reads move it: they add the same time per sequence
+with speculation and without, and the longer the context, the larger their share. With them and the
+overheads above, crossover_batch() finds for n-gram (free) drafts at k = 4, a = 0.7 about 132 at a
+256-token context (CONTEXT_LEN, the default), about 175 at 512, about 525 at 1,024, and none up to batch
+4,096 from 2,048 tokens on: there the step never waits on arithmetic. A draft model moves it the other
+way (its own k steps cost time): crossover_by_context() tabulates both.
 """
 
 from __future__ import annotations
@@ -420,6 +434,33 @@ class Simulator:
             "adaptive_schedule": [list(e) for e in self.adaptive_schedule] if self.adaptive_schedule else None,
             "spec_overhead_at_k0": self.spec_overhead_at_k0,
         }
+
+
+def crossover_by_context(
+    sim: Simulator,
+    contexts=(256, 512, 1024, 2048, 4096, 8192),
+    k: int = 4,
+    method: str = "ngram",
+    acceptance_rate: float = ACCEPTANCE_RATE,
+    batch: float = 200,
+) -> list[dict]:
+    """Per context length: the crossover batch (None: speculation pays up to batch 4096) and the speedup at `batch`.
+
+    Each sequence reads its own KV cache every step, so the context moves the crossover; this is the table
+    the lesson and the spec-decode lab quote beside every crossover they name.
+    """
+    rows = []
+    for context in contexts:
+        at = dataclasses.replace(sim, context_len=int(context))
+        rows.append(
+            {
+                "context_len": int(context),
+                "crossover_batch": at.crossover_batch(k, method, acceptance_rate),
+                "speedup_at_batch": at.speedup(batch, k, method, acceptance_rate),
+                "batch": batch,
+            }
+        )
+    return rows
 
 
 def crossover(batches, speedups) -> float | None:
@@ -987,7 +1028,10 @@ def run(args) -> int:
         f"ridge: {k + 1} tokens per sequence reach the ridge ({hw.ridge_flop_per_byte:.0f} FLOP/byte) "
         f"at batch {sim.ridge_batch(k):.1f}"
     )
-    print(f"break-even on the roofline alone (ridge x E / (k+1)): batch {sim.break_even_batch(k, a):.1f}")
+    print(
+        f"break-even on the roofline alone (ridge x E / (k+1); a free drafter, no KV reads): "
+        f"batch {sim.break_even_batch(k, a):.1f}"
+    )
     if method in ("ngram", "draft_model"):
         print(f"best k per batch (num_speculative_tokens_per_batch_size): {sim.ideal_schedule(k, a, batches[-1])}")
     return 0
