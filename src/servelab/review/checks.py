@@ -1743,7 +1743,9 @@ def check_removed_flags(cfg: ServingConfig) -> Finding:
         f"vLLM {judged} still has {', '.join(s for _, s in still)}; a later release drops it, so the config "
         "will not start after an upgrade past that release."
     )
-    return Finding("removed_flags", "justified", reason, evidence, "before upgrading: " + "; ".join(fixes) + ".", setting)
+    return Finding(
+        "removed_flags", "justified", reason, evidence, "before upgrading: " + "; ".join(fixes) + ".", setting
+    )
 
 
 # --- LoRA adapters -------------------------------------------------------------------

@@ -98,8 +98,19 @@ def read_python(name: str, text: str, variables: dict[str, str], select: str | N
                 calls.append(("SageMaker", node))
     if not calls:
         env_dict = next((d for d in ast.walk(tree) if isinstance(d, ast.Dict) and _has_sagemaker_key(d)), None)
-        if env_dict is not None:
-            return _sagemaker_from_dict(name, env_dict, scope, None)
+        if env_dict is not None:  # boto3's create_model(PrimaryContainer={"Environment": {...}})
+            reading = _sagemaker_from_dict(name, env_dict, scope, None)
+            instance = next(
+                (
+                    (n.value, n.lineno)
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str) and sagemaker_instance(n.value)
+                ),
+                None,
+            )
+            if instance:
+                _instance(reading, *instance)
+            return reading
         raise ReviewInputError(
             f"{name}: a Python script, but it builds no vLLM engine the reviewer reads: expected "
             "vllm.LLM(...), AsyncEngineArgs(...), EngineArgs(...), a Ray Serve LLMConfig(...), or a "

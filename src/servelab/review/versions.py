@@ -2,8 +2,10 @@
 
 A deployment says its vLLM in one of three ways, read here without running anything:
 
-- the container image's tag: `vllm/vllm-openai:v0.10.0` (Docker Hub's tags are the release
-  names with a `v`; `latest`, `nightly` and a digest pin no release, and are read as none);
+- the container image's tag: `vllm/vllm-openai:v0.10.0`, or another registry's build of that
+  image (AIBrix's `.../aibrix/vllm-openai:v0.7.3.self.post1`) (Docker Hub's tags are the release
+  names with a `v`; `latest`, `nightly` and a digest pin no release, and are read as none), or
+  AWS's vLLM container, `.../vllm:0.11.2-sagemaker-v1.2` (its tags lead with the vLLM release);
 - a pip pin: `vllm==0.10.0` (in a `pip install` line, a requirements list or a Dockerfile);
 - `servelab review --var VLLM_VERSION=0.10.0`, or a `VLLM_VERSION=...` the file assigns.
 
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 from . import vllm_flags
 
 _RELEASE = r"v?(\d+\.\d+(?:\.\d+)*(?:(?:rc|\.post)\d+)?)"
-_IMAGE = re.compile(r"\b(?:[\w.-]+/)?vllm/vllm-openai(?:-rocm)?:" + _RELEASE + r"\b")
+_IMAGE = re.compile(r"\b(?:[\w.-]+/)*vllm-openai(?:-rocm)?:" + _RELEASE)  # any registry's build of it
+# AWS's vLLM containers: deep-learning-containers/vllm:0.11.2-gpu-..., or a private copy .../vllm:0.11.2-sagemaker-...
+_AWS_IMAGE = re.compile(r"(?<=/)vllm:" + _RELEASE + r"(?=-)")
 _PIP = re.compile(r"(?<![\w-])vllm(?:\[[\w,]+\])?\s*==\s*" + _RELEASE)
 _ASSIGNED = re.compile(r"^\s*(?:export\s+|ENV\s+|ARG\s+)?VLLM_VERSION[=\s]\s*[\"']?" + _RELEASE, re.M)
 
@@ -50,9 +54,17 @@ def detect(text: str, variables: dict[str, str] | None = None) -> Judged:
         except ValueError:
             raise ValueError(f"--var VLLM_VERSION={given}: write a vLLM release, such as 0.10.0") from None
         return Judged(given.lstrip("vV"), f"--var VLLM_VERSION={given}")
-    for pattern, what in ((_IMAGE, "the image tag"), (_PIP, "the pip pin"), (_ASSIGNED, "VLLM_VERSION")):
+    found = (
+        (_IMAGE, "the image tag"),
+        (_AWS_IMAGE, "the image tag"),
+        (_PIP, "the pip pin"),
+        (_ASSIGNED, "VLLM_VERSION"),
+    )
+    for pattern, what in found:
         match = pattern.search(text)
         if match:
             line = text.count("\n", 0, match.start()) + 1
-            return Judged(match.group(1), f"{what} {match.group(0).strip()} (line {line})")
+            written = re.match(r"[^\s'\"]+", text[match.start() :])  # the whole tag, suffix and all
+            shown = written.group(0) if written else match.group(0).strip()
+            return Judged(match.group(1), f"{what} {shown} (line {line})")
     return default()

@@ -105,6 +105,12 @@ REMOVAL_TABLE: dict[str, tuple[str | None, str, bool, str]] = {
     ),
     "enable-prompt-adapter": (None, "delete it: prompt adapters are gone; use LoRA", False, _PARSER),
     "disable-async-output-proc": (None, "delete it: the V1 engine always overlaps output processing", False, _PARSER),
+    "disable-frontend-multiprocessing": (
+        None,
+        "delete it: the V1 engine ignores it (the API server and the engine core are separate processes)",
+        False,
+        _PARSER + "; removed by vllm-project/vllm PR #37612 (March 2026; V1 had warned it was ignored)",
+    ),
 }
 # The older view: (release in words, what instead, takes a value).
 REMOVED = {

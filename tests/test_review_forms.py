@@ -1,0 +1,323 @@
+"""The forms a deployment is published in, read without running anything (review/readers.py,
+compose.py), the vLLM release a config pins (versions.py), the removed-flag table by release
+(vllm_flags.REMOVAL_TABLE), and the input limits (limits.py). Pure: no vLLM import, no engine."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from servelab import review
+from servelab.review import forms, limits, readers, versions, vllm_flags
+from servelab.review.serving import read_config
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLIC = REPO / "data" / "configs" / "public"
+WORKLOAD = {
+    "name": "chat",
+    "task": "chat",
+    "concurrency": {"typical": 8, "peak": 16},
+    "prompt-tokens": {"mean": 800, "p99": 3000},
+    "output-tokens": {"mean": 200, "p99": 900},
+    "slo": {"ttft-p99-ms": 1000, "tpot-p99-ms": 50},
+}
+
+
+def cfg(path, **kwargs):
+    return read_config(forms.load(path, **kwargs))
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def review_text(tmp_path: Path, name: str, text: str, **kwargs) -> review.Report:
+    workload = write(tmp_path, "w.yaml", "\n".join(f"{k}: {v}" for k, v in WORKLOAD.items()).replace("'", ""))
+    return review.review_files(write(tmp_path, name, text), workload, **kwargs)
+
+
+# --- each form on the real published file ------------------------------------------------------
+
+
+def test_python_vllm_llm_script_as_published():
+    c = cfg(PUBLIC / "kempner-qwen2.5-32b-llm.py")
+    assert c.model.name == "Qwen/Qwen2.5-32B-Instruct"
+    assert (c.tensor_parallel_size, c.gpu_memory_utilization, c.dtype) == (1, 0.9, "bfloat16")
+    assert c.doc.line(("gpu-memory-utilization",)) == 31
+
+
+def test_ray_serve_llm_app_as_published():
+    c = cfg(PUBLIC / "anyscale-llama-3.1-8b-ray-serve.py")
+    assert c.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert (c.hardware.name, c.max_model_len, c.pod_replicas) == ("L4", 8192, 2)
+    # os.environ["HF_TOKEN"] sits in runtime_env, which the reviewer never evaluates
+
+
+def test_sagemaker_environment_as_published():
+    doc = forms.load(PUBLIC / "aws-sagemaker-llama-3-8b-g6.py")
+    c = read_config(doc)
+    assert c.model.name == "meta-llama/Meta-Llama-3-8B-Instruct" and c.max_model_len == 2048
+    assert (c.hardware.name, c.gpus_per_node) == ("L4", 1)  # ml.g6.4xlarge
+    assert doc.vllm_version == "0.11.2" and "vllm:0.11.2-sagemaker-v1.2" in doc.vllm_version_source
+
+
+def test_sagemaker_env_file_maps_as_the_entrypoint_does(tmp_path):
+    path = write(
+        tmp_path,
+        "sm.env",
+        "SM_VLLM_MODEL=Qwen/Qwen2.5-7B-Instruct\nSM_VLLM_TENSOR_PARALLEL_SIZE=2\nSM_VLLM_ENABLE_PREFIX_CACHING=\n"
+        "HF_TOKEN=x\n# ml.g6e.12xlarge\n",
+    )
+    c = cfg(path)
+    assert (c.tensor_parallel_size, c.prefix_caching, c.hardware.name, c.gpus_per_node) == (2, True, "L40S", 4)
+    assert readers.sagemaker_instance("ml.p5.48xlarge") == ("H100", 8)
+    assert readers.sagemaker_instance("ml.g5.2xlarge") == ("A10G", 1)
+
+
+def test_docker_compose_as_published():
+    path = PUBLIC / "warehouse-mistral-7b-compose.yml"
+    c = cfg(path)
+    assert c.model_name == "mistralai/Mistral-7B-v0.3"  # the catalogue's Instruct v0.3 has its architecture
+    assert path.read_text().splitlines()[c.doc.line(("model",)) - 1].strip() == "- --model"
+
+
+def test_docker_compose_string_command_entrypoint_and_services(tmp_path):
+    text = (
+        "# deployment: {gpu: L40S}\nservices:\n  web:\n    image: nginx\n  llm:\n"
+        "    image: vllm/vllm-openai:v0.10.0\n"
+        "    command: --model ${MODEL:-Qwen/Qwen2.5-7B-Instruct} --swap-space 16 --max-model-len 8192\n"
+        "    deploy: {resources: {reservations: {devices: [{driver: nvidia, device_ids: ['0', '1'], "
+        "capabilities: [gpu]}]}}}\n"
+    )
+    doc = forms.load(write(tmp_path, "docker-compose.yml", text))
+    c = read_config(doc)
+    assert (c.model.name, c.max_model_len, c.gpus_per_node) == ("Qwen/Qwen2.5-7B-Instruct", 8192, 2)
+    assert doc.vllm_version == "0.10.0" and c.removed_flags == (("swap-space", 16, 7),)
+    two = text.replace("  web:\n    image: nginx\n", "  other:\n    image: vllm/vllm-openai:latest\n")
+    with pytest.raises(review.ReviewInputError, match=r"2 services run vLLM \(other, llm\); pick one with --select"):
+        forms.load(write(tmp_path, "two.yml", two))
+    assert cfg(write(tmp_path, "two.yml", two), select="llm").max_model_len == 8192
+    entry = text.replace(
+        "    command: --model",
+        '    entrypoint: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n    command: --model',
+    )
+    assert cfg(write(tmp_path, "entry.yml", entry)).max_model_len == 8192
+
+
+def test_slurm_script_resolves_slurm_variables_from_its_sbatch_lines():
+    c = cfg(PUBLIC / "kempner-deepseek-r1-0528-4x4-h100.sh")
+    assert c.tensor_parallel_size == 16  # $((SLURM_NNODES * SLURM_GPUS_ON_NODE)) = 4 x 4
+    assert (c.nodes, c.gpus_per_node, c.hardware.name) == (4, 4, "H100")  # --constraint=h100
+    assert [name for name, _, _ in c.removed_flags] == ["enable-reasoning"]
+
+
+def test_slurm_gres_and_short_options(tmp_path):
+    env, deployment, _ = readers.slurm_environment(
+        "#SBATCH -N 2\n#SBATCH --gres=gpu:a100:8\n#SBATCH --ntasks-per-node=1\n"
+    )
+    assert env["SLURM_NNODES"] == env["SLURM_JOB_NUM_NODES"] == "2"
+    assert env["SLURM_GPUS_ON_NODE"] == "8" and env["SLURM_NTASKS"] == "2"
+    assert deployment == {"nodes": 2, "gpus-per-node": 8, "gpu-name": "a100"}
+    c = cfg(PUBLIC / "kempner-llama-3.1-405b-2x4-slurm.sh")
+    assert (c.nodes, c.gpus_per_node, c.tensor_parallel_size, c.max_model_len) == (2, 4, 8, 16384)
+
+
+def test_systemd_unit_as_published():
+    c = cfg(PUBLIC / "local-llm-server-llama-3.3-70b-awq.service")
+    assert (c.model.name, c.quantization, c.max_model_len) == ("meta-llama/Llama-3.3-70B-Instruct", "awq", 4096)
+    assert c.hardware.name == "RTX 3090" and c.doc.line(("quantization",)) == 20
+
+
+def test_systemd_environment_expands_in_exec_start(tmp_path):
+    unit = (
+        '# deployment: {gpu: L4}\n[Service]\nEnvironment="MODEL=Qwen/Qwen2.5-7B-Instruct" "LEN=4096"\n'
+        "ExecStart=-/usr/bin/vllm serve ${MODEL} \\\n    --max-model-len $LEN\nRestart=always\n"
+    )
+    c = cfg(write(tmp_path, "vllm.service", unit))
+    assert (c.model.name, c.max_model_len, c.doc.line(("max-model-len",))) == ("Qwen/Qwen2.5-7B-Instruct", 4096, 5)
+
+
+def test_a_kserve_inference_service_still_reads():
+    c = cfg(PUBLIC / "kserve-llama3-8b.yaml")
+    assert c.model.name == "meta-llama/Meta-Llama-3-8B-Instruct"
+
+
+# --- Python: literals only, refused by name otherwise ------------------------------------------
+
+
+def test_python_values_that_need_running_are_refused_by_name(tmp_path):
+    text = "# deployment: {gpu: H100}\nimport torch\nfrom vllm import LLM\nllm = LLM(model='meta-llama/Llama-3.1-8B-Instruct', tensor_parallel_size=torch.cuda.device_count())\n"
+    with pytest.raises(review.ReviewInputError, match=r"x\.py:4: tensor_parallel_size=torch\.cuda\.device_count\(\)"):
+        forms.load(write(tmp_path, "x.py", text))
+    twice = "# deployment: {gpu: H100}\nfrom vllm import LLM\nTP = 1\nTP = 2\nLLM(model='Qwen/Qwen3-8B', tensor_parallel_size=TP)\n"
+    with pytest.raises(review.ReviewInputError, match="TP is assigned more than once"):
+        forms.load(write(tmp_path, "y.py", twice))
+    unreviewed = "# deployment: {gpu: H100}\nimport os\nfrom vllm import LLM\nLLM(model='Qwen/Qwen3-8B', download_dir=os.path.join('a', 'b'))\n"
+    assert cfg(write(tmp_path, "z.py", unreviewed)).model.name == "Qwen/Qwen3-8B"
+
+
+def test_python_environment_reads_take_var_then_default(tmp_path):
+    text = (
+        "# deployment: {gpu: H100, gpus-per-node: 2}\nimport os\nfrom vllm import AsyncEngineArgs, AsyncLLMEngine\n"
+        "args = AsyncEngineArgs(model=os.environ.get('MODEL', 'Qwen/Qwen3-8B'), tensor_parallel_size=int(2) if False else 2,\n"
+        "    max_model_len=os.getenv('LEN', 4096))\nengine = AsyncLLMEngine.from_engine_args(args)\n"
+    )
+    with pytest.raises(review.ReviewInputError, match=r"tensor_parallel_size=int\(2\) if False else 2"):
+        forms.load(write(tmp_path, "a.py", text))
+    text = text.replace("int(2) if False else 2", "2")
+    assert cfg(write(tmp_path, "a.py", text)).max_model_len == 4096
+    assert cfg(write(tmp_path, "a.py", text), variables={"LEN": "2048"}).max_model_len == 2048
+
+
+def test_two_engines_in_one_script_ask_for_select(tmp_path):
+    text = "# deployment: {gpu: H100}\nfrom vllm import LLM\na = LLM(model='Qwen/Qwen3-8B')\nb = LLM(model='Qwen/Qwen3-32B')\n"
+    with pytest.raises(review.ReviewInputError, match="2 vLLM engines are built here .*--select LINE"):
+        forms.load(write(tmp_path, "two.py", text))
+    assert cfg(write(tmp_path, "two.py", text), select="4").model.name == "Qwen/Qwen3-32B"
+
+
+# --- a form servelab does not read --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("train.py", "import torch\nmodel = torch.nn.Linear(2, 2)\n"),
+        ("workflow.yaml", "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n"),
+        ("notes.txt", "we deploy with vllm on Tuesdays\n"),
+        ("values.json", '{"replicas": 3}\n'),
+    ],
+)
+def test_an_unknown_form_is_named_as_one_servelab_does_not_read(tmp_path, name, text):
+    with pytest.raises(review.ReviewInputError) as info:
+        forms.load(write(tmp_path, name, text))
+    message = str(info.value)
+    assert "not a form servelab reads" in message or "builds no vLLM engine the reviewer reads" in message
+    assert "YAML syntax error" not in message and "is not a flag" not in message
+    if "not a form servelab reads" in message:
+        for form in ("docker compose", "SLURM job script", "systemd unit", "Ray Serve LLMConfig", "SM_VLLM_"):
+            assert form in message
+
+
+def test_a_broken_yaml_file_still_says_yaml(tmp_path):
+    with pytest.raises(review.ReviewInputError, match="YAML syntax error"):
+        forms.load(write(tmp_path, "c.yaml", "model: [a\n"))
+
+
+# --- the vLLM release a config pins ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, variables, version",
+    [
+        ("image: vllm/vllm-openai:v0.10.0\n", None, "0.10.0"),
+        ("image: docker.io/vllm/vllm-openai:v0.9.2\n", None, "0.9.2"),
+        ("RUN pip install vllm==0.8.5 ray\n", None, "0.8.5"),
+        ("image: vllm/vllm-openai:latest\n", None, "0.32.0"),
+        ("image: vllm/vllm-openai:v0.10.0\n", {"VLLM_VERSION": "0.11.1"}, "0.11.1"),
+        ("x = '123.dkr.ecr.us-west-2.amazonaws.com/vllm:0.11.2-sagemaker-v1.2'\n", None, "0.11.2"),
+    ],
+)
+def test_version_detection(text, variables, version):
+    assert versions.detect(text, variables).version == version
+
+
+def test_a_bad_vllm_version_var_is_refused(tmp_path):
+    with pytest.raises(review.ReviewInputError, match="VLLM_VERSION=newest: write a vLLM release"):
+        forms.load(
+            write(tmp_path, "c.sh", "# deployment: {gpu: L4}\nvllm serve Qwen/Qwen3-8B\n"),
+            variables={"VLLM_VERSION": "newest"},
+        )
+
+
+# --- removed flags, by release -----------------------------------------------------------------------
+
+
+def test_every_removed_flag_has_its_release_or_none_and_a_source():
+    for name, (release, instead, takes_value, source) in vllm_flags.REMOVAL_TABLE.items():
+        assert vllm_flags.lookup(name)[0] is None, f"{name} is still a flag of the installed vLLM"
+        assert release is None or vllm_flags.release_key(release) <= vllm_flags.release_key(vllm_flags.version())
+        assert instead and isinstance(takes_value, bool)
+        assert re.search(r"#\d+|vllm_flags\.json", source), f"{name}: no source"
+
+
+def test_removed_flags_by_release():
+    assert vllm_flags.removed_by("enable-reasoning", "0.9.2") is False
+    assert vllm_flags.removed_by("enable-reasoning", "0.10.0") is True
+    assert vllm_flags.removed_by("swap-space", "0.17.1") is False
+    assert vllm_flags.removed_by("swap-space", "v0.18.0") is True
+    assert vllm_flags.removed_by("device", "0.10.0") is None  # its release is not on record
+    assert vllm_flags.removed_by("device", "0.32.0") is True
+    assert vllm_flags.release_key("0.6.6.post1") == (0, 6, 6)
+
+
+def test_enable_reasoning_is_a_finding_and_the_rest_is_reviewed(tmp_path):
+    text = "# deployment: {gpu: H100}\nvllm serve Qwen/Qwen3-8B --enable-reasoning --reasoning-parser deepseek_r1 --max-model-len 8192\n"
+    report = review_text(tmp_path, "r.sh", text)
+    finding = report.finding("removed_flags")
+    assert finding.verdict == "wrong" and "removed in vLLM 0.10.0" in finding.evidence
+    assert "did you mean" not in finding.reason and report.verdicts()["max_model_len"] == "justified"
+    assert report.vllm_version == "0.32.0" and "judged as vLLM 0.32.0" in report.headline()
+
+
+def test_a_config_pinned_to_an_older_vllm_is_judged_as_that_release(tmp_path):
+    text = (
+        "# deployment: {gpu: L40S}\ndocker run --gpus all vllm/vllm-openai:v0.10.0 --model Qwen/Qwen3-8B "
+        "--swap-space 16 --max-model-len 8192\n"
+    )
+    report = review_text(tmp_path, "d.sh", text)
+    finding = report.finding("removed_flags")
+    assert finding.verdict == "justified" and "vLLM 0.10.0 still has --swap-space 16" in finding.reason
+    assert "vLLM 0.10.0 will not start" not in finding.reason and report.vllm_version == "0.10.0"
+    unsure = review_text(tmp_path, "e.sh", text.replace("--swap-space 16", "--device cuda"))
+    assert unsure.finding("removed_flags").verdict == "unjustified"
+    now = review_text(tmp_path, "f.sh", text.replace("v0.10.0", "v0.18.0"))
+    assert (
+        now.finding("removed_flags").verdict == "wrong"
+        and "vLLM 0.18.0 will not start" in now.finding("removed_flags").reason
+    )
+
+
+# --- input limits ---------------------------------------------------------------------------------------
+
+
+def test_a_huge_file_is_refused_from_its_size_without_reading_it(tmp_path):
+    path = tmp_path / "huge.sh"
+    with open(path, "wb") as f:  # sparse: 10 GB on paper, nothing on disk; reading it would take minutes
+        f.truncate(10 * 1024**3)
+    with pytest.raises(review.ReviewInputError, match=r"is 10,737,418,240 bytes; servelab reads files up to"):
+        forms.load(path)
+
+
+def test_a_ten_megabyte_one_line_command_is_refused(tmp_path):
+    path = write(tmp_path, "long.sh", "vllm serve m --max-model-len " + "1" * 10_000_000 + "\n")
+    with pytest.raises(review.ReviewInputError, match="servelab reads files up to"):
+        forms.load(path)
+
+
+def test_long_lines_deep_nesting_and_many_documents_are_refused(tmp_path):
+    line = write(tmp_path, "line.sh", "vllm serve m \\\n  --served-model-name " + "a" * (limits.MAX_LINE + 1) + "\n")
+    long = len("  --served-model-name ") + limits.MAX_LINE + 1
+    with pytest.raises(review.ReviewInputError, match=rf"line\.sh:2: line 2 is {long:,} characters long"):
+        forms.load(line)
+    deep = write(tmp_path, "deep.yaml", "model: " + "[" * 100 + "]" * 100 + "\n")
+    with pytest.raises(review.ReviewInputError, match="deep.yaml:1: nested more than 64 levels"):
+        forms.load(deep)
+    indented = "".join(" " * i + f"k{i}:\n" for i in range(100))
+    with pytest.raises(review.ReviewInputError, match="nested more than 64 levels"):
+        forms.load(write(tmp_path, "indent.yaml", indented))
+    docs = write(tmp_path, "docs.yaml", "---\na: 1\n" * (limits.MAX_DOCUMENTS + 1))
+    with pytest.raises(review.ReviewInputError, match="more than 200 YAML documents"):
+        forms.load(docs)
+    workload = write(tmp_path, "w.yaml", "name: " + "[" * 100 + "\n")
+    with pytest.raises(review.ReviewInputError, match="w.yaml:1: nested more than 64 levels"):
+        review.schema.load_yaml(workload, "workload")
+
+
+def test_every_public_config_is_within_the_limits():
+    for path in PUBLIC.iterdir():
+        limits.check_text(str(path), path.read_text(), "config")
