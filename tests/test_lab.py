@@ -187,16 +187,44 @@ def test_moving_the_batch_slider_redraws_in_place_and_names_the_regime(make_lab)
     figure = lab.figure
     lab.batch_slider.value = 1
     text_1 = lab.regime.value
-    assert "memory-bound" in text_1 and "B(k+1) = 1 × (4 + 1) = <b>5</b>" in text_1
+    assert "B(k+1) = 1 × (4 + 1) = <b>5</b>" in text_1
+    # a CPU is described from the recorded verify-step benchmark, never classified by a datasheet ridge
+    assert "-bound" not in text_1 and "bench/results/ridge-cpu.json" in text_1
     shapes_1 = [s.x0 for s in lab.figure.layout.shapes]
     lab.batch_slider.value = 64
     text_64 = lab.regime.value
-    assert "compute-bound" in text_64 and "<b>320</b>" in text_64
+    assert "<b>320</b>" in text_64 and "-bound" not in text_64
     assert "0.57x" in text_64  # the measured speedup at batch 64
     assert [s.x0 for s in lab.figure.layout.shapes] != shapes_1  # the chosen-batch marker moved
     assert lab.figure is figure  # updated in place, never re-created
     state = json.loads(lab.chart_json.value)
     assert state["settings"]["batch_size"] == 64 and state["traces"]["tok_s|0|measured"]["x"] == [1, 8, 64]
+
+
+def test_the_context_control_moves_the_simulated_gpus_crossover_and_regime(make_lab):
+    lab = make_lab()
+    assert lab.context_slider.layout.display == "none"  # this machine's context is its workload's
+    lab.set(backend="H200", batch_size=64)
+    assert lab.context_slider.layout.display == ""
+    short = lab.regime.value
+    assert "context 256 tokens" in short and "compute-bound" in short and "KV cache" in short
+    cross_short = lab.last_drawing.crossover_simulated
+    assert 100 < cross_short < 256  # on the slider at 256 tokens (with the acceptance the copy-heavy runs show)
+    lab.set(context_len=1024)  # about 525: past the slider's 256
+    assert lab.last_drawing.crossover_simulated is None and "every batch the slider reaches" in lab.regime.value
+    lab.set(context_len=8192)
+    assert "memory-bound" in lab.regime.value and "context 8,192 tokens" in lab.regime.value
+
+
+def test_a_prediction_is_set_beside_the_measured_and_simulated_crossovers(make_lab):
+    lab = make_lab()
+    shown = lab.prediction_vs_result({"context": 1024, "crossover_this_machine": 16, "crossover_h200": None})
+    text = repr(shown)
+    assert "predicted 16" in text and "too high" in text  # the recorded crossover is between 2 and 8
+    assert "H200 at 1,024 tokens" in text and "no prediction given" in text
+    assert "<table" in shown._repr_html_()
+    with pytest.raises(ValueError, match="positive number"):
+        lab.prediction_vs_result({"crossover_h200": "lots"})
 
 
 def test_changing_method_workload_and_backend_changes_the_trace_data(make_lab):

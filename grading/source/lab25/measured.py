@@ -17,6 +17,7 @@ REPO_DIR = Path(__file__).resolve().parents[3]
 FLIP_RESULT = REPO_DIR / "bench" / "results" / "flip-cpu.json"
 CLASS_RESULT = REPO_DIR / "bench" / "results" / "class.json"
 RIDGE_RESULT = REPO_DIR / "bench" / "results" / "ridge-cpu.json"
+RIDGE_FLOAT32 = REPO_DIR / "bench" / "results" / "ridge-cpu-float32.json"  # the same benchmark in float32
 WHY_BATCHES = ("1", "8", "64")
 REP2_BATCH = 64  # the solution's comparison: speculation on and off at a high batch, where throughput is the SLO
 
@@ -29,6 +30,31 @@ def context() -> dict:
         "rep2_solution": _rep2_solution(),
         "recorded_acceptance": _recorded_acceptance(),
         "ridge": _ridge(),
+        "sim": _simulated(),
+    }
+
+
+def _simulated() -> dict:
+    """The simulated H200's numbers the lab's text names, each with its assumptions (servelab.simulate)."""
+    from servelab import hardware, modelspec, simulate
+
+    k, a = 4, simulate.ACCEPTANCE_RATE
+    sim = simulate.default_simulator(modelspec.preset("Llama-3.1-8B"), hardware.get("H200"))
+    rows = {r["context_len"]: r for r in simulate.crossover_by_context(sim, (256, 1024, 2048), k, "ngram", a, 64)}
+
+    def cross(context: int) -> str:
+        value = rows[context]["crossover_batch"]
+        return f"{value:.0f}" if value is not None else "none up to 4,096"
+
+    return {
+        "assumed": f"Llama-3.1-8B in bf16, n-gram drafts, k = {k}, a = {a:g}",
+        "speedup_64_short": f"{rows[256]['speedup_at_batch']:.1f}x",
+        "speedup_64_1024": f"{rows[1024]['speedup_at_batch']:.1f}x",
+        "cross_short": cross(256),
+        "cross_1024": cross(1024),
+        "cross_2048": cross(2048),
+        "short": f"{simulate.CONTEXT_LEN:,}",
+        "ridge": f"{hardware.get('H200').ridge_tokens_per_step():.0f}",
     }
 
 
@@ -45,8 +71,18 @@ def _flip() -> dict:
     table = sorted(flip["table"], key=lambda r: r["batch_size"])
     first, last = table[0], table[-1]
 
+    # flip.py's compute share is against a float32 GEMM peak; the engine runs bfloat16, so where the
+    # verify-step benchmark measured the bfloat16 GEMM peak of the same machine class, rescale to it
+    fp32_peak = flip["roofline"]["peak_tflops"]
+    peak, peak_dtype = fp32_peak, flip["roofline"].get("dtype", "float32")
+    if RIDGE_RESULT.is_file():
+        probe = json.loads(RIDGE_RESULT.read_text())["roofline_probe"]
+        if probe.get("dtype") == "bfloat16":
+            peak, peak_dtype = probe["gemm_tflops"], "bfloat16"
+
     def share(r, key):
-        return f"{r['none_roofline'][key]:.0%}"
+        value = r["none_roofline"][key] * (fp32_peak / peak if key == "compute_fraction" else 1.0)
+        return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
 
     return {
         "flip_machine": _machine(flip),
@@ -55,6 +91,8 @@ def _flip() -> dict:
             "batches": f"{first['batch_size']} to {last['batch_size']}",
             "bandwidth": f"{share(first, 'bandwidth_fraction')} to {share(last, 'bandwidth_fraction')}",
             "compute": f"{share(first, 'compute_fraction')} to {share(last, 'compute_fraction')}",
+            "peak": f"{peak * 1000:.0f} GFLOP/s of {peak_dtype} GEMM",
+            "read_gb_s": f"{flip['roofline']['bandwidth_gb_s']:.1f} GB/s",
             "ridge": f"{flip['roofline']['ridge_flop_per_byte']:.1f}",
             "crossover": f"{flip['crossover_batch']:.1f}",
         },
@@ -178,91 +216,97 @@ def _recorded_acceptance() -> dict:
     }
 
 
+def _ridge_value(ridge: dict) -> tuple[float, str]:
+    """The one ridge a recorded run quotes (bench/ridge_cpu.py's ridge_of), and where it came from, in words."""
+    chosen = ridge.get("ridge") or {"tokens_per_step": ridge["knee"]["ridge_tokens_per_step"], "from": "knee"}
+    if chosen["from"] == "knee":
+        return chosen["tokens_per_step"], "read off the measured steps (the floor over the slope past the knee)"
+    probe = ridge["roofline_probe"]
+    return chosen["tokens_per_step"], (
+        f"from the probe beside the run: {probe['gemm_tflops'] * 1000:.0f} GFLOP/s of {probe['dtype']} GEMM over "
+        f"{probe['read_gb_s']:.1f} GB/s of reads ({chosen['why']})"
+    )
+
+
+def _read_rate(ridge: dict) -> tuple[float, str]:
+    """GB/s a step's weight reads run at: the read probe's, or half an old copy probe's (which counted read + write)."""
+    probe = ridge["roofline_probe"]
+    if "read_gb_s" in probe:
+        return probe["read_gb_s"], "the read probe's rate"
+    return probe["copy_gb_s"] / 2, "half the copy probe's read + write rate"
+
+
+def _ms_per_token(points: list[dict], low: int, high: int) -> float:
+    a = next(p for p in points if p["tokens_per_step"] == low)
+    b = next(p for p in points if p["tokens_per_step"] == high)
+    return (b["step_ms"] - a["step_ms"]) / (high - low)
+
+
+def _float32_note() -> str:
+    """What the same benchmark in float32 showed, where it was recorded: arithmetic added to the reads."""
+    if not RIDGE_FLOAT32.is_file():
+        return ""
+    f32 = json.loads(RIDGE_FLOAT32.read_text())
+    pts = sorted(f32["points"], key=lambda p: p["tokens_per_step"])
+    knee = f32["knee"]
+    below = [p["tokens_per_step"] for p in pts if p["tokens_per_step"] < knee["ridge_tokens_per_step"]]
+    if len(below) < 2:
+        return ""
+    growth = _ms_per_token(pts, below[0], below[-1])
+    return (
+        f" The same run in float32 (`{RIDGE_FLOAT32.relative_to(REPO_DIR)}`, the dtype this benchmark used "
+        f"before) has no flat part at all: its step grew {growth:.2f} ms per token from {below[0]} to "
+        f"{below[-1]} tokens, as fast as the {knee['ms_per_token_past_ridge']:.2f} ms past its knee. There the "
+        "CPU added the arithmetic to the reads instead of hiding it under them."
+    )
+
+
 def _ridge() -> dict:
     if not RIDGE_RESULT.is_file():
         raise SystemExit(f"{RIDGE_RESULT} is missing: run `python bench/ridge_cpu.py` first; the lab's text quotes it.")
     ridge = json.loads(RIDGE_RESULT.read_text())
-    knee, machine = ridge["knee"], ridge["machine"]
+    machine = ridge["machine"]
+    dtype = ridge.get("dtype", "float32")
     k = ridge["points"][0]["num_speculative_tokens"]
-    rows = [f"| {p['batch_size']} | {p['tokens_per_step']} | {p['step_ms']:.0f} |" for p in ridge["points"]]
-    points = ridge["points"]
-    low, high = points[0]["tokens_per_step"], points[-1]["tokens_per_step"]
-    readable = knee["ms_per_token_past_ridge"] > 0 and low <= knee["ridge_tokens_per_step"] <= high
-    if readable:
-        probe = ridge["roofline_probe"]
-        read_ms = ridge["weights_gb"] / (probe["copy_gb_s"] / 2) * 1000
-        floor, slope, ridge_t = knee["flat_ms"], knee["ms_per_token_past_ridge"], knee["ridge_tokens_per_step"]
-        fitted = knee.get("fitted_through_tokens") or [low, high]
-        floor_is_reads = abs(floor / read_ms - 1) <= 0.15
-        reads = (
-            f"about the time to read its {ridge['weights_gb']:.2f} GB of weights once at the probe's read rate "
-            f"({read_ms:.0f} ms at {probe['copy_gb_s'] / 2:.1f} GB/s, half its copy rate): it reads the same "
-            "weights whatever it carries"
-            if floor_is_reads
-            else f"against {read_ms:.0f} ms to read its {ridge['weights_gb']:.2f} GB of weights at the probe's read rate"
+    points = sorted(ridge["points"], key=lambda p: p["tokens_per_step"])
+    rows = [f"| {p['batch_size']} | {p['tokens_per_step']} | {p['step_ms']:.0f} |" for p in points]
+    low = points[0]["tokens_per_step"]
+    ridge_t, ridge_from = _ridge_value(ridge)
+    rate, rate_name = _read_rate(ridge)
+    read_ms = ridge["weights_gb"] / rate * 1000
+    floor = points[0]["step_ms"]
+    # how the step grows below the ridge: the measured steps that carry fewer tokens than it
+    below = [p for p in points if p["tokens_per_step"] <= ridge_t]
+    parts = [
+        f"The {low}-token step takes {floor:.0f} ms against {read_ms:.0f} ms to read its {ridge['weights_gb']:.2f} GB "
+        f"of {dtype} weights once at {rate:.1f} GB/s ({rate_name}), {floor / read_ms:.2f}x the read time."
+    ]
+    if len(below) >= 2:
+        last = below[-1]
+        growth = _ms_per_token(points, low, last["tokens_per_step"])
+        parts.append(
+            f"Below the ridge it grows {growth:.2f} ms per token ({last['tokens_per_step']} tokens take "
+            f"{last['step_ms'] / floor:.2f}x the {low}-token step for {last['tokens_per_step'] / low:.0f}x the "
+            "tokens): not flat, as on the ideal roofline, but far from proportional to the tokens."
         )
-        # a step below the ridge, to show what extra tokens cost there
-        below = [p for p in points[1:] if p["tokens_per_step"] < ridge_t and p["step_ms"] >= points[0]["step_ms"]]
-        cheap = ""
-        if below:
-            b = below[-1]
-            cost, more = b["step_ms"] / points[0]["step_ms"], b["tokens_per_step"] / low
-            if cost < more:
-                cheap = (
-                    f" Below it extra tokens are cheap ({b['tokens_per_step']} tokens cost {cost:.1f}x the {low}-token "
-                    f"step, not {more:.0f}x); past it each token adds the same {slope:.1f} ms."
-                )
-        # whether reads and arithmetic overlap: where the fitted line meets zero tokens, with its uncertainty
-        overlap = ""
-        se = knee.get("intercept_se_ms")
-        if se is not None:
-            at, lo, hi = knee["intercept_ms"], knee["intercept_ms"] - 2 * se, knee["intercept_ms"] + 2 * se
-            if lo <= floor <= hi and lo > 0:
-                overlap = (
-                    f" The fitted line meets zero tokens at {at:.0f} ms (give or take {2 * se:.0f}), within reach "
-                    "of the floor: on this CPU the arithmetic mostly adds to the reads instead of hiding under "
-                    "them, so the part below the ridge rises instead of lying level as on the ideal roofline."
-                )
-            elif lo <= 0 <= hi:
-                overlap = (
-                    f" The fitted line meets zero tokens near 0 ms ({at:.0f}, give or take {2 * se:.0f}), as on "
-                    "the ideal roofline, where the arithmetic hides under the reads."
-                )
-        odd = [
-            q
-            for q, r in zip(points, points[1:])
-            if q["step_ms"] > r["step_ms"] and q is not points[0] and q["tokens_per_step"] < fitted[0]
-        ]
-        aside = ""
-        if odd:
-            named = " and ".join(str(q["tokens_per_step"]) for q in odd)
-            aside = (
-                f" The {named}-token step{'s run' if len(odd) > 1 else ' runs'} slower than the next larger one, "
-                "run after run: something of that shape on this CPU, not the roofline, and below the steps the "
-                "slope is fitted through."
+    past = [p for p in points if p["tokens_per_step"] > ridge_t]
+    if len(past) >= 2:
+        parts.append(
+            f"Past it the steps take {past[0]['step_ms'] / floor:.1f}x to {past[-1]['step_ms'] / floor:.1f}x the floor "
+            f"({past[0]['tokens_per_step']} to {past[-1]['tokens_per_step']} tokens), unevenly: "
+            "the CPU's matrix kernels run some shapes faster than others, and the runs of one shape scatter."
+        )
+        jumps = [(q, r) for q, r in zip(past, past[1:]) if r["step_ms"] > 2.5 * q["step_ms"]]
+        for q, r in jumps:
+            parts.append(
+                f"The {r['tokens_per_step']}-token step takes {r['step_ms'] / q['step_ms']:.1f}x the "
+                f"{q['tokens_per_step']}-token one: a shape off the fast path, not the roofline."
             )
-        reading = (
-            f"The {low}-token step takes {floor:.0f} ms, {reads}. Past the knee every token adds about "
-            f"{slope:.1f} ms of arithmetic (fitted from {fitted[0]} to {fitted[-1]} tokens). The ridge, where a "
-            f"step's arithmetic takes as long as its weight reads, is near {ridge_t:.0f} tokens per step (the "
-            f"bandwidth and GEMM probe predicts {ridge['ridge_tokens_from_probe']:.0f}): a verify step with "
-            f"k = {k} reaches it near batch {ridge_t / (k + 1):.0f}.{cheap}{overlap}{aside}"
-        )
-    else:
-        first, last = points[0], points[-1]
-        small = [p["step_ms"] for p in points[: len(points) // 2]]
-        scatter = max(small) / min(small)
-        reading = (
-            f"This recorded run was taken while the machine was shared (the load average above, on "
-            f"{machine['cores']} cores), and it is too noisy to read a knee from: the step took "
-            f"{first['step_ms'] / 1000:.1f} s at {first['tokens_per_step']} tokens and "
-            f"{last['step_ms'] / 1000:.1f} s at {last['tokens_per_step']} ({high / low:.0f}x the tokens for "
-            f"{last['step_ms'] / first['step_ms']:.1f}x the time), but the steps below "
-            f"{points[len(points) // 2]['tokens_per_step']} tokens scatter by {scatter:.1f}x. The "
-            f"probe's ridge is {ridge['ridge_tokens_from_probe']:.0f} tokens per step. Rerun "
-            "`python bench/ridge_cpu.py` on a quiet machine (load average below the core count) to see "
-            "the flat part and the knee; the lab's text is rebuilt from what it records."
-        )
+    parts.append(
+        f"This machine's ridge, the one the lab quotes, is {ridge_t:.0f} tokens per step, {ridge_from}. A verify "
+        f"step with k = {k} reaches it near batch {ridge_t / (k + 1):.0f}."
+    )
+    reading = " ".join(parts) + _float32_note()
     return {
         "what": ridge["what"],
         "table": "\n".join(rows),
@@ -270,6 +314,8 @@ def _ridge() -> dict:
         "machine": f"{machine['cpu']}, {machine['cores']} cores, torch {ridge['versions'].get('torch', '?')}",
         "load": f"{machine['loadavg_before'][0]:.1f} before, {machine['loadavg_after'][0]:.1f} after",
         "k": str(k),
-        "tokens": f"{knee['ridge_tokens_per_step']:.0f}" if readable else "(not readable from the recorded run)",
-        "batch": f"{knee['ridge_tokens_per_step'] / (k + 1):.0f}" if readable else "(not readable)",
+        "dtype": dtype,
+        "tokens": f"{ridge_t:.0f}",
+        "batch": f"{ridge_t / (k + 1):.0f}",
+        "bf16_fast_path": "yes" if ridge.get("cpu_bf16_fast_path") else "no",
     }

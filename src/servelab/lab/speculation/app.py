@@ -26,6 +26,7 @@ from . import charts, drawing
 from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
 from .points import (
     BATCHES,
+    CONTEXTS,
     GPU_BACKENDS,
     METHODS,
     OUTPUT_LENS,
@@ -151,6 +152,13 @@ class SpecDecodeLab:
         self.backend_dropdown = w.Dropdown(
             options=list(BACKENDS.items()), value=s.backend, description="backend", style=wide, layout=full()
         )
+        self.context_slider = w.SelectionSlider(
+            options=list(CONTEXTS),
+            value=s.context_len if s.context_len in CONTEXTS else CONTEXTS[0],
+            description="context tokens (simulated)",
+            style=wide,
+            layout=full(),
+        )
         self.remote_off_text = w.Text(
             value=s.remote_off_url,
             description="URL, speculation off",
@@ -212,6 +220,7 @@ class SpecDecodeLab:
             (self.workload_dropdown, "servelab-workload"),
             (self.output_len_slider, "servelab-output-len"),
             (self.backend_dropdown, "servelab-backend"),
+            (self.context_slider, "servelab-context"),
             (self.remote_off_text, "servelab-remote-off-url"),
             (self.remote_on_text, "servelab-remote-on-url"),
             (self.model_text, "servelab-model"),
@@ -255,6 +264,7 @@ class SpecDecodeLab:
                 self.workload_dropdown,
                 self.output_len_slider,
                 self.backend_dropdown,
+                self.context_slider,
                 self.remote_box,
                 self.engine_box,
             ]
@@ -284,6 +294,7 @@ class SpecDecodeLab:
             self.workload_dropdown,
             self.output_len_slider,
             self.backend_dropdown,
+            self.context_slider,
             self.remote_off_text,
             self.remote_on_text,
             self.model_text,
@@ -328,7 +339,14 @@ class SpecDecodeLab:
             model=self.model_text.value.strip(),
             draft_model=self.draft_text.value.strip(),
             kv_cache_gb=float(self.kv_cache_text.value),
+            context_len=int(self.context_slider.value),
         )
+
+    def prediction_vs_result(self, prediction: dict):
+        """Your predicted crossovers (this machine; an H200 at your context) against the measured and simulated ones."""
+        from . import predict
+
+        return predict.Shown(predict.compare(prediction, self.book, self.sims, self.settings()))
 
     def set(self, **values) -> None:
         """Set controls by Settings field name (batch_size=64, method="routed", ...); each change redraws."""
@@ -345,6 +363,7 @@ class SpecDecodeLab:
             "model": self.model_text,
             "draft_model": self.draft_text,
             "kv_cache_gb": self.kv_cache_text,
+            "context_len": self.context_slider,
         }
         for name, value in values.items():
             if name not in names:
@@ -361,6 +380,8 @@ class SpecDecodeLab:
         backend = self.backend_dropdown.value
         self.remote_box.layout.display = "" if backend == "remote" else "none"
         self.engine_box.layout.display = "" if backend == "local" else "none"
+        # this machine's context is its workload's; only the simulated GPUs take one from the control
+        self.context_slider.layout.display = "" if backend in GPU_BACKENDS else "none"
         self.measure_button.disabled = bool(self.offline) or backend in GPU_BACKENDS
 
     # --- drawing ------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ test, the benchmark and the browser all read the same numbers.
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TypedDict
 
 from ... import simulate
@@ -92,6 +94,12 @@ def compute(
     """Everything the charts and the regime text show for this setting."""
     methods = methods_of(view, settings)
     sim, sim_about = sims.get(settings.backend)
+    if sim is not None and settings.simulated and sim.context_len != settings.context_len:
+        # each sequence reads its own KV cache every step: the context moves the simulated crossover
+        sim = replace(sim, context_len=settings.context_len)
+        sim_about = f"{sim_about}, context {settings.context_len:,} tokens"
+    elif sim is not None and settings.simulated:
+        sim_about = f"{sim_about}, context {sim.context_len:,} tokens"
     traces = {uid: Trace(uid, "") for uid in trace_uids(view)}
     k = settings.k
     schedule = adaptive_schedule(k, threshold[0]) if threshold else None
@@ -264,20 +272,11 @@ def regime_html(
     tokens = b * (k + 1)
     lines = []
     head = f"<b>Batch {b}, {html.escape(series_label(method, settings.k))}</b>"
-    if sim is not None:
-        hw = sim.hardware
-        ridge = hw.ridge_tokens_per_step(DTYPE_BYTES[sim.dtype])
-        bound = "compute-bound" if tokens > ridge else "memory-bound"
-        why = (
-            "each draft token verified now costs arithmetic, and every rejected one is wasted"
-            if tokens > ridge
-            else "the draft tokens ride along with weight reads the step pays for anyway"
-        )
+    if sim is not None and settings.simulated:
+        lines.append(f"{head}: {simulated_step_html(sim, b, k, method)}")
+    elif sim is not None:
         lines.append(
-            f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. "
-            f"{html.escape(hw.name)} in {sim.dtype} reaches its ridge point near "
-            f"<b>{ridge:.0f} tokens per step</b> ({hw.ridge_flop_per_byte:.1f} FLOP/byte), so this step "
-            f"is <b>{bound}</b>: {why}."
+            f"{head}: each verify step carries B(k+1) = {b} × ({k} + 1) = <b>{tokens}</b> tokens. {cpu_step_html()}"
         )
     else:
         lines.append(
@@ -310,9 +309,77 @@ def regime_html(
             cross.append(f"near batch {cross_simulated:.3g} simulated")
         if cross:
             lines.append("Speculation stops paying " + " and ".join(cross) + ".")
+        elif settings.simulated and curves.get(focus) is not None:
+            lines.append(
+                f"Simulated, speculation pays at every batch the slider reaches (up to {BATCHES[-1]}) at this context."
+            )
     if sim is not None:
         lines.append(f"<small>Dashed lines: {html.escape(sim_about)}.</small>")
     return "<br>".join(lines)
+
+
+def simulated_step_html(sim, b: int, k: int, method: str) -> str:
+    """The simulated GPU's step at this batch: KV reads, weight reads and arithmetic, each in ms, and which sets the time."""
+    drafter = "none" if not k or method == "none" else ("draft_model" if method == "draft_model" else "ngram")
+    step = sim.step(b, k if drafter != "none" else 0, drafter)
+    kv_ms = (
+        1000
+        * b
+        * sim.context_len
+        * sim.model.kv_bytes_per_token(sim.resolved_dtype)
+        / (sim.hardware.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency)
+    )
+    weights_ms = 1000 * step.memory_s - kv_ms
+    ridge = sim.hardware.ridge_tokens_per_step(DTYPE_BYTES[sim.resolved_dtype])
+    sets = "the arithmetic" if step.bound == "compute" else "the memory reads"
+    return (
+        f"simulated {html.escape(sim.hardware.name)}, {html.escape(sim.model.name)} in {sim.resolved_dtype}, "
+        f"context {sim.context_len:,} tokens. A verify step carries B(k+1) = {b} × ({k} + 1) = "
+        f"<b>{step.tokens_verified:.0f}</b> tokens and reads the weights once (<b>{weights_ms:.1f} ms</b>) "
+        f"plus every sequence's own KV cache, B × context, however many tokens it verifies "
+        f"(<b>{kv_ms:.1f} ms</b>); its arithmetic takes <b>{1000 * step.compute_s:.1f} ms</b>. "
+        f"The simulator takes the larger of the arithmetic and all the reads, so {sets} set this step "
+        f"(<b>{step.bound}-bound</b>). The datasheet ridge, {ridge:.0f} tokens per step, counts weight "
+        "reads only: the longer the context, the more tokens a step carries before arithmetic catches "
+        "up with its reads, and the later speculation stops paying."
+    )
+
+
+RIDGE_RESULT = "bench/results/ridge-cpu.json"
+
+
+@lru_cache(maxsize=1)
+def _recorded_ridge() -> dict | None:
+    from ... import paths
+
+    path = paths.REPO_DIR / RIDGE_RESULT  # a checkout's; an installed package has none and says so
+    try:
+        return json.loads(path.read_text()) if paths.IN_CHECKOUT else None
+    except (OSError, ValueError):
+        return None
+
+
+def cpu_step_html() -> str:
+    """What a CPU's verify step is made of, from the recorded verify-step benchmark: never a datasheet roofline."""
+    ridge = _recorded_ridge()
+    if not ridge or not (ridge.get("knee") or {}).get("ms_per_token_past_ridge"):
+        return (
+            "This CPU's ridge is not drawn here: no verify-step benchmark is recorded "
+            f"({RIDGE_RESULT}, from <code>python bench/ridge_cpu.py</code>)."
+        )
+    knee, below = ridge["knee"], ridge.get("ms_per_token_below_ridge")
+    added = (
+        f"{below:.1f} ms per token below the knee and {knee['ms_per_token_past_ridge']:.1f} past it"
+        if below is not None
+        else f"{knee['ms_per_token_past_ridge']:.1f} ms per token past the knee"
+    )
+    return (
+        f"On a CPU the step's arithmetic adds to its weight reads instead of hiding under them: the verify "
+        f"step recorded on the course's machine ({html.escape(ridge['machine']['cpu'])}, "
+        f"{ridge.get('dtype', 'float32')}; {RIDGE_RESULT}) grows by {added}, with its ridge near "
+        f"{knee['ridge_tokens_per_step']:.0f} tokens per step. There is no stretch where draft tokens ride free, "
+        "and this engine's small model spends most of each step on fixed per-step work besides (section 2)."
+    )
 
 
 # --- the charts in words: a summary sentence and the data as a table ------------------------------

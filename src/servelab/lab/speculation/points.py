@@ -26,6 +26,9 @@ STAND_IN = Path("configs") / "lab-cpu" / "records.jsonl"
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the batch slider: powers of two
 OUTPUT_LENS = (16, 32, 64, 128)
+# The context control: tokens each sequence attends over on the simulated GPUs (prompt + answer so far).
+# Each sequence reads its own KV cache every step, so the context moves the crossover (servelab.simulate).
+CONTEXTS = (256, 512, 1024, 2048, 4096, 8192)
 CURVE_BATCHES = tuple(round(2 ** (i / 4), 4) for i in range(0, 8 * 4 + 1))  # 1 to 256, four per doubling
 METHODS = {  # the method control: label -> Measurement.method
     "off": "none",
@@ -64,6 +67,7 @@ class Settings:
     model: str = ""  # "" = the bundled SmolLM2-135M-Instruct (CPU); a folder or hub id on a GPU
     draft_model: str = ""  # "" = the bundled 6-layer draft
     kv_cache_gb: float = 2.0
+    context_len: int = simulate.CONTEXT_LEN  # the simulated GPUs' context; this machine's comes from its records
 
     @property
     def simulated(self) -> bool:

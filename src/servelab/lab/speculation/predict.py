@@ -1,0 +1,126 @@
+"""Predict, then reveal: the learner's predicted crossovers against what this machine and the simulator show.
+
+The spec-decode lab asks for two numbers before anything is measured: the batch where n-gram speculation
+stops paying on this machine's engine, and on a simulated H200 serving Llama-3.1-8B at a context the
+learner chooses. compare() sets them beside the measured crossover (from the points measured here or
+recorded) and the simulated one at that context, and says by how much each prediction was off.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, replace
+
+from ... import simulate
+from ...measure import compare as pair_sweeps
+from ...measure import crossover_batch
+from .points import PointBook, Settings, Simulators
+
+FIELDS = ("context", "crossover_this_machine", "crossover_h200")
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    predicted: float | None
+    result: float | None  # None: speculation paid (or lost) at every batch looked at
+    source: str  # where the result comes from, in words
+
+
+def _number(prediction: dict, key: str) -> float | None:
+    value = prediction.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"prediction[{key!r}] should be a positive number (a batch size), or None; got {value!r}.")
+    return float(value)
+
+
+def compare(prediction: dict, book: PointBook, sims: Simulators, settings: Settings | None = None) -> list[Row]:
+    """The two predicted crossovers against this machine's measured one and the simulated H200's at the context."""
+    if not isinstance(prediction, dict):
+        raise ValueError("prediction should be a dict with keys " + ", ".join(FIELDS) + ".")
+    unknown = set(prediction) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"prediction has keys it should not: {sorted(unknown)}; use {', '.join(FIELDS)}.")
+    context = int(_number(prediction, "context") or simulate.CONTEXT_LEN)
+    s = replace(settings or Settings(), backend="local", method="ngram")
+    base, spec = book.points(s, "none"), book.points(s, "ngram")
+    rows = pair_sweeps(base.values(), spec.values())
+    measured = crossover_batch(rows) if rows else None
+    if not rows:
+        where = "nothing measured or recorded here yet for this workload, k and output length: press Measure"
+    else:
+        recorded = all(r.get("_source") == "recorded" for r in [*base.values(), *spec.values()])
+        where = (
+            "recorded on the course's machine (press Measure to measure yours)" if recorded else "measured here"
+        ) + f", n-gram k={s.k}, {s.workload} workload, batches {', '.join(str(r.batch_size) for r in rows)}"
+        if measured is None:
+            where += "; speculation paid at every batch measured"
+    sim, _ = sims.get("H200")
+    simulated = None
+    sim_where = "no simulator for the H200"
+    if sim is not None:
+        at = replace(sim, context_len=context)
+        simulated = at.crossover_batch(s.k, "ngram", simulate.ACCEPTANCE_RATE)
+        sim_where = (
+            f"simulated (H200 datasheet, {sim.model.name} in {sim.resolved_dtype}), n-gram k={s.k}, "
+            f"a = {simulate.ACCEPTANCE_RATE:g}, context {context:,} tokens"
+            + ("; speculation pays at every batch up to 4,096" if simulated is None else "")
+        )
+    return [
+        Row("crossover on this machine", _number(prediction, "crossover_this_machine"), measured, where),
+        Row(f"crossover on an H200 at {context:,} tokens", _number(prediction, "crossover_h200"), simulated, sim_where),
+    ]
+
+
+def _fmt(value: float | None, none: str) -> str:
+    return none if value is None else f"{value:.3g}"
+
+
+def verdict(row: Row) -> str:
+    """How far off a prediction was: a factor, since a crossover is a batch size on a log scale."""
+    if row.predicted is None:
+        return "no prediction given"
+    if row.result is None:
+        return "no crossover to compare with"
+    factor = row.predicted / row.result
+    if 1 / 1.5 <= factor <= 1.5:
+        return f"close: within 1.5x ({factor:.2f}x the result)"
+    return f"{factor:.2g}x the result: {'too high' if factor > 1 else 'too low'}"
+
+
+def table_html(rows: list[Row]) -> str:
+    body = "".join(
+        f"<tr><td>{html.escape(r.what)}</td><td>{_fmt(r.predicted, 'not given')}</td>"
+        f"<td>{_fmt(r.result, 'none')}</td><td>{html.escape(verdict(r))}</td><td>{html.escape(r.source)}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<table class='servelab-prediction'><caption>Your prediction against the result</caption>"
+        "<thead><tr><th scope='col'></th><th scope='col'>predicted batch</th><th scope='col'>result</th>"
+        "<th scope='col'>how close</th><th scope='col'>where the result comes from</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+class Shown:
+    """The comparison as a notebook shows it: a table, and the same in plain text."""
+
+    def __init__(self, rows: list[Row]):
+        self.rows = rows
+
+    def _repr_html_(self) -> str:
+        return table_html(self.rows)
+
+    def __repr__(self) -> str:
+        return table_text(self.rows)
+
+
+def table_text(rows: list[Row]) -> str:
+    return "\n".join(
+        f"{r.what}: predicted {_fmt(r.predicted, 'not given')}, result {_fmt(r.result, 'none')} ({verdict(r)}); "
+        f"{r.source}"
+        for r in rows
+    )
