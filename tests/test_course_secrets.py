@@ -36,7 +36,7 @@ def test_the_verdict_markers_find_every_verdict_file_and_the_graded_headers_leav
     for path in secrets_helpers.VERDICT_FILES:
         assert secrets_helpers.hits(path.read_text(), VERDICTS), path
     graded = secrets_helpers.graded_configs()
-    assert {"practice-1-batch-256", "practice-4-tp8-on-4-gpus", "70b-one-gpu-no-tp"} <= set(graded)
+    assert {"practice-1-batch-256", "practice-4-tp8-on-4-gpus", "70b-upgrade-h200"} <= set(graded)
     words = re.compile(r"\b(" + "|".join(sorted(secrets_helpers.verdicts())) + r")\b", re.IGNORECASE)
     for name in graded:
         header = [
@@ -118,7 +118,7 @@ def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_read
             "import servelab, servelab.lab, servelab.paths as p, vllm; "
             "import servelab.grading.capture, servelab.grading.runner; "
             "print(servelab.__file__); print(p.data_dir()); "
-            "print((p.data_dir() / 'configs' / '70b-one-gpu-no-tp.yaml').is_file())",
+            "print((p.data_dir() / 'configs' / '70b-upgrade-h200.yaml').is_file())",
         ],
         capture_output=True,
         text=True,

@@ -244,3 +244,34 @@ def test_the_lab_question_does_not_give_the_direction_away():
     lab = nbformat.read(course.get("lab25").student, as_version=4)
     question = next(c.source for c in lab.cells if c.get("id") == "rep2-question")
     assert "solution below" not in question and "turn\nspeculation off" not in question
+
+
+def _cell(nb, cell_id: str) -> str:
+    return " ".join(re.sub(r"(?m)^> ?", "", next(c.source for c in nb.cells if c.get("id") == cell_id)).split())
+
+
+def test_every_crossover_the_lesson_names_says_for_which_context_and_drafter():
+    from servelab import hardware, modelspec, simulate
+
+    claim = _cell(STUDENT, "claim-spec-threshold")
+    sim = simulate.default_simulator(modelspec.preset("Llama-3.1-8B"), hardware.get("H200"))
+    at_1024 = simulate.crossover_by_context(sim, (1024,), 4, "ngram", 0.7)[0]["crossover_batch"]
+    assert "drafter that costs nothing" in claim and "256-token context" in claim
+    assert f"near **{at_1024:.0f}** at 1,024" in claim and "from 2,048 tokens on" in claim
+    # the quiz's model answer is about a draft model, at the contexts where its loss holds
+    solution = " ".join(" ".join(c.source.split()) for c in SOURCE.cells)
+    assert "a Llama-3.2-1B draft" in solution and "at 4,096 tokens it still gains" in solution
+    assert "past that break-even (about 114" not in solution
+    # the table of crossovers by context is in the lesson, filled from the simulator
+    assert "| context (tokens) | n-gram crossover |" in TEXT and "| 4,096 | none up to 4,096 |" in TEXT
+
+
+def test_the_knob_audit_does_not_give_its_verdicts_away():
+    assert "no-tp" not in TEXT and "one-gpu" not in TEXT  # the config's file name names no finding
+    assert "unquantized bf16 weights give up no accuracy" not in TEXT
+    assert "speculation off adds no verification work" not in TEXT
+
+
+def test_the_recap_does_not_settle_a_prediction_before_its_cell():
+    recap = _cell(STUDENT, "recap")
+    assert "change the output distribution" not in recap and "shift" not in recap

@@ -455,8 +455,8 @@ def test_plain_text_report_lists_every_finding(tmp_path):
     deep = tmp_path.joinpath(*(["a-rather-long-folder-name"] * 6))
     deep.mkdir(parents=True)
     config, workload = deep / "config.yaml", deep / "workload.yaml"
-    config.write_text(config_path("70b-one-gpu-no-tp").read_text())
-    workload.write_text(workload_path("70b-one-gpu-no-tp").read_text())
+    config.write_text(config_path("70b-upgrade-h200").read_text())
+    workload.write_text(workload_path("70b-upgrade-h200").read_text())
     report = review.review_files(config, workload)
     text = str(report)
     assert text.splitlines()[0].startswith("2 wrong, 1 unjustified, 3 justified: review of ")

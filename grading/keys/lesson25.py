@@ -10,10 +10,38 @@ servelab.grading.checkers, key). Numeric keys are computed from servelab's own
 presets (servelab.grading.keys); the judgement keys are written out below.
 """
 
+from servelab import hardware, modelspec, simulate
 from servelab.grading import keys
 
+# The simulated numbers the feedback quotes, each with its assumptions: Llama-3.1-8B on an H200 in bf16,
+# k = 4, a = 0.7; n-gram drafts (free) or a Llama-3.2-1B draft model; the context each sequence attends over.
+_TARGET, _H200 = modelspec.preset("Llama-3.1-8B"), hardware.get("H200")
+_NGRAM = {
+    r["context_len"]: r
+    for r in simulate.crossover_by_context(simulate.Simulator(_TARGET, _H200), (256, 1024, 2048), 4, "ngram", 0.7)
+}
+_DRAFT = {
+    r["context_len"]: r
+    for r in simulate.crossover_by_context(
+        simulate.Simulator(_TARGET, _H200, draft=modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")),
+        (256, 1024, 4096),
+        4,
+        "draft_model",
+        0.7,
+        batch=200,
+    )
+}
+_BREAK_EVEN = simulate.Simulator(_TARGET, _H200).break_even_batch(4, 0.7)
+_ASSUMED = "Llama-3.1-8B on an H200, k = 4, a = 0.7"
+
+
+def _at(rows: dict, context: int) -> str:
+    cross = rows[context]["crossover_batch"]
+    return f"{cross:.0f}" if cross is not None else "none up to batch 4,096"
+
+
 # The config the knob audit reviews (the lesson's AUDIT_CASE).
-AUDIT_CASE = "70b-one-gpu-no-tp"
+AUDIT_CASE = "70b-upgrade-h200"
 
 # --------------------------------------------------------------------------- the keys that are judgement
 
@@ -34,10 +62,14 @@ PREDICT_KEY = {
         "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
         "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
         "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
-        "disable_above_64": "64 is a guess: the roofline's break-even is near 114 and the simulator puts the crossover "
-        "near 132, so batches 65 to about 131 still gain (1.2x at 100; the reveal after the quiz).",
+        "disable_above_64": f"64 is a guess. By the simulator ({_ASSUMED}, n-gram drafts) speculation stops paying "
+        f"near batch {_at(_NGRAM, 256)} at a 256-token context, near {_at(_NGRAM, 1024)} at 1,024, and not at all "
+        f"({_at(_NGRAM, 2048)}) from 2,048 on; the roofline's break-even without KV reads is near {_BREAK_EVEN:.0f}. "
+        "So batches above 64 still gain at every context; a draft model, which costs time of its own, pulls the "
+        "crossover in (the reveal after the quiz).",
         "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
-        "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary.",
+        "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary (the "
+        "reveal after practice 3).",
         "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
         "(the reveal after practice 5).",
         "util_means_compute": "utilization.gpu counts time a kernel runs, near 100% in memory-bound decode too "
@@ -148,7 +180,8 @@ PRACTICE4_KEY = {
             "rel_tol": 0.0,
             "feedback": "On this one 4-GPU node a tensor-parallel group has at most 4 GPUs (vLLM "
             "does not start when TP x PP exceeds the GPUs it has). With more nodes vLLM "
-            "can run TP across them (on Ray), but every all-reduce then crosses the "
+            "can run TP across them (on Ray, or with its multiprocessing backend and --nnodes), but every "
+            "all-reduce then crosses the "
             "network, so that is a choice to measure; vLLM's guide keeps TP inside a "
             "node and adds pipeline stages across nodes, each with GPUs of its own.",
         },
@@ -163,8 +196,10 @@ PRACTICE5_KEY = {
         "a": "Speculation's verification work is not free once the step is compute-bound; 'always' is what the primary source contradicts.",
         "b": "It comes closest, for its first half: memory-bound, verification rides on weights read "
         "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
-        "past break-even (near ridge x E / (k + 1), not at the ridge itself). Its last clause does not hold at "
-        "a fixed load: there TPOT moves with throughput (the simulator at batch 256: 11.3 ms per token with "
+        "past break-even (not at the ridge itself; how far past depends on the context, since every sequence's KV "
+        "reads add to the step, and on the drafter). Its last clause does not hold at "
+        "a fixed load: there TPOT moves with throughput (the simulator, for Llama-3.1-8B on an H200 with n-gram "
+        "k = 4, a = 0.7 at a 256-token context, at batch 256: 11.3 ms per token with "
         "speculation, 7.1 ms without), so past break-even latency gets worse too.",
         "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
         "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
@@ -179,8 +214,12 @@ QUIZ_KEY = {
         "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
         "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
         "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the 206-token ridge (a plain step's 200 "
-        "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs. "
-        "Scale speculation back, or off, as the batch grows.",
+        "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs, and the draft "
+        "model's own steps cost time. "
+        f"That loses on short contexts: by the simulator ({_ASSUMED}, a Llama-3.2-1B draft) the crossover is near "
+        f"batch {_at(_DRAFT, 256)} at 256 tokens and {_at(_DRAFT, 1024)} at 1,024, while at 4,096 tokens speculation "
+        f"still gains {_DRAFT[4096]['speedup_at_batch']:.2f}x at batch 200; the measured 15 % loss places this "
+        "fleet among the short ones. Scale speculation back, or off, as the batch grows.",
         "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
     },
 }
