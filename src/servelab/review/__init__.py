@@ -16,8 +16,11 @@ From a shell (exit status 0 clean, 1 findings, 2 bad input):
 
     servelab review CONFIG --workload WORKLOAD.yaml [--gpu H100 --gpus-per-node 8] [--var NAME=VALUE] [--json]
 
-CONFIG is vLLM's YAML, a `vllm serve ...` command line, a Kubernetes manifest, or
-production-stack Helm values.
+CONFIG is vLLM's YAML, a `vllm serve ...` command line or launch script (SLURM job scripts
+included), a Python script building vllm.LLM / AsyncEngineArgs / a Ray Serve LLMConfig, a
+docker compose file, a SageMaker SM_VLLM_* environment, a systemd unit, a Kubernetes manifest,
+or production-stack / llm-d Helm values (forms.FORMS_READ lists them). It is judged as the
+vLLM it pins (versions.py), else 0.32.0.
 """
 
 from __future__ import annotations
@@ -120,7 +123,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "config",
         metavar="CONFIG",
         help="the serving config: vLLM's YAML (with a deployment block), a `vllm serve` command "
-        "line, a Kubernetes manifest, or production-stack Helm values",
+        "line or launch script (SLURM included), a Python script (vllm.LLM, AsyncEngineArgs, Ray Serve "
+        "LLMConfig), docker compose, a SageMaker SM_VLLM_* environment, a systemd unit, a Kubernetes "
+        "manifest, or production-stack / llm-d Helm values",
     )
     parser.add_argument(
         "--workload",
@@ -141,7 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a shell variable the config's script uses but does not assign ($TP_SIZE); repeatable",
+        help="a shell variable the config's script uses but does not assign ($TP_SIZE), or "
+        "VLLM_VERSION=0.10.0 to judge the config as that vLLM release; repeatable",
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
