@@ -209,11 +209,18 @@ def load_part(students: int) -> tuple[dict, bool]:
     runs: dict[str, dict] = {}
     try:
         ready = servers.start()
-        load.run_class(servers.urls, 1)  # warm-up: the first requests after a start pay one-off costs
+        # each simulated student with a key of their own, as the hub hands them out (the batch sampler reads
+        # /metrics with the first one)
+        keys = list(servers.grant([f"student-{i}" for i in range(max(1, students))]).values())
+        os.environ["SERVELAB_REMOTE_API_KEY"] = keys[0]
+        load.run_class(servers.urls, 1, keys=keys)  # warm-up: the first requests after a start pay one-off costs
         # the class on one server at a time, so both see the same class (a student done early on the faster
         # server would otherwise move on and leave the slower one with more of the class)
         for key, url in servers.urls.items():
-            runs[key] = {"alone": load.run_class({key: url}, 1), "together": load.run_class({key: url}, students)}
+            runs[key] = {
+                "alone": load.run_class({key: url}, 1, keys=keys),
+                "together": load.run_class({key: url}, students, keys=keys),
+            }
     finally:
         servers.stop()
         shutil.rmtree(tmp, ignore_errors=True)

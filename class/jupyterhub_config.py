@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from servelab.classroom import limits
+from servelab.classroom import servers as class_servers
 from servelab.classroom.hub import ClassSettings, lab_environment, single_user_command
 from servelab.paths import REPO_DIR
 
@@ -83,6 +84,8 @@ def pre_spawn_hook(spawner):
         # servelab.grading.safe_html); this adds a Content-Security-Policy on its pages of a
         # submission and sandboxes the files handed in beside the notebook (servelab.grading.page_policy).
         env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([env["JUPYTER_CONFIG_PATH"], str(PAGE_POLICY_CONFIG)])
+    if settings.remote_off_url:  # the user's own key for the class's servers (servelab.classroom.servers)
+        env["SERVELAB_REMOTE_API_KEY"] = class_servers.key_for(settings.state, spawner.user.name)
     spawner.environment = {**spawner.environment, **env}
 
 

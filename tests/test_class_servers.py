@@ -1,14 +1,21 @@
-"""`servelab class servers`: the class's two vLLM servers start, answer, and serve the lab's remote backend."""
+"""`servelab class servers`: the class's two vLLM servers start, answer, and serve the lab's remote backend,
+each student with their own key and a bounded share, the servers run by their own unprivileged user."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import pwd
 import socket
+import subprocess
+import urllib.error
+import urllib.request
 
 import pytest
 
 from servelab.classroom import ClassError, load
-from servelab.classroom.servers import ClassServers
-from servelab.remote import RemoteServer
+from servelab.classroom.servers import ENGINE_USER, ClassServers
+from servelab.remote import RemoteError, RemoteServer
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +46,13 @@ def servers(tmp_path_factory):
         yield pair
 
 
-def test_both_servers_answer_and_the_lab_measures_a_point_on_each(servers):
+@pytest.fixture(scope="module")
+def keys(servers):
+    return servers.grant(["ada", "bo", "s0", "s1", "s2", "s3"])
+
+
+def test_both_servers_answer_and_the_lab_measures_a_point_on_each(servers, keys, monkeypatch):
+    monkeypatch.setenv("SERVELAB_REMOTE_API_KEY", keys["ada"])  # as the hub hands it to her lab
     off = RemoteServer(servers.urls["off"], timeout_s=120)
     on = RemoteServer(servers.urls["on"], method="ngram", num_speculative_tokens=4, timeout_s=120)
     assert off.info()["model"] == on.info()["model"]
@@ -50,11 +63,13 @@ def test_both_servers_answer_and_the_lab_measures_a_point_on_each(servers):
     assert plain.output_tokens == spec.output_tokens == 16
 
 
-def test_the_servers_batch_is_the_class_s(servers):
+def test_the_servers_batch_is_the_class_s(servers, keys, monkeypatch):
     """A few students at the batch-1 and batch-2 sliders put more requests in the server's batch than one."""
     url = {"off": servers.urls["off"]}
-    alone = load.run_class(url, 1, batch_sizes=(1, 2), timeout_s=120)
-    together = load.run_class(url, 4, batch_sizes=(1, 2), timeout_s=120)
+    monkeypatch.setenv("SERVELAB_REMOTE_API_KEY", keys["bo"])  # the batch sampler reads /metrics as bo
+    students = [keys[f"s{i}"] for i in range(4)]
+    alone = load.run_class(url, 1, batch_sizes=(1, 2), timeout_s=120, keys=students)
+    together = load.run_class(url, 4, batch_sizes=(1, 2), timeout_s=120, keys=students)
     for run, students in ((alone, 1), (together, 4)):
         assert [s["requests"] for s in run["per_student"]] == [3] * students  # nobody's point was lost
         assert run["servers"]["off"]["requests"] == 3 * students
@@ -62,3 +77,51 @@ def test_the_servers_batch_is_the_class_s(servers):
     together_batch = together["servers"]["off"]["num_requests_running_peak"]
     assert 1 <= alone_batch <= 2  # one student: the slider is the batch
     assert together_batch > 2, together  # four students: the batch is the class's
+
+
+def test_a_request_without_a_class_key_is_refused_and_one_students_share_is_bounded(servers, keys):
+    """No key, a made-up key: 401 with what to do. One student's share + 4 requests at once: at most the share
+    runs, the rest are refused at once (429, the share named), and a classmate's request meanwhile is served."""
+    url = servers.urls["off"]
+    for key in ("", "sl-made-up"):
+        with pytest.raises(RemoteError, match="SERVELAB_REMOTE_API_KEY"):
+            RemoteServer(url, api_key=key, timeout_s=60).info()
+    share = servers.per_student
+    ada = [RemoteServer(url, api_key=keys["ada"], timeout_s=120) for _ in range(share + 4)]
+    bo = RemoteServer(url, api_key=keys["bo"], timeout_s=120)
+    for server in ada + [bo]:
+        server.info()  # the model's name, asked once each, before the burst
+
+    async def burst():
+        return await asyncio.gather(
+            *(s.astream(["Say hi."], 4) for s in ada), bo.astream(["Say hi."], 4), return_exceptions=True
+        )
+
+    *hers, his = asyncio.run(burst())
+    refused = [r for r in hers if isinstance(r, RemoteError)]
+    assert len(refused) >= 4 and len(hers) - len(refused) <= share, hers
+    assert all("429" in str(r) and f"at most {share} requests" in str(r) for r in refused)
+    assert not isinstance(his, BaseException) and his[0].output_tokens == 4  # the classmate was served
+
+
+def test_only_the_lab_s_paths_pass_and_vllm_is_reached_only_through_the_proxy(servers, keys):
+    url = servers.urls["off"]
+    for path in ("/tokenize", "/invocations", "/v1/load_lora_adapter", "/docs"):
+        request = urllib.request.Request(url + path, data=b"{}", headers={"Authorization": f"Bearer {keys['ada']}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 404, path
+    for engine in (servers.off, servers.on):
+        assert "--uds" in engine.command()  # vLLM listens on a Unix socket, not on a port any local user can open
+        assert engine.socket_path.is_socket()
+    if os.geteuid() != 0:
+        pytest.skip("the engines' own system user and another user's view need root")
+    engines = pwd.getpwnam(ENGINE_USER).pw_uid
+    for proc in servers.processes():  # vLLM's two API servers and nginx's master: none of them root
+        status = open(f"/proc/{proc.pid}/status").read()
+        assert [int(u) for u in status.split("Uid:")[1].split()[:4]] == [engines] * 4
+    knock = f"import socket; socket.socket(socket.AF_UNIX).connect({str(servers.off.socket_path)!r})"
+    other = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", knock], capture_output=True, text=True, cwd="/"
+    )
+    assert other.returncode != 0 and "PermissionError" in other.stderr

@@ -8,6 +8,7 @@ batch (servelab.classroom).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import urllib.request
@@ -63,8 +64,10 @@ def spec_counters(metrics: dict[str, float]) -> dict[str, int]:
 
 
 def read_metrics(url: str) -> dict[str, float]:
-    """A server's /metrics now (url: the server root, http://host:port)."""
-    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+    """A server's /metrics now (url: the server root, http://host:port), with the class key if one is set."""
+    key = os.environ.get("SERVELAB_REMOTE_API_KEY", "")
+    request = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {key}"} if key else {})
+    with urllib.request.urlopen(request, timeout=5) as r:
         return parse_prometheus(r.read().decode())
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -74,7 +75,8 @@ class RemoteServer:
     hardware: str = ""  # e.g. "H100": lets the roofline simulator judge its records
     model: str = ""  # the served model id; "" = the first one /v1/models lists
     timeout_s: float = DEFAULT_TIMEOUT_S
-    api_key: str = ""
+    # The class's servers want each student's own key; the hub puts it in SERVELAB_REMOTE_API_KEY.
+    api_key: str = field(default_factory=lambda: os.environ.get("SERVELAB_REMOTE_API_KEY", ""))
 
     def __post_init__(self):
         self.url = normalize_url(self.url)
@@ -379,6 +381,18 @@ class RemoteServer:
             body = response.text.strip().replace("\n", " ")
         except Exception:  # noqa: BLE001 - a body that cannot be decoded says nothing more
             body = ""
+        if response.status_code == 401:
+            return RemoteError(
+                f"{self.url} refused {what} without a valid key (HTTP 401): a class's server needs your own "
+                "key, which the hub sets as SERVELAB_REMOTE_API_KEY in your lab; restart your server from the "
+                "hub's control panel, or ask the instructor."
+            )
+        if response.status_code == 429:
+            return RemoteError(
+                f"{self.url} refused {what}: over your share of this shared server (HTTP 429"
+                + (f": {body[:300]}" if body else "")
+                + "). Measure at a smaller batch size, or wait for your other requests to finish."
+            )
         return RemoteError(
             f"{self.url} answered {what} with HTTP {response.status_code}"
             + (f": {body[:200]}" if body else "")

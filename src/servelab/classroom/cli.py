@@ -53,6 +53,12 @@ def add_arguments(parser) -> None:
     servers.add_argument("--off-port", type=int, default=8100)
     servers.add_argument("--on-port", type=int, default=8101)
     servers.add_argument("--k", type=int, default=4, help="num_speculative_tokens of the n-gram server")
+    servers.add_argument(
+        "--per-student",
+        type=int,
+        default=8,
+        help="requests one student may have at a server at once, running or queued (more get HTTP 429)",
+    )
     servers.set_defaults(class_func=cmd_servers)
 
     report = sub.add_parser(
@@ -96,7 +102,13 @@ def cmd_servers(args) -> int:
 
     args.state.mkdir(parents=True, exist_ok=True)
     servers = ClassServers(
-        model=args.model, off_port=args.off_port, on_port=args.on_port, k=args.k, log_dir=args.state / "logs"
+        model=args.model,
+        off_port=args.off_port,
+        on_port=args.on_port,
+        k=args.k,
+        log_dir=args.state / "logs",
+        state=args.state.resolve(),
+        per_student=args.per_student,
     )
     print(
         f"Starting two vLLM servers ({args.model or 'the bundled model, CPU'}): this takes a minute or more ...",
@@ -106,7 +118,11 @@ def cmd_servers(args) -> int:
     (args.state / "servers.json").write_text(json.dumps(servers.urls, indent=1) + "\n")
     print(f"speculation off: {servers.urls['off']}   (ready after {took['off']:.0f} s)")
     print(f"n-gram k={args.k}:   {servers.urls['on']}   (ready after {took['on']:.0f} s)")
-    print("`servelab class up` hands these to every student's lab. Ctrl-C stops both.", flush=True)
+    print(
+        f"`servelab class up` hands these to every student's lab, with the student's own key; each student may "
+        f"have {args.per_student} requests at a server at once. Ctrl-C stops both.",
+        flush=True,
+    )
     try:
         _wait_for_stop()
     finally:

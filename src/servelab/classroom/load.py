@@ -105,14 +105,30 @@ def _prompts(workload: str, batch_size: int, student: int) -> list[str]:
 
 
 def run_class(
-    urls: dict[str, str], students: int, batch_sizes=BATCH_SIZES, output_len: int = OUTPUT_LEN, timeout_s: float = 300.0
+    urls: dict[str, str],
+    students: int,
+    batch_sizes=BATCH_SIZES,
+    output_len: int = OUTPUT_LEN,
+    timeout_s: float = 300.0,
+    keys: list[str] | None = None,
 ) -> dict:
-    """Run `students` loops at once against the servers at `urls`; each student's summary and each server's batch."""
-    servers = {key: RemoteServer(url, timeout_s=timeout_s) for key, url in urls.items()}
+    """Run `students` loops at once against the servers at `urls`; each student's summary and each server's batch.
+
+    keys: each student's key for the class's servers (servelab.classroom.servers.grant), one per student;
+    without them every student sends SERVELAB_REMOTE_API_KEY (or none)."""
+    if keys is not None and len(keys) < students:
+        raise ValueError(f"{students} students need {students} keys, not {len(keys)}")
+
+    def servers_of(i: int) -> dict[str, RemoteServer]:
+        servers = {name: RemoteServer(url, timeout_s=timeout_s) for name, url in urls.items()}
+        for server in servers.values():
+            server.api_key = server.api_key if keys is None else keys[i]
+        return servers
+
     samplers = {key: BatchSampler(url) for key, url in urls.items()}
 
     async def everybody():
-        return await asyncio.gather(*(student_loop(i, servers, batch_sizes, output_len) for i in range(students)))
+        return await asyncio.gather(*(student_loop(i, servers_of(i), batch_sizes, output_len) for i in range(students)))
 
     for sampler in samplers.values():
         sampler.__enter__()
