@@ -61,6 +61,7 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.GetGrades",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
     "servelab.grading.feedback.HideHiddenTests",
+    "servelab.grading.feedback.MarkUngraded",  # the page says "not graded yet" where nbgrader counts 0
 ]
 
 # The feedback and formgrader's view of a submission (in the instructor's Jupyter server,
@@ -74,6 +75,12 @@ c.HTMLExporter.filters = {
     "markdown2html": "servelab.grading.safe_html.markdown2html",  # nbgrader's templates draw markdown uncleaned
     "clean_html": "servelab.grading.safe_html.clean_html",
 }
+# Around that, the templates write notebook values into their own attributes (an image's size
+# unquoted, cell tags as classes): the whole page is rebuilt after the template has run
+# (servelab.grading.pages): sanitized whole, its scripts by nonce under a Content-Security-Policy,
+# in the language below. formgrader's view is rebuilt as it is sent (grading/jupyter/ enables it).
+c.GenerateFeedback.exporter_class = "servelab.grading.pages.FeedbackExporter"
+c.HTMLExporter.language_code = "en"  # the pages' <html lang>: the course is written in English
 
 # Student notebooks carry no outputs and keep their cell tags (raises-exception for nbval).
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

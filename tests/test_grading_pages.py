@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from browser_helpers import REPO, JupyterLab, chromium, require_chromium
+from bs4 import BeautifulSoup
 
 from servelab.grading import course, pipeline, safe_html
 
@@ -149,6 +150,50 @@ def hostile_outputs_cell(canary: str) -> str:
     )
 
 
+FAKE_HEADER = "lesson25 (Score: 41.0 / 41.0)"  # what a student's cell, laid over the real header, would claim
+HIDDEN_WORDS = "a cell the student tried to hide"
+
+
+def attribute_cells(canary: str) -> list:
+    """Code cells whose outputs and metadata reach the templates' own attributes: image sizes and alt text
+    (nbconvert writes width={{ width }} unquoted), a metadata entry under a forged mimetype, cell tags (written
+    into class), a cell id (written into id) and a cell's alt metadata. Each carries a script that would call
+    the canary and, in formgrader, give the attacker full marks through its API."""
+    run = base64.b64encode(
+        (
+            payload_js(canary, "attribute")
+            + ";fetch(location.origin+'/formgrader/api/grades?submission_id='+(window.submission_id||''))"
+            + ".then(r=>r.json()).then(gs=>gs.forEach(g=>fetch(location.origin+'/formgrader/api/grade/'+g.id,"
+            + "{method:'PUT',body:JSON.stringify({manual_score:g.max_score})})))"
+        ).encode()
+    ).decode()
+    run_js = f"eval(atob('{run}'))"
+    sizes = {
+        "width": f"320 onload={run_js}",
+        "height": f'10" onerror="{run_js}',
+        "alt": f'picture" onerror="{run_js}',
+        "unconfined": f'" onload="{run_js}',
+    }
+    forged = f'image/png" onload="{run_js}'  # a mimetype key is a string the student chose too
+    show = "\n".join(
+        [
+            "from IPython.display import publish_display_data",
+            f"meta = {sizes!r}",
+            f"publish_display_data({{'image/png': {PNG_1PX!r}, 'text/plain': 'a picture'}},",
+            f"                     metadata={{'image/png': meta, {forged!r}: meta}})",
+            f"publish_display_data({{'image/jpeg': {PNG_1PX!r}}}, metadata=meta)",
+            "publish_display_data({'image/png': " + repr(PNG_1PX) + "})  # the cell's own alt metadata below",
+        ]
+    )
+    pictures = nbformat.v4.new_code_cell(show, metadata={"alt": f'x" onerror="{run_js}'})
+    pictures.id = "navbar-fixed-top"
+    header = nbformat.v4.new_code_cell(
+        f"print({FAKE_HEADER!r})", metadata={"tags": ["x navbar-fixed-top navbar-default", " pull-right help"]}
+    )
+    hidden = nbformat.v4.new_code_cell(f"print({HIDDEN_WORDS!r})", metadata={"tags": ["x hidden"]})
+    return [header, pictures, hidden]
+
+
 def hostile_submission(canary: str) -> nbformat.NotebookNode:
     """The perfect sample with payloads in its written answer, a markdown cell (and its attachments), a raw
     HTML cell and a cell's outputs."""
@@ -168,7 +213,7 @@ def hostile_submission(canary: str) -> nbformat.NotebookNode:
         },
     )
     raw = nbformat.v4.new_raw_cell(hostile_html(canary, "raw"), metadata={"raw_mimetype": "text/html"})
-    nb.cells[2:2] = [attached, raw, nbformat.v4.new_code_cell(hostile_outputs_cell(canary))]
+    nb.cells[2:2] = [attached, raw, nbformat.v4.new_code_cell(hostile_outputs_cell(canary)), *attribute_cells(canary)]
     return nb
 
 
@@ -244,12 +289,19 @@ def page_state(page) -> dict:
             title: document.title,
             pwned: window.__pwned === undefined ? null : window.__pwned,
             handlers: all.filter(e => Array.from(e.attributes).some(a => a.name.startsWith('on'))).length,
-            dangerous: root.querySelectorAll('script, iframe, object, embed, base, meta, link, style, form, svg').length,
-            urls: all.flatMap(e => ['href', 'src', 'action', 'srcdoc', 'style'].map(a => [a, e.getAttribute(a)]))
+            // formgrader's cells are drawn in frames with an empty sandbox (no scripts, an opaque origin): those count apart
+            dangerous: root.querySelectorAll('script, iframe:not([sandbox=""]), object, embed, base, meta, link, style, form, svg').length,
+            frames: Array.from(root.querySelectorAll('iframe')).map(f => f.getAttribute('sandbox')),
+            urls: all.flatMap(e => ['href', 'src', 'action', 'srcdoc', 'style']
+                                      .filter(a => !(a === 'srcdoc' && e.matches('iframe[sandbox=""]')))
+                                      .map(a => [a, e.getAttribute(a)]))
                      .filter(([a, v]) => v && (a === 'style' ? /url\(/i.test(v)
                               : !v.startsWith('#') && !v.startsWith('data:image/') && !/^(https?:|mailto:)/.test(v)))
                      .map(([a, v]) => a + '=' + v),
             text: document.body.innerText,
+            // what the frames show, read here without running it (DOMParser builds an inert document)
+            framed: Array.from(root.querySelectorAll('iframe[sandbox=""]'))
+                         .map(f => new DOMParser().parseFromString(f.srcdoc, 'text/html').body.textContent).join(' '),
         };
     }""")
 
@@ -337,7 +389,8 @@ def test_formgraders_view_of_a_submission_runs_nothing_the_student_wrote(graded,
     scores = page.evaluate(auto_scores)
     assert scores == clean.evaluate(auto_scores) and len(scores) > 0
     assert any(float(v or 0) > 0 for v in scores), scores
-    assert "My working, in my own words" in state["text"]
+    assert "My working, in my own words" in state["framed"] and "My working" not in state["text"]
+    assert state["frames"] and set(state["frames"]) == {""}, state["frames"]  # every frame: an empty sandbox
     assert "base-uri 'none'" in page.response.headers["content-security-policy"]
     for page_, _, _ in views.values():
         page_.close()
@@ -362,6 +415,126 @@ def test_a_file_handed_in_beside_the_notebook_runs_nothing_in_formgrader(graded,
         assert page.evaluate("() => window.__pwned === undefined") and page.title() != "pwned", name
         page.close()
     assert canary.hits == [], canary.hits
+
+
+# --- notebook values in the templates' own attributes: sizes, alt text, mimetype keys, tags, ids ----------
+ATTRIBUTE_STATE = r"""() => {
+    const all = Array.from(document.querySelectorAll('body *'));
+    const visible = e => !!(e.offsetWidth || e.offsetHeight || e.getClientRects().length);
+    const topmost = e => { const r = e.getBoundingClientRect(); const x = r.left + r.width / 2, y = r.top + r.height / 2;
+                           const hit = document.elementFromPoint(x, y); return !!hit && (hit === e || e.contains(hit)); };
+    const header = document.querySelector('.panel-heading h4') || document.querySelector('nav');
+    const nav = Array.from(document.querySelectorAll('nav a[href]')).filter(visible);
+    return {
+        handlers: all.filter(e => Array.from(e.attributes).some(a => a.name.startsWith('on'))).length,
+        sizes: all.filter(e => e.tagName === 'IMG').flatMap(e => ['width', 'height'].map(a => e.getAttribute(a)))
+                  .filter(v => v !== null && !/^[0-9]+$/.test(v)),
+        fixed: all.filter(e => getComputedStyle(e).position === 'fixed').map(e => e.tagName + '#' + e.id + '.' + e.className),
+        celltags: all.filter(e => Array.from(e.classList).some(c => c === 'hidden' || c.startsWith('celltag_'))).length,
+        ids: all.map(e => e.id).filter(id => id && /cell-id|navbar/.test(id)),
+        header_on_top: topmost(header),
+        nav_covered: nav.filter(e => !topmost(e)).map(e => e.textContent.trim()),
+        words: document.body.innerText,
+        hidden_visible: all.some(e => visible(e) && e.children.length === 0 && e.textContent.includes('HIDDEN')),
+    };
+}"""
+
+
+def gradebook_rows(graded) -> dict[str, list[tuple]]:
+    """Every grade and comment in the gradebook, by student: what a page that ran as the instructor could change."""
+    from nbgrader.api import Gradebook
+
+    root = graded["instructor"] / "grading" / "course"
+    rows: dict[str, list[tuple]] = {}
+    with Gradebook(pipeline.gradebook_url(root)) as gb:
+        for student in ("perfect", "hostile"):
+            nb = gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, student)
+            rows[student] = sorted(
+                [("grade", g.name, g.auto_score, g.manual_score, g.extra_credit) for g in nb.grades]
+                + [("comment", c.name, c.auto_comment, c.manual_comment) for c in nb.comments]
+            )
+    return rows
+
+
+def check_attribute_state(state: dict, where: str) -> None:
+    assert state["handlers"] == 0 and state["sizes"] == [], (where, state)  # sizes are numbers or nothing
+    assert state["celltags"] == 0 and state["ids"] == [], (where, state)  # no tag became a class, no cell id an id
+    assert state["header_on_top"] and state["nav_covered"] == [], (where, state)  # nothing laid over the page's own
+    # formgrader's own fixed parts only: its navigation bar, the help button, the status line
+    assert set(state["fixed"]) <= {"NAV#.navbar navbar-default navbar-fixed-top", "DIV#.help", "DIV#statusmessage."}, (
+        where,
+        state["fixed"],
+    )
+
+
+@in_chromium
+def test_notebook_values_in_attributes_stay_values_in_both_pages(graded, formgrader, browser, canary):
+    """Image sizes and alt text with handlers, a forged mimetype key, cell tags `x navbar-fixed-top ...` and
+    `x hidden`, a cell id: opened as the student (the feedback file) and as the instructor (formgrader)."""
+    before = gradebook_rows(graded)
+    feedback = graded["out"] / "feedback" / LESSON.name / "hostile.html"
+    page, _ = open_and_record(browser, feedback.as_uri(), "file://", canary.url)
+    state = page.evaluate(ATTRIBUTE_STATE.replace("HIDDEN", HIDDEN_WORDS))
+    check_attribute_state(state, "feedback")
+    assert FAKE_HEADER in state["words"] and state["hidden_visible"], state  # the cells are drawn, as text
+    # Its policy admits the template's scripts alone (a nonce), and the page says its language.
+    policy = page.locator('meta[http-equiv="Content-Security-Policy"]').get_attribute("content")
+    assert "'nonce-" in policy and "'unsafe-inline'" not in policy.split("script-src")[1].split(";")[0], policy
+    assert page.evaluate("() => document.documentElement.lang") == "en"
+    page.close()
+
+    origin = formgrader.base_url
+    view = f"{origin}/formgrader/submissions/{submission_id(graded, 'hostile')}/"
+    page, requested = open_and_record(browser, view, origin, canary.url)
+    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=60_000)
+    state = page.evaluate(ATTRIBUTE_STATE.replace("HIDDEN", HIDDEN_WORDS))
+    check_attribute_state(state, "formgrader")
+    # The student's cells are in frames with an empty sandbox (no script, an opaque origin), none in the page.
+    frames = page.evaluate(
+        "words => Array.from(document.querySelectorAll('iframe'))"
+        ".map(f => [f.sandbox.length, f.getAttribute('sandbox'), f.srcdoc.includes(words)])",
+        FAKE_HEADER,
+    )
+    assert frames and all(n == 0 and attr == "" for n, attr, _ in frames), frames
+    assert any(has for _, _, has in frames) and FAKE_HEADER not in state["words"], "the student's cell left its frame"
+    header = page.response.headers["content-security-policy"]
+    scripts = header.split("script-src")[1].split(";")[0]
+    assert "'nonce-" in scripts and "'unsafe-inline'" not in scripts and "'self'" not in scripts, header
+    page.close()
+    assert canary.hits == [], canary.hits
+    assert gradebook_rows(graded) == before  # no grade or comment moved, the attacker's or a classmate's
+    hostile, perfect = graded["results"]["hostile"], graded["results"]["perfect"]
+    assert hostile.score == perfect.score and hostile.tests == perfect.tests
+
+
+@in_chromium
+def test_feedback_says_which_written_answers_are_not_graded_yet(graded, browser):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(pipeline.gradebook_url(graded["instructor"] / "grading" / "course")) as gb:
+        nb = gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, "perfect")
+        waiting = [g.name for g in nb.grades if g.auto_score is None and g.manual_score is None]
+        scored = {g.name: (g.score, g.max_score) for g in nb.grades if g.auto_score is not None}
+    html = (graded["out"] / "feedback" / LESSON.name / "perfect.html").read_text()
+    soup = BeautifulSoup(html, "html.parser")
+    for name in waiting:
+        entry = soup.find("a", href=f"#{name}").parent.get_text(" ")
+        assert "not graded yet" in entry and "0.0 /" not in entry, entry
+    for name, (score, points) in scored.items():  # an autograded one keeps its number
+        entry = soup.find("a", href=f"#{name}").parent.get_text(" ")
+        assert f"(Score: {round(score, 2)} / {round(points, 2)})" in entry and "not graded" not in entry, entry
+    assert waiting, "the sample has written answers for the instructor to grade"
+
+
+@in_chromium
+def test_axe_finds_the_feedback_pages_language(graded, browser):
+    from browser_helpers import axe_audit, require_axe
+
+    require_axe()
+    page, _ = open_and_record(browser, (graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), "file://")
+    found = {v["id"] for v in axe_audit(page, "body")}
+    assert not found & {"html-has-lang", "html-lang-valid", "frame-title"}, found
+    page.close()
 
 
 # --- the control: without the course's settings the same payloads fire ---------------------------------
@@ -409,6 +582,114 @@ def _render_plainly_and_open(graded, browser, canary, tmp_path) -> dict:
     return fired
 
 
+@in_chromium
+def test_the_instructor_still_grades_and_comments_in_formgrader(graded, formgrader, browser, canary):
+    """Runs after the pages' tests (it changes the gradebook): a manual score and a comment, typed into the
+    view of the hostile submission, are saved through formgrader's own script; nothing else moves."""
+    from nbgrader.api import Gradebook
+
+    before = gradebook_rows(graded)
+    origin = formgrader.base_url
+    sid = submission_id(graded, "hostile")
+    page, _ = open_and_record(browser, f"{origin}/formgrader/submissions/{sid}/", origin, canary.url)
+    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=60_000)
+    with Gradebook(pipeline.gradebook_url(graded["instructor"] / "grading" / "course")) as gb:
+        nb = gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, "hostile")
+        grade = next(g for g in nb.grades if g.auto_score is None and g.manual_score is None)  # a written answer
+        name, points = grade.name, grade.max_score
+        commented = next(c.name for c in nb.comments)
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        page.fill(f'input.score[id="{name}"]', str(points / 2))
+        page.locator(f'input.score[id="{name}"]').blur()
+    assert saved.value.ok
+    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT") as saved:
+        page.fill(f'textarea[id="{commented}-comment"]', "Clear reasoning; say which workload you assumed.")
+        page.locator(f'textarea[id="{commented}-comment"]').blur()
+    assert saved.value.ok
+    page.close()
+    after = gradebook_rows(graded)
+    assert after["perfect"] == before["perfect"]  # the classmate's rows are untouched
+    changed = set(after["hostile"]) ^ set(before["hostile"])
+    assert {row[1] for row in changed} == {name, commented}, changed
+    assert ("grade", name, None, points / 2, None) in after["hostile"]
+    assert any(r[:2] == ("comment", commented) and r[3].startswith("Clear reasoning") for r in after["hostile"])
+    assert canary.hits == [], canary.hits
+
+
+def test_the_page_is_rebuilt_whole_even_where_the_outputs_were_not_cleaned(tmp_path):
+    """Unit: nbconvert's classic template with its defaults (no InertOutputs, nbconvert's own filters) writes a
+    handler into an image's width and tags into classes; the rebuilt page (pages.py) keeps neither, for both
+    templates, and keeps the template's structure and formgrader's controls."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from servelab.grading import pages
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A lesson")])
+    cell = nbformat.v4.new_code_cell(
+        "x",
+        metadata={
+            "tags": ["x navbar-fixed-top navbar-default", "x hidden"],
+            "nbgrader": {
+                "grade": True,
+                "grade_id": "q1",
+                "points": 2,
+                "solution": True,
+                "locked": False,
+                "schema_version": 3,
+                "score": None,
+            },
+        },
+    )
+    cell.id = "navbar"
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"image/png": PNG_1PX},
+            metadata={"image/png": {"width": "320 onload=alert(1)", "height": "10 style=position:fixed"}},
+        )
+    ]
+    nb.cells.append(cell)
+    resources = {
+        "nbgrader": {"notebook": "lesson25", "score": 0, "max_score": 2, "late_penalty": 0},
+        "index": 0, "total": 1, "base_url": "/user/grace", "submission_id": "abc", "notebook_id": "lesson25",
+        "assignment_id": "lesson25", "notebook_path": "grading/course/autograded/ada/lesson25/lesson25.ipynb",
+        "student": "ada",
+    }  # fmt: skip
+    for template in ("feedback", "formgrade"):
+        exporter = HTMLExporter(
+            template_name=template,
+            extra_template_basedirs=[handlers.template_path],
+            extra_template_paths=[str(Path(handlers.static_path) / "node_modules" / "bootstrap" / "dist" / "css")],
+        )
+        plain, _ = exporter.from_notebook_node(nb, resources=dict(resources))
+        assert 'onload="alert(1)"' in plain and "celltag_x navbar-fixed-top" in plain, template  # the attacks landed
+        if template == "feedback":
+            page = pages.feedback_page(plain, "en", {"q1"}, nonce="N0NCE")
+        else:
+            page = pages.formgrader_page(plain, "N0NCE", "/user/grace")
+        soup = BeautifulSoup(page, "html.parser")
+        everything = [soup, *(BeautifulSoup(f["srcdoc"], "html.parser") for f in soup.find_all("iframe"))]
+        elements = [e for doc in everything for e in doc.find_all(True)]
+        styled = [e for e in elements if "style" in e.attrs and "servelab-cell" not in e.get("class", [])]
+        assert not [e for e in elements if any(a.startswith("on") for a in e.attrs)] and not styled, template
+        assert all(
+            re.fullmatch(r"\d+", e.get(a, "0")) for e in elements if e.name == "img" for a in ("width", "height")
+        )
+        classes = {c for e in elements if e.name != "nav" for c in e.get("class", [])}  # nav: formgrader's bar
+        assert not classes & {"hidden", "navbar-default"} and not [c for c in classes if c.startswith("celltag")]
+        assert not [e for e in elements if e.get("id", "").startswith(("cell-id", "navbar"))], template
+        assert [e.get("nonce") for e in soup.find_all("script")] == ["N0NCE"] * len(soup.find_all("script"))
+        assert soup.html["lang"] == "en" and soup.find_all("script"), template
+        if template == "formgrade":
+            assert soup.find("input", id="q1", class_="score") and soup.find("textarea", id="q1-comment")
+            frames = soup.find_all("iframe")
+            assert frames and all(f.has_attr("sandbox") and not "".join(f["sandbox"]) for f in frames)
+            assert "navbar-fixed-top" in soup.find("nav")["class"]  # formgrader's own bar keeps its classes
+        else:
+            assert "Score: not graded yet / 2.0" in soup.get_text(), template
+
+
 def test_the_sanitizer_keeps_what_a_learner_writes():
     """Unit: the policy keeps text, tables, code highlighting and data: images; drops what runs or loads."""
     kept = safe_html.sanitize(
@@ -435,8 +716,8 @@ def test_the_policy_covers_formgraders_submission_pages_only():
     from servelab.grading import page_policy
 
     prefix = "/user/ada/formgrader/submissions/"
-    assert page_policy.policy_for(prefix + "abc123/", prefix) == page_policy.VIEW_POLICY
-    assert page_policy.policy_for(prefix + "abc123/next", prefix) == page_policy.VIEW_POLICY
+    assert page_policy.policy_for(prefix + "abc123/", prefix) == page_policy.VIEW
+    assert page_policy.policy_for(prefix + "abc123/next", prefix) == page_policy.VIEW
     assert page_policy.policy_for(prefix + "abc123/report.html", prefix) == page_policy.FILE_POLICY
     assert page_policy.policy_for(prefix + "abc123/sub/figure.svg", prefix) == page_policy.FILE_POLICY
     assert page_policy.policy_for("/user/ada/lab/tree/x.ipynb", prefix) is None  # JupyterLab keeps Jupyter's own

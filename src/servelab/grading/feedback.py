@@ -1,14 +1,19 @@
-"""A feedback preprocessor: learners see what the checkers said, never the hidden tests.
+"""Feedback preprocessors: learners see what the checkers said, never the hidden tests.
 
 nbgrader's feedback renders the autograded notebook, whose test cells were put
 back from the gradebook with their hidden regions in full. `HideHiddenTests`
 drops those regions and cuts a hidden test's traceback (which quotes its source
 lines) down to the error's name and message.
+
+`MarkUngraded` names the answers nobody has graded yet (no autograde, no manual
+score in the gradebook): nbgrader counts them as 0 and its template prints
+"0.0 / 1.0"; the page says "not graded yet" there instead (pages.FeedbackExporter).
 """
 
 from __future__ import annotations
 
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.api import Gradebook
 from traitlets import Bool, Unicode
 
 BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -47,3 +52,18 @@ class HideHiddenTests(Preprocessor):
                 if output.get("output_type") == "error":
                     output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+class MarkUngraded(Preprocessor):
+    """Record in resources["servelab_ungraded"] the grade ids with neither an autograde nor a manual score."""
+
+    enabled = Bool(True, help="Whether to run this preprocessor (on by default, unlike nbconvert's).").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            notebook = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+            resources["servelab_ungraded"] = {
+                g.name for g in notebook.grades if g.auto_score is None and g.manual_score is None
+            }
+        return nb, resources

@@ -111,7 +111,25 @@ class InertOutputs(Preprocessor):
 
 
 def _inert_metadata(key: str, value):
-    """An output's metadata is keyed by mimetype (or holds a size directly): keep only sizes and alt text."""
+    """An output's metadata is keyed by mimetype (or holds a size directly): keep only sizes and alt text.
+
+    A size is a whole number or nothing (nbconvert writes it into the page unquoted); the page is
+    sanitized whole afterwards too (pages.py), this keeps the notebook itself honest.
+    """
     if key in INERT_OUTPUT_METADATA:
-        return value
-    return {k: v for k, v in value.items() if k in INERT_OUTPUT_METADATA} if isinstance(value, dict) else {}
+        return _size(value) if key in {"width", "height"} else value
+    if not isinstance(value, dict):
+        return {}
+    kept = {k: _size(v) if k in {"width", "height"} else v for k, v in value.items() if k in INERT_OUTPUT_METADATA}
+    return {k: v for k, v in kept.items() if v is not None}
+
+
+def _size(value) -> int | None:
+    """An image's width or height as a whole number of pixels, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and 0 < value < 100_000:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 5:
+        return int(value.strip())
+    return None
