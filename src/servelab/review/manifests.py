@@ -1,0 +1,359 @@
+"""Kubernetes manifests, Helm values (production-stack, llm-d) and SkyPilot tasks: the container
+or values that run vLLM, read from the YAML nodes (so every flag keeps its line) into a _Builder.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+import yaml
+
+from .. import hardware
+from .cmdline import _API_SERVER, _Builder, _from_command_text, _from_command_tokens
+
+# Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
+_CHART_ONLY_KEYS = {"v1", "extraArgs"}
+_GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
+
+# --- YAML helpers ----------------------------------------------------------------------
+
+
+def _yaml_nodes(text: str) -> list | None:
+    try:
+        return [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+    except yaml.YAMLError:
+        return None
+
+
+def _has_key(node: yaml.Node, key: str) -> bool:
+    return isinstance(node, yaml.MappingNode) and any(k.value == key for k, _ in node.value)
+
+
+def _get(node: yaml.Node | None, *path: str) -> yaml.Node | None:
+    for key in path:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return node
+
+
+def _value(node: yaml.Node | None) -> Any:
+    """The plain value of a YAML node."""
+    if node is None:
+        return None
+    loader = yaml.SafeLoader("")
+    try:
+        return loader.construct_object(node, deep=True)
+    finally:
+        loader.dispose()
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return node.start_mark.line + 1 if node is not None else None
+
+
+def _line_of(node: yaml.Node) -> int:
+    """The line of a node that is there (a sequence item, a key, a node found and checked)."""
+    return node.start_mark.line + 1
+
+
+def _seq(node: yaml.Node | None) -> list[yaml.Node]:
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
+# --- Kubernetes manifests ---------------------------------------------------------------
+
+
+def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
+    builder.form = "Kubernetes manifest"
+    found = []  # (label, pod spec node, replicas, nodes)
+    for root in roots:
+        kind = str(_value(_get(root, "kind")) or "")
+        name = str(_value(_get(root, "metadata", "name")) or kind)
+        replicas = _value(_get(root, "spec", "replicas")) or 1
+        if kind in ("Deployment", "StatefulSet", "ReplicaSet", "Job"):
+            found.append((name, _get(root, "spec", "template", "spec"), replicas, 1))
+        elif kind == "Pod":
+            found.append((name, _get(root, "spec"), 1, 1))
+        elif kind == "LeaderWorkerSet":
+            group = _get(root, "spec", "leaderWorkerTemplate")
+            size = _value(_get(group, "size")) or 1
+            pod = _get(group, "leaderTemplate", "spec") or _get(group, "workerTemplate", "spec")
+            found.append((name, pod, replicas, size))
+        elif kind == "InferenceService":
+            predictor = _get(root, "spec", "predictor")
+            replicas = _value(_get(predictor, "minReplicas")) or 1
+            found.append((name, predictor, replicas, 1))
+        elif kind == "RayClusterFleet":
+            cluster = _get(root, "spec", "template", "spec")
+            workers = sum(
+                _count(_value(_get(w, "replicas")) or 0)
+                for w in _seq(_get(cluster, "workerGroupSpecs"))
+                if isinstance(_count(_value(_get(w, "replicas")) or 0), int)
+            )
+            found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
+    candidates = []
+    for name, pod, replicas, nodes in found:
+        for container in _seq(_get(pod, "containers")) + ([_get(pod, "model")] if _get(pod, "model") else []):
+            if _runs_vllm(container):
+                candidates.append((name, pod, container, replicas, nodes))
+    if select:
+        chosen = [c for c in candidates if c[0] == select or str(_value(_get(c[2], "name"))) == select]
+        if not chosen:
+            raise builder.error(
+                None,
+                f"no workload named {select!r} runs vLLM here; found: {', '.join(c[0] for c in candidates) or 'none'}",
+            )
+        candidates = chosen
+    if not candidates:
+        raise builder.error(
+            _line(roots[0]),
+            "no container in this manifest runs vLLM (a `vllm serve` or "
+            f"`{_API_SERVER}` command, or a vllm/vllm-openai image)",
+        )
+    if len(candidates) > 1:
+        raise builder.error(
+            None,
+            f"{len(candidates)} containers run vLLM here "
+            f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME",
+        )
+    name, pod, container, replicas, nodes = candidates[0]
+    env = {}
+    if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
+        env.update({"LWS_GROUP_SIZE": str(_count(nodes)), "LWS_WORKER_INDEX": "0"})
+    for item in _seq(_get(container, "env")):
+        key, value = _value(_get(item, "name")), _value(_get(item, "value"))
+        if key is not None and value is not None:
+            env[str(key)] = str(value)
+    env.update(builder.variables)  # --var NAME=VALUE stands in for what the cluster injects
+    words: list[tuple[str, int]] = []
+    for part in ("command", "args"):
+        node = _get(container, part)
+        items = _seq(node) if isinstance(node, yaml.SequenceNode) else ([node] if node is not None else [])
+        for item in items:
+            text = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(_value(item)))
+            words.append((text, _line_of(item)))
+    shell = (
+        len(words) >= 2
+        and words[0][0].split("/")[-1] in ("sh", "bash")
+        and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
+    )
+    if shell:
+        script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
+        text, line = words[script_index]
+        _from_command_text(builder, text, line, env)
+    elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
+        builder.argv(words, model_positional=False)
+    else:
+        joined = [w for w, _ in words]
+        if any(w.endswith("vllm") for w in joined) or _API_SERVER in joined:
+            _from_command_tokens(builder, words)
+        else:  # the vllm-openai image's entrypoint is vLLM's server: args are its flags
+            builder.argv(words)
+    if "model" not in builder.data and "MODEL_ID" in env:
+        builder.set("model", env["MODEL_ID"], None)
+    gpus = None
+    for section in ("limits", "requests"):
+        for resource in _GPU_RESOURCE:
+            node = _get(container, "resources", section, resource)
+            if node is not None and gpus is None:
+                gpus = _value(node)
+                builder.lines[("deployment", "gpus-per-node")] = _line_of(node)
+    if gpus is not None:
+        builder.deployment["gpus-per-node"] = _count(gpus)
+    if _count(nodes) != 1:
+        builder.deployment["nodes"] = _count(nodes)
+    if _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    gpu = _gpu_from_selectors(_get(pod, "nodeSelector"), _get(pod, "affinity"))
+    if gpu:
+        builder.deployment["gpu"], line = gpu
+        builder.lines[("deployment", "gpu")] = line
+
+
+def _count(value: Any) -> Any:
+    """A count as Kubernetes writes it ("8" or 8) as a number; anything else is left for the
+    reviewer's own checks to refuse with its line."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def _runs_vllm(container: yaml.Node) -> bool:
+    if container is None:
+        return False
+    if _get(container, "modelFormat") is not None:
+        return True
+    text = " ".join(str(_value(_get(container, part)) or "") for part in ("image", "command", "args"))
+    return "vllm" in text.lower()
+
+
+def _gpu_from_selectors(selector: yaml.Node | None, affinity: yaml.Node | None) -> tuple[str, int] | None:
+    """A GPU type named by a node selector or a node-affinity term (GKE, NVIDIA GPU feature discovery, EKS)."""
+    values: list[yaml.Node] = []
+    if isinstance(selector, yaml.MappingNode):
+        values += [v for _, v in selector.value]
+    terms = _get(affinity, "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+    for term in _seq(terms):
+        for expression in _seq(_get(term, "matchExpressions")):
+            values += _seq(_get(expression, "values"))
+    for node in values:
+        text = str(_value(node))
+        try:
+            return hardware.get(text).name, _line_of(node)
+        except hardware.UnknownHardware:
+            continue
+    return None
+
+
+# --- production-stack Helm values ----------------------------------------------------------
+
+
+def _camel_to_flag(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", key).lower()
+
+
+def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
+    builder.form = "production-stack Helm values"
+    specs = _seq(_get(root, "servingEngineSpec", "modelSpec"))
+    if not specs:
+        raise builder.error(_line(root), "servingEngineSpec.modelSpec lists no model")
+    names = [str(_value(_get(s, "name"))) for s in specs]
+    if select:
+        if select not in names:
+            raise builder.error(None, f"no modelSpec named {select!r}; found: {', '.join(names)}")
+        spec = specs[names.index(select)]
+    elif len(specs) > 1:
+        raise builder.error(
+            _line(specs[1]),
+            f"servingEngineSpec.modelSpec lists {len(specs)} models ({', '.join(names)}); pick one with --select NAME",
+        )
+    else:
+        spec = specs[0]
+    url = _get(spec, "modelURL")
+    if url is None:
+        raise builder.error(_line(spec), "the modelSpec has no modelURL (the model it serves)")
+    builder.set("model", str(_value(url)), _line_of(url))
+    config = _get(spec, "vllmConfig")
+    if isinstance(config, yaml.MappingNode):
+        for key_node, value_node in config.value:
+            key = key_node.value
+            if key in _CHART_ONLY_KEYS:
+                continue
+            builder.set(_camel_to_flag(key), _value(value_node), _line_of(key_node))
+        extra = _get(config, "extraArgs")
+        if extra is not None:
+            tokens = [(str(_value(item)), _line_of(item)) for item in _seq(extra)]
+            split: list[tuple[str, int]] = []
+            for token, line in tokens:  # "--flag value" in one list item is two words
+                split += [(word, line) for word in shlex.split(token)] if " " in token else [(token, line)]
+            builder.argv(split, model_positional=False)
+    gpus = _get(spec, "requestGPU")
+    if gpus is not None:
+        builder.deployment["gpus-per-node"] = _count(_value(gpus))
+        builder.lines[("deployment", "gpus-per-node")] = _line_of(gpus)
+    replicas = _value(_get(spec, "replicaCount"))
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    gpu_type = _get(spec, "requestGPUType")
+    if gpu_type is not None:
+        try:
+            builder.deployment["gpu"] = hardware.get(str(_value(gpu_type))).name
+            builder.lines[("deployment", "gpu")] = _line_of(gpu_type)
+        except hardware.UnknownHardware:
+            pass
+    terms = _get(spec, "nodeSelectorTerms")
+    if terms is not None and "gpu" not in builder.deployment:
+        affinity_like: dict[str, list[yaml.Node]] = {"values": []}
+        for term in _seq(terms):
+            for expression in _seq(_get(term, "matchExpressions")):
+                affinity_like["values"] += _seq(_get(expression, "values"))
+        for node in affinity_like["values"]:
+            try:
+                builder.deployment["gpu"] = hardware.get(str(_value(node))).name
+                builder.lines[("deployment", "gpu")] = _line_of(node)
+                break
+            except hardware.UnknownHardware:
+                continue
+
+
+# --- llm-d's model service Helm values ----------------------------------------------------
+
+
+def _from_llm_d(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
+    """llm-d-modelservice values: modelArtifacts names the model, decode (or prefill) the vLLM pods."""
+    builder.form = "llm-d model service Helm values"
+    name = _get(root, "modelArtifacts", "name")
+    if name is None:
+        raise builder.error(_line(root), "modelArtifacts has no name (the model it serves)")
+    builder.set("model", str(_value(name)), _line(name))
+    role = select or "decode"
+    pods = _get(root, role)
+    if pods is None or _value(_get(pods, "create")) is False:
+        raise builder.error(_line(root), f"no '{role}' pods are created here; pick decode or prefill with --select")
+    tensor = _get(pods, "parallelism", "tensor")
+    data = _get(pods, "parallelism", "data")
+    tp, dp = _count(_value(tensor) or 1), _count(_value(data) or 1)
+    if tensor is not None:  # the chart adds --tensor-parallel-size from parallelism
+        builder.set("tensor-parallel-size", tp, _line(tensor))
+    if data is not None and dp > 1:
+        builder.set("data-parallel-size", dp, _line(data))
+    if isinstance(tp, int) and isinstance(dp, int):
+        builder.deployment["gpus-per-node"] = tp * dp  # the chart requests one GPU per rank
+    if tensor is not None:
+        builder.lines[("deployment", "gpus-per-node")] = _line_of(tensor)
+    replicas = _value(_get(pods, "replicas"))
+    if replicas is not None and _count(replicas) != 1:
+        builder.deployment["replicas"] = _count(replicas)
+    containers = [c for c in _seq(_get(pods, "containers")) if _runs_vllm(c) or _get(c, "modelCommand") is not None]
+    if containers:
+        args = [(str(_value(item)), _line_of(item)) for item in _seq(_get(containers[0], "args"))]
+        builder.argv(args, model_positional=False)
+
+
+# --- SkyPilot task YAML ---------------------------------------------------------------------
+
+
+def _from_skypilot(builder: _Builder, root: yaml.MappingNode) -> None:
+    """A SkyPilot task: `envs` and the accelerators SkyPilot exports ($SKYPILOT_NUM_GPUS_PER_NODE)
+    resolve the `run` script's variables; `resources.accelerators` names the GPU (the first choice
+    where it lists several); `num_nodes` and `service.replicas` size the deployment."""
+    builder.form = "SkyPilot task"
+    envs = _get(root, "envs")
+    env = {str(_value(k)): str(_value(v)) for k, v in (envs.value if envs else []) if _value(v) is not None}
+    accelerators = _get(root, "resources", "accelerators")
+    choice: tuple[str, Any, int] | None = None
+    if isinstance(accelerators, yaml.MappingNode) and accelerators.value:
+        key, count = accelerators.value[0]
+        name, _, inline = str(_value(key)).partition(":")  # `{ H100:8 }` is one key "H100:8" in YAML
+        choice = (name, _value(count) if _value(count) is not None else (inline or 1), _line_of(key))
+    elif isinstance(accelerators, yaml.SequenceNode) and accelerators.value:
+        accelerators = accelerators.value[0]
+    if choice is None and isinstance(accelerators, yaml.ScalarNode):
+        text = str(_value(accelerators))
+        gpu, _, count = text.partition(":")
+        choice = (gpu, count or 1, _line_of(accelerators))
+    if choice is not None:
+        gpu, count, line = choice
+        try:
+            builder.deployment["gpu"] = hardware.get(gpu).name
+            builder.lines[("deployment", "gpu")] = line
+        except hardware.UnknownHardware:
+            pass
+        builder.deployment["gpus-per-node"] = _count(count)
+        builder.lines[("deployment", "gpus-per-node")] = line
+        env.setdefault("SKYPILOT_NUM_GPUS_PER_NODE", str(_count(count)))
+    nodes = _value(_get(root, "num_nodes"))
+    if nodes not in (None, 1):
+        builder.deployment["nodes"] = _count(nodes)
+        env.setdefault("SKYPILOT_NUM_NODES", str(_count(nodes)))
+    replicas = _value(_get(root, "service", "replicas"))
+    if replicas not in (None, 1):
+        builder.deployment["replicas"] = _count(replicas)
+    run = _get(root, "run")
+    if run is None:  # _is_skypilot chose this form for its run key
+        raise builder.error(_line(root), "the SkyPilot task has no run script")
+    first = _line_of(run) + (1 if isinstance(run, yaml.ScalarNode) and run.style == "|" else 0)
+    _from_command_text(builder, str(_value(run)), first, env)
