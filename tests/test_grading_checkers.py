@@ -506,6 +506,14 @@ CONCLUSIONS = [
     ("Speculation is not faster here, so go back to plain decoding.", "off"),
     ("It would not be a mistake to disable speculation.", "off"),
     ("Switch to plain decoding at batch 64.", "off"),
+    # a description of the config or of a run recommends nothing; a negation flips only what it governs
+    ("The configuration enables n-gram speculation, but at this batch it should not be turned on.", "off"),
+    ("The configuration enables n-gram speculation with k = 4.", None),
+    ("Speculation made 88 tok/s against 168 tok/s without it.", None),
+    ("There is no reason to disable speculation.", "on"),
+    ("There is no reason to keep speculation on.", "off"),
+    ("Disabling speculation is not something I would recommend.", "on"),
+    ("Turn off speculation? No. Keep it.", "on"),
     ("It depends on the batch; measure again at peak.", None),
     ("The numbers are close; I can't tell.", None),
     ("", None),
@@ -515,6 +523,23 @@ CONCLUSIONS = [
 @pytest.mark.parametrize("conclusion, says", CONCLUSIONS)
 def test_recommends_reads_the_conclusion_as_written(conclusion, says):
     assert checkers._recommends(conclusion) == says
+
+
+@pytest.mark.parametrize(
+    "conclusion, batch, says",
+    [
+        ("Enable it only below batch 8; at 64 it should be off.", 64, "off"),
+        ("Enable it only below batch 8; at 64 it should be off.", 4, "on"),
+        ("Enable it at batch 4 but not at batch 64.", 64, "off"),
+        ("Enable it at batch 4 but not at batch 64.", 4, "on"),
+        ("Use speculation up to batch 2 and switch it off from batch 4 upward.", 64, "off"),
+        ("Speculation should be off at low batch and on at high batch.", 64, "on"),
+        ("Speculation should be off at low batch and on at high batch.", 1, "off"),
+        ("Turning it off is what I would do at batch 1, but at 64 keep it.", 64, "on"),
+    ],
+)
+def test_a_policy_is_graded_at_the_learners_batch(conclusion, batch, says):
+    assert checkers._recommends(conclusion, batch) == says
 
 
 def test_a_negated_recommendation_is_not_marked_against_the_learner():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import nbformat
 import numpy as np
+import phrasings  # tests/phrasings.py: the held-out phrasings of the free-text answers
 import pytest
 
 from servelab.grading import capture, checkers, course, keys, trusted
@@ -514,3 +515,90 @@ def test_a_reason_that_names_no_fact_earns_half_the_share(knob, because):
     result = checkers.knob_audit(_one_reason(knob, because), AUDIT_KEY)
     assert result.points == pytest.approx(AUDIT_KEY["points"] - SHARE / 2), result.feedback
     assert f"{knob}-no-reason" in result.slips
+
+
+# --------------------------------------------------------------------------- held-out phrasings of the free-text parts
+# tests/data/grading_phrasings/: answers written from the questions, the course's data and the physics, without
+# reading the checkers, each with the class its writer expected (tests/phrasings.py puts one into a whole answer).
+# No right answer may lose its part, no wrong or non-committal one may gain it.
+
+# "partial" phrasings, decided from the questions; each says why.
+PARTIAL = {
+    # rep 1: the rubric's half share for the right verdict with a topic-only or fragment reason
+    **{p["text"]: 0.5 for p in phrasings.phrasings("rep1") if p["expected"] == "partial"},
+    # debatable: the recommendation (off) follows from the numbers; "was faster in my run" describes the run, and
+    # descriptions are not read as recommendations (the tok/s quoted are the records' own)
+    "Speculation was faster in my run, 168 vs 88 tok/s, so I would turn it off.": True,
+    # debatable, the same way: "keep it" follows from TPOT p50, the SLO metric; the throughput claim is a description
+    "Speculation doubled throughput, keep it.": True,
+    # the question asks which setting serves the SLO better, not whether the SLO is just met: on is 6x better
+    "Off meets the 500 ms p50 SLO at 495 ms, so keeping it off is acceptable.": False,
+    # W4A16's 1.19x is inside the lab's 2x noise band: no evidence for the change
+    "Switch to W4A16: 207 vs 175 tok/s.": False,
+    # rep 3: a concept names no metric; a rate, an accuracy or the gate's acceptance does
+    "output quality": False,
+    "mean output length": False,
+    "user thumbs-down rate": True,
+    "accuracy": True,
+    "acceptance rate": True,
+}
+
+
+def _cases(name):
+    return [pytest.param(name, p, id=f"{name}-{i}-{p['expected']}") for i, p in enumerate(phrasings.phrasings(name))]
+
+
+@pytest.mark.parametrize("name, phrasing", [c for name in phrasings.FILES for c in _cases(name)])
+def test_a_held_out_phrasing_earns_what_its_class_says(name, phrasing):
+    got, feedback = phrasings.grade(checkers, name, phrasing)
+    want = PARTIAL[phrasing["text"]] if phrasing["expected"] == "partial" else phrasings.expected(name, phrasing)
+    assert got == want, f"{phrasing['why']}\n{feedback}"
+
+
+def test_there_are_at_least_35_phrasings_of_each_part():
+    assert all(len(phrasings.phrasings(name)) >= 35 for name in phrasings.FILES)
+
+
+def test_a_wrong_conclusion_costs_the_whole_rep_in_both_labs():
+    spec = {
+        "slo_metric": "output_tok_s",
+        "batch_size": 64,
+        "backend": "local",
+        "better": 0,
+    }
+    for text in ("Keep speculation on for the fleet: it is the configured choice.", "I cannot tell."):
+        credited, points, feedback = phrasings.rep2_credited(checkers, "spec_rep2", {"text": text, "situation": spec})
+        assert not credited and points == 0, feedback
+    knob = {
+        "knob": "batching",
+        "settings": ["max_num_seqs=256", "max_num_seqs=4"],
+        "slo_metric": "ttft_ms_p99",
+        "better": 0,
+    }
+    for text in ("Lower the cap to 4.", "I cannot tell which cap is better."):
+        credited, points, feedback = phrasings.rep2_credited(checkers, "knob_rep2", {"text": text, "situation": knob})
+        assert not credited and points == 0, feedback
+    credited, points, _ = phrasings.rep2_credited(
+        checkers,
+        "knob_rep2",
+        {"text": "Keep max_num_seqs=256: a cap of 4 queues 16 of the 20 users.", "situation": knob},
+    )
+    assert credited and points == 4
+
+
+def test_a_reason_against_its_own_verdict_earns_nothing():
+    entry = {
+        "text": "The 70B weights are 70 GB in bf16 and fit on one H200, but TP 1 is slow",
+        "situation": {"knob": "parallelism", "verdict": "wrong"},
+    }
+    share, feedback = phrasings.rep1_share(checkers, entry)
+    assert share == 0 and "opposite" in feedback
+
+
+def test_answer_agreement_with_fp16_is_a_drift_metric():
+    plan = {
+        "metrics": ["ttft_ms_p99", "output_tok_s", "answer agreement with fp16"],
+        "rollback_trigger": {"metric": "answer agreement with fp16", "threshold": 0.95, "direction": "below"},
+    }
+    credited, feedback = phrasings.rep3_credited(checkers, {"text": "", "situation": plan})
+    assert credited, feedback

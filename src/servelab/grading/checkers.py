@@ -446,6 +446,99 @@ def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
     return len(named) >= 2 or (len(named) == 1 and re.search(_AGAINST, text) is not None)
 
 
+# A reason that asserts the opposite of its verdict earns nothing, whatever fact it names: "the weights
+# fit on one H200" under "wrong", "a measurement shows ..." under "unjustified". Each knob's verdict rests on
+# one fact, so each knob has the claims that deny it. A claim counts as the learner's own assertion: in a
+# clause of its own, with its negations counted ("do not fail to fit" is "fit"), and not when it is
+# reported, hypothetical or compared ("people assume it fits", "it would fit only if", "more than one GPU
+# holds") or quoted to be refuted.
+_FIT = r"\bfits?\b|\bfitting\b|\bholds?\b|\bloads?\b|\baccommodat\w*|room to spare|\bwith room\b|\bis enough\b|\bstays? within\b|\bcovers?\b"
+_MISFIT = (
+    r"\bexceed\w*|\btoo (?:big|large|small|short|low)\b|\boverflow\w*|\b(?:bigger|larger|greater|more|longer) than\b|"
+    r"\bshorter than\b|\boom\b|out of memory|\btruncat\w*"
+)
+_ENDORSED = (
+    r"\b(?:is|are|was|seems?|looks?)\s+(?:\w+\s+)?(?:the right (?:call|choice|setting)|fine|ok|okay|right|correct|"
+    r"justified|good|enough|sufficient|appropriate)\b|\bprobably fine\b"
+)
+_CLAIMS_AGAINST: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
+    # (knob, verdict) -> (pattern, what the reason then asserts), read with the clause's negations:
+    # "fit" claims assert fitting when their negations are even, "misfit" ones when odd
+    ("parallelism", "wrong"): (
+        ("fit", "that the weights fit on one GPU"),
+        ("misfit-negated", "that the weights do not exceed one GPU"),
+        ("endorsed", "that the configured parallelism is right"),
+    ),
+    ("gpu_memory_utilization", "wrong"): (
+        ("fit", "that the weights fit in what vLLM may use"),
+        ("misfit-negated", "that the weights do not exceed what vLLM may use"),
+        ("endorsed", "that the setting is right"),
+    ),
+    ("max_model_len", "justified"): (
+        ("fit-negated", "that the limit does not hold the longest request"),
+        ("misfit", "that requests exceed the limit"),
+    ),
+    ("batching", "unjustified"): (("measured", "that a measurement backs the cap"),),
+    ("quantization", "justified"): (("quantized", "that the weights are quantized"),),
+    ("speculative_decoding", "justified"): (("speculating", "that speculation is on"),),
+}
+_CLAIM = {
+    "fit": _FIT,
+    "misfit": _MISFIT,
+    "endorsed": _ENDORSED,
+    "measured": (
+        r"\b(?:measurements?|benchmarks?|load tests?|tests?|runs?|profil\w+)\s+(?:shows?|showed|found|finds|gives?|gave|"
+        r"confirms?|confirmed|proves?|proved|backs?|backed)\b|\b(?:was|were|has been|have been|is|are)\s+"
+        r"(?:measured|benchmarked|load[- ]tested|tested|validated|verified)\b|\b(?:we|they|the team|i)\s+"
+        r"(?:measured|benchmarked|tested|load-tested|validated)\b"
+    ),
+    "quantized": (
+        r"\bquanti[sz]ed\s+(?:to|in|as|with|at)\s+(?:int\d|fp\d|\d+[- ]?bits?|w\d|awq|gptq)|\b(?:weights|model)\s+"
+        r"(?:are|is)\s+(?:in\s+)?(?:int[48]|fp8|[48][- ]bit|awq|gptq)\b|\bserved in (?:int[48]|fp8)\b|"
+        r"\b(?:is|are) quanti[sz]ed\b"
+    ),
+    "speculating": (
+        r"\b(?:speculation|speculative decoding|spec(?:ulative)?[- ]decod\w*|it|n-?gram|eagle|a draft(?: model)?)\s+"
+        r"(?:is|was|are)\s+(?:enabled|on|active|configured|turned on|switched on|in use|used)\b|\benabled with\b"
+    ),
+}
+_CLAIM_CLAUSES = re.compile(
+    r"[;:!?]|\.(?!\d)|,(?!\d{3}\b)|\s-{1,2}\s|\b(?:but|because|since|although|though|while|whereas|however|so|yet|"
+    r"and|which)\b"
+)
+_CLAIM_NEGATORS = re.compile(
+    r"\b(?:not|no|never|nothing|nobody|none|neither|nor|without|cannot|fails?|failed|false|untrue)\b"
+)
+_REPORTED = re.compile(
+    r"\b(?:might|may|could|would|if|unless|whether|than|claims?|argues?|argued|says?|said|assumes?|assumed|thinks?|"
+    r"believes?|people|someone|suppose|imagine)\b"
+)
+_HEDGED = re.compile(
+    r"\b(?:not sure|unsure|probably|maybe|perhaps|cannot tell|can not tell|do not know|no idea|hard to say|unclear|"
+    r"it depends|depends on)\b"
+)
+
+
+def _asserts_against(because: Any, knob: str, verdict: str) -> str | None:
+    """What a reason asserts against its own verdict (see _CLAIMS_AGAINST), or None."""
+    if not isinstance(because, str):
+        return None
+    text = re.sub(r"(?<![a-z])'[^']*'(?![a-z])|\"[^\"]*\"|\u201c[^\u201d]*\u201d", " ", _plain(because))
+    for clause in _CLAIM_CLAUSES.split(text):
+        for kind, asserts in _CLAIMS_AGAINST.get((knob, verdict), ()):
+            base, _, negated = kind.partition("-")
+            for m in re.finditer(_CLAIM[base], clause):
+                before = clause[: m.start()]
+                if _REPORTED.search(before):
+                    continue
+                odd = len(_CLAIM_NEGATORS.findall(before)) % 2 == 1
+                # "false"/"untrue" after the claim refutes it ("the claim that it fits is false")
+                odd ^= bool(re.search(r"\b(?:is|are) (?:false|untrue|wrong|a myth)\b", clause[m.end() :]))
+                if odd == bool(negated):
+                    return asserts
+    return None
+
+
 @_checker
 def knob_audit(answer: Any, key: dict) -> Result:
     """A verdict per knob of a serving config, each with the fact or missing measurement behind it.
@@ -456,7 +549,9 @@ def knob_audit(answer: Any, key: dict) -> Result:
     Per knob: full share for the reviewer's verdict with a reason of at least
     four words that names a fact of this config or workload (a fact of the
     knob's own, KNOB_FACTS, or the reviewer's figures), half a share
-    for the right verdict with no real reason. Each credited knob's feedback
+    for the right verdict with no real reason, and nothing for a reason that
+    asserts the opposite of its verdict (_CLAIMS_AGAINST: "the weights fit" under
+    "wrong") or that only hedges ("not sure, probably fine"). Each credited knob's feedback
     shows the reviewer's reason, since a fact named with a wrong value is not
     caught here.
     """
@@ -487,9 +582,21 @@ def knob_audit(answer: Any, key: dict) -> Result:
                 f"{knob} called {_normal(verdict)}; the review says {expected}: {reason}"
             )
             continue
-        if _names_a_fact(because, knob, reason):
+        if contrary := _asserts_against(because, knob, expected):
+            lines.append(
+                f"- {knob}: the verdict is right, but your reason asserts {contrary}, the opposite of what makes "
+                f"it {expected}, so it earns nothing. The review's reason: {reason}"
+            )
+            slips[f"{knob}-reason-contradicts"] = f"{knob}: a reason that asserts {contrary}"
+        elif _names_a_fact(because, knob, reason):
             earned += 1.0
             lines.append(f"- {knob}: right. The review's reason, to check yours against: {reason}")
+        elif isinstance(because, str) and _HEDGED.search(_plain(because)):
+            lines.append(
+                f"- {knob}: your reason takes no position (it hedges), so the verdict stands on nothing. Name the "
+                f"fact of the config or workload behind it. The review's reason: {reason}"
+            )
+            slips[f"{knob}-no-position"] = f"{knob}: a hedge for a reason"
         else:
             earned += 0.5
             lines.append(
@@ -806,13 +913,14 @@ THROUGHPUT_WORDS = (
     "generation_tokens",
     "tokens_total",
 )
-DRIFT_WORDS = (
+# What sees output-distribution drift is a class, not a word list: a measure of output quality on a task
+# (accuracy, an eval gate's verdicts, perplexity, a judge's win rate, ROUGE, users' ratings), or a
+# comparison of the new outputs with the reference model's (agreement, match, divergence or difference of
+# answers, tokens or log-probabilities against fp16, a baseline, shadow traffic). A concept alone ("drift",
+# "output quality") names no metric, nor does a deferral ("TBD", "whatever the eval team tracks").
+DRIFT_MEASURES = (
     "eval",
-    "drift",
-    "quality",
     "accuracy",
-    "output_distribution",
-    "acceptance",
     "exact_match",
     "perplexity",
     "ppl",
@@ -821,19 +929,77 @@ DRIFT_WORDS = (
     "divergence",
     "win_rate",
     "judge",
+    "rouge",
+    "bleu",
+    "bertscore",
+    "chrf",
+    "logprob",
+    "log_prob",
+    "likelihood",
+    "acceptance",
+    "pass_rate",
     "regression_suite",
+    "golden",
     "thumbs",
     "rating",
     "complaint",
     "satisfaction",
     "csat",
     "user_feedback",
+    "f1",
+)
+DRIFT_COMPARISONS = (
+    "agreement",
+    "agree",
+    "disagree",
+    "match",
+    "mismatch",
+    "differ",
+    "difference",
+    "diff",
+    "delta",
+    "similarity",
+    "overlap",
+    "consistency",
+    "changed",
+    "flip",
+)
+# what a comparison is of (outputs) or against (the model before the change)
+DRIFT_OBJECTS = ("output", "answer", "response", "token", "logit", "completion", "generation", "prediction", "text")
+DRIFT_REFERENCES = ("fp16", "float16", "bf16", "bfloat16", "baseline", "reference", "shadow", "old_fleet", "before")
+DRIFT_CONCEPTS = ("drift", "quality", "output_distribution", "regression")
+DRIFT_WORDS = DRIFT_MEASURES + DRIFT_COMPARISONS + DRIFT_CONCEPTS  # every word that can make a name a drift metric
+DEFERRALS = re.compile(
+    r"^\W*(?:whatever|tbd|tba|todo|n/?a|none|unknown|something|anything|to be (?:decided|determined))\b"
 )
 # Names that hold a drift word but watch the engine, not its outputs: speculative decoding's draft
 # acceptance (vllm:spec_decode_*), GPU memory.
 NOT_DRIFT_WORDS = ("spec_decode", "speculat", "draft", "gpu_memory", "memory_usage", "kv_cache", "cache_usage")
-# Drift metrics that rise when outputs get worse; the rest (acceptance, accuracy, win rate) fall.
-RISING_DRIFT_WORDS = ("perplexity", "ppl", "kl", "kl_div", "divergence", "drift", "thumbs_down", "down", "complaint")
+# Which way a drift metric gets worse: those that count differences rise, those that count agreement fall;
+# a delta or change of unstated sign may go either way.
+RISING_DRIFT_WORDS = (
+    "perplexity",
+    "ppl",
+    "kl",
+    "kl_div",
+    "divergence",
+    "drift",
+    "thumbs_down",
+    "down",
+    "complaint",
+    "mismatch",
+    "disagree",
+    "differ",
+    "difference",
+    "diff",
+    "reject",
+    "rejection",
+    "rejects",
+    "error",
+    "flip",
+    "changed",
+)
+EITHER_WAY_DRIFT_WORDS = ("delta", "change", "shift")
 # A rate or share (acceptance, accuracy, win rate) lies in 0..1 unless its name says percent.
 SHARE_WORDS = ("rate", "acceptance", "accuracy", "share", "ratio", "exact_match")
 PERCENT_WORDS = ("pct", "percent", "%")
@@ -973,13 +1139,35 @@ METRIC_ADVICE = {
 
 def _metric_kind(metric: str) -> str | None:
     """'latency', 'throughput', 'drift' or None, from a watched metric's name."""
+    metric = _unnegated(metric)
     if _mentions(metric, LATENCY_WORDS):
         return "latency"
     if _mentions(metric, THROUGHPUT_WORDS):
         return "throughput"
-    if _mentions(metric, DRIFT_WORDS) and not _mentions(metric, NOT_DRIFT_WORDS):
+    if _is_drift_metric(metric):
         return "drift"
     return None
+
+
+def _is_drift_metric(metric: str) -> bool:
+    """Whether a watched metric sees output drift: a quality measure, or outputs compared with the reference."""
+    if DEFERRALS.search(metric.lower()) or _mentions(metric, NOT_DRIFT_WORDS):
+        return False
+    if _mentions(metric, DRIFT_MEASURES):
+        return True
+    compared = _mentions(metric, DRIFT_COMPARISONS)
+    of_outputs = _mentions(metric, DRIFT_OBJECTS) or _mentions(metric, DRIFT_REFERENCES)
+    if compared and of_outputs:
+        return True
+    # a concept with a measure or a reference: "drift vs fp16", "quality score"; not "drift" or "output quality"
+    return _mentions(metric, DRIFT_CONCEPTS) and (
+        _mentions(metric, DRIFT_REFERENCES) or _mentions(metric, ("score", "rate", "index"))
+    )
+
+
+def _unnegated(metric: str) -> str:
+    """The metric's name without what it says it is not: "not latency but answer agreement" -> "answer agreement"."""
+    return re.sub(r"\bnot\s+[^,;:]*?(?=\bbut\b|[,;:]|$)", " ", metric, flags=re.I)
 
 
 def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
@@ -992,7 +1180,13 @@ def _trigger_problem(trigger: dict, metrics: list[str]) -> str | None:
     kind, direction = _metric_kind(metric), direction.strip().lower()
     worse = {"latency": "above", "throughput": "below"}.get(kind) if kind is not None else None
     if kind == "drift":
-        worse = "above" if _mentions(metric, RISING_DRIFT_WORDS) else "below"
+        name = _unnegated(metric)
+        if _mentions(name, RISING_DRIFT_WORDS):
+            worse = "above"
+        elif _mentions(name, EITHER_WAY_DRIFT_WORDS):
+            worse = None  # a delta of unstated sign: either way can be the bad one
+        else:
+            worse = "below"
     if worse and direction != worse:
         return (
             f"{metric}: it gets worse going {worse} its threshold, so roll back when it is {worse} "

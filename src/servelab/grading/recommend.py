@@ -410,7 +410,7 @@ def _verdict(clause: str, choices: Choices) -> int | None:
             continue
         if g and b:
             hit = g if g.start("p") <= b.start("p") else b
-        if re.search(r"\b(?:was|were|had been)\b", rest[: hit.start("p")]):
+        if re.search(r"\b(?:was|were|had been)\b", rest[: hit.end("p")]):
             continue  # "W4A16 was 18% faster": what a run measured, a description
         good = hit is g
         # "speculation is not faster", "plain decoding does not lose"
@@ -539,8 +539,9 @@ def _condition(clause: str, batch: float | None) -> tuple[str, bool | None, bool
             continue  # "lower the cap below the 20 users": where the change goes, not when it applies
         batch_word = bool(m.group("word1") or m.group("word2")) or re.search(_BATCH_WORD, m.group(0)) is not None
         bare = not batch_word and op not in ("<", ">", "<=", ">=", "\u2264", "\u2265")
-        if bare and not (op in ("at", "for") and batch is not None and float(m.group("n")) == batch):
-            continue  # "at 4" or "to 32" names no batch unless it is the learner's own; "above 500 ms" none
+        opens = not clause[: m.start()].strip()  # "at 64 it should be off": a condition before the action
+        if bare and not (op in ("at", "for") and (opens or (batch is not None and float(m.group("n")) == batch))):
+            continue  # "at 4" or "to 32" names no batch unless it opens the clause or is the learner's own
         if op in ("of", "to") and not batch_word:
             continue
         clause = clause[: m.start()] + " " * (m.end() - m.start()) + clause[m.end() :]
@@ -582,6 +583,7 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
     for sentence in re.split(r"(?<=[.!?;\n])\s+|(?<=[.!?])$", text):
         if sentence.strip().endswith("?"):
             continue  # a question asks; its answer, in the next sentence, recommends
+        previous_here = False
         for n, raw in enumerate(_CLAUSES.split(sentence)):
             if not raw or not raw.strip():
                 continue
@@ -597,8 +599,11 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
             if target is None:
                 continue
             assert isinstance(target, int)
+            # "off at low batch and on at high batch": the second half carries the first half's action
+            follows = n > 0 and previous_here
+            previous_here = how != "label"
             previous = target
-            if how == "label":
+            if how == "label" and not follows:
                 if n == 0:  # a label opens its sentence: "Off at batch 8: ...", not "... and on in the other"
                     labels.add(target)
                 continue
