@@ -8,7 +8,8 @@ nbclient, the kernel beside it. The sandbox sees:
 - read-only: /usr (and /lib, /bin), the Python environment (this venv and its
   base Python), the servelab package (of servelab.grading only the capture and
   the runner) and the project's data/ folder (the course material a learner has anyway);
-- writable: an empty /tmp, in memory, which is also the notebook's working folder;
+- writable: an empty /tmp, in memory and TMP_BYTES in size, which is also the notebook's
+  working folder;
 - nothing else: not the course directory, the gradebook, solutions/, grading/
   (keys), other submissions, home directories, the host's processes or network
   (its loopback is its own; the kernel's sockets live there).
@@ -16,7 +17,10 @@ nbclient, the kernel beside it. The sandbox sees:
 One thing crosses back, read by the grader with a size cap: the runner's stdout,
 one JSON line per executed cell with its outputs and, for a test cell, the answer
 its hidden test handed over (runner.py, capture.py). Resource limits apply to every process in
-the sandbox (LIMITS) and to the kernel (KERNEL_LIMITS); the whole run is killed
+the sandbox (LIMITS) and to the kernel (KERNEL_LIMITS), and to all of them together: the run
+is one cgroup (cgroup.py) whose memory (every page its processes touch, /tmp's included),
+process count and CPU share are CGROUP_LIMITS; the cgroup is made before bubblewrap starts
+and removed, with anything still in it killed, when the run ends. The whole run is killed
 at `run_timeout`, keeping what it reported before.
 
 Where bubblewrap cannot run (not installed, user namespaces off), `check()`
@@ -40,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import servelab
+from servelab.grading import cgroup
 from servelab.paths import REPO_DIR
 
 # The grading time limits, the one place they are set: SandboxedExecute's defaults (a bare `nbgrader
@@ -55,6 +60,12 @@ SANDBOX_GRADING_FILES = ("__init__.py", "capture.py", "runner.py")  # all of ser
 MAX_REPORT_BYTES = 64_000_000  # the runner's report of every cell (outputs are cut per cell before this)
 MAX_LOG_BYTES = 20_000  # stderr kept for the grader's log
 NPROC_MARGIN = 64  # processes (threads count too) the sandbox may start
+# The sandbox's /tmp: the kernelspec, IPython's and matplotlib's folders and what a cell writes there.
+# Its pages count in the cgroup's memory too; past this size a write fails with "No space left".
+TMP_BYTES = 128 * 2**20
+# One submission's processes together: the runner, the kernel, every child and /tmp. A graded run of a
+# lesson peaks near 200 MiB (measured: grading/README.md); the rest is room for a cell's own data.
+CGROUP_LIMITS = cgroup.Limits(memory_bytes=1 * 2**30, pids=128, cpus=1.0)
 LIMITS = {  # every process in the sandbox
     "RLIMIT_FSIZE": 64 * 2**20,  # bytes one file may reach
     "RLIMIT_NOFILE": 512,
@@ -92,6 +103,10 @@ class Execution:
     seconds: float = 0.0
     sandboxed: bool = True
     log: str = ""
+    limits: str = ""  # what bounded the run's processes together (the cgroup), or why nothing did
+    peak_memory: int = 0  # bytes: the cgroup's peak (its /tmp included); 0 without a cgroup
+    peak_pids: int = 0
+    memory_limit_hit: bool = False  # the kernel's out-of-memory killer stopped a process of the run
 
 
 def _bwrap() -> str | None:
@@ -137,7 +152,8 @@ def command(inner: list[str]) -> list[str]:
     # The in-memory /tmp, /proc and /dev come first: bubblewrap applies its options in order, and
     # a tmpfs mounted after the binds would hide every bound path under /tmp (a checkout or a
     # Python environment there).
-    cmd = [_bwrap() or "bwrap", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    cmd = [_bwrap() or "bwrap", "--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
     binds = _ro_paths()
     # Folders above each bound path, made readable: bubblewrap would copy a host folder's
     # mode (/root is 0700), and the sandbox's user could not reach the Python inside it.
@@ -150,7 +166,7 @@ def command(inner: list[str]) -> list[str]:
     # builder holds the model answers, and nothing else in it is for a submission's eyes.
     package = _package()
     inside = f"/opt/servelab/src/{package.name}/grading"
-    cmd += ["--tmpfs", inside]
+    cmd += ["--size", str(2**20), "--tmpfs", inside]
     for name in SANDBOX_GRADING_FILES:
         cmd += ["--ro-bind", str(package / "grading" / name), f"{inside}/{name}"]
     for name in ("lib", "lib64", "bin", "sbin"):
@@ -213,8 +229,10 @@ def sandbox_uid() -> int:
     return ROOT_SANDBOX_UID_BASE + os.getpid() if os.geteuid() == 0 else SANDBOX_UID
 
 
-def _limits(nproc: int):
+def _limits(nproc: int, group: cgroup.Cgroup | None = None):
     def apply() -> None:
+        if group is not None:  # before anything of the sandbox runs: bubblewrap and all it starts are inside
+            group.enter()
         for name, value in LIMITS.items():
             resource.setrlimit(getattr(resource, name), (value, value))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -239,11 +257,54 @@ def _nproc_limit() -> int:
     return count + NPROC_MARGIN
 
 
+CGROUP_MODE = "SERVELAB_CGROUP"  # "required": refuse to grade where no cgroup can be made; default: fall back
+
+
+def cgroup_required() -> bool:
+    return os.environ.get(CGROUP_MODE, "") == "required"
+
+
+def limits_in_force() -> str:
+    """What bounds one submission's processes together here: the cgroup's limits, or why there is none (and the
+    fallback). SandboxUnavailable where no cgroup can be made and SERVELAB_CGROUP=required."""
+    try:
+        version, parents = cgroup.plan()
+    except cgroup.CgroupUnavailable as exc:
+        if cgroup_required():
+            raise SandboxUnavailable(f"{exc} ({CGROUP_MODE}=required).") from None
+        return (
+            f"no cgroup per submission ({exc}): each sandbox process is bounded on its own "
+            f"({LIMITS['RLIMIT_AS'] >> 30} GiB of address space, {KERNEL_LIMITS['RLIMIT_AS'] >> 30} GiB for the "
+            f"kernel, {NPROC_MARGIN} processes) and /tmp by its size ({TMP_BYTES >> 20} MiB), not their sum; "
+            f"set {CGROUP_MODE}=required to refuse instead"
+        )
+    return _describe(version)
+
+
+def _describe(version: int) -> str:
+    lim = CGROUP_LIMITS
+    return (
+        f"cgroup v{version} per submission: {lim.memory_bytes >> 20} MiB of memory (its {TMP_BYTES >> 20} MiB /tmp "
+        f"included), {lim.pids} processes, {lim.cpus:g} CPU"
+    )
+
+
+def _cgroup() -> tuple[cgroup.Cgroup | None, str]:
+    """A fresh cgroup for one run and its description, or None and the fallback (limits_in_force says it)."""
+    try:
+        group = cgroup.Cgroup(CGROUP_LIMITS)
+    except cgroup.CgroupUnavailable:
+        return None, limits_in_force()
+    return group, _describe(group.version)
+
+
 _checked: set = set()
 
 
 def check() -> None:
-    """Raise SandboxUnavailable (with the fix) unless bubblewrap can make the sandbox here."""
+    """Raise SandboxUnavailable (with the fix) unless bubblewrap can make the sandbox here (and, with
+    SERVELAB_CGROUP=required, a cgroup per submission)."""
+    limits_in_force()
     if _bwrap() in _checked:
         return
     if not _bwrap():
@@ -319,8 +380,6 @@ def execute(
     nb, *, cell_timeout: int = CELL_TIMEOUT_S, run_timeout: int = SUBMISSION_TIMEOUT_S, trusted: bool = False
 ) -> Execution:
     """Execute a notebook (hidden tests already restored, capture-only) and return what it reported."""
-    import nbformat
-
     sandboxed = not trusted
     if sandboxed and not _bwrap():
         # The full probe (check()) is run once per class by the pipeline; here, a bubblewrap that
@@ -344,6 +403,29 @@ def execute(
         cmd = inner
     start = time.monotonic()
     result = Execution(sandboxed=sandboxed)
+    group, result.limits = _cgroup()
+    try:
+        _run(proc_args=(cmd, env, scratch), nb=nb, group=group, result=result, run_timeout=run_timeout)
+    finally:
+        if group is not None:
+            group.close()  # whatever the run left behind is killed, and the cgroup removed (done once)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    result.seconds = time.monotonic() - start
+    if result.memory_limit_hit and result.status in ("kernel died", "stopped"):
+        result.status = "out of memory"
+        result.detail = (
+            f"the run's processes together reached the memory limit ({CGROUP_LIMITS.memory_bytes >> 20} MiB, "
+            "/tmp included) and the kernel stopped one of them"
+        )
+    return result
+
+
+def _run(*, proc_args, nb, group, result: Execution, run_timeout: int) -> None:
+    """Start the runner (in `group` when there is one), feed it the notebook, read its report into `result`."""
+    import nbformat
+
+    cmd, env, scratch = proc_args
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
@@ -352,7 +434,7 @@ def execute(
         env=env,
         cwd=scratch or "/",
         start_new_session=True,
-        preexec_fn=_limits(_nproc_limit()),
+        preexec_fn=_limits(_nproc_limit(), group),
     )
 
     def kill() -> None:
@@ -381,11 +463,12 @@ def execute(
         kill()
         proc.wait()
         result.status, result.detail = "timed out", f"the notebook ran longer than {run_timeout} s and was stopped"
+    if group is not None:  # a process the run left behind holds its pipes open: it goes now, not at the join
+        result.peak_memory, result.peak_pids = group.peak_memory(), group.peak_pids()
+        result.memory_limit_hit = group.oom_kills() > 0
+        group.close()
     for r in readers:
         r.join(timeout=10)
-    if scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
-    result.seconds = time.monotonic() - start
     result.log = readers[1].data().decode("utf-8", "replace")
     ready = done = False
     for line in readers[0].data().split(b"\n"):
@@ -411,4 +494,3 @@ def execute(
     elif not done and result.status == "ok":
         result.status = "kernel died" if proc.returncode else "stopped"
         result.detail = f"the sandbox ended (exit status {proc.returncode}) before the notebook finished"
-    return result
