@@ -1008,7 +1008,8 @@ def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArith
         f"{ridge_text}, so with k={k} verification turns compute-bound above batch {crossover} and, keeping "
         f"E = {expected:.2f} of {k + 1} tokens per sequence (acceptance {ASSUMED_ACCEPTANCE} assumed; vLLM "
         f"logs yours as the mean acceptance length), stops paying near batch {break_even} "
-        f"(ridge x E / (k+1))"
+        f"(ridge x E / (k+1): a drafter that costs nothing, without the KV reads, which push it out as the "
+        f"context grows)"
     )
     if b_typ != b_peak:
         tokens += f"; at the typical batch {b_typ}: {b_typ} x ({k_typ}+1) = {fmt(b_typ * (k_typ + 1))} tokens"
