@@ -13,7 +13,13 @@ Zip archives (an LMS export) are read entry by entry, never extracted by path:
 an absolute name, `..`, a link or device entry, an encrypted or oversized entry
 is refused; an entry with no file type in its mode (zipfile.writestr) is a file.
 An archive never displaces or refuses a student who handed in their own notebook
-(see `gather`). What is taken must be a notebook (`notebook_problem`). Everything
+(see `gather`). What travels beside hand-ins is no student's and is passed over
+(`is_extra`): hidden files and folders (Jupyter's `.ipynb_checkpoints/`, macOS's `._*`
+and `__MACOSX/`), editor backups (`~`, `.bak`, `.swp`). What is taken must be a
+notebook (`notebook_problem`), within MAX_CELLS cells and MAX_OUTPUTS outputs, its
+markdown and raw cells at most MAX_TEXT_CELL_CHARS each, so the count of cells never
+costs the grader minutes (the page's drawing time is bounded per student by the
+pipeline's feedback time limit). Everything
 refused belongs to the student it names, or to the archive (status "refused",
 the reason, a flag); the rest of the class is graded.
 
@@ -52,6 +58,14 @@ MAX_TREE_FILES = 200
 MAX_NOTEBOOK_DEPTH = 200  # JSON nesting of a whole notebook; json.loads recurses per level
 MAX_TREE_DEPTH = 8  # folders inside a hand-in folder
 MAX_FOLDER_ENTRIES = 1_000  # names listed from one folder: a million empty files cost no more than this
+# A lesson has about 100 cells of at most a few thousand characters; each cell costs nbgrader and the
+# feedback page time, so a notebook of 200,000 tiny cells is refused here, not run.
+MAX_CELLS = 2_000
+# One markdown or raw cell, drawn whole on the feedback page (the lesson's longest is about 4,400 characters).
+# Code cells are bounded by the notebook's size and the integrity scan's own cap instead.
+MAX_TEXT_CELL_CHARS = 200_000
+MAX_OUTPUTS = 5_000  # outputs handed in, across the notebook (autograde replaces them; the page draws them)
+EXTRA_SUFFIXES = ("~", ".bak", ".swp", ".swo", ".orig", ".tmp")  # editors' backups and swap files
 NAME_RULE = "letters and digits, with single underscores, dots or hyphens between them, at most 64 characters"
 
 
@@ -95,6 +109,13 @@ def shown(name: str) -> str:
     """A file name as it can be printed: quoted, control characters escaped, cut at 80 characters."""
     text = ascii(name[:80])
     return text + ("..." if len(name) > 80 else "")
+
+
+def is_extra(name: str) -> bool:
+    """Whether a name in a class folder or an archive is something that travels beside hand-ins and is nobody's
+    (a hidden file or folder anywhere on its path, `__MACOSX/`, an editor's backup), never a student."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return any(p.startswith(".") or p == "__MACOSX" for p in parts) or name.endswith(EXTRA_SUFFIXES)
 
 
 def _kind(mode: int) -> str:
@@ -171,6 +192,28 @@ def notebook_problem(data: bytes) -> str | None:
         return f"it is not a notebook ({exc}): hand in the .ipynb file Jupyter saved"
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         return "it is JSON but not a notebook (no list of cells): hand in the .ipynb file Jupyter saved"
+    if len(nb["cells"]) > MAX_CELLS:
+        return (
+            f"it has {len(nb['cells']):,} cells, more than the {MAX_CELLS:,} the grader takes: "
+            "start again from the released notebook"
+        )
+    cells = [c for c in nb["cells"] if isinstance(c, dict)]  # before the schema check, which is slow on many cells
+    outputs = sum(len(c["outputs"]) for c in cells if isinstance(c.get("outputs"), list))
+    if outputs > MAX_OUTPUTS:
+        return f"it holds {outputs:,} outputs, more than {MAX_OUTPUTS:,}: clear the outputs and hand it in again"
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") == "code":
+            continue
+        source = cell.get("source", "")
+        if isinstance(source, list):  # nbformat stores a source as one string or a list of lines
+            source = "".join(line for line in source if isinstance(line, str))
+        size = len(source) if isinstance(source, str) else 0
+        if size > MAX_TEXT_CELL_CHARS:
+            return (
+                f"cell {i + 1} holds {size:,} characters of text, more than the {MAX_TEXT_CELL_CHARS:,} one markdown "
+                "cell may: "
+                "shorten it and hand it in again"
+            )
     try:
         nbformat.validate(nbformat.from_dict(nb))
     except Exception as exc:  # noqa: BLE001 - nbformat raises ValidationError and, on odd input, others
@@ -229,6 +272,8 @@ def _from_archive(path: Path, notebook: str) -> list[HandedIn]:
     for info in entries:
         if info.is_dir() and not stat.S_ISLNK(info.external_attr >> 16):
             continue
+        if is_extra(info.filename) and ".." not in info.filename.replace("\\", "/").split("/"):
+            continue  # .ipynb_checkpoints/carol-checkpoint.ipynb, __MACOSX/._carol.ipynb: nobody's hand-in
         if not info.filename.endswith(".ipynb") and not stat.S_ISLNK(info.external_attr >> 16):
             continue
         student = _archive_student(info.filename, notebook)
@@ -264,6 +309,8 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
     """
     found: list[HandedIn] = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if is_extra(entry.name):
+            continue  # .ipynb_checkpoints/, .DS_Store, carol.ipynb~: nobody's hand-in
         if entry.name.endswith(".zip"):
             found += _from_archive(Path(entry.path), notebook)
         elif entry.name.endswith(".ipynb"):

@@ -37,8 +37,12 @@ from pathlib import Path
 from typing import IO, cast
 
 from servelab.grading import course, pipeline, runner, sandbox
+from servelab.grading.console import printable
 
 QUEUE = "servelab_autograde"
+# One grader's own nbgrader process, outside its submission's cgroup (105 MiB peak RSS measured for a
+# lesson's autograde here; grading/README.md), rounded up.
+GRADER_BYTES = 128 * 2**20
 STATUSES = ("pending", "graded", "timed out", "failed", "refused")
 
 
@@ -154,7 +158,7 @@ def work(
                 if row is None:
                     return graded
                 assignment, student = course.get(row[0]), row[1]
-                log(f"{name} grading {assignment.name}/{student}")
+                log(printable(f"{name} grading {assignment.name}/{student}"))
                 flags = row[2] if isinstance(row[2], list) else None  # None: a row queued before scans were stored
                 g = pipeline.grade_submission(
                     root, assignment, student, flags, cell_timeout=cell_timeout, submission_timeout=submission_timeout
@@ -183,6 +187,38 @@ def counts(conn) -> dict[str, int]:
         return dict(cur.fetchall())
 
 
+def worst_case_bytes(workers: int) -> int:
+    """The most memory `workers` graders can hold at once: each one's submission cgroup (its processes and its
+    /tmp) at its limit, plus the grader's own nbgrader process."""
+    return workers * (sandbox.CGROUP_LIMITS.memory_bytes + GRADER_BYTES)
+
+
+def available_bytes() -> int:
+    """MemAvailable from /proc/meminfo (0 where it cannot be read)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def check_memory(workers: int) -> str:
+    """The worst case for `workers` graders on this machine, or ParallelGradingError when it is more than the
+    machine has available: every grader's submission could be at its limit at once."""
+    worst, free = worst_case_bytes(workers), available_bytes()
+    said = (
+        f"{workers} graders hold at most {worst / 2**30:.1f} GiB at once "
+        f"({sandbox.CGROUP_LIMITS.memory_bytes >> 20} MiB per submission's cgroup + {GRADER_BYTES >> 20} MiB per "
+        f"grader); {free / 2**30:.1f} GiB is available"
+    )
+    if free and worst > free:
+        fits = max(1, free // (sandbox.CGROUP_LIMITS.memory_bytes + GRADER_BYTES))
+        raise ParallelGradingError(f"{said}: grade with --workers {fits} or fewer, or on a machine with more memory.")
+    return said
+
+
 def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -202,6 +238,8 @@ def grade_all(
         sandbox.check()
     except sandbox.SandboxUnavailable as exc:
         raise ParallelGradingError(str(exc)) from None
+    limits = sandbox.limits_in_force()
+    log(f"limits: {limits}" + ("" if limits.startswith("no cgroup") else f"; {check_memory(workers)}"))
     procs = []
     for i in range(workers):
         cmd = [
@@ -234,7 +272,7 @@ def grade_all(
             for key, _ in sel.select():
                 line = cast(IO[str], key.fileobj).readline()  # registered above: a grader's text stdout
                 if line:
-                    log(line.rstrip())
+                    log(printable(line.rstrip()))  # a grader's lines quote what submissions raised
                 else:
                     sel.unregister(key.fileobj)
                     open_streams -= 1
@@ -264,11 +302,15 @@ def prepare(
         root = course.make(root)
     refused: list[pipeline.Graded] = []
     for assignment in assignments:
-        result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
-        if result.returncode != 0:
-            raise ParallelGradingError(f"generate_assignment {assignment.name} failed:\n{result.stderr[-3000:]}")
+        try:
+            pipeline.instructor_step(root, "generate_assignment", assignment.name, "--force")
+        except pipeline.PipelineError as exc:
+            raise ParallelGradingError(str(exc)) from None
         if submissions is not None and (submissions / assignment.name).is_dir():
-            students, turned_away = pipeline.collect(root, assignment, submissions / assignment.name)
+            try:
+                students, turned_away = pipeline.collect(root, assignment, submissions / assignment.name)
+            except pipeline.PipelineError as exc:
+                raise ParallelGradingError(str(exc)) from None
             refused += turned_away
             log(f"{assignment.name}: {len(students)} submissions collected, {len(turned_away)} refused")
             for g in turned_away:

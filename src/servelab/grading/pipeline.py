@@ -13,12 +13,24 @@ ignored by git) whose source_directory is solutions/:
    nbgrader's zip_collect files it in submitted/<student>/<assignment>/;
 3. autograde, one student at a time (`grade_submission`), each in its own nbgrader
    process: test cells restored from the gradebook, the notebook run in the
-   bubblewrap sandbox (sandbox.py), the captured answers compared with the keys in
-   grading/keys/ in nbgrader's process (trusted.py), grades saved by nbgrader;
-4. generate_feedback (hidden tests removed, see feedback.py);
+   bubblewrap sandbox (sandbox.py) in a cgroup of its own, the captured answers
+   compared with the keys in grading/keys/ in nbgrader's process (trusted.py),
+   grades saved by nbgrader;
+4. generate_feedback (hidden tests removed, see feedback.py), one student at a time
+   (`generate_feedback --student`), each with its own time limit (FEEDBACK_TIMEOUT_S);
 5. export -> grading/out/grades.csv, plus grading/out/scores.json with each
    test's points, each submission's status and integrity flags, and the
    feedback HTML under grading/out/feedback/.
+
+Every nbgrader step that touches a submission runs for that one student, in its own
+process group, with its own time limit: a step that fails or runs out of time is a
+flag (or a "failed" status) on that student's row, and the class's grades.csv,
+scores.json and every other student's feedback are written. The instructor-side steps
+(generate_assignment, zip_collect, export) touch no student code; their limit
+(INSTRUCTOR_STEP_TIMEOUT_S) is far past what a busy machine needs, and running past
+it stops the run with PipelineError naming the step and the machine's load, after
+scores.json holds every grade given so far. Everything a submission shaped is
+printed through console.printable.
 
 Autograde never starts the vLLM engine: the sandbox sets NBGRADER_EXECUTION, which
 the lab checks. Where bubblewrap cannot run, grading stops before the first
@@ -43,12 +55,24 @@ from pathlib import Path
 import nbformat
 
 from servelab.grading import collection, course, runner, sandbox, trusted
+from servelab.grading.console import printable
 from servelab.paths import REPO_DIR
 
 COURSE = REPO_DIR / "grading" / "course"
 OUT = REPO_DIR / "grading" / "out"
 SUBMISSIONS = REPO_DIR / "grading" / "submissions"
 GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore, scoring)
+# One student's generate_feedback: about 1.5 s for a lesson here (nbgrader's start included); past this
+# limit the student's row says no feedback page was written, and the class goes on.
+FEEDBACK_TIMEOUT_S = 120
+# generate_assignment, zip_collect and export read only the instructor's notebooks and the gradebook
+# (seconds each here); the limit is for a machine that is stuck, not one that is busy.
+INSTRUCTOR_STEP_TIMEOUT_S = 1800
+
+
+class PipelineError(RuntimeError):
+    """An instructor-side step failed or ran out of time; the message names it and what to do."""
+
 
 # Code in a submission that reaches for the grading machinery, the key, the
 # interpreter's internals or the machine. Flagged for a person to look at; the
@@ -96,6 +120,7 @@ class Graded:
     feedback: dict = field(default_factory=dict)  # grade_id -> the checker's feedback
     log_tail: str = ""
     reason: str = ""  # why a hand-in was refused, and what to do
+    peak_memory: int = 0  # bytes: the most its sandbox's cgroup held at once (0 where no cgroup was made)
 
 
 def integrity_flags(nb) -> list[str]:
@@ -149,8 +174,8 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[li
                     h.student,
                     "refused",
                     0.0,
-                    reason=h.reason,
-                    flags=[f"refused at collection: {h.reason}"],
+                    reason=printable(h.reason),
+                    flags=[printable(f"refused at collection: {h.reason}")],
                 )
             )
         else:
@@ -164,10 +189,52 @@ def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[li
             z.writestr(f"{h.student}__{assignment.notebook}", h.data)
     if taken:
         # The file names follow FileNameCollectorPlugin.named_regexp in grading/nbgrader_config.py.
-        result = course.nbgrader(root, "zip_collect", assignment.name, "--force", timeout=300)
-        if result.returncode != 0:
-            raise RuntimeError(f"zip_collect {assignment.name} failed:\n{result.stderr[-3000:]}")
+        instructor_step(root, "zip_collect", assignment.name, "--force")
     return [h.student for h in taken], refused
+
+
+def instructor_step(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """An nbgrader step that runs no student code (generate_assignment, zip_collect, export), or PipelineError
+    saying what failed: its own error, or a time limit met on a machine as loaded as it says."""
+    what = " ".join(a for a in args if not a.startswith("--"))
+    try:
+        result = course.nbgrader(root, *args, timeout=INSTRUCTOR_STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        raise PipelineError(
+            f"nbgrader {what} did not finish in {INSTRUCTOR_STEP_TIMEOUT_S} s (load average {load} on "
+            f"{os.cpu_count()} cores); it reads only the course's own files, so the machine is stuck or "
+            "overloaded: grade again when it is quieter (every grade given before this step is in scores.json)"
+        ) from None
+    if result.returncode != 0:
+        raise PipelineError(f"nbgrader {what} failed:\n{printable(result.stderr[-3000:], keep_newlines=True)}")
+    return result
+
+
+def _bounded(cmd: list[str], root: Path, timeout: float) -> tuple[int | None, float, str]:
+    """Run one per-student nbgrader step in its own process group, killed whole at `timeout`;
+    (exit status, or None when it ran out of time; seconds; its output)."""
+    start = time.monotonic()
+    # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
+    proc = subprocess.Popen(
+        cmd,
+        cwd=root,
+        env=course.nbgrader_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        preexec_fn=runner.die_with_parent,
+    )
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+        code: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        code = None
+    return code, time.monotonic() - start, log or ""
 
 
 def autograde(
@@ -191,27 +258,24 @@ def autograde(
         f"--SandboxedExecute.run_timeout={submission_timeout}",
         f"--SandboxedExecute.trusted={trusted_submissions}",
     )
-    env = course.nbgrader_env()
-    start = time.monotonic()
-    # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        preexec_fn=runner.die_with_parent,
-    )
-    try:
-        log, _ = proc.communicate(timeout=submission_timeout + GRADER_MARGIN_S)
-        status = "graded" if proc.returncode == 0 else "failed"
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        status = "failed"
-    return status, time.monotonic() - start, (log or "")[-2000:]
+    code, seconds, log = _bounded(cmd, root, submission_timeout + GRADER_MARGIN_S)
+    if code is None:
+        log += f"\n[autograde ran past {submission_timeout + GRADER_MARGIN_S} s and was stopped]"
+    return ("graded" if code == 0 else "failed"), seconds, log[-2000:]
+
+
+def feedback(root: Path, assignment: course.Assignment, student: str, timeout: float = FEEDBACK_TIMEOUT_S) -> str:
+    """nbgrader generate_feedback for one student, bounded by `timeout`; "" when its page was written, else why not."""
+    collection.check_student_id(student)
+    cmd = course.nbgrader_command(root, "generate_feedback", assignment.name, f"--student={student}", "--force")
+    code, seconds, log = _bounded(cmd, root, timeout)
+    html = root / "feedback" / student / assignment.name / f"{assignment.notebook_id}.html"
+    if code is None:
+        return f"its feedback page took longer than {timeout:g} s to render and was stopped; no page was written"
+    if code != 0 or not html.exists():
+        said = [line for line in log.strip().splitlines() if "ERROR" in line or "Error" in line][-1:] or ["no output"]
+        return f"generate_feedback failed on it ({printable(said[0], limit=200)}); no page was written"
+    return ""
 
 
 def gradebook_url(root: Path) -> str:
@@ -236,10 +300,18 @@ def grade_submission(
     scanned (the parallel graders scan before they claim); otherwise it is scanned here.
     """
     problem = collection.student_id_problem(student)
+    path = root / "submitted" / student / assignment.name / assignment.notebook
+    if problem is None and os.path.lexists(path):  # a hub's collect takes files, not notebooks: the rules again
+        # (a notebook that is missing is nbgrader's to score: every test 0)
+        try:
+            problem = collection.notebook_problem(collection.read_regular(path))
+        except collection.Refused as exc:
+            problem = str(exc)
     if problem:
+        problem = printable(problem)
         return Graded(assignment.name, student, "refused", 0.0, reason=problem, flags=[f"refused: {problem}"])
     if flags is None:
-        flags = scan(root / "submitted" / student / assignment.name / assignment.notebook)
+        flags = scan(path)
     status, seconds, tail = autograde(
         root,
         assignment,
@@ -251,7 +323,7 @@ def grade_submission(
     report = trusted.read_report(
         root / trusted.REPORT_DIR / assignment.name / student / f"{assignment.notebook_id}.json"
     )
-    flags = report.get("flags", []) + flags
+    flags = [printable(f) for f in report.get("flags", []) + flags]
     grades = read_grades(root, assignment, student) if status == "graded" else {}
     g = Graded(
         assignment.name,
@@ -263,6 +335,7 @@ def grade_submission(
         run_seconds=report.get("execution", {}).get("seconds", 0.0),
         feedback={k: v.get("feedback", "") for k, v in report.get("tests", {}).items()},
         log_tail="" if status == "graded" else tail,
+        peak_memory=report.get("execution", {}).get("peak_memory", 0),
         **grades,
     )
     if status != "graded":
@@ -292,8 +365,9 @@ def read_grades(root: Path, assignment: course.Assignment, student: str) -> dict
 def describe(g: Graded) -> str:
     """One submission's line in the grader's log."""
     who = g.student if collection.student_id_problem(g.student) is None else collection.shown(g.student)
-    return f"  {who:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)" + (
-        f"  flagged: {'; '.join(g.flags)}" if g.flags else ""
+    return printable(
+        f"  {who:16s} {g.status:9s} {g.score:6.2f} / {g.max_score:g}  ({g.seconds:.1f} s)"
+        + (f"  flagged: {'; '.join(g.flags)}" if g.flags else "")
     )
 
 
@@ -306,6 +380,7 @@ def run(
     cell_timeout: int = sandbox.CELL_TIMEOUT_S,
     submission_timeout: int = sandbox.SUBMISSION_TIMEOUT_S,
     trusted_submissions: bool = False,
+    feedback_timeout: float = FEEDBACK_TIMEOUT_S,
     log=print,
 ) -> list[Graded]:
     """Grade every submission under `submissions`; write out/grades.csv, out/scores.json, out/feedback/.
@@ -316,23 +391,27 @@ def run(
     assignments = assignments if assignments is not None else course.available()
     if not trusted_submissions:
         sandbox.check()
+    log(f"limits: {sandbox.limits_in_force()}")
     root = course.make(root)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     results: list[Graded] = []
+
+    def keep() -> None:  # every grade given so far, whatever stops the run later
+        (out / "scores.json").write_text(json.dumps([asdict(g) for g in results], indent=1) + "\n")
+
     for assignment in assignments:
         folder = submissions / assignment.name
         if not folder.is_dir():
             continue
-        result = course.nbgrader(root, "generate_assignment", assignment.name, "--force", timeout=300)
-        if result.returncode != 0:
-            raise RuntimeError(f"generate_assignment {assignment.name} failed:\n{result.stderr[-3000:]}")
+        instructor_step(root, "generate_assignment", assignment.name, "--force")
         students, refused = collect(root, assignment, folder)
         log(f"{assignment.name}: {len(students)} submissions" + (f", {len(refused)} refused" if refused else ""))
         for g in refused:
             results.append(g)
             log(describe(g))
+        graded = []
         for student in students:
             g = grade_submission(
                 root,
@@ -343,20 +422,24 @@ def run(
                 trusted_submissions=trusted_submissions,
             )
             results.append(g)
+            graded.append(g)
             log(describe(g))
-        fb = course.nbgrader(root, "generate_feedback", assignment.name, "--force", timeout=600)
-        if fb.returncode != 0:
-            log(f"generate_feedback {assignment.name} reported errors:\n{fb.stderr[-2000:]}")
-        for student in students:
-            html = root / "feedback" / student / assignment.name / f"{assignment.notebook_id}.html"
-            if html.exists():
-                dest = out / "feedback" / assignment.name / f"{student}.html"
+            keep()
+        for g in graded:
+            if g.status != "graded":
+                continue
+            why = feedback(root, assignment, g.student, feedback_timeout)
+            html = root / "feedback" / g.student / assignment.name / f"{assignment.notebook_id}.html"
+            if why:
+                g.flags.append(f"feedback: {why}")
+                log(describe(g))
+            elif html.exists():
+                dest = out / "feedback" / assignment.name / f"{g.student}.html"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(html, dest)
-    exported = course.nbgrader(root, "export", f"--to={out / 'grades.csv'}", timeout=300)
-    if exported.returncode != 0:
-        raise RuntimeError(f"nbgrader export failed:\n{exported.stderr[-3000:]}")
-    (out / "scores.json").write_text(json.dumps([asdict(g) for g in results], indent=1) + "\n")
+        keep()
+    instructor_step(root, "export", f"--to={out / 'grades.csv'}")
+    keep()
     return results
 
 
@@ -382,6 +465,12 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds one submission's notebook may run in the sandbox in all",
     )
     parser.add_argument(
+        "--feedback-timeout",
+        type=float,
+        default=FEEDBACK_TIMEOUT_S,
+        help="seconds one student's feedback page may take to render",
+    )
+    parser.add_argument(
         "--trusted",
         action="store_true",
         help="run submissions without the sandbox: only when every one comes from a trusted source",
@@ -398,9 +487,10 @@ def main(argv: list[str] | None = None) -> int:
             cell_timeout=args.cell_timeout,
             submission_timeout=args.submission_timeout,
             trusted_submissions=args.trusted,
+            feedback_timeout=args.feedback_timeout,
         )
-    except sandbox.SandboxUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (sandbox.SandboxUnavailable, PipelineError) as exc:
+        print(f"error: {printable(str(exc), keep_newlines=True)}", file=sys.stderr)
         return 2
     print(f"wrote {args.out / 'grades.csv'} ({len(results)} submissions)")
     return 0 if results and all(g.status == "graded" for g in results) else 1  # a refusal is for a person to read

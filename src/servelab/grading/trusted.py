@@ -34,6 +34,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Integer, Unicode
 
 from servelab.grading import capture, checkers, sandbox
+from servelab.grading.console import printable
 from servelab.paths import REPO_DIR
 
 KEYS_DIR = REPO_DIR / "grading" / "keys"
@@ -112,6 +113,9 @@ def read_report(path: Path) -> dict:
 
 
 def write_report(path: Path, report: dict) -> None:
+    """Write a notebook's report; its flags quote what the submission raised or printed, so each is kept as
+    printable text (console.printable), the form every later reader prints."""
+    report["flags"] = [printable(f) for f in report.get("flags", [])]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1) + "\n")
 
@@ -279,7 +283,10 @@ class SandboxedExecute(NbGraderPreprocessor):
         run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
         if run.status == "did not start":
             raise sandbox.SandboxUnavailable(
-                f"The sandbox did not start: {run.detail}. {sandbox.fix_for(run.detail)}\n{run.log[-2000:]}"
+                printable(
+                    f"The sandbox did not start: {run.detail}. {sandbox.fix_for(run.detail)}\n{run.log[-2000:]}",
+                    keep_newlines=True,
+                )
             )
         flags = []
         for index, cell in enumerate(nb.cells):
@@ -297,6 +304,11 @@ class SandboxedExecute(NbGraderPreprocessor):
                     continue
             cell.execution_count = done.get("execution_count") if isinstance(done.get("execution_count"), int) else None
             flags += self._limit_flags(cell, index, done)
+        if run.memory_limit_hit:
+            flags.append(
+                f"the submission reached its memory limit ({sandbox.CGROUP_LIMITS.memory_bytes >> 20} MiB for all "
+                "its processes and its /tmp together): the kernel's out-of-memory killer stopped one of them"
+            )
         if run.status != "ok":
             flags.append(
                 f"the run ended early ({run.status}: {run.detail}); answers captured before it are "
@@ -317,6 +329,10 @@ class SandboxedExecute(NbGraderPreprocessor):
             "seconds": round(run.seconds, 2),
             "sandboxed": run.sandboxed,
             "cells_run": len(run.cells),
+            "limits": run.limits,
+            "peak_memory": run.peak_memory,
+            "peak_pids": run.peak_pids,
+            "memory_limit_hit": run.memory_limit_hit,
         }
         write_report(path, report)
         return nb, resources
