@@ -135,7 +135,8 @@ PRACTICE2_MISSING_KEY = {
     "options": {
         "batch_size": "the batch size (concurrency) decides whether verification rides free on weight reads.",
         "bottleneck": "speculation is nearly free while the step is memory-bandwidth-bound, costs FLOPs past the ridge, "
-        "and loses past its break-even batch (near ridge x E / (k + 1)).",
+        "and loses past its break-even batch (near ridge x E / (k + 1) for a free drafter without KV reads; "
+        "the KV reads push it out as the context grows, a costly drafter pulls it in).",
         "on_off_measurement": "the only settlement is throughput and latency measured with it on and off, on this workload.",
         "slo_metric": "latency or fleet throughput: the SLO says which one the knob must move.",
         "draft_vendor": "who made the draft model decides nothing; its acceptance rate and cost do.",
