@@ -1122,8 +1122,10 @@ print((data_dir() / 'configs' / '70b-upgrade-h200-workload.yaml').read_text())
 # names the fact itself in a sentence of four words or more: the figure it rests on (the weights against one
 # GPU's memory, the peak load against the cap, the longest request against the limit, the precision the
 # weights are served in) or the measurement that is missing. Naming only the topic ("the context looks
-# fine") earns half. The feedback shows the reviewer's reason beside each of yours: check your facts
-# against it, since a wrong figure in a well-formed reason is not caught.
+# fine") earns half. A reason that asserts the opposite of its own verdict ("the weights fit on one GPU"
+# for a `"wrong"` parallelism, "a benchmark shows it" for an `"unjustified"` cap) earns nothing, and so does
+# one that only hedges ("not sure"). The feedback shows the reviewer's reason beside each of yours: check
+# your facts against it, since a wrong figure in a well-formed reason is not caught.
 #
 # When you are done, compare with the reviewer: `servelab review` runs the same checklist as code.
 
