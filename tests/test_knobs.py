@@ -157,6 +157,7 @@ def test_rep2_for_batching_from_recorded_records_earns_full_points():
         a,
         b,
         "ttft_ms_p99",
+        better=0,
         conclusion=(
             "p99 TTFT is the SLO; the smaller cap queues requests and their wait shows up in TTFT, so keep "
             "max_num_seqs=256."

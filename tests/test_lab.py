@@ -471,6 +471,7 @@ def test_rep2_hand_in_is_plain_values_the_checker_accepts(make_lab, tmp_path, ca
         a,
         b,
         slo_metric="output_tok_s",
+        better=0,
         conclusion="Throughput is the SLO at batch 64 and speculation lowers it, so turn it off.",
     )
     printed = capsys.readouterr().out
@@ -480,7 +481,10 @@ def test_rep2_hand_in_is_plain_values_the_checker_accepts(make_lab, tmp_path, ca
     assert pasted["comparison"] == value
     points, feedback = checkers.measured_comparison(pasted["comparison"], {"name": "rep 2", "points": 4})
     assert points == 4, feedback
-    assert value["better"] == 0  # more tok/s without speculation
+    assert value["better"] == 0  # more tok/s without speculation, as the learner set it
+    # nothing fills the learner's judgement in: the draft leaves better and the conclusion to them
+    draft = rep2.comparison("speculative_decoding", a, b, "output_tok_s")
+    assert draft["better"] is None and draft["conclusion"] == ""
     # a copy lands next to the results store, never inside it
     saved = ResultsStore(rep2.store_path(lab.store)).read()
     assert saved and saved[-1]["record"] == "rep2_comparison" and saved[-1]["slo_metric"] == "output_tok_s"

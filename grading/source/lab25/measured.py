@@ -185,6 +185,7 @@ def _rep2_solution() -> str:
             base,
             spec,
             "output_tok_s",
+            better=0 if base["output_tok_s"] >= spec["output_tok_s"] else 1,
             conclusion=(
                 f"The SLO is fleet throughput at batch {REP2_BATCH}: with n-gram speculation (k=4) the engine made "
                 f"{spec['output_tok_s']:.1f} tok/s against {base['output_tok_s']:.1f} without it, so the configured "

@@ -5,6 +5,9 @@ The hand-in is the dict the grader's measured-comparison checker reads:
     {"knob": ..., "slo_metric": ..., "measurements": [record_a, record_b], "better": 0 or 1,
      "conclusion": ...}
 
+`comparison()` fills in the records; `better` (which setting serves the SLO better) and the conclusion
+(what to configure, and why) are the learner's to write, so nothing fills them in.
+
 It has to live in the notebook as values, not as a lookup: the grader runs the
 notebook on another machine, where your results store does not exist. So
 `answer_source()` writes the whole dict as Python, to paste into the answer
@@ -66,7 +69,8 @@ def compact(record: dict) -> dict:
 
 
 def comparison(knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None, conclusion: str = "") -> dict:
-    """The hand-in dict; `better` defaults to the setting your own numbers favour on slo_metric."""
+    """The hand-in dict, with your two records in it. `better` and `conclusion` are your judgement: left out,
+    they stay None and "" for you to fill in (the grader reads both against the records' own numbers)."""
     if slo_metric not in SLO_METRICS:
         raise ValueError(
             f"slo_metric must be one of {', '.join(SLO_METRICS)}, not {slo_metric!r}: "
@@ -85,9 +89,6 @@ def comparison(knob: str, a: dict, b: dict, slo_metric: str, better: int | None 
             f"The two settings ran different workloads ({a.get('workload')} and "
             f"{b.get('workload')}): a comparison changes the knob and nothing else."
         )
-    if better is None:
-        va, vb = a[slo_metric], b[slo_metric]
-        better = (0 if va >= vb else 1) if SLO_METRICS[slo_metric] == "higher" else (0 if va <= vb else 1)
     return {"knob": knob, "slo_metric": slo_metric, "measurements": [a, b], "better": better, "conclusion": conclusion}
 
 
