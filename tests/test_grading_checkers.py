@@ -758,3 +758,13 @@ def test_the_prediction_is_graded_for_completion():
     for answer in ([], "padding", ["nope"], [1]):
         points, feedback = checkers.prediction(answer, key)
         assert points == 0 and feedback, answer
+
+
+def test_the_conclusion_reader_reads_a_bounded_prefix():
+    """A pasted essay is read up to recommend.MAX_CHARS characters: what follows cannot change the reading."""
+    from servelab.grading import recommend
+
+    filler = " The runs took a while." * (recommend.MAX_CHARS // 20)
+    assert checkers._recommends("Turn speculation off." + filler + " Keep it on.") == "off"
+    points, feedback = checkers.measured_comparison(_batch64("Turn speculation off." + filler + " Keep it on."), KEY)
+    assert points == 4 and "first 2,000 characters" in feedback

@@ -523,7 +523,7 @@ def _asserts_against(because: Any, knob: str, verdict: str) -> str | None:
     """What a reason asserts against its own verdict (see _CLAIMS_AGAINST), or None."""
     if not isinstance(because, str):
         return None
-    text = re.sub(r"(?<![a-z])'[^']*'(?![a-z])|\"[^\"]*\"|\u201c[^\u201d]*\u201d", " ", _plain(because))
+    text = re.sub(r"(?<![a-z])'[^']*'(?![a-z])|\"[^\"]*\"|\u201c[^\u201d]*\u201d", " ", _plain(because[:2000]))
     for clause in _CLAIM_CLAUSES.split(text):
         for kind, asserts in _CLAIMS_AGAINST.get((knob, verdict), ()):
             base, _, negated = kind.partition("-")
@@ -781,6 +781,8 @@ def _conclusion_verdict(answer: dict, records, key: dict) -> tuple[str, list[str
     batches = {r.batch_size for r in records}
     choices = recommend.choices_for(records, configured)
     says = recommend.recommended(conclusion, choices, batch=batches.pop() if len(batches) == 1 else None)
+    if len(conclusion) > recommend.MAX_CHARS:
+        numbers += f" (the conclusion was read up to its first {recommend.MAX_CHARS:,} characters)"
     if says is None:
         return (
             f"- conclusion: it recommends neither setting. A recommendation says what to configure (for "

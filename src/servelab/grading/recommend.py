@@ -572,14 +572,21 @@ def _condition(clause: str, batch: float | None) -> tuple[str, bool | None, bool
     return clause, holds, only, unplaced
 
 
+# A conclusion is a sentence or two: the reader reads this much of it, so a pasted essay costs the grader
+# milliseconds, not seconds (some readings look ahead through the rest of a clause).
+MAX_CHARS = 2000
+
+
 def recommended(conclusion: str, choices: Choices, batch: float | None = None) -> int | str | None:
-    """The setting a conclusion recommends: 0 or 1, "both" (a hedge or a contradiction), or None (neither)."""
+    """The setting a conclusion recommends: 0 or 1, "both" (a hedge or a contradiction), or None (neither).
+
+    Only the first MAX_CHARS characters are read."""
     said: set[int] = set()
     labels: set[int] = set()
     previous: int | None = None
     pending: list[tuple[str, int, bool]] = []
     hedged = False
-    text = _normal(conclusion)
+    text = _normal(conclusion[:MAX_CHARS])
     for sentence in re.split(r"(?<=[.!?;\n])\s+|(?<=[.!?])$", text):
         if sentence.strip().endswith("?"):
             continue  # a question asks; its answer, in the next sentence, recommends
