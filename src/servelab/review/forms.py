@@ -196,10 +196,10 @@ def _is_manifest_or_helm(roots: list[yaml.MappingNode]) -> bool:
 
 def _is_command_line(node: yaml.MappingNode) -> bool:
     """A command line YAML reads as a mapping: `vllm serve M --x '{"a": 1}'` parses as the key
-    `vllm serve M --x '{"a"` (a plain scalar may hold spaces and quotes). A vLLM config's keys
+    `vllm serve M --x '{"a"` (a plain scalar, style None or libyaml's "", may hold spaces and quotes). A vLLM config's keys
     are flag names, never a command."""
     return any(
-        isinstance(key, yaml.ScalarNode) and key.style is None and " " in key.value and _looks_like_command(key.value)
+        isinstance(key, yaml.ScalarNode) and not key.style and " " in key.value and _looks_like_command(key.value)
         for key, _ in node.value
     )
 

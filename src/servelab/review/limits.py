@@ -1,7 +1,7 @@
 """How big an input the reviewer reads: checked before any parser sees it.
 
 A serving config or workload is a few kilobytes (the largest in data/configs/public/ is under
-10 KB). A file far past that is a log, a bundle or an attack, and every parser the reviewer uses
+7 KB). A file far past that is a log, a bundle or an attack, and every parser the reviewer uses
 (PyYAML, shlex, Python's ast) takes time and memory that grow with it, or with its nesting: a
 10 MB one-line command took 89 s and 514 MB in the shell splitter before failing. So each input
 is refused, with what to do, when it is over any of these, in time that does not grow with the
@@ -19,7 +19,7 @@ class LimitError(Exception):
     raises it as a ReviewInputError (this module imports nothing of the reviewer's)."""
 
 
-MAX_BYTES = 1024 * 1024  # the whole file
+MAX_BYTES = 256 * 1024  # the whole file: 37x the largest public config (under 7 KB)
 MAX_LINE = 16 * 1024  # characters in one line (a speculative-config JSON is a few hundred)
 MAX_LINES = 20_000
 MAX_DEPTH = 64  # brackets, braces and parentheses open at once, or YAML indentation levels
