@@ -69,7 +69,10 @@ c.GenerateFeedback.preprocessors = [
 # these settings draw a submission's markdown and outputs there as inert HTML, cleaned by
 # nh3 (servelab.grading.safe_html). No script, handler, style, frame or outside load that a
 # student hands in reaches a page a person opens.
-c.HTMLExporter.preprocessors = ["servelab.grading.safe_html.InertOutputs"]
+c.HTMLExporter.preprocessors = [
+    "servelab.grading.safe_html.InertOutputs",
+    "servelab.grading.pages.RequireRebuiltView",  # formgrader draws a view only where page_policy rebuilds it
+]
 c.HTMLExporter.sanitize_html = True  # nbconvert's own switch: no JavaScript or widget outputs, HTML cleaned
 c.HTMLExporter.filters = {
     "markdown2html": "servelab.grading.safe_html.markdown2html",  # nbgrader's templates draw markdown uncleaned

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from browser_helpers import REPO, JupyterLab, chromium, require_chromium
+from browser_helpers import REPO, JupyterLab, chromium, require_chromium, screenshot
 from bs4 import BeautifulSoup
 
 from servelab.grading import course, pipeline, safe_html
@@ -280,6 +280,15 @@ def open_and_record(context, url: str, *allowed: str):
     return page, requested
 
 
+def open_loaded(context, url: str, *allowed: str):
+    """Open a page (only `allowed` URLs served, as open_and_record) and return it once its load event fired;
+    what it is then waited on is the test's own (formgrader's scores, say), not a quiet network."""
+    page = context.new_page()
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(allowed) else route.abort())
+    page.response = page.goto(url, wait_until="load", timeout=120_000)
+    return page
+
+
 def page_state(page) -> dict:
     """What a payload would have changed, and what in the notebook could still run or load."""
     return page.evaluate(r"""() => {
@@ -473,7 +482,7 @@ def test_notebook_values_in_attributes_stay_values_in_both_pages(graded, formgra
     `x hidden`, a cell id: opened as the student (the feedback file) and as the instructor (formgrader)."""
     before = gradebook_rows(graded)
     feedback = graded["out"] / "feedback" / LESSON.name / "hostile.html"
-    page, _ = open_and_record(browser, feedback.as_uri(), "file://", canary.url)
+    page = open_loaded(browser, feedback.as_uri(), "file://", canary.url)
     state = page.evaluate(ATTRIBUTE_STATE.replace("HIDDEN", HIDDEN_WORDS))
     check_attribute_state(state, "feedback")
     assert FAKE_HEADER in state["words"] and state["hidden_visible"], state  # the cells are drawn, as text
@@ -485,9 +494,10 @@ def test_notebook_values_in_attributes_stay_values_in_both_pages(graded, formgra
 
     origin = formgrader.base_url
     view = f"{origin}/formgrader/submissions/{submission_id(graded, 'hostile')}/"
-    page, requested = open_and_record(browser, view, origin, canary.url)
-    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=60_000)
+    page = open_loaded(browser, view, origin, canary.url)
+    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=120_000)
     state = page.evaluate(ATTRIBUTE_STATE.replace("HIDDEN", HIDDEN_WORDS))
+    screenshot(page, "formgrader-hostile-submission")  # what the instructor sees: the frames, the controls
     check_attribute_state(state, "formgrader")
     # The student's cells are in frames with an empty sandbox (no script, an opaque origin), none in the page.
     frames = page.evaluate(
@@ -531,7 +541,7 @@ def test_axe_finds_the_feedback_pages_language(graded, browser):
     from browser_helpers import axe_audit, require_axe
 
     require_axe()
-    page, _ = open_and_record(browser, (graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), "file://")
+    page = open_loaded(browser, (graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), "file://")
     found = {v["id"] for v in axe_audit(page, "body")}
     assert not found & {"html-has-lang", "html-lang-valid", "frame-title"}, found
     page.close()
@@ -591,8 +601,8 @@ def test_the_instructor_still_grades_and_comments_in_formgrader(graded, formgrad
     before = gradebook_rows(graded)
     origin = formgrader.base_url
     sid = submission_id(graded, "hostile")
-    page, _ = open_and_record(browser, f"{origin}/formgrader/submissions/{sid}/", origin, canary.url)
-    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=60_000)
+    page = open_loaded(browser, f"{origin}/formgrader/submissions/{sid}/", origin, canary.url)
+    page.wait_for_function("() => document.querySelectorAll('input.score[placeholder]').length > 0", timeout=120_000)
     with Gradebook(pipeline.gradebook_url(graded["instructor"] / "grading" / "course")) as gb:
         nb = gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, "hostile")
         grade = next(g for g in nb.grades if g.auto_score is None and g.manual_score is None)  # a written answer
@@ -688,6 +698,23 @@ def test_the_page_is_rebuilt_whole_even_where_the_outputs_were_not_cleaned(tmp_p
             assert "navbar-fixed-top" in soup.find("nav")["class"]  # formgrader's own bar keeps its classes
         else:
             assert "Score: not graded yet / 2.0" in soup.get_text(), template
+
+
+def test_formgrader_draws_no_view_where_the_page_is_not_rebuilt():
+    """Unit: formgrader's exporter, with this course's nbgrader_config.py, in a server without page_policy loaded
+    (JUPYTER_CONFIG_PATH without grading/jupyter/), refuses to draw a submission and says how to start it."""
+    from nbconvert.exporters import HTMLExporter
+    from tornado.web import HTTPError
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from servelab.grading import page_policy
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("an answer")])
+    assert not page_policy.LOADED
+    with pytest.raises(HTTPError, match="JUPYTER_CONFIG_PATH=.*grading/jupyter"):
+        HTMLExporter(config=config).from_notebook_node(nb, resources={"submission_id": "abc"})
+    HTMLExporter(config=config).from_notebook_node(nb, resources={})  # the feedback's exporter draws on
 
 
 def test_the_sanitizer_keeps_what_a_learner_writes():

@@ -39,6 +39,8 @@ from pathlib import Path
 import nh3
 from bs4 import BeautifulSoup, NavigableString, Tag
 from nbconvert.exporters import HTMLExporter
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 from servelab.grading import safe_html
 
@@ -292,6 +294,31 @@ class FeedbackExporter(HTMLExporter):
 
 
 # --- formgrader's view of a submission -------------------------------------------------------------------
+class RequireRebuiltView(Preprocessor):
+    """formgrader draws a submission only in a server that rebuilds the page as it is sent (page_policy loaded).
+
+    formgrader renders with its own HTMLExporter, which takes this course's nbgrader_config.py but
+    nothing after the template; a server started without grading/jupyter/ would send nbgrader's page
+    as it is. There the view refuses, saying how to start formgrader instead.
+    """
+
+    enabled = Bool(True, help="Whether to run this preprocessor (on by default, unlike nbconvert's).").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        if resources.get("submission_id") is not None:  # formgrader's SubmissionHandler; feedback has none
+            from tornado.web import HTTPError
+
+            from servelab.grading import page_policy
+
+            if not page_policy.LOADED:
+                raise HTTPError(
+                    500,
+                    "This course draws a submission only with its page policy loaded: start the instructor's "
+                    "Jupyter with JUPYTER_CONFIG_PATH=<the checkout>/grading/jupyter (the class hub does).",
+                )
+        return nb, resources
+
+
 def formgrader_policy(nonce: str) -> str:
     """formgrader's view: its scripts by nonce only; the cells' frames inherit it and run nothing anyway."""
     return "; ".join(
