@@ -27,8 +27,8 @@ limits, with a private /tmp: classroom/limits.py), and
 starts `jupyterhub -f class/jupyterhub_config.py` on 127.0.0.1. Users log in with
 their system password (JupyterHub's PAM authenticator) and each gets a single-user
 JupyterLab run as that user: a student's from the students' environment (the wheel,
-never the checkout), an instructor's from this checkout's venv, which grades with
-the keys. The sandbox that grades a submission mounts the students' servelab.
+never the checkout), an instructor's from the instructors' venv, which sees this
+checkout's packages and grades with the keys. The sandbox that grades a submission mounts the students' servelab.
 
 The same settings are what class/z2jh-values.yaml carries for Zero to JupyterHub
 (tests/test_class_hub.py checks both).
@@ -403,8 +403,7 @@ class ClassHub:
     # --- running ------------------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT_S) -> float:
         """Check, lay out, start; seconds until the hub answered."""
-        chp = self.check()
-        self.recover()
+        chp = self.check()  # `class up` has put back what a killed class left (recover) before its gradebook
         try:
             self.lay_out()
         except BaseException:

@@ -136,6 +136,11 @@ def _ro_paths() -> list[tuple[str, str]]:
     for prefix in {sys.prefix, sys.base_prefix, os.path.realpath(sys.base_prefix)}:
         if not prefix.startswith("/usr/") and prefix != "/usr":
             paths.append((prefix, prefix))
+    # Site folders a .pth file adds from elsewhere (a class's instructors' venv reads this checkout venv's).
+    for folder in sys.path:
+        if folder.endswith("site-packages") and os.path.isdir(folder):
+            if not any(folder == src or folder.startswith(src + "/") for src, _ in paths):
+                paths.append((folder, folder))
     package = _package()
     paths.append((str(package), f"/opt/servelab/src/{package.name}"))
     data = REPO_DIR / "data"
