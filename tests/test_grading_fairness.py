@@ -602,3 +602,92 @@ def test_answer_agreement_with_fp16_is_a_drift_metric():
     }
     credited, feedback = phrasings.rep3_credited(checkers, {"text": "", "situation": plan})
     assert credited, feedback
+
+
+SPEC_64 = {"slo_metric": "output_tok_s", "batch_size": 64, "backend": "local", "better": 0}
+SPEC_1 = {"slo_metric": "output_tok_s", "batch_size": 1, "backend": "local", "better": 1}
+
+
+def _knob(knob, a, b, metric, better):
+    return {"knob": knob, "settings": [a, b], "slo_metric": metric, "better": better}
+
+
+# More conclusions in learners' words, each with what its own numbers support (batch 64: off; batch 1: on).
+MORE_CONCLUSIONS = [
+    (
+        "spec_rep2",
+        SPEC_64,
+        True,
+        "Speculation should be disabled for this fleet: plain decoding made 168.2 tok/s vs 87.5.",
+    ),
+    ("spec_rep2", SPEC_64, True, "The configured n-gram speculation is the wrong choice here; run without it."),
+    ("spec_rep2", SPEC_64, True, "Recommend: no speculation at batch 64."),
+    ("spec_rep2", SPEC_64, True, "We should switch speculation off since throughput nearly doubles without it."),
+    (
+        "spec_rep2",
+        SPEC_64,
+        True,
+        "Given the SLO is throughput, disabling spec decode is the right call (168 vs 88 tok/s).",
+    ),
+    (
+        "spec_rep2",
+        SPEC_64,
+        True,
+        "n-gram speculation costs half the fleet's throughput at batch 64; remove it from the config.",
+    ),
+    ("spec_rep2", SPEC_64, False, "Speculation is still worth it at batch 64 because acceptance is 0.75."),
+    ("spec_rep2", SPEC_64, False, "Keep the configuration as it is."),
+    ("spec_rep2", SPEC_64, False, "Both settings have trade-offs; it depends on what the users want."),
+    ("spec_rep2", SPEC_64, False, "I'd leave speculation enabled."),
+    (
+        "spec_rep2",
+        SPEC_1,
+        True,
+        "At batch 1 speculation wins (39.2 vs 26.3 tok/s): keep the configured n-gram speculation.",
+    ),
+    ("spec_rep2", SPEC_1, False, "Plain decoding is the better option at batch 1."),
+    (
+        "knob_rep2",
+        _knob("batching", "max_num_seqs=256", "max_num_seqs=4", "ttft_ms_p99", 0),
+        True,
+        "Keep the cap of 256: with 4 the p99 TTFT is 2.7 s.",
+    ),
+    (
+        "knob_rep2",
+        _knob("batching", "max_num_seqs=256", "max_num_seqs=4", "ttft_ms_p99", 0),
+        False,
+        "A cap of 4 is the better choice.",
+    ),
+    ("knob_rep2", _knob("precision", "bfloat16", "float32", "output_tok_s", 0), True, "Stay with bf16."),
+    (
+        "knob_rep2",
+        _knob("prefix_caching", "prefix caching off", "prefix caching on", "ttft_ms_p50", 1),
+        True,
+        "The configured choice (caching off) is wrong; enable prefix caching.",
+    ),
+    (
+        "knob_rep2",
+        _knob("kv_cache", "kv_cache=1GiB", "kv_cache=16MiB", "ttft_ms_p99", 0),
+        True,
+        "The 1 GiB cache is the right size here; do not go down to 16 MiB.",
+    ),
+    (
+        "knob_rep2",
+        _knob("kv_cache", "kv_cache=1GiB", "kv_cache=16MiB", "ttft_ms_p99", 0),
+        False,
+        "Use the 16 MiB cache.",
+    ),
+    (
+        "knob_rep2",
+        _knob("speculation", "no speculation", "n-gram k=4", "tpot_ms_p50", 1),
+        True,
+        "Speculation halves median TPOT here, so the configured n-gram k=4 stays.",
+    ),
+]
+
+
+@pytest.mark.parametrize("lab, situation, credited, text", MORE_CONCLUSIONS)
+def test_more_conclusions_in_learners_words(lab, situation, credited, text):
+    got, points, feedback = phrasings.rep2_credited(checkers, lab, {"text": text, "situation": situation})
+    # (the recorded prefix-caching runs fail the simulator's plausibility check, a quarter of the points)
+    assert got == credited and (points >= 3 if credited else points == 0), feedback

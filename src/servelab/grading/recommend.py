@@ -188,14 +188,15 @@ _GOOD = (
     r"serves the slo better|meets the slo|met the slo|is preferable|is ahead|leads|is superior|"
     r"outperforms|outperformed|gives more|delivers more|is the clear winner|is the winner|is fine|is ok|"
     r"is okay|is right|is correct|meets|satisfies|works|is enough|suffices|is sufficient|is the one to keep|"
-    r"faster|quicker|better)"
+    r"faster|quicker|better|stays|remains|should stay|can stay|is kept|should be kept|is the keeper)"
 )
 _BAD = (
     r"(?:loses|lose|lost|is slower|was slower|are slower|is worse|was worse|is counterproductive|hurts|hurt|"
     r"costs|cost|is harmful|backfires|backfired|is a bad idea|is the wrong|is a loss|is behind|lags|"
     r"underperforms|underperformed|misses the slo|missed the slo|is not worth it|does not pay|did not pay|"
     r"is inferior|slows|slowed|gives less|delivers less|is a net loss|degrades|degraded|is too small|"
-    r"is too slow|breaks the slo|broke the slo|is not enough|is insufficient|queues|slower|worse)"
+    r"is too slow|breaks the slo|broke the slo|is not enough|is insufficient|queues|slower|worse|goes|"
+    r"has to go|must go|should go|should be dropped|is out)"
 )
 _BETWEEN = r"\s+(?:[\w=.,%-]+\s+){0,5}?"
 _CONFIGURED = r"(?:configured|current|existing|chosen|original|seed|deployed|production|config'?s?|configuration'?s?)"
@@ -497,6 +498,10 @@ def _read_clause(clause: str, choices: Choices) -> tuple[int | str | None, str]:
     return None, ""
 
 
+_HEADING = re.compile(
+    r"(?:my |the )?(?:recommend(?:ation)?|i recommend|verdict|conclusion|decision|answer|call|advice|choice|fix|"
+    r"action|bottom line|in short)"
+)
 _LABEL_WORDS = frozenset("it is then please go all the way definitely recommended recommendation".split())
 
 
@@ -590,10 +595,11 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
     for sentence in re.split(r"(?<=[.!?;\n])\s+|(?<=[.!?])$", text):
         if sentence.strip().endswith("?"):
             continue  # a question asks; its answer, in the next sentence, recommends
-        previous_here = False
+        previous_here = heading = False
         for n, raw in enumerate(_CLAUSES.split(sentence)):
             if not raw or not raw.strip():
                 continue
+            after_heading, heading = heading, bool(_HEADING.fullmatch(raw.strip()))
             clause, holds, only, unplaced = _condition(raw, batch)
             target, how = _read_clause(clause, choices)
             if how == "elliptic":
@@ -610,6 +616,8 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
             follows = n > 0 and previous_here
             previous_here = how != "label"
             previous = target
+            # "Recommendation: no speculation at batch 64": a label after a heading is the recommendation
+            follows = follows or after_heading
             if how == "label" and not follows:
                 if n == 0:  # a label opens its sentence: "Off at batch 8: ...", not "... and on in the other"
                     labels.add(target)
