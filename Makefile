@@ -172,7 +172,7 @@ UNIT_TESTS := tests/test_foundation.py tests/test_grading_checkers.py tests/test
               tests/test_remote.py tests/test_review.py tests/test_review_inputs.py tests/test_review_public.py \
               tests/test_routing.py tests/test_simulate.py tests/test_lesson_review_agree.py \
               tests/test_grading_fairness.py tests/test_grading_processes.py tests/test_bench_ridge.py tests/test_imports.py \
-              tests/test_readme_numbers.py
+              tests/test_readme_numbers.py tests/test_review_forms.py
 UNIT_SKIP  := --deselect tests/test_review_inputs.py::test_cached_flags_match_the_installed_vllm
 
 test-unit: setup
