@@ -1135,7 +1135,10 @@ METRIC_ADVICE = {
     "per replica, so a change that costs capacity shows before the fleet runs short.",
     "drift": "nothing watched for output-distribution drift. A config change can leave p99 and throughput "
     "flat and still shift outputs: watch something that sees it, such as the downstream eval gate's "
-    "acceptance rate (speculative decoding's draft acceptance watches the engine, not the outputs).",
+    "acceptance rate, or the canary's outputs compared with the float16 fleet's (answer agreement, KL "
+    "divergence, accuracy on a fixed task). A concept ('drift', 'output quality') is not a metric: name what "
+    "you would compute and set a threshold on (speculative decoding's draft acceptance watches the engine, "
+    "not the outputs).",
 }
 
 
