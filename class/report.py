@@ -28,7 +28,9 @@ from IPython.display import Markdown
 from servelab.classroom import report
 
 ASSIGNMENT = "lesson25"  # lesson25, lab25 or knoblab
-COURSE = Path("~/servelab").expanduser()  # the course directory (`servelab class up` makes it there)
+# The course directory: the hub's (~/servelab, where `servelab class up` makes it), else this checkout's
+# grading/course (the samples `make grade` graded). Set it to another course's folder to report on that one.
+COURSE = report.default_course()
 NAMES = False  # True lists the students who made each slip
 
 built = report.build(ASSIGNMENT, COURSE, names=NAMES)

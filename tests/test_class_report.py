@@ -89,6 +89,20 @@ def lesson_class(graded, tmp_path_factory):
     return root
 
 
+# The sample class as `make grade` grades it: 11 lesson submissions, 7 of them the partial sample's score pattern
+# (partial and the six hostile hand-ins built on it), two full ones, near_misses and empty: 4 score patterns.
+SAMPLE_MIX = {"partial": 7, "perfect": 2, "near_misses": 1, "empty": 1}
+
+
+@pytest.fixture(scope="module")
+def sample_class(graded, tmp_path_factory):
+    root = tmp_path_factory.mktemp("sample-class") / "course"
+    shutil.copytree(graded, root)
+    mix = [(f"s{i:02d}_{kind}", kind) for i, kind in enumerate(k for k, n in SAMPLE_MIX.items() for _ in range(n))]
+    replicate.replicate(root, f"sqlite:///{root / 'gradebook.db'}", LESSON, mix)
+    return root
+
+
 def test_the_grader_records_each_tests_slips_and_whether_an_answer_came(graded):
     def record(student):
         path = graded / trusted.REPORT_DIR / "lesson25" / student / "lesson25.json"
@@ -528,17 +542,41 @@ def test_the_page_opens_offline_reads_its_reteach_list_and_passes_axe(lesson_cla
 
 
 def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeypatch):
+    """The notebook's one cell, as it is, on the sample course where `make grade` leaves it (grading/course:
+    here a graded class in its place) for an instructor with no hub course in their home."""
     import jupytext
+
+    from servelab.grading import pipeline
 
     nb = jupytext.read(report.REPO_DIR / "class" / "report.py")
     code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 1 and 'COURSE = Path("~/servelab").expanduser()' in code[0]
+    assert len(code) == 1 and "COURSE = report.default_course()" in code[0]
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(pipeline, "COURSE", lesson_class)
     monkeypatch.chdir(tmp_path)
     scope = {}
-    exec(code[0].replace('Path("~/servelab").expanduser()', repr(str(lesson_class)).join(("Path(", ")"))), scope)
+    exec(code[0], scope)
+    assert scope["COURSE"] == lesson_class
     shown = scope["Markdown"](report.reteach_markdown(scope["built"], tmp_path)).data
     assert shown.startswith("**What to re-teach in lesson25** (60 submissions)")
     assert (lesson_class / "class-reports" / "lesson25-class-report.html").exists()
+
+
+def test_the_default_course_is_the_hubs_then_the_checkouts_then_a_clear_error(tmp_path, monkeypatch):
+    from servelab.grading import pipeline
+
+    home, checkout = tmp_path / "home", tmp_path / "checkout" / "grading" / "course"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setattr(pipeline, "COURSE", checkout)
+    with pytest.raises(report.ClassError, match="make grade"):
+        report.default_course()
+    course.make(checkout)
+    assert report.default_course() == checkout
+    course.make(home / "servelab")
+    assert report.default_course() == home / "servelab"
 
 
 def test_checkers_name_their_slips_beside_the_points_and_feedback():
@@ -561,3 +599,124 @@ def test_checkers_name_their_slips_beside_the_points_and_feedback():
     assert checkers.choice("zz", tests["practice5-test"][1]).slips == {}  # a malformed answer is not a slip
     assert set(checkers.rollout_plan({}, {"points": 5}).slips) == set(checkers.ROLLOUT_SLIPS)  # an empty plan
     assert set(checkers.measured_comparison({}, {"points": 4}).slips) == {"not-a-comparison"}
+
+
+def test_a_small_class_says_it_is_too_small_to_judge_with_each_questions_interval(sample_class, tmp_path):
+    """On the sample class the index is 0.84-0.85 on many questions only because of the one empty submission:
+    the report shows each interval, says no question can be judged and why, and calls none of them good."""
+    r = report.build("lesson25", sample_class)
+    assert r.submissions == 11 and r.patterns == 4 and r.too_small
+    auto = [q for q in r.questions if q.question.autograded and q.index.value is not None]
+    high = [q for q in auto if 0.8 < q.discrimination < 0.9]
+    assert len(high) >= 5  # what the bare index said
+    for q in auto:
+        assert not q.index.judged and q.index.low <= q.discrimination <= q.index.high, q.question.grade_id
+        assert q.verdict.startswith("too few or too alike to judge (95% interval"), q.verdict
+        assert "only 4 different score patterns, fewer than 10" in q.verdict
+    # the empty submission carries those: without it they have no spread
+    assert all(q.index.moved_by_one and q.index.without_one is None for q in high)
+    assert all("leaving one submission out leaves no spread" in q.verdict for q in high)
+    html, _ = report.write(r, tmp_path)
+    page = " ".join(html.read_text().split())
+    assert "too small or too alike to judge its questions by discrimination" in page
+    assert "11 submissions with 4 different score patterns (fewer than 10" in page
+    assert "separates the class" not in page
+    rows = list(csv.DictReader(io.StringIO(report.render_csv(r))))
+    row = next(row for row in rows if row["grade_id"] == high[0].question.grade_id and not row["slip"])
+    assert float(row["discrimination_low"]) <= float(row["discrimination"]) <= float(row["discrimination_high"])
+    assert float(row["sd"]) == pytest.approx(high[0].sd, abs=1e-4)
+
+
+def test_the_class_of_60_copies_of_four_samples_is_too_alike_too(lesson_class):
+    r = report.build("lesson25", lesson_class)
+    assert r.submissions == 60 and r.patterns == 4 and r.too_small
+
+
+def large_class(n=200, seed=7):
+    """n students of spread ability; questions that follow it, go against it, ignore it, that nearly all or
+    nearly none get."""
+    import random
+
+    rng = random.Random(seed)
+    ability = [rng.random() for _ in range(n)]
+    names = [f"follows{i}" for i in range(8)] + ["against", "coin", "easy", "none"]
+    qs = [report.Question(g, "nb", 1.0, True) for g in names]
+    subs = []
+    for i, a in enumerate(ability):
+        points = {f"follows{j}": float(a + rng.gauss(0, 0.15) > 0.2 + 0.08 * j) for j in range(8)}
+        points["against"] = float(a + rng.gauss(0, 0.1) < 0.5)
+        points["coin"] = float(rng.random() < 0.5)
+        points["easy"] = float(i >= 3)  # all but three
+        points["none"] = float(i < 3)  # three
+        subs.append(report.Submission(f"s{i:03d}", points))
+    return report.ClassData("x", qs, subs, [])
+
+
+def test_a_large_class_judges_each_question_and_flags_those_that_need_a_look(tmp_path):
+    data = large_class()
+    stats = {q.question.grade_id: q for q in report.question_stats(data)}
+    assert report.score_patterns(data) >= report.MIN_PATTERNS
+    for j in range(8):
+        q = stats[f"follows{j}"]
+        assert q.index.judged and report.DISCRIMINATION_MIN < q.index.low <= q.discrimination <= q.index.high
+        assert q.index.high - q.index.low < 0.3 and q.flags == [] and q.verdict.startswith("separates the class")
+    against = stats["against"]
+    assert against.index.judged and against.index.high < 0
+    assert against.flags and against.flags[0].startswith("negative discrimination")
+    assert against.verdict.startswith("low (95% interval")
+    coin = stats["coin"]
+    assert coin.index.low < report.DISCRIMINATION_MIN and "low discrimination (below 0.20)" in coin.flags
+    assert stats["easy"].flags == ["nearly everyone scored full points (mean above 95%)"]
+    assert stats["none"].flags[0].startswith("nearly nobody scored (mean below 5%)")
+    # the SD is the sample SD of the question's points
+    easy = [s.points["easy"] for s in data.submissions]
+    m = sum(easy) / len(easy)
+    assert stats["easy"].sd == pytest.approx(math.sqrt(sum((x - m) ** 2 for x in easy) / (len(easy) - 1)))
+    r = report.ClassReport(
+        "x", 200, 12.0, 0.0, list(stats.values()), [], 0, False, patterns=report.score_patterns(data)
+    )
+    assert not r.too_small
+    page = " ".join(report.render_html(r, tmp_path).split())
+    assert "too small or too alike" not in page and "PrairieLearn" in page
+    assert "<strong>Needs a look:</strong> negative discrimination" in page
+
+
+def test_the_flags_follow_prairielearns_thresholds():
+    def stats(mean, value, low=0.5, high=0.9):
+        q = report.QuestionStats(report.Question("q", "nb", 2.0, True), 100, mean, {}, 0, value)
+        q.index = report.Discrimination(value, low, high)
+        return q
+
+    assert stats(1.0, 0.5).flags == []
+    assert stats(1.0, 0.1, 0.0, 0.3).flags == ["low discrimination (below 0.20)"]
+    assert "negative discrimination" in stats(1.0, -0.3, -0.5, -0.1).flags[0]
+    assert stats(1.0, -0.3, -0.5, -0.1).verdict.startswith("low (95% interval -0.5 to -0.1)")
+    assert stats(1.95, 0.1).flags == ["nearly everyone scored full points (mean above 95%)"]  # low index acceptable
+    assert "nearly nobody scored" in stats(0.05, 0.5).flags[0]
+    assert stats(1.0, 0.5, 0.3, 0.7).verdict == "separates the class (95% interval 0.3 to 0.7)"
+    assert stats(1.0, 0.3, 0.1, 0.5).verdict.startswith("uncertain: the interval spans 0.20")
+
+
+def test_the_discrimination_interval_is_a_seeded_bootstrap_that_the_one_outlier_cannot_hide():
+    # ten students alike on the question and the rest, one who scored nothing: the index is 1 by that one alone
+    xs, ys = [1.0] * 10 + [0.0], [5.0, 6.0] * 5 + [0.0]
+    d = report.discrimination(xs, ys)
+    assert d.value == pytest.approx(report.point_biserial(xs, ys)) and d.value > 0.8
+    assert d.moved_by_one and d.without_one is None and not d.judged
+    assert d.undefined == pytest.approx((10 / 11) ** 11, abs=0.05)  # resamples without the outlier: no spread
+    assert report.discrimination(xs, ys) == d  # the same interval every run
+    # a spread-out class of 200 whose question follows the rest: judged, interval around the point
+    rest = [float(i % 20) for i in range(200)]
+    item = [1.0 if r >= 10 else 0.0 for r in rest]
+    item[:10] = [1 - x for x in item[:10]]  # a few who do not follow
+    d = report.discrimination(item, rest)
+    assert d.judged and d.low < d.value < d.high and d.low > report.DISCRIMINATION_MIN
+
+
+def test_an_example_is_shortened_between_words():
+    text = "the cap is not the cause because the cache holds both K and V for every token " * 4
+    short = report.shorten(text, report.EXAMPLE_CHARS)
+    assert len(short) <= report.EXAMPLE_CHARS and short.endswith("…")
+    assert text.startswith(short[:-1]) and text[len(short) - 1] == " "  # the cut falls before a space
+    assert report.shorten("x" * 400, 20) == "x" * 19 + "…"  # one long token: cut at the limit
+    assert report.shorten("short answer", 20) == "short answer"

@@ -679,3 +679,29 @@ def test_make_grade_without_bubblewrap_says_which_package_before_anything_else_r
     assert "bubblewrap (bwrap)" in lines[0] and "needs root" in lines[0], "said first"
     assert "install the package bubblewrap" in result.stdout and "apt-get install bubblewrap" in result.stdout
     assert "venv" not in result.stdout and "pip" not in result.stdout  # the set-up did not start
+
+
+@pytest.mark.slow
+def test_the_class_reports_lesson_links_open_in_the_jupyterlab_servelab_lab_runs(tmp_path):
+    """Under `servelab lab` (what make lab runs), the report finds that JupyterLab from the server file it writes,
+    and its link to a lesson heading is a /lab/tree path that server serves (the lesson's contents answer 200),
+    with the heading id JupyterLab gives it."""
+    from servelab.classroom import report
+
+    env = clean_env(HOME=str(tmp_path), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    env.pop("SERVELAB_CACHE", None)
+    lab = LabCommand(shlex.split(readme_command(".venv/bin/servelab lab")) + ["--port", str(_free_port())], env)
+    try:
+        token = lab.wait_for(r"token=(\w+)\s*$", LAB_START_TIMEOUT_S).group(1)
+        url, root = report.serving_lab(report.LESSON, str(tmp_path / "runtime"))
+        assert root.resolve() == REPO.resolve()
+        link = report.lab_link(report.RECAP, report.LESSON, url, root)
+        assert link == url.rstrip("/") + "/lab/tree/lessons/lesson25.ipynb#Recap:-what-this-lesson-leans-on"
+        path = link.split("/lab/tree/", 1)[1].split("#")[0]
+        headers = {"Authorization": f"token {token}"}
+        for page in (f"/api/contents/{path}?content=0", f"/lab/tree/{path}"):
+            req = urllib.request.Request(url.rstrip("/") + page, headers=headers)
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                assert resp.status == 200, page
+    finally:
+        lab.kill()

@@ -76,9 +76,12 @@ def add_arguments(parser) -> None:
     report.add_argument(
         "--lab-url",
         help="the JupyterLab the page's lesson links open (default: this hub user's "
-        "JUPYTERHUB_SERVICE_PREFIX, else /; e.g. http://localhost:8888/ to open the page outside it)",
+        "JUPYTERHUB_SERVICE_PREFIX, else a JupyterLab of yours running here that serves the lesson, such as "
+        "make lab's, else /; e.g. http://localhost:8888/ to open the page outside it)",
     )
-    report.add_argument("--lab-root", type=Path, help="the folder that JupyterLab serves (default: your home)")
+    report.add_argument(
+        "--lab-root", type=Path, help="the folder that JupyterLab serves (default: that JupyterLab's, else your home)"
+    )
     report.set_defaults(class_func=cmd_report)
 
 

@@ -30,6 +30,7 @@ the charts carry only numbers and question ids, and no student is named unless `
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import math
@@ -393,6 +394,115 @@ class SlipStats:
     made_by: frozenset = frozenset()  # who made it: only to count a slip across questions, never shown
 
 
+# When a question needs a look, as PrairieLearn's question statistics put it (its instructor page of an assessment's
+# question statistics, apps/prairielearn/src/pages/instructorAssessmentQuestionStatistics in PrairieLearn/PrairieLearn):
+# "Discrimination values should be above 20%, unless a question is very easy (mean score above 95%), in which case
+# it is acceptable to have lower discriminations"; easy means a mean above 90%, hard below 50%. PrairieLearn shows
+# the mean, the SD and the discrimination of each question; a mean near zero is this report's own flag, the mirror
+# of the very easy one (nobody scored: the question or its key is the first suspect).
+DISCRIMINATION_MIN = 0.20
+VERY_EASY = 0.95  # of the question's points
+NEAR_ZERO = 0.05
+# The interval of the discrimination index: a percentile bootstrap over submissions, seeded (the page is the same
+# every run). Not Fisher's z: its interval assumes the two scores are jointly normal, and a question's points take
+# two or three values while a small class repeats a few score patterns; on the sample class (11 submissions, 4
+# patterns) Fisher's z gives 0.51-0.96 around 0.85 though the index rests on the one empty submission. Resampling
+# the submissions shows that: a resample without it has no spread, and the index is not defined there.
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 25
+CONFIDENCE = 0.95
+UNDEFINED_MAX = 0.05  # more resamples than this without spread: too uniform to judge
+# The bootstrap counts every submission as a student of its own; copies of one hand-in (the sample class holds
+# seven of the partial sample's pattern) are one. Below this many different score patterns no index is judged:
+# by Fisher's z over k independent points, 0.85 (the sample class's) clears 0.20 at 95% from about k = 7, and
+# with k = 10 by a margin (lower bound 0.47), while an index of 0.6 does not clear it until k = 19.
+MIN_PATTERNS = 10
+
+
+@dataclass
+class Discrimination:
+    """The discrimination index with what it can be trusted for: its interval, and whether it rests on one submission."""
+
+    value: float | None
+    low: float | None = None  # the CONFIDENCE bootstrap interval over the resamples where it is defined
+    high: float | None = None
+    undefined: float = 0.0  # share of resamples with no spread in the question's points or the rest
+    without_one: float | None = None  # the index without the submission that moves it most (None: not defined then)
+    moved_by_one: bool = False  # leaving one submission out changes the verdict (or leaves no spread)
+    patterns: int | None = None  # different score patterns in the class (None: not counted)
+
+    @property
+    def too_alike(self) -> bool:
+        return self.patterns is not None and self.patterns < MIN_PATTERNS
+
+    @property
+    def judged(self) -> bool:
+        """Whether the class says anything about this question's discrimination."""
+        return (
+            self.value is not None
+            and self.low is not None
+            and self.undefined <= UNDEFINED_MAX
+            and not self.too_alike
+            and not self.moved_by_one
+        )
+
+
+def discrimination(xs: list[float], ys: list[float], resamples: int = BOOTSTRAP_RESAMPLES) -> Discrimination:
+    """The point-biserial of xs against ys, its bootstrap interval and its leave-one-out check."""
+    import numpy as np
+
+    value = point_biserial(xs, ys)
+    if value is None:
+        return Discrimination(None)
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    n = len(x)
+    # A resample as how many times it draws each submission: its sums are one product with those counts (the same
+    # counts for every question of the class: drawn once, _resample_counts).
+    counts = _resample_counts(n, resamples)
+    sums = np.einsum("bn,kn->kb", counts, np.stack([x, y, x * x, y * y, x * y]))
+    r, ok = _pearson_from_sums(n, *sums)
+    defined = r[ok]
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = (float(v) for v in np.percentile(defined, [tail, 100 - tail])) if len(defined) else (None, None)
+    # Leave one out: every submission's removal at once, from the class's sums less its own.
+    sums = [v.sum() - v for v in (x, y, x * x, y * y, x * y)]
+    loo, loo_ok = _pearson_from_sums(n - 1, *sums)
+    if not loo_ok.all():
+        without_one, moved = None, True
+    else:
+        worst = int(np.argmax(np.abs(loo - value)))
+        without_one = float(loo[worst])
+        moved = (without_one >= DISCRIMINATION_MIN) != (value >= DISCRIMINATION_MIN) or (without_one >= 0) != (
+            value >= 0
+        )
+    return Discrimination(value, low, high, float(1 - ok.mean()), without_one, bool(moved))
+
+
+@functools.lru_cache(maxsize=4)
+def _resample_counts(n: int, resamples: int):
+    """resamples x n: how many times each bootstrap resample (n draws with replacement, BOOTSTRAP_SEED) draws
+    each of n submissions."""
+    import numpy as np
+
+    draws = np.random.default_rng(BOOTSTRAP_SEED).integers(0, n, size=(resamples, n))
+    flat = (draws + np.arange(resamples)[:, None] * n).ravel()
+    counts = np.bincount(flat, minlength=resamples * n).reshape(resamples, n).astype(float)
+    counts.flags.writeable = False
+    return counts
+
+
+def _pearson_from_sums(n, sx, sy, sxx, syy, sxy):
+    """Pearson's r from n and the sums of x, y, x², y² and xy (arrays of them), and where it is defined (both
+    spread: a variance above rounding error)."""
+    import numpy as np
+
+    vx, vy = sxx - sx * sx / n, syy - sy * sy / n
+    ok = (vx > 1e-9 * np.maximum(1.0, sxx)) & (vy > 1e-9 * np.maximum(1.0, syy))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(ok, (sxy - sx * sy / n) / np.sqrt(np.where(ok, vx * vy, 1.0)), np.nan)
+    return np.clip(r, -1.0, 1.0), ok
+
+
 @dataclass
 class QuestionStats:
     question: Question
@@ -403,6 +513,54 @@ class QuestionStats:
     discrimination: float | None
     slips: list[SlipStats] = field(default_factory=list)
     unnamed_wrong: int = 0  # answers below full points with no slip named
+    sd: float | None = None  # the sample standard deviation of its points
+    index: Discrimination | None = None  # the discrimination with its interval (autograded questions)
+
+    @property
+    def flags(self) -> list[str]:
+        """Why the question needs a look, each in a few words (PrairieLearn's guide, DISCRIMINATION_MIN and VERY_EASY)."""
+        if self.mean is None or not self.question.max_points:
+            return []
+        share = self.mean / self.question.max_points
+        out = []
+        if share > VERY_EASY:
+            out.append(f"nearly everyone scored full points (mean above {VERY_EASY:.0%})")
+        elif share < NEAR_ZERO:
+            out.append(f"nearly nobody scored (mean below {NEAR_ZERO:.0%}): check the question and its key")
+        d = self.index
+        if d is not None and d.value is not None and share <= VERY_EASY:
+            if d.value < 0:
+                out.append(
+                    "negative discrimination: the students with more of the rest scored less here (check the key)"
+                )
+            elif d.value < DISCRIMINATION_MIN:
+                out.append(f"low discrimination (below {DISCRIMINATION_MIN:.2f})")
+        return out
+
+    @property
+    def verdict(self) -> str:
+        """What the discrimination says, in one phrase, with its interval."""
+        d = self.index
+        if d is None or d.value is None:
+            return "not defined: every submission scored the same here, or on the rest"
+        interval = f"95% interval {_num(d.low)} to {_num(d.high)}" if d.low is not None else "no interval"
+        if not d.judged:
+            why = []
+            if d.moved_by_one:
+                why.append(
+                    "leaving one submission out "
+                    + ("leaves no spread" if d.without_one is None else f"makes it {_num(d.without_one)}")
+                )
+            if d.undefined > UNDEFINED_MAX:
+                why.append(f"{d.undefined:.0%} of resamples have no spread")
+            if d.too_alike:
+                why.append(f"only {d.patterns} different score patterns, fewer than {MIN_PATTERNS}")
+            return f"too few or too alike to judge ({interval}; {'; '.join(why) or 'too few submissions'})"
+        if d.high is not None and d.high < DISCRIMINATION_MIN:
+            return f"low ({interval})"
+        if d.low is not None and d.low >= DISCRIMINATION_MIN:
+            return f"separates the class ({interval})"
+        return f"uncertain: the interval spans {DISCRIMINATION_MIN:.2f} ({interval})"
 
 
 def hand_grading_done(data: ClassData) -> bool:
@@ -420,6 +578,7 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
     auto_only = not hand_grading_done(data)
     autograded = {q.grade_id for q in data.questions if q.autograded}
     scrub = _scrubber(data)  # one for the class: it reads every answer
+    patterns = score_patterns(data)
     for q in data.questions:
         scored = [(s, s.points.get(q.grade_id)) for s in data.submissions]
         done = [(s, p) for s, p in scored if p is not None]
@@ -433,18 +592,36 @@ def question_stats(data: ClassData, names: bool = False) -> list[QuestionStats]:
             if data.has_records
             else None
         )
+        index = discrimination(own, rest) if q.autograded else None
+        if index is not None:
+            index.patterns = patterns
         stats = QuestionStats(
             q,
             len(done),
             sum(own) / len(own) if own else None,
             dict(sorted(Counter(round(p, 3) for p in own).items())),
             blank,
-            point_biserial(own, rest),
+            index.value if index is not None else point_biserial(own, rest),
+            sd=_sd(own),
+            index=index,
         )
         if q.autograded:
             stats.slips, stats.unnamed_wrong = slip_stats(q, done, data, names, scrub)
         out.append(stats)
     return out
+
+
+def _sd(xs: list[float]) -> float | None:
+    """The sample standard deviation (n - 1); None for fewer than two."""
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def score_patterns(data: ClassData) -> int:
+    """How many different score patterns (every question's points) the class's submissions have."""
+    return len({tuple(s.points.get(q.grade_id) for q in data.questions) for s in data.submissions})
 
 
 def _auto_total(sub: Submission, autograded: set[str]) -> float:
@@ -614,9 +791,21 @@ def _scrubber(data: ClassData):
         )
         text = " ".join(text.split())
         text = _TOKEN.sub(lambda m: "[a student]" if normalise(m.group()) in names else m.group(), text)
-        return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
+        return shorten(text, EXAMPLE_CHARS)
 
     return scrub
+
+
+def shorten(text: str, limit: int) -> str:
+    """text in at most `limit` characters, cut between words (at a space past half the limit) with "…"; a
+    text without such a space (one long token) is cut where the limit falls."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _is_number(word: str) -> bool:
@@ -695,6 +884,55 @@ class ClassReport:
     lab_root: Path | None = None  # the folder that JupyterLab serves
     hand_grading_done: bool = True  # else discrimination is against the autograded points only
     gradebook: str = ""  # the gradebook read, without its password
+    patterns: int = 0  # different score patterns among the submissions (copies of one hand-in count once)
+
+    @property
+    def too_small(self) -> bool:
+        """Whether the class is too small or too alike for its discrimination indices to say much: no
+        autograded question's index can be judged (Discrimination.judged)."""
+        indices = [q.index for q in self.questions if q.index is not None and q.index.value is not None]
+        return bool(indices) and not any(d.judged for d in indices)
+
+
+def serving_lab(lesson: Path, runtime_dir: str | None = None) -> tuple[str, Path] | None:
+    """(URL, root) of a Jupyter server of this user's running on this machine whose root holds `lesson`: the
+    server info files jupyter_server writes in the runtime folder (jpserver-PID.json, with the root it serves and
+    its URL, base URL included), a live process's only. The deepest root wins (the closest to the lesson)."""
+    from jupyter_server.serverapp import list_running_servers
+
+    found = []
+    for info in list_running_servers(runtime_dir):
+        root, url = info.get("root_dir"), info.get("url")
+        if not isinstance(root, str) or not isinstance(url, str):
+            continue
+        try:
+            Path(lesson).resolve().relative_to(Path(root).resolve())
+        except (ValueError, OSError):
+            continue
+        found.append((len(Path(root).resolve().parts), url, Path(root)))
+    if not found:
+        return None
+    _, url, root = max(found, key=lambda f: f[0])
+    return url, root
+
+
+HUB_COURSE = "servelab"  # `servelab class up` makes the course in the first instructor's home (hub.ClassSettings)
+
+
+def default_course() -> Path:
+    """The course the instructor's notebook (class/report.py) reports on when it is not told: the hub's, in this
+    instructor's home (~/servelab, where `servelab class up` made it), else this checkout's, where `make grade`
+    grades the samples and the Nbgrader menu of `make lab` looks (grading/course)."""
+    from servelab.grading import pipeline
+
+    hub = Path.home() / HUB_COURSE
+    for folder in (hub, pipeline.COURSE):
+        if (folder / "gradebook.db").is_file() or (folder / "nbgrader_config.py").is_file():
+            return folder
+    raise ClassError(
+        f"No course here: neither {hub} (`servelab class up` makes it) nor {pipeline.COURSE} (`make grade` "
+        "grades the samples into it). Run one of them, or set COURSE to your course directory."
+    )
 
 
 def lesson_copy(course_dir: Path) -> Path:
@@ -712,9 +950,13 @@ def build(
     lab_root: Path | None = None,
 ) -> ClassReport:
     """Read the class and compute every number the page and the CSV show. The page's links open the lesson
-    in the JupyterLab at lab_url (default: the hub's JUPYTERHUB_SERVICE_PREFIX for this user, else "/")
-    serving lab_root (default: the home folder, where a user's JupyterLab starts)."""
+    in the JupyterLab at lab_url serving lab_root. By default: on the hub, this user's server
+    (JUPYTERHUB_SERVICE_PREFIX, serving the home folder); else a JupyterLab of this user's running on this
+    machine that serves the lesson (`make lab` serves the checkout); else "/" serving the home folder."""
     data = read_class(assignment, course_dir, db_url)
+    lesson = lesson_copy(course_dir)
+    if lab_url is None and lab_root is None and not os.environ.get("JUPYTERHUB_SERVICE_PREFIX"):
+        lab_url, lab_root = serving_lab(lesson) or (None, None)
     stats = question_stats(data, names)
     totals = [s.total for s in data.submissions]
     return ClassReport(
@@ -726,12 +968,13 @@ def build(
         reteach(stats),
         data.without_record,
         names,
-        lesson_copy(course_dir),
+        lesson,
         data.unreadable_record,
         lab_url if lab_url is not None else os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/"),
         Path(lab_root) if lab_root is not None else Path.home(),
         hand_grading_done(data),
         data.gradebook,
+        score_patterns(data),
     )
 
 
@@ -751,7 +994,7 @@ def summary(q: QuestionStats) -> str:
     )
 
 
-def _num(x: float) -> str:
+def _num(x: float | None) -> str:
     return f"{x:.2f}".rstrip("0").rstrip(".") if x is not None else "-"
 
 
@@ -839,6 +1082,10 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
         plotlyjs=get_plotlyjs(),
         lesson=LESSON.name,
         k=EXAMPLE_MIN_STUDENTS,
+        resamples=BOOTSTRAP_RESAMPLES,
+        min_discrimination=DISCRIMINATION_MIN,
+        very_easy=VERY_EASY,
+        min_patterns=MIN_PATTERNS,
         section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup,
     )
@@ -855,6 +1102,10 @@ CSV_FIELDS = (
     "mean_points",
     "blank",
     "discrimination",
+    "discrimination_low",
+    "discrimination_high",
+    "sd",
+    "needs_a_look",
     "students_with_slip",
     "share",
     "points_lost",
@@ -881,6 +1132,10 @@ def render_csv(report: ClassReport) -> str:
                 "mean_points": "" if q.mean is None else round(q.mean, 4),
                 "blank": "unknown" if q.blank is None else q.blank,
                 "discrimination": "" if q.discrimination is None else round(q.discrimination, 4),
+                "discrimination_low": "" if q.index is None or q.index.low is None else round(q.index.low, 4),
+                "discrimination_high": "" if q.index is None or q.index.high is None else round(q.index.high, 4),
+                "sd": "" if q.sd is None else round(q.sd, 4),
+                "needs_a_look": "; ".join(q.flags),
                 "teaches": TEACHES.get(q.question.grade_id, ""),
             }
         )
