@@ -60,7 +60,10 @@ FORMS_READ = (
 
 
 def not_a_form(name: str, what: str = "") -> ReviewInputError:
-    return ReviewInputError(f"{name}: not a form servelab reads{': ' + what if what else ''}. It reads: {FORMS_READ}")
+    return ReviewInputError(
+        f"{name}: not a form servelab reads{': ' + what if what else ''}. It reads: {FORMS_READ}. "
+        "Review the file that starts vLLM, or write the settings it deploys as a `vllm serve` command line"
+    )
 
 
 def load(
@@ -98,7 +101,10 @@ def _load(
         reading = readers.read_systemd(name, text)
         return _doc_of(reading, text, name, base_dir, deployment, variables)
     if readers.looks_like_python(text, path.suffix):
-        reading = readers.read_python(name, text, dict(variables or {}), select)
+        try:
+            reading = readers.read_python(name, text, dict(variables or {}), select)
+        except readers.NoEngine as exc:
+            raise not_a_form(name, str(exc).removeprefix(f"{name}: ")) from None
         return _doc_of(reading, text, name, base_dir, deployment, variables)
     if readers.looks_like_env_file(text):
         reading = readers.read_env_file(name, text)

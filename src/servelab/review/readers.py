@@ -65,6 +65,10 @@ _RAY_CALLS = {"LLMConfig"}
 _SAGEMAKER_PREFIX = "SM_VLLM_"
 
 
+class NoEngine(ReviewInputError):
+    """A Python script that builds no engine: forms.py refuses it as a form it does not read."""
+
+
 class _NotLiteral(Exception):
     def __init__(self, node: ast.AST, why: str = ""):
         super().__init__(why)
@@ -111,10 +115,10 @@ def read_python(name: str, text: str, variables: dict[str, str], select: str | N
             if instance:
                 _instance(reading, *instance)
             return reading
-        raise ReviewInputError(
-            f"{name}: a Python script, but it builds no vLLM engine the reviewer reads: expected "
-            "vllm.LLM(...), AsyncEngineArgs(...), EngineArgs(...), a Ray Serve LLMConfig(...), or a "
-            "SageMaker model with an SM_VLLM_* env"
+        raise NoEngine(
+            f"{name}: a Python script that builds no vLLM engine the reviewer reads (vllm.LLM(...), "
+            "AsyncEngineArgs(...), EngineArgs(...), a Ray Serve LLMConfig(...), or a SageMaker model with "
+            "an SM_VLLM_* env)"
         )
     calls.sort(key=lambda c: c[1].lineno)
     if select:
