@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     # FLOP per byte at the ridge x bytes per parameter / 2 FLOP per parameter per token
     roofline_ridge = roofline["gemm_tflops"] * 1e12 / (roofline["read_gb_s"] * 1e9) * nbytes / 2
     found = knee(points)
+    chosen = ridge_of(found, roofline_ridge)
     result = {
         "benchmark": "ridge-cpu",
         "what": (
@@ -265,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         "read_ms_at_probe": round(weight_bytes / (roofline["read_gb_s"] * 1e9) * 1000, 1),
         "points": points,
         "knee": found,
-        "ridge": ridge_of(found, roofline_ridge),
+        "ridge": chosen,
         # ms per token below the knee: 0 on the ideal roofline (flat), the slope past it where the two add
-        "ms_per_token_below_ridge": slope_below(points, found["ridge_tokens_per_step"]),
+        "ms_per_token_below_ridge": slope_below(points, chosen["tokens_per_step"]),
         "wall_time_s": round(time.perf_counter() - t0, 1),
         "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }

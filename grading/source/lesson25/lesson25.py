@@ -1119,11 +1119,11 @@ print((data_dir() / 'configs' / '70b-upgrade-h200-workload.yaml').read_text())
 # feature left out *would* pay is a question for the next review, with its own measurement). And one
 # fault is graded once: a knob that reads as wrong only because another knob is wrong is graded under
 # that other knob (give it a verdict anyway; its feedback says which). A reason earns its full share when it
-# names the fact itself in a sentence of four words or more: the figure it rests on (the weights against one
-# GPU's memory, the peak load against the cap, the longest request against the limit, the precision the
-# weights are served in) or the measurement that is missing. Naming only the topic ("the context looks
-# fine") earns half. A reason that asserts the opposite of its own verdict ("the weights fit on one GPU"
-# for a `"wrong"` parallelism, "a benchmark shows it" for an `"unjustified"` cap) earns nothing, and so does
+# names the fact itself in a sentence of four words or more: the figure it rests on, set against what it
+# is compared with (a size against a capacity, a load against a cap, a length against a limit, the
+# precision the weights are served in), or the measurement that is missing. Naming only the topic ("the
+# context looks fine") earns half. A reason that asserts the opposite of its own verdict ("it fits" beside
+# `"wrong"` for a size against a capacity, "a benchmark shows it" beside `"unjustified"`) earns nothing, and so does
 # one that only hedges ("not sure"). The feedback shows the reviewer's reason beside each of yours: check
 # your facts against it, since a wrong figure in a well-formed reason is not caught.
 #
