@@ -46,20 +46,11 @@ OUTPUT = ROOT / "bench" / "results" / "ridge-cpu.json"
 DTYPE_BYTES = {"bfloat16": 2, "float32": 4}
 
 
-def cpu_has_bf16(cpuinfo: str | None = None) -> bool:
-    """True where /proc/cpuinfo lists a bfloat16 fast path (avx512_bf16 or amx_bf16)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return False
-    flags = set(cpuinfo.split())
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
-
-
 def default_dtype() -> str:
-    """The engine's dtype on this CPU: bfloat16 with a fast path for it, else float32."""
-    return "bfloat16" if cpu_has_bf16() else "float32"
+    """The engine's dtype on this CPU: bfloat16 with a fast path for it (servelab.engine's test), else float32."""
+    from servelab.engine import cpu_has_native_bf16
+
+    return "bfloat16" if cpu_has_native_bf16() else "float32"
 
 
 def read_probe(dtype, seconds: float = 0.5) -> dict:
@@ -257,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_before": load_before,
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         },
-        "cpu_bf16_fast_path": cpu_has_bf16(),
+        "cpu_bf16_fast_path": default_dtype() == "bfloat16",
         "versions": gpu_step.versions(),
         "dtype": dtype_name,
         "roofline_probe": roofline,

@@ -58,11 +58,14 @@ def test_the_intercept_carries_its_uncertainty_and_one_token_count_is_refused():
         _ridge_cpu().knee(same)
 
 
-def test_the_engines_dtype_follows_the_cpus_bf16_fast_path():
+def test_the_default_dtype_is_the_engines(monkeypatch):
+    import servelab.engine
+
     ridge = _ridge_cpu()
-    assert ridge.cpu_has_bf16("flags : fpu sse avx512f avx512_bf16 amx_tile")
-    assert ridge.cpu_has_bf16("flags : fpu amx_bf16 amx_tile")
-    assert not ridge.cpu_has_bf16("flags : fpu sse avx2 avx512f avx512_vnni")  # avx512f alone has no bf16 math
+    monkeypatch.setattr(servelab.engine, "cpu_has_native_bf16", lambda: True)
+    assert ridge.default_dtype() == "bfloat16"
+    monkeypatch.setattr(servelab.engine, "cpu_has_native_bf16", lambda: False)
+    assert ridge.default_dtype() == "float32"
 
 
 def test_the_slope_below_the_ridge_tells_flat_from_added():
