@@ -720,3 +720,14 @@ def test_an_example_is_shortened_between_words():
     assert text.startswith(short[:-1]) and text[len(short) - 1] == " "  # the cut falls before a space
     assert report.shorten("x" * 400, 20) == "x" * 19 + "…"  # one long token: cut at the limit
     assert report.shorten("short answer", 20) == "short answer"
+
+
+def test_a_long_slip_description_in_a_record_is_cut_between_words(tmp_path):
+    about = "You counted one tensor per layer: the cache holds both K and V, so multiply by two. " * 12
+    folder = tmp_path / "course" / trusted.REPORT_DIR / "lesson25" / "s1"
+    folder.mkdir(parents=True)
+    record = {"tests": {"q1": {"points": 0, "slips": {"kv-once": about}, "answered": True, "answer": '"1"'}}}
+    (folder / "lesson25.json").write_text(json.dumps(record))
+    shown = report._read_record(tmp_path / "course", "lesson25", "s1", "lesson25")["q1"]["slips"]["kv-once"]
+    assert len(shown) <= 600 and shown.endswith("…") and about.startswith(shown[:-1])
+    assert about[len(shown) - 1] in " ,.;:" or shown[-2] in ".,;:"  # no word is cut

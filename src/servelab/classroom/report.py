@@ -316,7 +316,9 @@ def _read_record(course_dir: Path, assignment: str, student: str, notebook: str)
         if not isinstance(record, dict):
             continue
         slips = record.get("slips")
-        slips = {_text(k, 80): _text(v, 600) for k, v in slips.items()} if isinstance(slips, dict) else {}
+        slips = (
+            {_text(k, 80): shorten(_text(v, 1200), 600) for k, v in slips.items()} if isinstance(slips, dict) else {}
+        )
         points = record.get("points")
         out[_text(grade_id, 200)] = {
             "points": float(points) if isinstance(points, (int, float)) and math.isfinite(points) else 0.0,
