@@ -306,8 +306,8 @@ class SandboxedExecute(NbGraderPreprocessor):
             flags += self._limit_flags(cell, index, done)
         if run.memory_limit_hit:
             flags.append(
-                f"the submission reached its memory limit ({sandbox.CGROUP_LIMITS.memory_bytes >> 20} MiB for all "
-                "its processes and its /tmp together): the kernel's out-of-memory killer stopped one of them"
+                f"the submission ran out of memory: it reached its memory limit ({sandbox.CGROUP_LIMITS.memory_bytes >> 20} "
+                "MiB for all its processes and its /tmp together) and the kernel's out-of-memory killer stopped one of them"
             )
         if run.status != "ok":
             flags.append(
