@@ -1,4 +1,5 @@
-"""The attack corpus on everything around the sandbox: collection, names, the scan, scoring, attribution, rubric.
+"""The attack corpus on everything around the sandbox: collection, names, the scan, scoring, attribution, rubric,
+the console, the sandbox's memory and the per-student steps.
 
 Written from the classes in tests/faults.md (what a student, or a careless LMS
 export, hands in), several variants each. The whole corpus is graded in one
@@ -30,7 +31,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from servelab.grading import course, pipeline, samples
+from servelab.grading import cgroup, course, pipeline, samples, sandbox
+from servelab.grading.console import printable
 from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")
@@ -54,6 +56,9 @@ PRACTICE3_OPTIONS = [
     "more_memory",
 ]
 SECONDS_PER_SUBMISSION = 30  # the bound on a run: far above the ~3 s a submission takes, far below a hang
+# One student's feedback page in the corpus: a lesson's takes ~1.5 s here (10 s at load average 12), and
+# the long-rendering hand-in below far longer (five of its 60 blocks took 40 s at load average 17).
+FEEDBACK_TIMEOUT_S = 30
 
 
 def _sample(name: str):
@@ -132,6 +137,19 @@ ZIP_ENTRIES = {
     "--zip_option.ipynb": ("file", ["not a student id"]),
     "zip_ok.ipynb": ("file", []),  # taken: graded like the partial sample it holds
 }
+# What travels beside hand-ins in an LMS export or a class folder, each holding the perfect sample (so one
+# taken would show): never a student, never a row.
+ZIP_EXTRAS = (
+    ".ipynb_checkpoints/carol-checkpoint.ipynb",
+    "carol/.ipynb_checkpoints/carol-checkpoint.ipynb",
+    "__MACOSX/._carol.ipynb",
+    "__MACOSX/carol.ipynb",
+    ".carol.ipynb",
+    "carol.ipynb~",
+    "sub/.hidden.ipynb",
+)
+FOLDER_EXTRAS = (".zzz_hidden.ipynb", "aab_partial.ipynb~", "zzz_empty.ipynb.swp", "aaa_perfect.ipynb.bak", "._lms.zip")
+EXTRA_NAMES = ("carol-checkpoint", "._carol", ".carol", "carol", ".hidden", ".zzz_hidden", "._lms")
 ZIP_STUDENTS = {
     "../../zip_slip.ipynb": "zip_slip",
     "sub/../../zip_slip2.ipynb": "zip_slip2",
@@ -156,6 +174,8 @@ def _write_zip(path: Path) -> None:
             else:
                 info.external_attr = (stat.S_IFREG | 0o644) << 16
                 z.writestr(info, _sample_bytes("partial"))
+        for name in ZIP_EXTRAS:
+            z.writestr(name, _sample_bytes("perfect"))
 
 
 # ----------------------------------------------------------------------------- graded attacks
@@ -236,6 +256,53 @@ _c.capture = _quiet
 """
 
 
+# Console forgery: an error message that rewinds the line (\r), erases it (ESC[2K), sets the terminal's title
+# (OSC 0), hides what follows (ESC[8m), reverses it (U+202E), uses the 8-bit CSI (U+009B) and starts a line of
+# its own with a forged row. Raised after the answer is set, so it costs nothing but shows in a flag.
+FORGED_ROW = "  zzz_forged       graded     41.00 / 41  (1.0 s)"
+CONSOLE_ESCAPES = (
+    "raise MemoryError("
+    + repr(
+        f"\r\x1b[2K  m_console_escapes graded 41.00 / 41\x1b]0;graded by the student\x07\x1b[8m\u202e\x9b2K\n{FORGED_ROW}"
+    )
+    + ")"
+)
+# Memory: /tmp filled with 60 MiB files until it is full, and six forked children touching 600 MiB each.
+TMPFS_HOG = """
+import os
+_blob = os.urandom(2**20) * 60
+_i = 0
+while True:
+    with open(f"/tmp/hog{_i}", "wb") as _f:
+        _f.write(_blob)
+    _i += 1
+"""
+FORK_HOG = """
+import os, time
+_kids = []
+for _ in range(6):
+    _pid = os.fork()
+    if _pid == 0:
+        _b = bytearray(600 * 2**20)
+        for _j in range(0, len(_b), 4096):
+            _b[_j] = 1
+        time.sleep(1)
+        os._exit(0)
+    _kids.append(_pid)
+for _k in _kids:
+    os.waitpid(_k, 0)
+"""
+
+
+def _renders_long(nb):
+    """60 markdown cells, each a fenced Python block of 186,000 characters on one line (11 MB in all, under the
+    collection's caps): nothing runs, but the feedback page has Pygments highlight every block."""
+    nb = copy.deepcopy(nb)
+    block = "```python\n" + "+-" * 93_000 + "\n```\n"
+    nb.cells += [nbformat.v4.new_markdown_cell(block) for _ in range(60)]
+    return nb
+
+
 def _select(nb, practice2, practice3):
     return samples.fill(
         nb,
@@ -278,6 +345,13 @@ def _graded_attacks():
             {"practice2-missing": 0.0, "practice3-test": 0.0},
             "aab_partial",
         ),
+        # the console: control characters and a forged row in an error message
+        "console_escapes": (_with_cell(partial, "warmup1-answer", CONSOLE_ESCAPES), {}, "aab_partial"),
+        # memory: the sandbox's /tmp and its processes together, in one cgroup
+        "tmpfs_hog": (_with_cell(partial, "warmup1-answer", TMPFS_HOG), {}, "aab_partial"),
+        "fork_hog": (_with_cell(partial, "warmup1-answer", FORK_HOG), {}, "aab_partial"),
+        # the per-student steps: a page that takes minutes to render
+        "renders_long": (_renders_long(partial), {}, "aab_partial"),
     }
     return {f"m_{name}": value for name, value in attacks.items()}
 
@@ -400,9 +474,14 @@ def corpus(tmp_path_factory):
     for name, (make, _) in COLLECTION.items():
         make(folder / name, tmp)
     _write_zip(folder / "lms_export.zip")
+    for name in FOLDER_EXTRAS:
+        (folder / name).write_bytes(_sample_bytes("perfect"))
+    (folder / ".ipynb_checkpoints").mkdir()
+    (folder / ".ipynb_checkpoints" / "aab_partial-checkpoint.ipynb").write_bytes(_sample_bytes("perfect"))
     graded = _graded_attacks()
     for student, (nb, _, _) in graded.items():
         nbformat.write(nb, folder / f"{student}.ipynb")
+    console: list[str] = []
     start = time.monotonic()
     results = pipeline.run(
         tmp / "hostile",
@@ -411,9 +490,11 @@ def corpus(tmp_path_factory):
         assignments=[LESSON],
         cell_timeout=8,
         submission_timeout=60,
-        log=quiet,
+        feedback_timeout=FEEDBACK_TIMEOUT_S,
+        log=console.append,
     )
     wall = time.monotonic() - start
+    (tmp / "console.json").write_text(json.dumps(console))
     return {g.student: g for g in results}, tmp, wall, len(graded) + len(CONTROLS) + 1
 
 
@@ -484,6 +565,99 @@ def test_a_graded_attack_scores_what_its_answers_score(corpus, student):
             )
 
 
+# ----------------------------------------------------------------------------- the console
+@pytest.mark.parametrize(
+    "raw",
+    ["\r", "\x1b[2K", "\x1b]0;title\x07", "\x1b[8m", "\x9b2K", "\x00", "\x7f", "\n", "\t", "\u202e", "\u2066", "\u200f",
+     "\u2028", "\ufeff", "\ud800"],
+)  # fmt: skip
+def test_printable_escapes_every_control_character_and_keeps_text(raw):
+    text = printable(f"ana{raw}41.00")
+    assert text.isprintable() and raw not in text and text.startswith("ana\\") and text.endswith("41.00"), text
+    assert printable(text) == text  # escaping twice changes nothing
+    plain = "élève 41.00 / 41 — ‘ok’ 模型 \\x1b typed"
+    assert printable(plain) == plain
+
+
+def test_console_lines_are_text_whatever_a_submission_raised(corpus):
+    results, tmp, _, _ = corpus
+    console = json.loads((tmp / "console.json").read_text())
+    assert console and all(line.isprintable() for line in console), [ascii(x) for x in console if not x.isprintable()]
+    mine = [line for line in console if line.startswith("  m_console_escapes ")]
+    assert len(mine) == 1, mine  # one line: the newline in the message did not start a forged row
+    real = f"graded    {results['aab_partial'].score:6.2f} / 41"
+    assert mine[0].startswith(f"  m_console_escapes {real}"), mine[0]
+    assert all(
+        escaped in mine[0] for escaped in ("\\x0d", "\\x1b[2K", "\\x1b]0;", "\\x07", "\\x1b[8m", "\\u202e", "\\x9b")
+    ), mine[0]
+    assert not any(line.lstrip().startswith("zzz_forged") for line in console)
+    # the flags, kept in scores.json and read by the class report, are the same text
+    for g in json.loads((tmp / "out-hostile" / "scores.json").read_text()):
+        assert all(isinstance(f, str) and f.isprintable() for f in g["flags"]), (g["student"], g["flags"])
+        assert g["reason"].isprintable(), g["reason"]
+    assert any("MemoryError" in f and "\\x1b[2K" in f for f in results["m_console_escapes"].flags)
+
+
+# ----------------------------------------------------------------------------- memory
+@pytest.mark.parametrize(
+    "student, flag, least",
+    [
+        ("m_tmpfs_hog", "filled the sandbox's disk", sandbox.TMP_BYTES),  # /tmp's pages count in the cgroup
+        ("m_fork_hog", "reached its memory limit", 600 * 2**20),  # one child's 600 MiB, at least
+    ],
+)
+def test_a_memory_hog_stays_within_the_cgroup_its_sandbox_runs_in(corpus, student, flag, least):
+    results, _, _, _ = corpus
+    limits = sandbox.limits_in_force()
+    if limits.startswith("no cgroup"):
+        pytest.skip(limits)
+    g = results[student]
+    assert g.status == "graded" and any(flag in f for f in g.flags), g.flags
+    # the cgroup's own peak (memory.max_usage_in_bytes or memory.peak), read by the grader when the run ended
+    assert least <= g.peak_memory <= sandbox.CGROUP_LIMITS.memory_bytes, g.peak_memory
+    # and every submission's cgroup is gone: none left by a grader that has ended
+    _, parents = cgroup.plan()
+    for parent in set(parents.values()):
+        left = [
+            p.name
+            for p in parent.glob(f"{cgroup.PREFIX}*")
+            if not _alive(int(p.name[len(cgroup.PREFIX) :].split("-")[0]))
+        ]
+        assert not left, left
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- per-student steps, extras
+def test_a_page_that_renders_for_minutes_costs_its_own_feedback_alone(corpus):
+    results, tmp, _, _ = corpus
+    g = results["m_renders_long"]
+    assert g.status == "graded", g.log_tail
+    assert any(f.startswith("feedback:") and f"longer than {FEEDBACK_TIMEOUT_S} s" in f for f in g.flags), g.flags
+    assert "m_renders_long" in _rows(tmp / "out-hostile")  # the grade it was given is kept
+    pages = tmp / "out-hostile" / "feedback" / LESSON.name
+    assert not (pages / "m_renders_long.html").exists()
+    for student, other in results.items():
+        if other.status == "graded" and student != "m_renders_long":
+            assert (pages / f"{student}.html").exists(), student
+            assert not any(f.startswith("feedback:") for f in other.flags), (student, other.flags)
+
+
+def test_checkpoints_hidden_files_and_backups_are_never_students(corpus):
+    results, tmp, _, _ = corpus
+    rows = _rows(tmp / "out-hostile")
+    for name in EXTRA_NAMES:
+        assert name not in results and name not in rows, name
+    assert not [s for s in results if "checkpoint" in s or s.startswith((".", "_"))]
+    assert not any(".ipynb_checkpoints" in g.reason or "__MACOSX" in g.reason for g in results.values())
+
+
 @pytest.mark.parametrize("bait", list(BAIT))
 def test_the_integrity_scan_is_linear_on_backtracking_bait(bait):
     # A 1 MB line of "points" with no digit: the pattern this replaced took about 35 minutes on it here.
@@ -512,6 +686,11 @@ def test_a_copy_of_the_checkout_under_tmp_in_a_path_with_a_space_grades_in_the_s
     assert copy["returncode"] == 0, copy["output"]
     assert copy["servelab"].startswith(copy["where"]) and " " in copy["where"] and copy["where"].startswith("/tmp/")
     assert copy["uid"] != 0
+    # the run says what bounded each submission: a cgroup, or (a user who may make none) the stated fallback
+    said = next(line for line in copy["output"].splitlines() if line.startswith("limits: "))
+    assert said.startswith("limits: cgroup v") or (
+        said.startswith("limits: no cgroup per submission") and f"{sandbox.CGROUP_MODE}=required" in said
+    ), said
     scores = json.loads((tmp / "out-controls" / "scores.json").read_text())
     assert {(s["student"], s["status"], s["run"]) for s in scores} == {(c, "graded", "ok") for c in CONTROLS}
 

@@ -212,3 +212,64 @@ def test_student_ids_take_a_hubs_login_names_and_nothing_a_shell_or_glob_reads()
         assert collection.student_id_problem(student) is None, student
     for student in ("-x", "--student=a", "a--b", "a..b", "x__y", ".hidden", "a-", "a b", "?*", "[a-z]*", "ü", "a/b"):
         assert "not a student id" in collection.student_id_problem(student), student
+
+
+# ----------------------------------------------------------------------------- extras and caps
+def test_checkpoints_hidden_files_and_editor_backups_in_a_folder_or_an_archive_are_nobodys(tmp_path):
+    (tmp_path / "dana.ipynb").write_bytes(_sample_bytes("partial"))
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "dana-checkpoint.ipynb").write_bytes(_sample_bytes("perfect"))
+    for name in (".erin.ipynb", "dana.ipynb~", "dana.ipynb.swp", "dana.ipynb.bak", ".DS_Store", "._export.zip"):
+        (tmp_path / name).write_bytes(_sample_bytes("perfect"))
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as z:
+        z.writestr("carol.ipynb", _sample_bytes("partial"))
+        for name in (
+            ".ipynb_checkpoints/carol-checkpoint.ipynb",
+            "class/carol/.ipynb_checkpoints/carol-checkpoint.ipynb",
+            "__MACOSX/._carol.ipynb",
+            "__MACOSX/fred.ipynb",
+            ".gina.ipynb",
+            "sub/.hidden/hank.ipynb",
+            "carol.ipynb~",
+        ):
+            z.writestr(name, _sample_bytes("perfect"))
+        z.writestr("../.x/zip_slip.ipynb", _sample_bytes("perfect"))  # still the archive's problem, not passed over
+    got = _by_student(tmp_path)
+    assert set(got) == {"dana", "carol", "zip_slip"}, sorted(got)
+    assert got["dana"].data == _sample_bytes("partial") and got["carol"].data == _sample_bytes("partial")
+    assert got["zip_slip"].refused and "leaves the archive" in got["zip_slip"].reason
+    assert collection.is_extra(".ipynb_checkpoints/x-checkpoint.ipynb") and not collection.is_extra("carol.ipynb")
+
+
+def _notebook_of(cells: list) -> bytes:
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}).encode()
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: [{"cell_type": "raw", "metadata": {}, "source": ""}] * 200_000, "200,000 cells, more than"),
+        (
+            lambda: [{"cell_type": "markdown", "metadata": {}, "source": ["x"] * (collection.MAX_TEXT_CELL_CHARS + 1)}],
+            "cell 1 holds",
+        ),
+        (
+            lambda: [
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "source": "1",
+                    "execution_count": None,
+                    "outputs": [{"output_type": "stream", "name": "stdout", "text": ""}] * 6000,
+                }
+            ],
+            "6,000 outputs",
+        ),
+    ],
+    ids=["200k tiny cells", "one long markdown cell", "many outputs"],
+)
+def test_cells_outputs_and_cell_size_are_capped_with_a_refusal_that_says_what_to_do(make, words):
+    data = _notebook_of(make())
+    assert len(data) < collection.MAX_NOTEBOOK_BYTES  # under the size cap: the count is what costs
+    problem = collection.notebook_problem(data)
+    assert problem and words in problem and ("hand it in again" in problem or "start again" in problem), problem

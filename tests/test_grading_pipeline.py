@@ -123,3 +123,29 @@ def test_feedback_shows_the_checkers_words_not_the_hidden_tests(graded):
 
 def test_grading_leaves_the_repository_alone(broken):
     assert not (REPO_DIR / "grading" / "submissions" / "lesson25" / "not_a_notebook.ipynb").exists()
+
+
+def test_an_instructor_step_past_its_time_limit_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
+    """generate_assignment, zip_collect and export run no student code; on a stuck machine the run stops and says
+    which step, how loaded the machine was, and that the grades given so far are in scores.json."""
+    import subprocess
+
+    def stuck(root, *args, timeout=None, extra_env=None):
+        raise subprocess.TimeoutExpired(list(args), timeout)
+
+    monkeypatch.setattr(course, "nbgrader", stuck)
+    with pytest.raises(pipeline.PipelineError) as caught:
+        pipeline.instructor_step(tmp_path, "generate_assignment", "lesson25", "--force")
+    said = str(caught.value)
+    assert f"generate_assignment lesson25 did not finish in {pipeline.INSTRUCTOR_STEP_TIMEOUT_S} s" in said
+    assert "load average" in said and "scores.json" in said
+
+
+def test_parallel_graders_refuse_a_count_whose_worst_case_is_more_than_the_machine_has(monkeypatch):
+    from servelab.grading import parallel, sandbox
+
+    per_grader = sandbox.CGROUP_LIMITS.memory_bytes + parallel.GRADER_BYTES
+    monkeypatch.setattr(parallel, "available_bytes", lambda: 3 * per_grader + 1)
+    assert "3 graders hold at most" in parallel.check_memory(3)
+    with pytest.raises(parallel.ParallelGradingError, match="--workers 3 or fewer"):
+        parallel.check_memory(8)

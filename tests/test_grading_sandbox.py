@@ -17,11 +17,12 @@ import subprocess
 import sys
 import textwrap
 import threading
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from servelab.grading import course, pipeline, samples, sandbox
+from servelab.grading import cgroup, course, pipeline, samples, sandbox
 from servelab.paths import REPO_DIR
 
 LESSON = course.get("lesson25")
@@ -481,3 +482,68 @@ def test_trusted_flag_runs_the_same_capture_without_the_sandbox():
     nb.cells[1].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1, "locked": True}
     run = sandbox.execute(nb, cell_timeout=30, run_timeout=120, trusted=True)
     assert run.status == "ok" and not run.sandboxed and run.answers == {1: '{"x": 42}'}
+
+
+# ----------------------------------------------------------------------------- the cgroup, on a tree like each kind
+def _files(folder: Path, names: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in names.items():
+        (folder / name).write_text(text)
+
+
+def test_a_cgroup_v2_submission_cgroup_is_made_under_the_graders_own_with_every_limit(tmp_path, monkeypatch):
+    """cgroup v2's files, on a folder that stands in for /sys/fs/cgroup (the machines here have v1)."""
+    monkeypatch.delenv("SERVELAB_CGROUP_ROOT", raising=False)
+    _files(tmp_path, {"cgroup.controllers": "cpu memory pids", "cgroup.subtree_control": ""})
+    _files(tmp_path / "grader.scope", {"cgroup.controllers": "cpu memory pids", "cgroup.subtree_control": ""})
+    limits = cgroup.Limits(memory_bytes=512 * 2**20, pids=50, cpus=0.5)
+    group = cgroup.Cgroup(limits, root=tmp_path, proc_cgroup="0::/grader.scope\n")
+    assert group.version == 2
+    assert (tmp_path / "grader.scope" / "cgroup.subtree_control").read_text() == "+memory +pids +cpu"
+    made = group.paths["memory"]
+    assert made.parent == tmp_path / "grader.scope" and made.name.startswith(cgroup.PREFIX)
+    assert (made / "memory.max").read_text() == str(512 * 2**20)
+    assert (made / "pids.max").read_text() == "50" and (made / "cpu.max").read_text() == "50000 100000"
+    (made / "memory.peak").write_text("123456\n")
+    (made / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert group.peak_memory() == 123456 and group.oom_kills() == 1 and group.failed_allocations() == 3
+
+
+def test_a_cgroup_v1_submission_cgroup_is_made_in_each_controller(tmp_path):
+    for controller in cgroup.CONTROLLERS:
+        _files(tmp_path / controller, {"cgroup.procs": ""})
+        _files(tmp_path / controller / "job", {"cgroup.procs": ""})
+    proc = "4:memory:/job\n8:pids:/job\n1:cpu,cpuacct:/job\n0::/\n"
+    group = cgroup.Cgroup(cgroup.Limits(2**30, 128, 1.0), root=tmp_path, proc_cgroup=proc)
+    assert group.version == 1 and {c: p.parent for c, p in group.paths.items()} == {
+        c: tmp_path / c / "job" for c in cgroup.CONTROLLERS
+    }
+    assert (group.paths["memory"] / "memory.limit_in_bytes").read_text() == str(2**30)
+    assert (group.paths["pids"] / "pids.max").read_text() == "128"
+    assert (group.paths["cpu"] / "cpu.cfs_quota_us").read_text() == "100000"
+
+
+def test_where_no_cgroup_can_be_made_grading_says_so_or_refuses(tmp_path, monkeypatch):
+    monkeypatch.setattr(cgroup, "ROOT", tmp_path)  # no hierarchy at all
+    monkeypatch.delenv(sandbox.CGROUP_MODE, raising=False)
+    said = sandbox.limits_in_force()
+    assert said.startswith("no cgroup per submission") and "not their sum" in said and "=required" in said
+    monkeypatch.setenv(sandbox.CGROUP_MODE, "required")
+    with pytest.raises(sandbox.SandboxUnavailable, match="no cgroup hierarchy"):
+        sandbox.check()
+
+
+def test_a_run_in_its_cgroup_reports_its_peak_and_leaves_no_cgroup_behind():
+    try:
+        _, parents = cgroup.plan()
+    except cgroup.CgroupUnavailable as exc:
+        pytest.skip(str(exc))
+    before = {p for parent in set(parents.values()) for p in parent.glob(f"{cgroup.PREFIX}*")}
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("import os\nos.fork() or os.execvp('sleep', ['sleep', '600'])\n1")]
+    )
+    run = sandbox.execute(nb, cell_timeout=30, run_timeout=120)
+    assert run.status == "ok" and run.limits.startswith("cgroup v"), (run.status, run.detail, run.limits)
+    assert 10 * 2**20 < run.peak_memory < sandbox.CGROUP_LIMITS.memory_bytes and run.peak_pids >= 3
+    after = {p for parent in set(parents.values()) for p in parent.glob(f"{cgroup.PREFIX}*")}
+    assert after <= before  # removed, the sleeping child with it
