@@ -19,14 +19,19 @@ import json
 import os
 import pwd
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from servelab.classroom import exchange, hub, studentenv
+from servelab.classroom import exchange, hub, limits, studentenv
 from servelab.classroom.journal import Journal
 from servelab.grading import course, samples
 from servelab.grading.collection import SafeExchangeCollect
@@ -61,7 +66,9 @@ def cls():
             subprocess.run(["groupadd", "--system", hub.CHECKOUT_GROUP], check=True)
         journal.record("member", user=TEACH, group=hub.CHECKOUT_GROUP)
         subprocess.run(["usermod", "-aG", hub.CHECKOUT_GROUP, TEACH], check=True)
-        python = studentenv.build_instructor(settings.state)  # a Python every user runs, nothing opened
+        # as on the hub: students run the students' environment (the wheel), the instructor the instructors' venv
+        student_python, _ = studentenv.build(settings.state)
+        python = studentenv.build_instructor(settings.state)
         capped = exchange.lay_out(
             settings.exchange,
             settings.course_id,
@@ -79,7 +86,7 @@ def cls():
         course.make(settings.course_dir)
         subprocess.run(["chown", "-R", f"{TEACH}:", str(settings.course_dir)], check=True)
         settings.course_dir.chmod(0o700)
-        yield {"settings": settings, "python": str(python), "capped": capped}
+        yield {"settings": settings, "python": str(python), "student_python": str(student_python), "capped": capped}
     finally:
         for name in (TEACH, ANA, BO):
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
@@ -95,7 +102,7 @@ def as_user(cls, name: str, *cmd: str, cwd: Path | None = None, timeout: float =
     env = {
         "HOME": home,
         "USER": name,
-        "PATH": f"{Path(cls['python']).parent}:/usr/bin:/bin",
+        "PATH": f"{Path(cls['python'] if name == TEACH else cls['student_python']).parent}:/usr/bin:/bin",
         "JUPYTER_CONFIG_PATH": str(cls["settings"].jupyter_dir(role)),
         "PYTHONHASHSEED": "0",
     }
@@ -107,7 +114,8 @@ def nbgrader(cls, name: str, *args: str, ok: bool = True):
     s = cls["settings"]
     extra = [f"--CourseDirectory.source_directory={course.SOLUTIONS}"] if name == TEACH else []
     cwd = s.course_dir if name == TEACH else None
-    result = as_user(cls, name, cls["python"], "-m", "servelab.grading.nbgrader_cli", *args, *extra, cwd=cwd)
+    python = cls["python"] if name == TEACH else cls["student_python"]
+    result = as_user(cls, name, python, "-m", "servelab.grading.nbgrader_cli", *args, *extra, cwd=cwd)
     if ok:
         assert result.returncode == 0, f"{name}: nbgrader {args}:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result
@@ -177,6 +185,8 @@ def test_students_share_nothing_through_the_exchange(cls):
     blank = nbformat.v4.new_notebook()
     (Path(pwd.getpwnam(ANA).pw_dir) / "lesson25" / LESSON.notebook).write_text(nbformat.writes(blank))
 
+    listed = nbgrader(cls, TEACH, "list", "--inbound", "lesson25")
+    assert f"{s.course_id} {BO} lesson25" in listed.stderr and f"{s.course_id} {ANA} lesson25" in listed.stderr
     collected = nbgrader(cls, TEACH, "collect", "lesson25")
     submitted = s.course_dir / "submitted"
     assert sorted(p.name for p in submitted.iterdir()) == [ANA, BO]
@@ -223,3 +233,77 @@ def test_a_full_inbound_stops_only_its_student(cls):
     assert fill.returncode != 0 and "No space left" in fill.stderr, fill.stderr
     as_user(cls, ANA, "rm", "-f", f"{mine}/fill")
     hand_in(cls, BO, sample("partial"))  # a classmate's hand-in is untouched by hers
+
+
+# --- a class up killed halfway, and what class down puts back ----------------------------------------
+def _free_run(n: int) -> int:
+    from servelab.classroom.errors import port_free
+
+    for _ in range(50):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            p = sock.getsockname()[1]
+        if p + n < 65535 and all(port_free(p + i) for i in range(n)):
+            return p
+    raise RuntimeError("no run of free ports")
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def test_a_killed_class_up_is_put_back_by_class_down(cls):
+    """`servelab class up` killed (SIGKILL) once its hub answers: the checkout is left closed and the hub
+    runs, as seen; `servelab class down` stops the hub and the servers, and puts back the checkout, the
+    homes, the cgroups and the mounts, from the record class up wrote before each change."""
+    from servelab.paths import REPO_DIR
+
+    def seen(path: Path) -> tuple[int, int]:
+        st = path.stat()
+        return st.st_mode & 0o7777, st.st_gid
+
+    state = Path(tempfile.mkdtemp(prefix="servelab-killed-"))
+    state.chmod(0o755)
+    homes = [Path(pwd.getpwnam(n).pw_dir) for n in (TEACH, ANA)]
+    before = {p: seen(p) for p in [REPO_DIR, *homes]}
+    port = _free_run(3)
+    servelab = str(Path(sys.executable).parent / "servelab")
+    up = [servelab, "class", "up", "--state", str(state / "class"), "--instructors", TEACH, "--students", ANA]
+    with open(state / "up.log", "w") as log:
+        proc = subprocess.Popen([*up, "--sqlite", f"--port={port}"], stdout=log, stderr=log, start_new_session=True)
+    try:
+        started = time.monotonic()
+        while not _answers(f"http://127.0.0.1:{port}/hub/api"):
+            assert proc.poll() is None, (state / "up.log").read_text()[-3000:]
+            assert time.monotonic() - started < 900, (state / "up.log").read_text()[-3000:]
+            time.sleep(1)
+        print(f"class up: the hub answered {time.monotonic() - started:.0f} s after start")
+        os.killpg(proc.pid, signal.SIGKILL)  # class up and what it runs itself; the hub has its own session
+        proc.wait(timeout=60)
+        assert seen(REPO_DIR)[0] == 0o750 and _answers(f"http://127.0.0.1:{port}/hub/api")  # left as it was
+        refused = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO_DIR / "Makefile")])
+        assert refused.returncode != 0
+        down = subprocess.run(
+            [servelab, "class", "down", "--state", str(state / "class")], capture_output=True, text=True
+        )
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert {p: seen(p) for p in before} == before, down.stdout
+        assert not (state / "class" / "changes.json").exists()
+        assert not _answers(f"http://127.0.0.1:{port}/hub/api")
+        assert str(state) not in Path("/proc/mounts").read_text()
+        assert not any(folder.exists() for folder in limits.class_folders(state / "class"))
+        opened = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO_DIR / "Makefile")])
+        assert opened.returncode == 0
+        again = subprocess.run(
+            [servelab, "class", "down", "--state", str(state / "class")], capture_output=True, text=True
+        )
+        assert again.returncode == 0 and "Nothing to put back" in again.stdout
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        subprocess.run([servelab, "class", "down", "--state", str(state / "class")], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)
