@@ -152,8 +152,8 @@ def cmd_up(args) -> int:
     )
     started = time.monotonic()
     hub = ClassHub(settings)
+    hub.recover()  # what a class killed before this one left (its hub on the port too) is put back first
     hub.check()  # every missing piece is named before anything starts
-    hub.recover()  # what a class killed before this one left changed is put back first
     db = None
     if not args.sqlite:
         db = Postgres(settings.state / "db", port=args.db_port)
