@@ -251,7 +251,10 @@ class ClassHub:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.log_path = settings.state / "hub" / "jupyterhub.log"
-        self.journal = Journal.of(settings.state)  # what this class changed outside its state folder
+        try:
+            self.journal = Journal.of(settings.state)  # what this class changed outside its state folder
+        except PermissionError:  # root's record, read by someone else: `check` says they need root
+            self.journal = Journal(Path("/nonexistent") / "changes.json")
 
     @property
     def url(self) -> str:
@@ -389,8 +392,9 @@ class ClassHub:
             folder.chmod(0o750)
 
     def recover(self) -> None:
-        """If a class before this one was killed or crashed, put back what it left changed."""
-        if self.journal:
+        """If a class before this one was killed or crashed, put back what it left changed (root only: as
+        anyone else `check` refuses first)."""
+        if os.geteuid() == 0 and self.journal:
             print(f"A class before this one left changes on the machine ({self.journal.path}); putting them back:")
             self.restore()
 
