@@ -435,6 +435,9 @@ NAMES_A_FACT = [
     ("parallelism", "People assume a 70B model fits on one H200, but it doesn't"),
     ("parallelism", "The claim that the model fits on one GPU is false: 141.1 GB > 135.7 GB"),
     ("parallelism", "the weights come to 131 GiB but only 126 GiB is usable"),
+    # the solution's reason: the fit it names is another setting's
+    ("parallelism", "tensor-parallel-size 1 cannot hold the model; TP 2 is the smallest that fits."),
+    ("parallelism", "TP 1 can't hold it: sharded over two GPUs the weights fit with room for KV."),
     ("batching", "nobody measured TTFT or TPOT at this batch against the SLO"),
     ("batching", "32 slots cover the peak of 24 users but no latency was benchmarked"),
     ("batching", "it was copied over without any measurement behind it"),

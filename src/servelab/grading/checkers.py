@@ -513,6 +513,12 @@ _REPORTED = re.compile(
     r"\b(?:might|may|could|would|if|unless|whether|than|claims?|argues?|argued|says?|said|assumes?|assumed|thinks?|"
     r"believes?|people|someone|suppose|imagine)\b"
 )
+# A fit claim about a setting other than the configured one: a larger parallel degree, more GPUs
+_ALTERNATIVE = re.compile(
+    r"\btp\s*(?:=|of|size)?\s*[2-8]\b|tensor[- _]parallel\w*(?:[- _]size)?\s*(?:=|of)?\s*[2-8]\b|"
+    r"\b(?:two|2|four|4|eight|8|more|several|multiple|second|another)\s+(?:\w+\s+)?(?:gpus|h[12]00s|cards)\b|"
+    r"\bshard\w*|\bsplit\w*|\bsmallest\b|\bminimum\b|\bat least\b|\bquanti[sz]ed\b|\bfp8\b|\bint[48]\b"
+)
 _HEDGED = re.compile(
     r"\b(?:not sure|unsure|probably|maybe|perhaps|cannot tell|can not tell|do not know|no idea|hard to say|unclear|"
     r"it depends|depends on)\b"
@@ -529,8 +535,8 @@ def _asserts_against(because: Any, knob: str, verdict: str) -> str | None:
             base, _, negated = kind.partition("-")
             for m in re.finditer(_CLAIM[base], clause):
                 before = clause[: m.start()]
-                if _REPORTED.search(before):
-                    continue
+                if _REPORTED.search(before) or (base == "fit" and _ALTERNATIVE.search(before)):
+                    continue  # reported, hypothetical, or about another setting ("TP 2 is the smallest that fits")
                 odd = len(_CLAIM_NEGATORS.findall(before)) % 2 == 1
                 # "false"/"untrue" after the claim refutes it ("the claim that it fits is false")
                 odd ^= bool(re.search(r"\b(?:is|are) (?:false|untrue|wrong|a myth)\b", clause[m.end() :]))
