@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from servelab.grading import cgroup, course, pipeline, samples, sandbox
+from servelab.grading import course, pipeline, samples, sandbox
 from servelab.grading.console import printable
 from servelab.paths import REPO_DIR
 
@@ -615,23 +615,7 @@ def test_a_memory_hog_stays_within_the_cgroup_its_sandbox_runs_in(corpus, studen
     assert g.status == "graded" and any(flag in f for f in g.flags), g.flags
     # the cgroup's own peak (memory.max_usage_in_bytes or memory.peak), read by the grader when the run ended
     assert least <= g.peak_memory <= sandbox.CGROUP_LIMITS.memory_bytes, g.peak_memory
-    # and every submission's cgroup is gone: none left by a grader that has ended
-    _, parents = cgroup.plan()
-    for parent in set(parents.values()):
-        left = [
-            p.name
-            for p in parent.glob(f"{cgroup.PREFIX}*")
-            if not _alive(int(p.name[len(cgroup.PREFIX) :].split("-")[0]))
-        ]
-        assert not left, left
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    # (that the cgroup is removed after the run, a child left behind with it: test_grading_sandbox.py)
 
 
 # ----------------------------------------------------------------------------- per-student steps, extras

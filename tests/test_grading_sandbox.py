@@ -12,11 +12,13 @@ person should look at. Attacks that end the run early sit after the last test
 from __future__ import annotations
 
 import copy
+import os
 import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -538,12 +540,25 @@ def test_a_run_in_its_cgroup_reports_its_peak_and_leaves_no_cgroup_behind():
         _, parents = cgroup.plan()
     except cgroup.CgroupUnavailable as exc:
         pytest.skip(str(exc))
-    before = {p for parent in set(parents.values()) for p in parent.glob(f"{cgroup.PREFIX}*")}
+    mine = f"{cgroup.PREFIX}{os.getpid()}-*"  # this process's own (other graders may share the parent)
+    before = {p for parent in set(parents.values()) for p in parent.glob(mine)}
     nb = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell("import os\nos.fork() or os.execvp('sleep', ['sleep', '600'])\n1")]
     )
     run = sandbox.execute(nb, cell_timeout=30, run_timeout=120)
     assert run.status == "ok" and run.limits.startswith("cgroup v"), (run.status, run.detail, run.limits)
     assert 10 * 2**20 < run.peak_memory < sandbox.CGROUP_LIMITS.memory_bytes and run.peak_pids >= 3
-    after = {p for parent in set(parents.values()) for p in parent.glob(f"{cgroup.PREFIX}*")}
+    after = {p for parent in set(parents.values()) for p in parent.glob(mine)}
     assert after <= before  # removed, the sleeping child with it
+
+
+def test_a_dead_graders_cgroup_is_swept_by_the_next_one_once_it_is_an_hour_old(tmp_path):
+    for controller in cgroup.CONTROLLERS:
+        _files(tmp_path / controller, {"cgroup.procs": ""})
+    dead = f"{cgroup.PREFIX}999999999-0-abcdef"  # above any pid_max: no such process
+    old, fresh = tmp_path / "memory" / dead, tmp_path / "pids" / dead
+    old.mkdir()
+    fresh.mkdir()
+    os.utime(old, (time.time() - cgroup.SWEEP_AFTER_S - 60,) * 2)
+    cgroup.Cgroup(cgroup.Limits(2**30, 128, 1.0), root=tmp_path, proc_cgroup="4:memory:/\n8:pids:/\n1:cpu:/\n")
+    assert not old.exists() and fresh.exists()  # a fresh one may be a grader's in another PID namespace

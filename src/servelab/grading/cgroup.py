@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(os.environ.get("SERVELAB_CGROUP_FS", "/sys/fs/cgroup"))
 CONTROLLERS = ("memory", "pids", "cpu")
 PREFIX = "servelab-sandbox-"
-CGROUP2_MAGIC = 0x63677270  # statfs f_type of a cgroup2 mount
+SWEEP_AFTER_S = 3600  # a dead grader's empty cgroup older than this is removed by the next grader
 _counter = itertools.count()
 
 
@@ -268,7 +268,11 @@ def _sweep(parents: dict[str, Path]) -> None:
             continue
         for path in names:
             pid = path.name[len(PREFIX) :].split("-", 1)[0]
-            if pid.isdigit() and not _pid_alive(int(pid)):
+            try:  # an hour old at least: a grader in another PID namespace may look dead from here
+                stale = time.time() - path.stat().st_mtime > SWEEP_AFTER_S
+            except OSError:
+                continue
+            if stale and pid.isdigit() and not _pid_alive(int(pid)):
                 try:
                     path.rmdir()
                 except OSError:  # it still holds processes, or another grader removed it first
