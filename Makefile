@@ -98,8 +98,12 @@ lab: model
 # axe-core from npm (beside the venv, as JupyterHub's proxy is) for their WCAG 2.1 AA audit.
 AXE_VERSION := 4.14.1
 AXE := $(VENV)/node/node_modules/axe-core/axe.min.js
+# MathJax 2.7.7, the one nbconvert's pages load from cdnjs: the page tests serve it in its place (offline) to
+# check that it typesets under the pages' Content-Security-Policy (tests/test_grading_pages.py).
+MATHJAX_VERSION := 2.7.7
+MATHJAX := $(VENV)/node/node_modules/mathjax/MathJax.js
 
-browser-deps: $(AXE)
+browser-deps: $(AXE) $(MATHJAX)
 	@if [ -x /usr/bin/chromium ]; then echo "chromium: $$(/usr/bin/chromium --version)"; \
 	elif command -v apt-get >/dev/null; then \
 	  $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
@@ -111,6 +115,9 @@ $(AXE):
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq nodejs npm >/dev/null; }
 	npm install --no-audit --no-fund --save-exact --prefix $(VENV)/node axe-core@$(AXE_VERSION)
+
+$(MATHJAX): $(AXE)
+	npm install --no-audit --no-fund --save-exact --prefix $(VENV)/node mathjax@$(MATHJAX_VERSION)
 
 # bubblewrap, the OS sandbox every autograded submission runs in (servelab.grading.sandbox). Installed with apt-get
 # as root or with sudo where it asks no password; anyone else is told which package to ask for, before make grade

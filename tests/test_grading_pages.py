@@ -18,8 +18,10 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import os
 import re
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -119,7 +121,7 @@ def hostile_markdown(canary: str, where: str) -> str:
     return "\n\n".join(
         [
             "## My working, in my own words",
-            "The cache grows with the **tokens in flight**; note that `a < b` here.",
+            "The cache grows with the **tokens in flight**; note that `a < b` here, and $b / t$ bytes per token.",
             "| batch | tokens |\n|---|---|\n| 8 | 128 |",
             f"![a remote picture]({canary}/markdown-image.png) and [a markdown link](javascript:{payload_js(canary, where + '-md-link')})",
             hostile_html(canary, where),
@@ -544,6 +546,39 @@ def test_axe_finds_the_feedback_pages_language(graded, browser):
     page = open_loaded(browser, (graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), "file://")
     found = {v["id"] for v in axe_audit(page, "body")}
     assert not found & {"html-has-lang", "html-lang-valid", "frame-title"}, found
+    page.close()
+
+
+MATHJAX = Path(sys.prefix) / "node" / "node_modules" / "mathjax"  # MathJax 2.7.7 from npm (make browser-deps)
+MATHJAX_URL = "https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/"  # where the pages load it from
+
+
+@in_chromium
+def test_mathjax_still_typesets_under_the_feedback_pages_policy(graded, browser, canary):
+    """The page's policy admits its own scripts by nonce and what they load ('strict-dynamic'): MathJax 2.7.7,
+    served in cdnjs's place from the copy make browser-deps installs, typesets the learner's math, and the
+    browser reports no script the policy refused. (Without 'unsafe-eval' MathJax 2 typesets nothing.)"""
+    if not (MATHJAX / "MathJax.js").exists():
+        message = f"{MATHJAX} is missing: run `make browser-deps` (npm install mathjax@2.7.7)."
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
+
+    def serve(route):
+        url = route.request.url
+        if url.startswith("file://"):
+            return route.continue_()
+        local = MATHJAX / url[len(MATHJAX_URL) :].split("?")[0] if url.startswith(MATHJAX_URL) else None
+        if local is not None and local.is_file() and MATHJAX in local.resolve().parents:
+            kind = "application/javascript" if local.suffix == ".js" else "application/octet-stream"
+            return route.fulfill(status=200, body=local.read_bytes(), headers={"Content-Type": kind})
+        return route.abort()
+
+    refused: list[str] = []
+    page = browser.new_page()
+    page.on("console", lambda m: refused.append(m.text) if "script-src" in m.text else None)
+    page.route("**/*", serve)
+    page.goto((graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), wait_until="load")
+    page.wait_for_function("() => document.querySelectorAll('.mjx-chtml').length > 0", timeout=120_000)
+    assert refused == [] and canary.hits == [], (refused, canary.hits)
     page.close()
 
 
