@@ -97,7 +97,10 @@ def plan(root: Path | None = None, proc_cgroup: str | None = None) -> tuple[int,
                 "grade as root, or in a delegated subtree (systemd-run --scope -p Delegate=yes, or "
                 "SERVELAB_CGROUP_ROOT=<a cgroup this user owns>)"
             )
-        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        try:
+            enabled = set((parent / "cgroup.subtree_control").read_text().split())
+        except OSError as exc:
+            raise CgroupUnavailable(f"cgroup v2: {parent} is not a cgroup ({exc.strerror})") from None
         missing = [c for c in CONTROLLERS if c not in enabled]
         if missing:
             try:
