@@ -74,6 +74,9 @@ def test_sagemaker_env_file_maps_as_the_entrypoint_does(tmp_path):
     )
     c = cfg(path)
     assert (c.tensor_parallel_size, c.prefix_caching, c.hardware.name, c.gpus_per_node) == (2, True, "L40S", 4)
+    bad = write(tmp_path, "bad.env", 'SM_VLLM_MODEL="Qwen/Qwen2.5-7B-Instruct\n')
+    with pytest.raises(review.ReviewInputError, match=r"bad\.env:1: cannot read SM_VLLM_MODEL= .*check its quotes"):
+        forms.load(bad)
     assert readers.sagemaker_instance("ml.p5.48xlarge") == ("H100", 8)
     assert readers.sagemaker_instance("ml.g5.2xlarge") == ("A10G", 1)
 
@@ -320,3 +323,11 @@ def test_long_lines_deep_nesting_and_many_documents_are_refused(tmp_path):
 def test_every_public_config_is_within_the_limits():
     for path in PUBLIC.iterdir():
         limits.check_text(str(path), path.read_text(), "config")
+
+
+def test_a_gpu_count_far_past_any_machine_is_reviewed_not_searched(tmp_path):
+    """The smallest layout that holds a model is searched over TP (dividing the heads) and PP (at most
+    the layers), never over every GPU a config claims: 10^22-way TP is reviewed, not looped over."""
+    text = "# deployment: {gpu: L4}\nvllm serve Qwen/Qwen3-8B --tensor-parallel-size 10000000000000000000000\n"
+    report = review_text(tmp_path, "tp.sh", text)
+    assert report.verdicts()["parallelism"] in ("wrong", "unjustified")

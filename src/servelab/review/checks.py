@@ -823,9 +823,12 @@ def _smallest_layout(need: float, capacity: float, gpn: int, nodes: int, model) 
             if pp <= model.num_layers and tp * pp <= total and tp * pp * capacity >= need
         ]
 
-    # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node.
-    layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, nodes + 1))
-    layouts = layouts or fitting(range(1, gpn + 1), range(1, total + 1))
+    # The usual shape first: a power-of-two TP inside a node, one pipeline stage per node. TP divides the
+    # heads and PP is at most the layers, so neither range need run past those (a config's GPU count may be
+    # anything it says, and these loops must not grow with it).
+    layouts = fitting([t for t in (1, 2, 4, 8, 16, 32) if t <= gpn], range(1, min(nodes, model.num_layers) + 1))
+    heads, layers = max(1, model.num_heads), max(1, model.num_layers)
+    layouts = layouts or fitting(range(1, min(gpn, heads) + 1), range(1, min(total, layers) + 1))
     return min(layouts)[2:] if layouts else None
 
 

@@ -452,7 +452,12 @@ def read_env_file(name: str, text: str) -> Reading:
     for number, line in enumerate(text.splitlines(), 1):
         match = _ENV_LINE.match(line)
         if match:
-            words = shlex.split(match.group(2), comments=True) or [""]
+            try:
+                words = shlex.split(match.group(2), comments=True) or [""]
+            except ValueError as exc:  # an unclosed quote
+                raise ReviewInputError(
+                    f"{name}:{number}: cannot read {match.group(1)}= ({exc}); check its quotes"
+                ) from None
             pairs.append((match.group(1), words[0], number))
     reading = sagemaker_env(pairs)
     for number, line in enumerate(text.splitlines(), 1):
