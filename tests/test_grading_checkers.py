@@ -536,6 +536,10 @@ def test_recommends_reads_the_conclusion_as_written(conclusion, says):
         ("Speculation should be off at low batch and on at high batch.", 64, "on"),
         ("Speculation should be off at low batch and on at high batch.", 1, "off"),
         ("Turning it off is what I would do at batch 1, but at 64 keep it.", 64, "on"),
+        ("Enable it only below batch 16; above that, turn it off.", 8, "on"),
+        ("Enable it only below batch 16; above that, turn it off.", 64, "off"),
+        ("Speculation on below batch 4, off above.", 1, "on"),
+        ("Speculation on below batch 4, off above.", 64, "off"),
     ],
 )
 def test_a_policy_is_graded_at_the_learners_batch(conclusion, batch, says):

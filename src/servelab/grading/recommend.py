@@ -502,6 +502,10 @@ _HEADING = re.compile(
     r"(?:my |the )?(?:recommend(?:ation)?|i recommend|verdict|conclusion|decision|answer|call|advice|choice|fix|"
     r"action|bottom line|in short)"
 )
+_OTHER_SIDE = re.compile(
+    r"\b(?:above|below|beyond|over|under|past) (?:that|this|it|there)\b|\b(?:otherwise|elsewhere|else)\b|"
+    r"\b(?:above|below|beyond)\s*$"
+)
 _LABEL_WORDS = frozenset("it is then please go all the way definitely recommended recommendation".split())
 
 
@@ -591,16 +595,29 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
     previous: int | None = None
     pending: list[tuple[str, int, bool]] = []
     hedged = False
+    last_holds: bool | None = None
     text = _normal(conclusion[:MAX_CHARS])
     for sentence in re.split(r"(?<=[.!?;\n])\s+|(?<=[.!?])$", text):
         if sentence.strip().endswith("?"):
             continue  # a question asks; its answer, in the next sentence, recommends
-        previous_here = heading = False
+        previous_here = heading = other_side_next = False
         for n, raw in enumerate(_CLAUSES.split(sentence)):
             if not raw or not raw.strip():
                 continue
             after_heading, heading = heading, bool(_HEADING.fullmatch(raw.strip()))
             clause, holds, only, unplaced = _condition(raw, batch)
+            # "... below batch 16; above that, turn it off": the other side of the condition before
+            other_side = _OTHER_SIDE.search(clause)
+            if (other_side or other_side_next) and holds is None and last_holds is not None:
+                if other_side:
+                    clause = clause[: other_side.start()] + " " + clause[other_side.end() :]
+                if not clause.strip():
+                    other_side_next = True  # "above that," alone: the next clause is on the other side
+                    continue
+                holds = not last_holds
+            other_side_next = False
+            if holds is not None:
+                last_holds = holds
             target, how = _read_clause(clause, choices)
             if how == "elliptic":
                 if previous is not None and (holds is not False or batch is None):
@@ -612,25 +629,25 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
             if target is None:
                 continue
             assert isinstance(target, int)
-            # "off at low batch and on at high batch": the second half carries the first half's action
-            follows = n > 0 and previous_here
-            previous_here = how != "label"
-            previous = target
+            # "off at low batch and on at high batch": the second half carries the first half's action;
             # "Recommendation: no speculation at batch 64": a label after a heading is the recommendation
-            follows = follows or after_heading
+            follows = (n > 0 and previous_here) or after_heading
+            previous_here = True
+            previous = target
+            into = said
             if how == "label" and not follows:
-                if n == 0:  # a label opens its sentence: "Off at batch 8: ...", not "... and on in the other"
-                    labels.add(target)
-                continue
+                if n > 0:
+                    continue  # a label opens its sentence: "Off at batch 8: ...", not "... and on in the other"
+                into = labels
             if unplaced is not None:
                 pending.append((unplaced, target, only))
                 continue
             if holds is None or holds:
-                said.add(target)
+                into.add(target)
             elif only:
-                said.add(1 - target)  # "enable it only below batch 8", at batch 64: off
+                into.add(1 - target)  # "enable it only below batch 8", at batch 64: off
             elif batch is None:
-                said.add(target)  # a condition with no batch to place it: the hedge shows as both
+                into.add(target)  # a condition with no batch to place it: the hedge shows as both
     # a qualitative condition ("at high arrival rates") that names the other side of one placed here
     if not said:
         said = {target for _, target, _ in pending}
