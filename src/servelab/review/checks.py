@@ -1406,8 +1406,20 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
             f"set max-model-len to {fmt(right)}, or cite the requests that need more.",
             setting,
         )
-    reason = f"max-model-len {fmt(m)} covers the longest request of {fmt(longest)} tokens with modest headroom."
+    reason = f"max-model-len {fmt(m)} covers the {longest_request_words(f.longest_basis, longest)} with modest headroom."
     return Finding("max_model_len", "justified", reason, arithmetic, "none.", setting)
+
+
+def longest_request_words(basis: str, tokens: float) -> str:
+    """The longest request in words that say what was summed: two p99s bound the p99 request, they are not it."""
+    if basis == "max":
+        return f"longest request of {fmt(tokens)} tokens"
+    if basis == "p99":
+        return (
+            f"p99 prompt plus the p99 output ({fmt(tokens)} tokens, an upper bound on the p99 request: "
+            "the two p99s need not fall on one request)"
+        )
+    return f"longest request the workload states, {fmt(tokens)} tokens ({basis} prompt + output)"
 
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
