@@ -1,14 +1,16 @@
 """One student cannot starve the class's shared server: a classmate's TTFT while another sends 500 at once.
 
-    python bench/starvation.py [--attack 500] [--requests 5] [--per-student 8]   ->   bench/results/starvation.json
+    python bench/starvation.py [--attack 500] [--per-student 8]     ->   bench/results/starvation.json
+    python bench/starvation.py --retry-refused                      ->   bench/results/starvation-retry-refused.json
 
 The class's two servers (servelab.classroom.servers: vLLM behind Debian's nginx,
 each student's share bounded by their key) with the bundled model. Two keys,
 "flood" and "classmate". In each of --rounds rounds: the classmate alone sends
 --requests streamed chat completions one after another (16 output tokens each);
-then the flood, a separate process, keeps --attack requests of its own
-outstanding at once on the same server (each one answered, refused or finished
-is sent again, after the Retry-After the proxy gives when refused), and once the
+then the flood, a separate process, sends --attack requests of its own
+at once on the same server (each one answered is sent again at once, so its share
+stays full; a refused one is given up, or with --retry-refused sent again after
+the proxy's Retry-After: a storm of about --attack refusals a second), and once the
 server runs the flood's whole share the classmate sends the same requests again;
 the flood stops and its requests drain before the next round. Alone and flooded
 alternate so that the machine's other load falls on both alike. Target: the
@@ -25,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +43,7 @@ from servelab.remote import RemoteServer
 from servelab.server import free_port
 
 RESULT = Path(__file__).resolve().parent / "results" / "starvation.json"
+RESULT_RETRY = RESULT.with_name("starvation-retry-refused.json")  # the flood that re-sends what was refused
 TARGET_RATIO = 2.0
 OUTPUT_LEN = 16  # the classmate's tokens per request: short, so the run fits on 2 cores
 FLOOD_OUTPUT_LEN = 64  # the flood's: long enough that its share stays busy
@@ -56,10 +60,10 @@ async def classmate(server: RemoteServer, n: int) -> list[float]:
 
 
 class Flood:
-    """`width` requests of one key outstanding at once, each re-sent after its answer; counts what came back."""
+    """`width` requests of one key sent at once; an answered one is sent again, a refused one given up (or re-sent)."""
 
-    def __init__(self, port: int, key: str, model: str, width: int):
-        self.port, self.key, self.width = port, key, width
+    def __init__(self, port: int, key: str, model: str, width: int, retry_refused: bool = False):
+        self.port, self.key, self.width, self.retry_refused = port, key, width, retry_refused
         body = json.dumps(
             {
                 "model": model,
@@ -90,6 +94,8 @@ class Flood:
             except OSError:
                 pass
             self.status[status] = self.status.get(status, 0) + 1
+            if status != "200" and not self.retry_refused:
+                return  # a refused request is given up; an answered one is sent again at once
             if status != "200":
                 try:  # the proxy's Retry-After: 1
                     await asyncio.wait_for(self.stop.wait(), 1.0)
@@ -100,11 +106,11 @@ class Flood:
         await asyncio.gather(*(self.one() for _ in range(self.width)))
 
 
-def flood_child(port: int, key: str, model: str, width: int) -> int:
+def flood_child(port: int, key: str, model: str, width: int, retry_refused: bool) -> int:
     """The flood's process: runs until SIGTERM, then prints what it got back (JSON) and exits."""
     import signal
 
-    flood = Flood(port, key, model, width)
+    flood = Flood(port, key, model, width, retry_refused)
 
     async def run():
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, flood.stop.set)
@@ -138,14 +144,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attack", type=int, default=500, help="the flood's requests outstanding at once")
     parser.add_argument("--requests", type=int, default=3, help="the classmate's requests per round, alone and flooded")
     parser.add_argument("--rounds", type=int, default=3, help="alone, then flooded, this many times")
-    parser.add_argument("--flood-child", nargs=4, metavar=("PORT", "KEY", "MODEL", "WIDTH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--retry-refused",
+        action="store_true",
+        help="the flood re-sends each refused request after the proxy's Retry-After (about --attack a second), "
+        "instead of giving it up",
+    )
+    parser.add_argument(
+        "--flood-child", nargs=5, metavar=("PORT", "KEY", "MODEL", "WIDTH", "RETRY"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--per-student", type=int, default=8, help="each student's share at the server")
     parser.add_argument("--max-seconds", type=float, default=600)
-    parser.add_argument("--out", type=Path, default=RESULT)
+    parser.add_argument("--out", type=Path, help=f"default {RESULT.name}, or {RESULT_RETRY.name} with --retry-refused")
     args = parser.parse_args(argv)
     if args.flood_child:
-        port, key, model, width = args.flood_child
-        return flood_child(int(port), key, model, int(width))
+        port, key, model, width, retry = args.flood_child
+        return flood_child(int(port), key, model, int(width), retry == "1")
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     state = Path(tempfile.mkdtemp(prefix="servelab-starvation-"))
@@ -175,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     keys["flood"],
                     model,
                     str(args.attack),
+                    "1" if args.retry_refused else "0",
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
@@ -184,14 +199,15 @@ def main(argv: list[str] | None = None) -> int:
                 flooded += asyncio.run(asyncio.wait_for(classmate(victim, args.requests), args.max_seconds))
             finally:
                 child.terminate()
-                out, _ = child.communicate(timeout=120)
-            for status, count in json.loads(out.strip().splitlines()[-1] or "{}").items():
+                answer, _ = child.communicate(timeout=120)
+            for status, count in json.loads(answer.strip().splitlines()[-1] or "{}").items():
                 flood_status[status] = flood_status.get(status, 0) + count
             wait_running(url, keys["classmate"], lambda b: b == 0, 120)  # the flood's last requests drain
             print(f"round {r + 1}: alone {alone[-args.requests :]}, flooded {flooded[-args.requests :]}", flush=True)
         load_flood = [round(x, 2) for x in os.getloadavg()]
     finally:
         servers.stop()
+        shutil.rmtree(state, ignore_errors=True)  # keys, sockets, the engines' environment and model links
     idle, busy = statistics.median(alone), statistics.median(flooded)
     result = {
         "benchmark": "one student's flood against a classmate's TTFT on the class's shared server",
@@ -203,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             "per_student": args.per_student,
             "per_student_rate": servers.per_student_rate,
             "flood_outstanding": args.attack,
+            "flood_re_sends_refused": args.retry_refused,
             "flood_output_tokens": FLOOD_OUTPUT_LEN,
             "rounds": args.rounds,
             "classmate_requests_per_round": args.requests,
@@ -232,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             "nginx": _nginx_version(),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    out = args.out or (RESULT_RETRY if args.retry_refused else RESULT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("ttft_median_alone_s", "ttft_median_under_flood_s", "ratio")}))
     return 0 if result["meets_target"] else 1
 
