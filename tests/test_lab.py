@@ -84,6 +84,9 @@ def record(
     return r
 
 
+SEEDED = sum(len(pts) for pts in TOK_S.values())  # the fixture's records, in the store of a lab with own=True
+
+
 @pytest.fixture
 def recorded(tmp_path):
     path = tmp_path / "recorded.jsonl"
@@ -95,8 +98,13 @@ def recorded(tmp_path):
 def make_lab(recorded, tmp_path):
     labs = []
 
-    def make(view="flip", settings=None, measure_point=None, offline="", store=None, pool=None):
-        store = store or ResultsStore(tmp_path / "results.jsonl")
+    def make(view="flip", settings=None, measure_point=None, offline="", store=None, pool=None, own=True):
+        """own: the fixture's points were measured here (in the results store); False: only recorded elsewhere."""
+        if store is None:
+            store = ResultsStore(tmp_path / "results.jsonl")
+            if own and not store.path.exists():
+                store.extend(ResultsStore(recorded).read())
+        recorded_file = tmp_path / "nothing-recorded.jsonl" if own else recorded
         worker = LatestRequestWorker(
             lambda req, stale: req[0]._run(req[1], stale), lambda req, exc: req[0]._crashed(exc)
         )
@@ -104,7 +112,7 @@ def make_lab(recorded, tmp_path):
             view,
             settings or Settings(),
             store=store,
-            recorded=recorded,
+            recorded=recorded_file,
             measure_point=measure_point,
             offline=offline,
             worker=worker,
@@ -166,7 +174,27 @@ def test_offline_lab_never_measures_and_says_why(make_lab):
 
 
 # --- redrawing -----------------------------------------------------------------------------
-def test_the_charts_show_recorded_points_and_simulated_curves(make_lab):
+def test_points_recorded_on_the_course_machine_are_drawn_as_such_and_never_count_as_measured(make_lab):
+    lab = make_lab(own=False, measure_point=FakeMeasure())
+    chart = lab.chart_data()
+    assert chart["tok_s|0|measured"]["x"] == [] and chart["speedup|1|measured"]["x"] == []
+    assert chart["tok_s|0|recorded"]["x"] == [1, 8, 64]
+    assert chart["tok_s|1|recorded"]["y"] == pytest.approx([22.4, 63.7, 101.2], rel=1e-3)
+    assert chart["speedup|1|recorded"]["y"] == pytest.approx([1.635, 0.791, 0.571], abs=2e-3)
+    name = chart["tok_s|0|recorded"]["name"]
+    assert name == "no speculation, recorded on the course's machine: Intel(R) Xeon(R) Processor"
+    traces = {t.meta: t for t in lab.figure.data}
+    assert traces["tok_s|0|recorded"].marker.symbol != traces["tok_s|0|measured"].marker.symbol
+    assert traces["tok_s|0|recorded"].showlegend  # its own legend entry
+    assert lab.last_drawing.crossover_measured is None  # the recording is not this machine's crossover
+    # the first Measure measures this machine: every point up to the batch, none counted as done
+    lab.batch_slider.value = 8
+    assert [(p.method, p.batch_size) for p in lab.plan()] == [(m, b) for b in (1, 2, 4, 8) for m in ("none", "ngram")]
+    with pytest.raises(LookupError, match="click Measure"):  # rep 2 takes the learner's own records only
+        lab.record(method="none", batch_size=8)
+
+
+def test_the_charts_show_measured_points_and_simulated_curves(make_lab):
     lab = make_lab()
     chart = lab.chart_data()
     assert chart["tok_s|0|measured"]["x"] == [1, 8, 64]
@@ -286,7 +314,7 @@ def test_measure_runs_only_the_missing_points_and_stores_each_one(make_lab, tmp_
     assert [(p.method, p.batch_size) for p in planned] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
     assert lab.worker.wait_idle(10)
     assert [c[1:] for c in fake.calls] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
-    stored = [(r["method"], r["batch_size"]) for r in lab.store.read()]
+    stored = [(r["method"], r["batch_size"]) for r in lab.store.read()[SEEDED:]]
     assert stored == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
     assert lab.chart_data()["tok_s|0|measured"]["x"] == [1, 2, 4, 8, 64]
     assert lab.state == "idle" and "measured 4 of 4" in lab.status_text
@@ -363,7 +391,7 @@ def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_ch
     copy = set(workload.load("copy").prompts)
     sent = [p for e in engines for batch in e.batches[1:] for p in batch]  # batches[0] is the warm-up
     assert sent and set(sent) <= copy
-    stored = lab.store.read()
+    stored = lab.store.read()[SEEDED:]
     assert [(r["method"], r["batch_size"]) for r in stored] == [(p.method, p.batch_size) for p in planned]
     routed = {r["batch_size"]: r for r in stored if r["method"] == "routed"}
     threshold = lab.threshold(lab.settings())[0]
@@ -372,8 +400,13 @@ def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_ch
         assert r["engine_config"]["routing"]["served_by"] == side
         assert r["engine_config"]["spec_method"] == ("ngram" if side == "speculating" else "none")
     chart = lab.chart_data()
-    for uid, method in (("tok_s|0|measured", "none"), ("tok_s|1|measured", "routed")):
-        plotted = dict(zip(chart[uid]["x"], chart[uid]["y"]))
+    for slot, method in (("0", "none"), ("1", "routed")):
+        # a point taken while this machine was busy is drawn as contended, apart from the others
+        plotted = {
+            x: y
+            for kind in ("measured", "contended")
+            for x, y in zip(*(chart[f"tok_s|{slot}|{kind}"][a] for a in "xy"))
+        }
         for r in stored:
             if r["method"] == method:
                 assert plotted[r["batch_size"]] == pytest.approx(r["output_tok_s"])
@@ -414,11 +447,11 @@ def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab)
     assert lab.state == "failed" and "killed by signal 9" in lab.status_text
     assert "2 points measured before are kept" in lab.status_text
     assert "vLLM said goodbye" in lab.status.value  # the log tail, folded under the status line
-    assert [(r["method"], r["batch_size"]) for r in lab.store.read()] == [("none", 2), ("ngram", 2)]
+    assert [(r["method"], r["batch_size"]) for r in lab.store.read()[SEEDED:]] == [("none", 2), ("ngram", 2)]
     fake.fail_on = ()
     assert [(p.method, p.batch_size) for p in lab.measure()] == [("none", 4), ("ngram", 4)]
     assert lab.worker.wait_idle(10)
-    assert lab.state == "idle" and len(lab.store.read()) == 4
+    assert lab.state == "idle" and len(lab.store.read()) == SEEDED + 4
 
 
 def test_a_config_the_engine_rejects_is_a_status_line_not_a_traceback(make_lab):
@@ -506,8 +539,10 @@ def test_point_book_prefers_newer_records_and_skips_what_it_cannot_draw(recorded
     store.extend([record("none", 8, 99.0), {"record": "rep2_comparison"}, record("ngram", 8, 50.0, k=2)])
     book = PointBook(recorded, store)
     s = Settings()
-    assert book.points(s, "none")[8]["output_tok_s"] == 99.0  # measured here beats recorded
-    assert book.points(s, "ngram")[8]["output_tok_s"] == 63.7  # k=2 is another curve
+    assert book.points(s, "none")[8]["output_tok_s"] == 99.0  # measured here; the recorded 80.5 is drawn apart
+    assert book.recorded_points(s, "none")[8]["output_tok_s"] == pytest.approx(80.5, rel=1e-3)
+    assert 8 not in book.points(s, "ngram")  # k=2 is another curve, and recorded points are not the learner's
+    assert book.recorded_points(s, "ngram")[8]["output_tok_s"] == 63.7
     assert book.points(Settings(num_speculative_tokens=2), "ngram")[8]["output_tok_s"] == 50.0
     assert book.points(Settings(backend="H100"), "none") == {}
 

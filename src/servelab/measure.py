@@ -7,12 +7,14 @@ point, so the first point does not pay for lazy initialisation.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from . import __version__
+from . import __version__, cpu_usage
+from .cpu_usage import machine_fingerprint
 from .engine import DRAFTED, BatchResult, Engine, EngineConfig
 from .hardware import this_machine
 from .measurement import Measurement, percentile
@@ -78,6 +80,7 @@ def to_measurement(
         timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         engine_config=config.to_dict(),
         roofline=info.get("roofline", {}),
+        machine=machine_fingerprint(info.get("hardware", ""), info.get("cores", 0)),
         note=note,
     )
 
@@ -103,12 +106,15 @@ def measure_batch(
     rounds = max(1, math.ceil(min_requests / batch_size))
     prompts = wl.batch(batch_size * rounds)
     check_point(engine.config, wl, batch_size, output_len, min_requests)
+    group = getattr(engine, "pid", None)  # the engine runs in its own process group (Engine.start)
+    before = cpu_usage.snapshot(group)
     results = [
         engine.generate(prompts[r * batch_size : (r + 1) * batch_size], max_tokens=output_len) for r in range(rounds)
     ]
+    used = cpu_usage.usage(before, cpu_usage.snapshot(group), int(engine.info.get("cores") or 0) or 1)
     merged = merge(results)
     record = to_measurement(merged, engine.config, engine.info, wl.name, output_len, note, batch_size=batch_size)
-    return record, merged
+    return dataclasses.replace(record, cpu_usage=used), merged
 
 
 def check_point(

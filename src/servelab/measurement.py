@@ -73,6 +73,8 @@ class Measurement:
     timestamp: str = ""  # ISO 8601, UTC
     engine_config: dict = field(default_factory=dict)
     roofline: dict = field(default_factory=dict)  # the machine's measured Hardware (CPU runs), see hardware.py
+    machine: str = ""  # which machine measured it: CPU, cores, a hash of the host name (servelab.cpu_usage)
+    cpu_usage: dict = field(default_factory=dict)  # what the engine got while it ran, and whether it was contended
     note: str = ""
     schema: int = SCHEMA_VERSION
 

@@ -116,9 +116,10 @@ def table_html(a: dict, b: dict) -> str:
     for key in SHOWN:
         va, vb = a.get(key), b.get(key)
         style = " style='font-weight:bold'" if key in SLO_METRICS else ""
-        rows.append(f"<tr{style}><td>{key}</td><td>{_fmt(va)}</td><td>{_fmt(vb)}</td></tr>")
+        rows.append(f"<tr{style}><th scope='row'>{key}</th><td>{_fmt(va)}</td><td>{_fmt(vb)}</td></tr>")
     return (
-        "<table class='servelab-rep2-table'><tr><th></th><th>setting a</th><th>setting b</th></tr>"
+        "<table class='servelab-rep2-table'><caption>The two settings side by side</caption><thead><tr>"
+        "<th scope='col'>metric</th><th scope='col'>setting a</th><th scope='col'>setting b</th></tr></thead>"
         + "".join(rows)
         + "</table>"
     )

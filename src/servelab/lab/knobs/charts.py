@@ -216,7 +216,7 @@ def table_html(records: tuple[dict | None, dict | None], names: tuple[str, str])
     """Every bar of the chart as one table: a row per panel and bar, a column per setting."""
     import html
 
-    head = "".join(f"<th scope='col'>{html.escape(n)}</th>" for n in names)
+    head = "".join(f"<th scope='col'>{html.escape(n or f'setting {ab}')}</th>" for n, ab in zip(names, "ab"))
     rows = []
     for title, bars in PANELS.values():
         for label, key in bars:

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from ...cpu_usage import contended
 from ...engine import EngineConfigError, EngineError
 from ...results import ResultsStore
 from .. import page, rep2
@@ -205,6 +206,13 @@ class SpecDecodeLab:
             tooltip="Drop the waiting request, stop after the current point, stop engines",
             layout=w.Layout(width="auto", flex="0 0 auto"),
         )
+        self.drop_button = w.Button(
+            description="Drop busy points",
+            icon="trash",
+            tooltip="Take the points measured while other work held the cores off the charts; Measure runs them again",
+            disabled=not self.book.contended(),
+            layout=w.Layout(width="auto", flex="0 0 auto"),
+        )
         self.progress = w.IntProgress(
             value=0, min=0, max=1, description="", layout=w.Layout(width="300px", max_width="100%")
         )
@@ -228,6 +236,7 @@ class SpecDecodeLab:
             (self.kv_cache_text, "servelab-kv-cache"),
             (self.measure_button, "servelab-measure"),
             (self.stop_button, "servelab-stop"),
+            (self.drop_button, "servelab-drop-busy"),
             (self.progress, "servelab-progress"),
             (self.progress_label, "servelab-progress-label"),
             (self.status, "servelab-status"),
@@ -270,7 +279,7 @@ class SpecDecodeLab:
             ]
         )
         bar = w.HBox(
-            [self.measure_button, self.stop_button, self.progress, self.progress_label],
+            [self.measure_button, self.stop_button, self.drop_button, self.progress, self.progress_label],
             layout=w.Layout(flex_flow="row wrap"),
         )  # narrow: the progress bar goes below the buttons
         self.widget = w.VBox(
@@ -304,6 +313,7 @@ class SpecDecodeLab:
             control.observe(self._on_control, names="value")
         self.measure_button.on_click(lambda _: self.measure())
         self.stop_button.on_click(lambda _: self.stop())
+        self.drop_button.on_click(lambda _: self.drop_busy_points())
         self._sync_visibility()
 
     def _on_engine_toggle(self, change) -> None:
@@ -522,6 +532,20 @@ class SpecDecodeLab:
         self.worker.submit((self, plans))
         return points
 
+    def drop_busy_points(self) -> int:
+        """What 'Drop busy points' does: take contended points off the charts (the results store keeps them)."""
+        n = self.book.drop_contended()
+        self.drop_button.disabled = True
+        self._refresh_simulator("local")
+        self.redraw()
+        if self.state not in ("measuring", "starting"):
+            self._set_status(
+                "idle",
+                f"dropped {n} point{'s' if n != 1 else ''} measured on a busy machine; they stay in "
+                f"{self.store.path}. Measure runs them again.",
+            )
+        return n
+
     def stop(self) -> None:
         """Drop the waiting request, stop after the current point, and stop this kernel's engines."""
         self.worker.cancel()
@@ -593,6 +617,8 @@ class SpecDecodeLab:
             self.book.add(record, "store")
             self.measured.append(record)
             done += 1
+            if contended(getattr(record, "cpu_usage", {}))[0]:
+                self.drop_button.disabled = False
             self.progress.value = done
             self.progress_label.value = f"{done} of {n} points ({time.monotonic() - t0:.0f} s for the last)"
             self.redraw()
@@ -600,9 +626,17 @@ class SpecDecodeLab:
         self._refresh_simulator(backend)  # once per request: a calibration takes a while
         self.redraw()
         self.state = "idle"
+        busy = [r for r in self.measured[-done:] if done and contended(getattr(r, "cpu_usage", {}))[0]]
         self._set_status(
             "idle",
             f"measured {done} of {n} points; they are in {self.store.path}. "
+            + (
+                f"{len(busy)} of them ran on a busy machine ({busy[-1].cpu_usage['contention']}): they are drawn "
+                "as crosses and left out of the fit and the crossover; 'Drop busy points' takes them off and "
+                "Measure runs them again on a quieter machine. "
+                if busy
+                else ""
+            )
             + (
                 "Warm engines: " + ", ".join(self.pool.warm()) + "."
                 if self.measure_point is None and backend == "local"

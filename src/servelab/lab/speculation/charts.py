@@ -57,7 +57,19 @@ def build(view: str):
         i = None if slot == "ideal" else int(slot) % len(COLORS)
         color = IDEAL_COLOR if i is None else COLORS[i]
         symbol = "x" if i is None else SYMBOLS[i]
-        if kind == "measured":
+        if kind == "recorded":  # the course machine's points: hollow diamonds, no line, their own legend entry
+            trace = go.Scatter(
+                mode="markers",
+                marker=dict(size=9, color=color, symbol="diamond-open", line=dict(width=2, color=color)),
+                hovertemplate="batch %{x}: %{y:.3g}<br>%{text}",
+            )
+        elif kind == "contended":  # measured here on a busy machine: a grey cross, left out of the fit
+            trace = go.Scatter(
+                mode="markers",
+                marker=dict(size=12, color="#777777", symbol="x-thin-open", line=dict(width=2, color=color)),
+                hovertemplate="batch %{x}: %{y:.3g}<br>%{text}",
+            )
+        elif kind == "measured":
             trace = go.Scatter(
                 mode="markers+lines",
                 marker=dict(size=10, color=color, symbol=symbol),
@@ -103,7 +115,11 @@ def build(view: str):
             y=-0.16,
             yanchor="top",
             font=dict(size=12),
-            title=dict(text="filled: measured<br>open, dashed: simulated", side="top"),
+            title=dict(
+                text="filled: measured here<br>open, dashed: simulated<br>hollow diamonds: recorded on the "
+                "course's machine<br>crosses: measured on a busy machine, left out",
+                side="top",
+            ),
         ),
     )
     widget = go.FigureWidget(fig)

@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import TypedDict
 
 from ... import simulate
+from ...cpu_usage import is_contended
 from ...hardware import DTYPE_BYTES
 from ...measure import compare, crossover_batch
 from .points import (
@@ -80,6 +81,14 @@ def trace_uids(view: str) -> list[str]:
             uids += [f"{panel}|{slot}|measured", f"{panel}|{slot}|simulated"]
         if VIEWS[view]["ideal"] and panel in ("tok_s", "speedup"):
             uids.append(f"{panel}|ideal|simulated")
+    # Points recorded on the course's machine, and the learner's own taken while the machine was busy: drawn
+    # apart from what was measured here (their own markers and legend entries), after every other trace.
+    for panel in VIEWS[view]["panels"]:
+        for slot in range(slot_count(view)):
+            if panel in ("tok_s", "tpot") or (panel == "speedup" and slot):
+                uids.append(f"{panel}|{slot}|recorded")
+            if panel in ("tok_s", "tpot"):
+                uids.append(f"{panel}|{slot}|contended")
     return uids
 
 
@@ -109,10 +118,30 @@ def compute(
 
     measured: dict[str, dict[int, dict]] = {}
     curves = {}
+    recorded: dict[str, dict[int, dict]] = {}
+    recorded_on = f"recorded on the course's machine: {book.recorded_machine()}"
     for slot, method in enumerate(methods):
         label = series_label(method, k)
         pts = book.points(settings, method)
+        busy = {b: r for b, r in pts.items() if is_contended(r)}  # drawn apart, out of the crossover and the fit
+        pts = {b: r for b, r in pts.items() if b not in busy}
         measured[method] = pts
+        recorded[method] = rec = book.recorded_points(settings, method)
+        for panel, key in (("tok_s", "output_tok_s"), ("tpot", "tpot_ms_p50")):
+            _fill(
+                traces.get(f"{panel}|{slot}|recorded"),
+                f"{label}, {recorded_on}",
+                list(rec),
+                [_num(rec[b].get(key)) for b in rec],
+                [_hover(rec[b]) for b in rec],
+            )
+            _fill(
+                traces.get(f"{panel}|{slot}|contended"),
+                f"{label}, measured on a busy machine (left out)",
+                list(busy),
+                [_num(busy[b].get(key)) for b in busy],
+                [_hover(busy[b]) for b in busy],
+            )
         xs = list(pts)
         _fill(
             traces.get(f"tok_s|{slot}|measured"),
@@ -166,6 +195,13 @@ def compute(
         if not slot:
             continue
         label = series_label(method, k)
+        rec_rows = compare(recorded.get("none", {}).values(), recorded[method].values())
+        _fill(
+            traces.get(f"speedup|{slot}|recorded"),
+            f"{label} over no speculation, {recorded_on}",
+            [r.batch_size for r in rec_rows],
+            [round(r.speedup, 4) for r in rec_rows],
+        )
         rows = compare(base.values(), measured[method].values())
         _fill(
             traces.get(f"speedup|{slot}|measured"),
@@ -232,8 +268,11 @@ def _num(x):
 
 
 def _hover(r: dict) -> str:
-    where = "recorded" if r.get("_source") == "recorded" else "measured here"
+    where = "recorded on the course's machine" if r.get("_source") == "recorded" else "measured here"
     bits = [where, r.get("hardware") or "", r.get("timestamp", "")[:16].replace("T", " ")]
+    usage = r.get("cpu_usage") or {}
+    if usage.get("contended"):
+        bits.append("busy machine: " + str(usage.get("contention", "")))
     schedule = (r.get("engine_config") or {}).get("num_speculative_tokens_per_batch_size")
     if r.get("method") == "adaptive" and schedule:
         bits.append("k per batch " + ", ".join(f"{a}-{b}: {k}" for a, b, k in schedule))
@@ -520,7 +559,7 @@ def table_html(d: Drawing, titles: dict[str, str], rows_at: tuple = BATCHES) -> 
         traces = [t for uid, t in d.traces.items() if uid.startswith(f"{panel}|") and t.x]
         if not traces:
             continue
-        batches = sorted({b for t in traces if t.uid.endswith("|measured") for b in t.x} | set(rows_at))
+        batches = sorted({b for t in traces if not t.uid.endswith("|simulated") for b in t.x} | set(rows_at))
         head = "".join(f"<th scope='col'>{html.escape(t.name)}</th>" for t in traces)
         rows = []
         for b in batches:

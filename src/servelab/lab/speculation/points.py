@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ... import paths, simulate
+from ...cpu_usage import is_contended
 from ...measurement import Measurement
 from ...results import ResultsStore
 
@@ -116,9 +117,13 @@ def _source_of(record: dict) -> str:
 class PointBook:
     """Measured records indexed by (source, method, k, workload, output_len) -> {batch: record}.
 
-    Records come from the recorded file first and the results store after, so a
-    point measured here replaces a recorded one at the same batch. A record whose
+    The recorded file's records were taken on the course's machine: they are indexed
+    under the source "recorded", drawn as such, and never count as a point measured
+    here (so the first Measure measures this machine). The results store's records
+    are the learner's own ("local" for this machine's engine). A record whose
     workload is "unrecorded" (the lab-cpu example's records) is shown for every workload.
+    A contended point (servelab.cpu_usage) stays in the book, drawn apart and left out
+    of the fit, until the learner drops it (drop_contended).
     """
 
     def __init__(self, recorded: Path | None = None, store: ResultsStore | None = None, read_store: bool = True):
@@ -129,6 +134,7 @@ class PointBook:
         self.version = 0  # grows with every point added: simulators calibrated on older points are stale
         self.count = 0
         self.recorded_count = 0
+        self.dropped: list[dict] = []  # contended points the learner dropped (still in the results store)
         if self.recorded.exists():
             for r in ResultsStore(self.recorded).read():
                 self.add(r, source="recorded")
@@ -146,17 +152,19 @@ class PointBook:
         schedule = _schedule(r)
         if r["method"] == "adaptive" and schedule:
             k = max(int(e[2]) for e in schedule)  # a schedule that never speculates is a k=0 run, not a k=4 one
-        key = (_source_of(r), r["method"], k, r.get("workload", ""), int(r.get("output_len") or 0))
+        origin = "recorded" if r["_source"] == "recorded" else _source_of(r)
+        key = (origin, r["method"], k, r.get("workload", ""), int(r.get("output_len") or 0))
         with self._lock:
             self._index.setdefault(key, {})[int(r["batch_size"])] = r
             self.count += 1
             self.version += 1
 
-    def points(self, settings: Settings, method: str) -> dict[int, dict]:
-        """{batch: record} for one curve of a setting (newest record per batch)."""
+    def points(self, settings: Settings, method: str, source: str | None = None) -> dict[int, dict]:
+        """{batch: record} for one curve of a setting (newest record per batch), measured by the learner."""
         if settings.simulated:
             return {}
-        source = "remote:" + _remote_url(settings, method) if settings.backend == "remote" else "local"
+        if source is None:
+            source = "remote:" + _remote_url(settings, method) if settings.backend == "remote" else "local"
         k = 0 if method == "none" else settings.k
         out: dict[int, dict] = {}
         with self._lock:
@@ -164,12 +172,61 @@ class PointBook:
                 out.update(self._index.get((source, method, k, workload, settings.output_len), {}))
         return dict(sorted(out.items()))
 
+    def recorded_points(self, settings: Settings, method: str) -> dict[int, dict]:
+        """{batch: record} recorded on the course's machine for this curve (this machine's backend only)."""
+        return self.points(settings, method, "recorded") if settings.backend == "local" else {}
+
+    def recorded_machine(self) -> str:
+        """The CPU the recorded file was measured on, as its records name it."""
+        with self._lock:
+            names = sorted(
+                {
+                    str(r.get("hardware") or "")
+                    for key, pts in self._index.items()
+                    if key[0] == "recorded"
+                    for r in pts.values()
+                }
+                - {""}
+            )
+        return ", ".join(names) or "unknown CPU"
+
     def has(self, settings: Settings, method: str, batch_size: int) -> bool:
+        """Whether the learner measured this point (a recorded one from the course's machine does not count)."""
         return batch_size in self.points(settings, method)
 
-    def local_records(self) -> list[dict]:
+    def local_records(self, include_contended: bool = False) -> list[dict]:
+        """This machine's own records; contended ones only when asked (they stay out of the fit)."""
         with self._lock:
-            return [r for key, pts in self._index.items() if key[0] == "local" for r in pts.values()]
+            return [
+                r
+                for key, pts in self._index.items()
+                if key[0] == "local"
+                for r in pts.values()
+                if include_contended or not is_contended(r)
+            ]
+
+    def recorded_records(self) -> list[dict]:
+        with self._lock:
+            return [r for key, pts in self._index.items() if key[0] == "recorded" for r in pts.values()]
+
+    def contended(self) -> list[dict]:
+        """The learner's points measured while other work held the cores (servelab.cpu_usage)."""
+        with self._lock:
+            return [
+                r for key, pts in self._index.items() if key[0] != "recorded" for r in pts.values() if is_contended(r)
+            ]
+
+    def drop_contended(self) -> int:
+        """Take every contended point off the charts (the results store keeps them); Measure runs them again."""
+        with self._lock:
+            n = 0
+            for pts in self._index.values():
+                for b in [b for b, r in pts.items() if r.get("_source") != "recorded" and is_contended(r)]:
+                    self.dropped.append(pts.pop(b))
+                    n += 1
+            if n:
+                self.version += 1
+            return n
 
     def all_records(self) -> list[dict]:
         with self._lock:
@@ -236,6 +293,10 @@ class Simulators:
         if backend != "local":
             return None, "no simulator for a remote server"
         records = [r for r in self.book.local_records() if r.get("method") in simulate.FIT_METHODS]
+        where = "measured points (contended ones left out)" if self.book.contended() else "measured points"
+        if not records:  # nothing of the learner's yet: the course machine's recording, said as such
+            records = [r for r in self.book.recorded_records() if r.get("method") in simulate.FIT_METHODS]
+            where = f"points recorded on the course's machine ({self.book.recorded_machine()})"
         if not records:
             return None, "no measured points to calibrate the CPU simulator on"
         try:
@@ -244,7 +305,7 @@ class Simulators:
                 sim = replace(sim, draft=simulate.draft_for("SmolLM2-135M-Instruct-draft-6L", sim.model))
         except (ValueError, KeyError, ZeroDivisionError, ImportError) as exc:
             return None, f"the CPU simulator could not be calibrated ({exc})"
-        return sim, f"roofline model of {sim.hardware.name}, calibrated on {len(records)} measured points"
+        return sim, f"roofline model of {sim.hardware.name}, calibrated on {len(records)} {where}"
 
 
 def acceptance_for(book: PointBook, settings: Settings, method: str) -> tuple[float, float | None, str]:

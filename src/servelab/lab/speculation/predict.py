@@ -99,7 +99,7 @@ def table_html(rows: list[Row]) -> str:
     )
     return (
         "<table class='servelab-prediction'><caption>Your prediction against the result</caption>"
-        "<thead><tr><th scope='col'></th><th scope='col'>predicted batch</th><th scope='col'>result</th>"
+        "<thead><tr><th scope='col'>crossover</th><th scope='col'>predicted batch</th><th scope='col'>result</th>"
         "<th scope='col'>how close</th><th scope='col'>where the result comes from</th></tr></thead>"
         f"<tbody>{body}</tbody></table>"
     )
