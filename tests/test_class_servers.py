@@ -125,3 +125,23 @@ def test_only_the_lab_s_paths_pass_and_vllm_is_reached_only_through_the_proxy(se
         ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", knock], capture_output=True, text=True, cwd="/"
     )
     assert other.returncode != 0 and "PermissionError" in other.stderr
+
+
+def test_each_user_gets_one_key_of_their_own_which_only_root_and_the_proxy_read(tmp_path):
+    from servelab.classroom import servers as class_servers
+
+    state = tmp_path / "state"
+    first = class_servers.grant(state, ["ada", "bo"])
+    again = class_servers.key_for(state, "ada")
+    assert again == first["ada"] and first["ada"] != first["bo"] and len(first["ada"]) > 30  # stable, unguessable
+    folder = class_servers.engines_dir(state)
+    assert (folder / "keys.json").stat().st_mode & 0o777 == 0o600
+    key_map = (folder / "conf" / "keys.map").read_text().splitlines()
+    assert key_map == [f'"Bearer {first["ada"]}" "ada";', f'"Bearer {first["bo"]}" "bo";']
+    assert (folder / "conf" / "keys.map").stat().st_mode & 0o007 == 0 and (folder / "conf").stat().st_mode & 0o007 == 0
+    if os.geteuid() == 0:  # the proxy's user reads the map through its group, nobody else
+        assert (folder / "conf" / "keys.map").stat().st_gid == pwd.getpwnam(ENGINE_USER).pw_gid
+    for name in ('ada" "root', "ada;\ninclude /etc/passwd", ""):
+        with pytest.raises(ClassError, match="cannot be given a key"):
+            class_servers.grant(state, [name])
+    assert class_servers.grant(state, ["ada"]) == {"ada": first["ada"]}  # nothing was added by the refusals
