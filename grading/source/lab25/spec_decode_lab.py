@@ -263,12 +263,12 @@ fix
 # recommends both settings, or one that only describes the configuration or the runs earns no points at
 # all, however good the records: `lab.comparison(...)` fills those in, the judgement is yours.
 
-# %% id="rep2-fetch"
+# %% id="rep2-fetch" tags=["raises-exception"]
 setting_a = lab.record(method="none", batch_size=64)
 setting_b = lab.record(method="ngram", num_speculative_tokens=4, batch_size=64)
 lab.show_comparison(setting_a, setting_b)
 
-# %% id="rep2-draft"
+# %% id="rep2-draft" tags=["raises-exception"]
 draft = lab.comparison("speculative_decoding", setting_a, setting_b, slo_metric="output_tok_s")
 
 # %% nbgrader={"grade": false, "grade_id": "rep2-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
