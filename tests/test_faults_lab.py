@@ -35,6 +35,7 @@ OUTPUT_LEN = 16  # the shortest output the lab offers: a point costs seconds, no
 def _lab(tmp_path, **kwargs) -> SpecDecodeLab:
     """A lab that measures live (offline=""), with its own store and no recorded points to skip over."""
     kwargs.setdefault("settings", Settings(method="none", batch_size=1, output_len=OUTPUT_LEN))
+    kwargs.setdefault("prestart", False)  # each test says when an engine starts
     return SpecDecodeLab(
         store=ResultsStore(tmp_path / "results.jsonl"),
         recorded=tmp_path / "nothing-recorded.jsonl",
@@ -153,7 +154,7 @@ import json
 from servelab.lab import Settings, SpecDecodeLab
 from servelab.results import ResultsStore
 lab = SpecDecodeLab(settings=Settings(method="none", batch_size=1, output_len={output_len}),
-                    store=ResultsStore({store!r}), recorded={recorded!r}, offline="")
+                    store=ResultsStore({store!r}), recorded={recorded!r}, offline="", prestart=False)
 
 def click_measure(**controls):
     lab.set(**controls)

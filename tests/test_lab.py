@@ -98,7 +98,9 @@ def recorded(tmp_path):
 def make_lab(recorded, tmp_path):
     labs = []
 
-    def make(view="flip", settings=None, measure_point=None, offline="", store=None, pool=None, own=True):
+    def make(
+        view="flip", settings=None, measure_point=None, offline="", store=None, pool=None, own=True, prestart=None
+    ):
         """own: the fixture's points were measured here (in the results store); False: only recorded elsewhere."""
         if store is None:
             store = ResultsStore(tmp_path / "results.jsonl")
@@ -117,6 +119,7 @@ def make_lab(recorded, tmp_path):
             offline=offline,
             worker=worker,
             pool=pool,
+            prestart=prestart,
         )
         labs.append(lab)
         return lab
@@ -413,6 +416,53 @@ def test_a_point_flows_one_way_workload_loaded_once_record_stored_is_what_the_ch
         for r in stored:
             if r["method"] == method:
                 assert plotted[r["batch_size"]] == pytest.approx(r["output_tok_s"])
+
+
+def test_the_lab_starts_its_engines_when_it_opens_and_the_first_measure_measures_this_machine(make_lab, tmp_path):
+    from importlib import resources
+
+    from servelab.lab.speculation.engines import EnginePool
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(
+        (resources.files("servelab.model_configs") / "SmolLM2-135M-Instruct.json").read_text()
+    )
+    engines: list[ClockEngine] = []
+
+    def factory(config):
+        engines.append(ClockEngine(config))
+        return engines[-1]
+
+    lab = make_lab(
+        settings=Settings(batch_size=2, model=str(model)),
+        pool=EnginePool(engine_factory=factory),
+        own=False,  # only the course machine's recording: nothing of this machine's yet
+        prestart=True,
+    )
+    assert lab.worker.wait_idle(10)
+    assert [(e.config.spec_method, e.alive) for e in engines] == [("none", True), ("ngram", True)]
+    assert lab.state == "idle" and "Warm engines: no speculation, ngram k=4" in lab.status_text
+    planned = lab.measure()  # the recorded points at batch 1 and 2 do not count: all four are measured
+    assert [(p.method, p.batch_size) for p in planned] == [("none", 1), ("ngram", 1), ("none", 2), ("ngram", 2)]
+    assert lab.worker.wait_idle(10)
+    assert len(engines) == 2  # the engines started when the lab opened, none started by the click
+    stored = lab.store.read()
+    assert len(stored) == 4 and all(r["machine"].endswith(f"host {r['machine'].rsplit(' ', 1)[-1]}") for r in stored)
+    assert all({"engine_cpu_s", "others_cores", "steal_share", "contended"} <= set(r["cpu_usage"]) for r in stored)
+    chart = lab.chart_data()
+    drawn = sorted(chart["tok_s|0|measured"]["x"] + chart["tok_s|0|contended"]["x"])
+    assert drawn == [1, 2]  # measured here, drawn as measured (or as contended on a busy machine)
+
+
+def test_the_start_estimate_stretches_with_the_load_on_the_machine():
+    from servelab.lab.speculation.engines import StartEstimate
+
+    quiet = StartEstimate(29.0, 3)
+    assert quiet.under_load(load=0.4, cores=2) == quiet  # the recorded starts carry a quiet machine's load
+    busy = quiet.under_load(load=15.0, cores=2)
+    assert busy.seconds == pytest.approx(29.0 * 8.5)  # (15 + 2 threads) / 2 cores
+    assert "8.5x for load 15.0 on 2 cores" in busy.describe() and "about 246 s" in busy.describe()
 
 
 def test_the_latest_request_wins_and_nothing_piles_up(make_lab):

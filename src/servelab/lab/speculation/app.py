@@ -12,6 +12,7 @@ store the moment it is measured, and the charts redraw.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import replace
@@ -24,7 +25,7 @@ from .. import page, rep2
 from ..common import clean, offline_reason
 from ..worker import LatestRequestWorker
 from . import charts, drawing
-from .engines import EnginePool, Point, PointPlan, measure_local, measure_remote, resolve
+from .engines import EnginePool, Point, PointPlan, describe, engine_config, measure_local, measure_remote, resolve
 from .points import (
     BATCHES,
     CONTEXTS,
@@ -69,6 +70,10 @@ def shared_worker() -> LatestRequestWorker:
         return _shared["worker"]
 
 
+class _Prestart(list):
+    """A request for the measuring thread: start these engine configs ahead, measure nothing."""
+
+
 class SpecDecodeLab:
     """Sliders, a Measure button and plotly charts over measured and simulated points.
 
@@ -90,6 +95,7 @@ class SpecDecodeLab:
         measure_point=None,
         offline: str | None = None,
         remote_timeout_s: float = 30.0,
+        prestart: bool | None = None,
     ):
         if view not in drawing.VIEWS:
             raise ValueError(f"view must be one of {', '.join(drawing.VIEWS)}, not {view!r}.")
@@ -114,6 +120,8 @@ class SpecDecodeLab:
         self._figure_box.children = (self.figure,)
         self._idle_status()
         self.redraw()
+        if prestart if prestart is not None else self._prestarts_by_default():
+            self.prestart()
 
     # --- shared machinery ---------------------------------------------------------------
     @property
@@ -546,6 +554,72 @@ class SpecDecodeLab:
             )
         return n
 
+    # --- starting ahead -------------------------------------------------------------------------------
+    def _prestarts_by_default(self) -> bool:
+        """The first flip lab of a kernel that may measure on this machine's engine starts it when it opens."""
+        if self.offline or self.view != "flip" or self.measure_point is not None or self._pool is not None:
+            return False
+        if os.environ.get("SERVELAB_PRESTART", "1").strip().lower() in ("0", "false", "no"):
+            return False
+        with _shared_lock:
+            first = not _shared.get("prestarted")
+            _shared["prestarted"] = True
+        return first and self.settings().backend == "local"
+
+    def prestart_configs(self, s: Settings | None = None) -> list:
+        """The engines the first Measure at these settings needs (none for routing or load-adaptive k)."""
+        s = s or self.settings()
+        if s.backend != "local":
+            return []
+        methods = [m for m in drawing.methods_of(self.view, s) if m in ("none", "ngram", "draft_model")]
+        return [engine_config(s, m) for m in methods]
+
+    def prestart(self) -> bool:
+        """Start this setting's engines in the background now, while the learner reads; Measure then finds them warm.
+
+        It runs on the measuring thread, so a click on Measure waits for the engine being started instead of
+        starting another, and cancels the starts not yet begun. A model that is missing starts nothing here:
+        Measure says what to do."""
+        configs = self.prestart_configs()
+        try:
+            for c in configs:
+                c.check_files()
+        except (EngineConfigError, ValueError):
+            return False
+        if not configs:
+            return False
+        self.worker.submit((self, _Prestart(configs)))
+        return True
+
+    def _prestart_run(self, configs: "_Prestart", stale) -> None:
+        for config in configs:
+            if stale():
+                return  # a click on Measure took over: it starts what it needs
+            name = describe(config)
+
+            def starting(phase: str, seconds: float, estimate, name=name) -> None:
+                est = estimate.under_load()
+                late = " (longer than estimated)" if seconds > est.seconds else ""
+                why = "for your Measure" if stale() else "while you read, so Measure finds it warm"
+                self._set_status(
+                    "starting",
+                    f"starting the engine ({name}) {why}. {phase}: "
+                    f"{seconds:.0f} s so far{late}, {est.describe()}.",
+                )
+
+            try:
+                self.pool.get(config, keep=tuple(configs), on_phase=starting)
+            except (EngineError, EngineConfigError, ValueError) as exc:
+                self.state = "idle"
+                self._set_status(
+                    "idle",
+                    f"the engine ({name}) did not start ahead ({str(exc).splitlines()[0]}). Measure starts it "
+                    "again and says what went wrong.",
+                )
+                return
+        self.state = "idle"
+        self._idle_status()
+
     def stop(self) -> None:
         """Drop the waiting request, stop after the current point, and stop this kernel's engines."""
         self.worker.cancel()
@@ -592,6 +666,9 @@ class SpecDecodeLab:
 
         Stops early when a newer click came."""
         from ...remote import RemoteError
+
+        if isinstance(plans, _Prestart):
+            return self._prestart_run(plans, stale)
 
         n, done = len(plans), 0
         for i, plan in enumerate(plans):

@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ...engine import Engine, EngineConfig
@@ -176,8 +176,34 @@ class StartEstimate:
     starts: int  # how many recorded starts it comes from; 0: none yet, the benchmark's figure
     speculating: bool = False  # the kind of engine asked for
     other_kind: bool = False  # only the other kind has started here yet: its starts stand in
+    busy: str = ""  # how the machine's load stretched the estimate (under_load), "" on a quiet machine
+
+    def under_load(self, load: float | None = None, cores: int | None = None, threads: int | None = None):
+        """The estimate on a machine this busy now: other runnable work shares the cores with the engine.
+
+        With R other runnable tasks (the 1-minute load average, read before the engine adds its own) and the
+        engine's T threads on C cores, a fair scheduler gives the engine C*T/(R+T) cores where R+T > C, so its
+        start takes (R+T)/C times as long. Applied only past 1.5x: the recorded starts were themselves taken
+        with some load on the machine."""
+        if load is None:
+            try:
+                load = os.getloadavg()[0]
+            except OSError:
+                return self
+        cores = cores or len(os.sched_getaffinity(0))
+        threads = min(threads or cores, cores)
+        factor = (load + threads) / cores
+        if factor < 1.5:
+            return self
+        return replace(
+            self,
+            seconds=self.seconds * factor,
+            busy=f"{factor:.1f}x for load {load:.1f} on {cores} cores, the cores other work holds now",
+        )
 
     def describe(self) -> str:
+        if self.busy:
+            return f"{replace(self, busy='').describe()}, stretched {self.busy}"
         kind = "speculating" if self.speculating != self.other_kind else "non-speculating"
         if self.starts:
             also = (
