@@ -423,9 +423,9 @@ class ClassServers:
 
     def start(self, timeout_s: float = 600) -> dict[str, float]:
         """Start both engines and the proxy, wait until both engines answer; seconds each took. Stops all on failure."""
-        require_port(self.off_port, "server without speculation", "--off-port")
-        require_port(self.on_port, "server with speculation", "--on-port")
         try:
+            require_port(self.off_port, "server without speculation", "--off-port")
+            require_port(self.on_port, "server with speculation", "--on-port")
             self._lay_out()
             self.off.start()
             self.on.start()
