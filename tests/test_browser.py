@@ -190,7 +190,7 @@ def test_lab_runs_and_its_charts_follow_the_sliders(page, offline_server):
         assert by_uid[uid]["x"] == pytest.approx(trace["x"]), uid
         assert _numbers(by_uid[uid]["y"]) == pytest.approx(_numbers(trace["y"]), nan_ok=True), uid
     # the course machine's sweep is shown, and named as such: never as measured here
-    assert any(t["x"] for name, t in drawn.items() if "recorded on the course's machine: " in name)
+    assert any(t["x"] for name, t in drawn.items() if "recorded on the course's machine:" in name)
     batch = published["settings"]["batch_size"]
     assert fig["marker"] == batch
 

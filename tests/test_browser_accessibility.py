@@ -58,7 +58,14 @@ KNOWN_TO_FIX: dict[tuple[str, str], str] = {
 # The window sizes a learner uses: (name, CSS width, CSS height); 200% zoom of a 1440 x 1000 window.
 # A 1280 x 1600 window at 200% is 640 x 800 CSS pixels (what device_scale_factor=2 changes is the pixels
 # drawn per CSS pixel, not the layout).
-SIZES = (("1024", 1024, 900), ("1440", 1440, 1000), ("zoom200", 720, 500), ("zoom200-1280", 640, 800))
+# 320: a phone's width (WCAG 1.4.10 reflow), narrower than the 272 px the lab gets at 200% with the file browser open
+SIZES = (
+    ("1024", 1024, 900),
+    ("1440", 1440, 1000),
+    ("zoom200", 720, 500),
+    ("zoom200-1280", 640, 800),
+    ("320", 320, 640),
+)
 LAB = {"spec-decode lab": ".servelab-lab.servelab-view-flip", "knob lab": ".servelab-lab.servelab-view-knobs"}
 REPORTS = ARTIFACTS / "accessibility"
 README_SHOT = "readme-lab"  # what docs/lab.png is copied from (see the README)
@@ -221,6 +228,10 @@ LAYOUT_PROBLEMS = """(sel) => {
       if (e.scrollWidth > e.clientWidth + 1) problems.push(`text overflows its box: "${what(e)}"`);
       if (box(e).right > area.right + 1) problems.push(`cut off at the output area's right edge: "${what(e)}"`);
     });
+    lab.querySelectorAll('.slider-container, select').forEach(e => {  // a control shrunk to a handle or an arrow
+      if (e.offsetParent !== null && box(e).width < 100)
+        problems.push(`a control only ${box(e).width.toFixed(0)} px wide: "${what(e.parentElement)}"`);
+    });
   });
   return problems;
 }"""
@@ -258,6 +269,8 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
     try:
         for size, width, height in SIZES:
             page.set_viewport_size({"width": width, "height": height})
+            if size == "320":  # a phone's width: JupyterLab's open file browser would cover the notebook
+                side_panel(page, open_=False)
             wait_charts_fit(page, LAB[name])
             problems = page.evaluate(LAYOUT_PROBLEMS, LAB[name])
             assert not problems, f"{name} at {size}: " + "; ".join(problems)
@@ -274,6 +287,19 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
             ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"),
         )
         page.set_viewport_size({"width": 1400, "height": 1000})
+        side_panel(page, open_=True)
+
+
+def side_panel(page, open_: bool) -> None:
+    """Open or close JupyterLab's left panel (the file browser) by its own tab, as a learner would."""
+    current = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+    if open_ and not current.count():
+        page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()
+    elif not open_ and current.count():
+        current.first.click()
+    page.wait_for_function(
+        "o => !!document.querySelector('.jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current') === o", arg=open_
+    )
 
 
 # --- the keyboard ------------------------------------------------------------------------------------------------

@@ -66,7 +66,15 @@ function servelabPageHelper() {
     .servelab-lab .servelab-chart-text, .servelab-lab .servelab-chart-text > .widget-html-content {
       min-width: 0; max-width: 100%; }
     .servelab-lab .widget-toggle-buttons { flex-wrap: wrap; min-width: 0; max-width: 100%; }
-    .servelab-lab .widget-toggle-button { max-width: 100%; white-space: normal; height: auto; }`;
+    .servelab-lab .widget-toggle-button { max-width: 100%; white-space: normal; height: auto; }
+    .servelab-lab .widget-inline-hbox { flex-wrap: wrap; min-width: 0; max-width: 100%; height: auto; }
+    .servelab-lab .widget-inline-hbox > .widget-label {
+      flex: 0 1 auto; max-width: 100%; white-space: normal; overflow-wrap: anywhere; height: auto; }
+    .servelab-lab .widget-inline-hbox > .slider-container { flex: 1 1 9em; min-width: 9em; }
+    .servelab-lab .widget-inline-hbox > .widget-readout { flex: 0 0 auto; min-width: 3em; width: auto; }
+    .servelab-lab .widget-inline-hbox > select, .servelab-lab .widget-inline-hbox > input {
+      flex: 1 0 auto; min-width: min(12em, 100%); max-width: 100%; width: auto; }
+    .servelab-lab .widget-inline-hbox > select { field-sizing: content; padding-right: 1.8em; }`;
   document.head.appendChild(style);
   const name = () => {
     document.querySelectorAll('.servelab-lab .widget-slider').forEach(slider => {

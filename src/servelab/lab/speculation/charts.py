@@ -116,8 +116,8 @@ def build(view: str):
             yanchor="top",
             font=dict(size=12),
             title=dict(
-                text="filled: measured here<br>open, dashed: simulated<br>hollow diamonds: recorded on the "
-                "course's machine<br>crosses: measured on a busy machine, left out",
+                text="filled: measured here<br>open, dashed: simulated<br>diamonds: the course's recording"
+                "<br>crosses: a busy machine, left out",
                 side="top",
             ),
         ),
@@ -132,6 +132,15 @@ def _axis_names(index: int) -> tuple[str, str]:
     return f"x{n}", f"y{n}"
 
 
+def legend_name(name: str) -> str:
+    """A long series name on lines a narrow legend holds (a recording's machine on its own line)."""
+    if len(name) <= 36:
+        return name
+    return name.replace(", recorded on the course's machine: ", ",<br>recorded on the course's machine:<br>").replace(
+        ", measured on a busy machine", ",<br>measured on a busy machine"
+    )
+
+
 def update(fig, drawing: Drawing) -> None:
     """Copy a Drawing into the figure's traces and marks, as one batched message."""
     by_uid = {t.meta: t for t in fig.data}
@@ -141,7 +150,7 @@ def update(fig, drawing: Drawing) -> None:
             trace = by_uid.get(uid)
             if trace is None:
                 continue
-            trace.name = t.name
+            trace.name = legend_name(t.name)
             trace.x = t.x
             trace.y = t.y
             if t.hover:
