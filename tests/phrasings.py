@@ -4,7 +4,7 @@ tests/data/grading_phrasings/*.json hold answers written from the questions, the
 the physics, each with the class its writer expected: "right" (full credit for the part),
 "wrong" or "non-committal" (no credit for it), "partial" (its "why" says what is missing). The
 functions here put one phrasing into a whole answer (the rest of it right) and say what the
-checker gave the phrased part, so tests/test_grading_phrasings.py can hold every phrasing to its
+checker gave the phrased part, so tests/test_grading_fairness.py can hold every phrasing to its
 class. `python tests/phrasings.py` prints the count of mis-scored phrasings per file.
 """
 
@@ -20,8 +20,18 @@ DATA = REPO / "tests" / "data" / "grading_phrasings"
 FILES = ("rep1", "spec_rep2", "knob_rep2", "rep3")
 
 
+# Each round of phrasings was written afresh from the questions, after the checkers had been fixed for the round
+# before: <name>.json is the first, <name>-2.json the second.
+ROUNDS = ("", "-2")
+
+
 def phrasings(name: str) -> list[dict]:
-    return json.loads((DATA / f"{name}.json").read_text())
+    return [
+        p
+        for r in ROUNDS
+        if (DATA / f"{name}{r}.json").exists()
+        for p in json.loads((DATA / f"{name}{r}.json").read_text())
+    ]
 
 
 @cache

@@ -540,6 +540,7 @@ PARTIAL = {
     "Switch to W4A16: 207 vs 175 tok/s.": False,
     # rep 3: a concept names no metric; a rate, an accuracy or the gate's acceptance does
     "output quality": False,
+    "output drift": False,
     "mean output length": False,
     "user thumbs-down rate": True,
     "accuracy": True,

@@ -401,7 +401,7 @@ KNOB_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
     "speculative_decoding": (
         (
             r"\b(?:is|it's|its|turned|switched|left|set|stays?|kept|was|being|remains?|speculation|decoding)\s+off\b|"
-            r"^\s*off\b|disabled|not enabled|not (?:turned|switched) on|no speculat|not set|not configured|"
+            r"^\s*off\b|disabled|not enabl\w*|never enabl\w*|not (?:turn|switch)\w* (?:it )?on|no speculat|not set|not configured|"
             r"no draft|no verif|nothing to verif|ridge|memory[- ]bound|compute[- ]bound|\bk\s*=\s*\d",
         ),
     ),
@@ -455,7 +455,7 @@ def _names_a_fact(because: Any, knob: str, reviewer_reason: str) -> bool:
 _FIT = r"\bfits?\b|\bfitting\b|\bholds?\b|\bloads?\b|\baccommodat\w*|room to spare|\bwith room\b|\bis enough\b|\bstays? within\b|\bcovers?\b"
 _MISFIT = (
     r"\bexceed\w*|\btoo (?:big|large|small|short|low)\b|\boverflow\w*|\b(?:bigger|larger|greater|more|longer) than\b|"
-    r"\bshorter than\b|\boom\b|out of memory|\btruncat\w*"
+    r"\bshorter than\b|\boom\b|out of memory|\btruncat\w*|\bcut (?:off|short)\b|\bclipped\b|\brejected\b"
 )
 _ENDORSED = (
     r"\b(?:is|are|was|seems?|looks?)\s+(?:\w+\s+)?(?:the right (?:call|choice|setting)|fine|ok|okay|right|correct|"
@@ -479,7 +479,10 @@ _CLAIMS_AGAINST: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {
         ("misfit", "that requests exceed the limit"),
     ),
     ("batching", "unjustified"): (("measured", "that a measurement backs the cap"),),
-    ("quantization", "justified"): (("quantized", "that the weights are quantized"),),
+    ("quantization", "justified"): (
+        ("quantized", "that the weights are quantized"),
+        ("unevaluated", "that no accuracy measurement backs the precision"),
+    ),
     ("speculative_decoding", "justified"): (("speculating", "that speculation is on"),),
 }
 _CLAIM = {
@@ -487,7 +490,9 @@ _CLAIM = {
     "misfit": _MISFIT,
     "endorsed": _ENDORSED,
     "measured": (
-        r"\b(?:measurements?|benchmarks?|load tests?|tests?|runs?|profil\w+)\s+(?:shows?|showed|found|finds|gives?|gave|"
+        # "a benchmark at batch 32 shows ...", "measured: p99 TTFT 900 ms at batch 32"
+        r"^\s*(?:measured|benchmarked|load[- ]tested)\s*(?:$|[=-]\s*(?=.*\d))|"
+        r"\b(?:measurements?|benchmarks?|load tests?|tests?|runs?|profil\w+)(?:\s+(?!not\b|never\b)[\w.,=-]+){0,4}?\s+(?:shows?|showed|found|finds|gives?|gave|"
         r"confirms?|confirmed|proves?|proved|backs?|backed)\b|\b(?:was|were|has been|have been|is|are)\s+"
         r"(?:measured|benchmarked|load[- ]tested|tested|validated|verified)\b|\b(?:we|they|the team|i)\s+"
         r"(?:measured|benchmarked|tested|load-tested|validated)\b"
@@ -495,7 +500,16 @@ _CLAIM = {
     "quantized": (
         r"\bquanti[sz]ed\s+(?:to|in|as|with|at)\s+(?:int\d|fp\d|\d+[- ]?bits?|w\d|awq|gptq)|\b(?:weights|model)\s+"
         r"(?:are|is)\s+(?:in\s+)?(?:int[48]|fp8|[48][- ]bit|awq|gptq)\b|\bserved in (?:int[48]|fp8)\b|"
-        r"\b(?:is|are) quanti[sz]ed\b"
+        r"\b(?:is|are) quanti[sz]ed\b|\b(?:int[48]|fp8|w4a16|w8a8)(?:\s+(?:awq|gptq))?\s+weights\b|"
+        r"\b(?:awq|gptq)\s+weights\b"
+    ),
+    # a missing accuracy measurement: what makes a quantized precision unjustified ("accuracy never measured",
+    # "without any accuracy eval"); "no accuracy eval is needed" says the opposite and is not one
+    "unevaluated": (
+        r"(?:\b(?:no|without(?:\s+an?|\s+any)?|lacks?|lacking|missing)\s+(?:\w+\s+){0,2}?(?:accuracy|quality)\s+"
+        r"(?:measurements?|evals?|evaluations?|checks?|tests?|numbers?|benchmarks?)|\b(?:accuracy|quality)\s+"
+        r"(?:was\s+|is\s+|has\s+|has been\s+)?(?:never|not)\s+(?:been\s+)?(?:measured|evaluated|checked|tested))"
+        r"(?!.*\b(?:needed|required|necessary|called for|applies|matters|to run)\b)"
     ),
     "speculating": (
         r"\b(?:speculation|speculative decoding|spec(?:ulative)?[- ]decod\w*|it|n-?gram|eagle|a draft(?: model)?)\s+"
@@ -837,14 +851,28 @@ def _recommends(conclusion: str, batch: float | None = None) -> str | None:
 _QUOTED_RATE = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(?:tok(?:ens)?\s*/\s*s(?:ec)?\b|tokens? per second)")
 
 
+# A figure the conclusion gives for another batch of the lab's sweep ("at batch 1 speculation did help, 39 vs
+# 26 tok/s") describes that point, not this pair: only the figures of the clauses about the pair's own batch,
+# or about no batch, are held to the pair's numbers.
+_RATE_CLAUSES = re.compile(r"[;:!?\n]|\.(?!\d)|\b(?:but|whereas|while|although|though|however)\b")
+_NAMED_BATCH = re.compile(r"\bbatch(?:es)?(?:[- ]sizes?)?\s*(?:of\s+|=\s*)?(\d+)\b")
+
+
 def _rates_not_measured(conclusion: str, records) -> list[str]:
     """The tok/s figures in the conclusion that match neither record's output_tok_s."""
     rates = [r.output_tok_s for r in records]
-    return [
-        m.group(1)
-        for m in _QUOTED_RATE.finditer(conclusion.lower())
-        if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)
-    ]
+    own = {float(r.batch_size) for r in records if _as_number(r.batch_size) is not None}
+    unmeasured = []
+    for clause in _RATE_CLAUSES.split(conclusion.lower()):
+        named = {float(n) for n in _NAMED_BATCH.findall(clause)}
+        if own and named and not named & own:
+            continue  # the figures of another batch of the sweep
+        unmeasured += [
+            m.group(1)
+            for m in _QUOTED_RATE.finditer(clause)
+            if not any(_close(float(m.group(1).replace(",", "")), v, 0.03, 0.51) for v in rates)
+        ]
+    return unmeasured
 
 
 def _comparison_schema(answer: Any):

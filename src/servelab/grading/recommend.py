@@ -81,18 +81,76 @@ def _normal(text: str) -> str:
     text = re.sub(r"n't\b", " not", text)
     text = re.sub(r"\b(i|we|you|it|they)'d\b", r"\1 would", text)
     text = re.sub(r"\blet's\b", "let us", text)
+    # a quantifier subject negates its verb: "nobody should disable it" says "one should not disable it"
+    text = re.sub(
+        r"\b(?:nobody|no one|no-one|none of us)\s+(should|would|must|will|could|can|needs? to|ought to|has to|"
+        r"wants? to)\b",
+        r"one \1 not",
+        text,
+    )
+    text = _TYPO.sub(lambda m: _TYPOS[m.group(0)], text)
+    for pattern, english in _SECOND_LANGUAGE:
+        text = pattern.sub(english, text)
     # a bracket holds a description or an aside ("the configured choice (speculation on) is right")
     for _ in range(3):
         text = re.sub(r"\([^()]*\)|\[[^\[\]]*\]", " ", text)
     return text
 
 
+# The reader's key words, each with the slips of one key a learner makes typing fast: two neighbouring
+# letters swapped ("trun", "decodign") or one letter left out ("bach", "disble"). A slip that is a word of
+# its own ("bath", "urn") is left alone.
+_KEY_WORDS = (
+    "turn turning enable enabled disable disabled speculation speculative decoding decode batch keep leave "
+    "switch lower raise reduce increase prefix caching quantization stay"
+).split()
+_REAL_WORDS = frozenset("bath batc urn tun keep kep leve lave rise".split()) | frozenset(_KEY_WORDS)
+
+
+def _slips(word: str) -> set[str]:
+    swapped = {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+    dropped = {word[:i] + word[i + 1 :] for i in range(1, len(word))} if len(word) >= 5 else set()
+    return {w for w in swapped | dropped if len(w) >= 4 and w != word}
+
+
+_TYPOS = {slip: word for word in _KEY_WORDS for slip in _slips(word) if slip not in _REAL_WORDS}
+_TYPO = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _TYPOS), key=len, reverse=True)) + r")\b")
+
+# The lesson is in English, but a conclusion in Spanish or German names the same actions: their verbs and
+# the feature's name, read as the English the rest of the reader knows. A German infinitive stands last
+# ("Spekulatives Decoding bei Batch 32 abschalten"): it moves to the front, as an English imperative.
+_SECOND_LANGUAGE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), english)
+    for pattern, english in (
+        (
+            r"^(?P<rest>[^:;.]*?)\s+(?P<verb>abschalten|ausschalten|deaktivieren|einschalten|aktivieren|"
+            r"beibehalten|behalten)\b",
+            r"\g<verb> \g<rest>",
+        ),
+        (
+            r"\b(?:desactivar|desactiva|desactive|deshabilitar|deshabilita|apagar|apaga|abschalten|ausschalten|"
+            r"deaktivieren)\b",
+            "disable",
+        ),
+        (r"\b(?:activar|activa|active|habilitar|habilita|encender|enciende|einschalten|aktivieren)\b", "enable"),
+        (r"\b(?:mantener|mantenga|mantén|manten|conservar|conserva|beibehalten|behalten)\b", "keep"),
+        (
+            r"\b(?:la |el )?decodificaci[oó]n especulativa\b|\b(?:das |die )?spekulative[sn]? (?:decoding|dekodierung)\b|"
+            r"\bspekulation\b|\bespeculaci[oó]n\b",
+            "speculation",
+        ),
+        (r"\b(?:en|bei|beim|a|con) (?:el |la )?(batch|lote)\b", r"at \1"),
+        (r"\b(?:sin ella|sin él|ohne)\b", "without it"),
+        (r"\b(?:en|auf|bei)\s+(\d+)\b", r"at \1"),
+    )
+)
+
 # Clauses end at punctuation (not at a comma inside a figure such as 1,200, nor at a decimal point) and
 # at the words that join a reason, a contrast or a second recommendation to the first.
 _CLAUSES = re.compile(
     r"[;:!?\n]|\.(?!\d)|,(?!\d{3}\b)|\s-{1,2}\s|\s\u2014\s|\u2014|"
     r"\b(?:so|but|because|since|although|though|while|whereas|however|therefore|thus|hence|and|then|which|"
-    r"yet|as|otherwise|instead|unless|whereby|meaning)\b"
+    r"yet|as(?! (?:is|it is|it was|configured|it stands)\b)|otherwise|instead|unless|whereby|meaning)\b"
 )
 
 # Words that may stand between a negation and the verb it governs.
@@ -155,7 +213,7 @@ _ACTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
 # clause's start: a modal, a recommending verb, an evaluation of the action.
 _VOICE = re.compile(
     r"\b(?:should|must|ought|need to|needs to|has to|have to|had better|would|will|shall|recommend\w*|"
-    r"suggest\w*|advis\w*|propos\w*|prefer\w*|better to|best to|wise to|right to|wrong to|worth|reason to|"
+    r"suggest\w*|advis\w*|propos\w*|prefer\w*|better to|best to|wise to|right to|wrong to|worth|reason (?:not )?to|"
     r"no need|mistake|idea|is to|let us|i'?m for|my (?:call|choice|pick|recommendation|advice)|"
     r"the (?:right|correct|better|best|sensible|safe) (?:call|choice|move|option|setting|thing)|"
     r"makes? sense|pays?\b|paid off|justified|counterproductive|harmful|unwise|a win\b)"
@@ -163,7 +221,8 @@ _VOICE = re.compile(
 # Fillers a clause may open with before an imperative.
 _OPENERS = (
     r"^\s*(?:(?:so|then|thus|hence|therefore|just|simply|please|instead|rather|definitely|clearly|now|"
-    r"overall|conclusion|recommendation|verdict|answer|fix|action|for this slo|for the fleet|here|"
+    r"overall|conclusion|recommendation|verdict|answer|fix|action|for (?:a |the |this |our )?(?:[\w-]+ ){0,3}slo|"
+    r"for the fleet|here|"
     r"at this batch|at this load|on this machine|on this cpu|in production|for production|i think|"
     r"in short|in sum|bottom line|my advice|the advice|i say|we|i|you|do not|do|never|don't|not|also|"
     r"better|best)\b\s*)*"
@@ -226,16 +285,17 @@ _OPS = (
 )
 _CONDITION = re.compile(
     r"(?P<only>\bonly\s+)?"
-    r"(?:\b(?:when|while|if|once|where|whenever)\s+(?:the\s+)?(?:fleet\s+|load\s+|number of\s+)?"
+    r"(?:\b(?:when|while|if|once|where|whenever)\s+(?:the\s+)?(?:(?:fleet\s+|load\s+|number of\s+)?"
     + _BATCH_WORD
-    + r"\s+(?:\w+\s+){0,2}?)?"
+    + r"|fleet|load|server|engine|traffic|it|we|you|they)\s+(?:\w+\s+){0,2}?)?"
     r"(?P<op>\b(?:" + _OPS + r")\s*)"
     r"(?:(?:a|the|its|this fleet's|our)\s+)?(?P<word1>" + _BATCH_WORD + r"\s*(?:of\s+|sizes?\s+)?"
-    r"(?:(?P<op2>below|under|above|over|of|at)\s+)?)?"
+    r"(?:(?P<op2>below|under|above|over|of|at)\s+|(?P<op3><=|>=|<|>|\u2264|\u2265)\s*)?)?"
     r"(?P<n>\d+)(?![\d.,]*\s*(?:ms|s\b|sec|tok|tokens|%|x\b|gb|gib|mb|mib|k\b|b\b|req/s|requests? per))(?![.,]\d)"
     r"(?:\s*(?:and|or)\s+(?P<more>above|below|up|upward|down|over|under|higher|lower|beyond|less|more|fewer))?"
     r"(?:\s+(?P<upward>upwards?|onwards?|and up|or more|or higher|or fewer|or less|or lower|and beyond))?"
     r"(?P<word2>\s+" + _BATCH_WORD + r")?"
+    r"(?P<only2>\s+only\b)?"
 )
 _QUALITATIVE = re.compile(
     r"(?P<only>\bonly\s+)?\b(?:at|for|under|with|in)\s+(?:a\s+|the\s+)?(?P<size>low|small|light|high|large|heavy|big)\s+"
@@ -257,13 +317,15 @@ def _words_before(text: str, end: int) -> list[str]:
 
 
 def _governed(text: str, start: int) -> bool:
-    """Whether a negation governs the phrase starting at start: a negator before it, with only auxiliaries between."""
-    for word in reversed(_words_before(text, start)[-6:]):
+    """Whether a negation governs the phrase starting at start: negators before it, with only auxiliaries between,
+    counted ("there is no reason not to keep it" is "keep it")."""
+    negations = 0
+    for word in reversed(_words_before(text, start)[-8:]):
         if word in _NEGATORS:
-            return True
-        if word not in _AUX:
-            return False
-    return False
+            negations += 1
+        elif word not in _AUX:
+            break
+    return negations % 2 == 1
 
 
 def _mentions(clause: str, choices: Choices, states_only: bool = False) -> list[tuple[int, int, int]]:
@@ -361,6 +423,17 @@ def _target(what: str, clause: str, end: int, choices: Choices, start: int) -> i
             return named[0] if named else None
         return choices.on if state == "on" else 1 - choices.on
     if what in ("keep", "use"):
+        # "keep prefix caching as configured": the configured setting, whatever the feature's name says
+        if (
+            what == "keep"
+            and choices.configured is not None
+            and re.match(
+                r"\s*(?:(?:it|this|that|the setting|" + choices.feature + r")\s+)?(?:as (?:is|it is|it was|configured|"
+                r"it was configured|it stands)|unchanged|where it is)\b",
+                after,
+            )
+        ):
+            return choices.configured
         if named:
             return named[0]
         figure = _figure_target(after, choices)
@@ -441,6 +514,13 @@ def _read_clause(clause: str, choices: Choices) -> tuple[int | str | None, str]:
             return None, "elliptic"
     if _HEDGE.search(clause):
         return ("both" if _mentions(clause, choices) or _CONFIGURED_VERDICT.search(clause) else None), "verdict"
+    # "run this workload with prefix caching off" sets the feature: the action, not a description of a run
+    clause = re.sub(
+        r"\b(?P<verb>run|running|serve|serving|deploy|deploying|ship|shipping|operate)\b(?:\s+[\w-]+){0,4}?\s+with\s+"
+        r"(?P<feature>" + choices.feature + r")\s+(?P<state>on|off|enabled|disabled)\b",
+        lambda m: f"{m.group('verb')} {m.group('feature')} {'on' if m.group('state') in ('on', 'enabled') else 'off'}",
+        clause,
+    )
     # descriptions of a run: "with it enabled", "with max_num_seqs=4", "when speculation was on"
     clause = re.sub(
         r"(?<!stick )(?<!go )(?<!do )(?<!sticking )(?<!going )\bwith(?:out)?\s+(?:it|them|"
@@ -554,12 +634,12 @@ def _condition(clause: str, batch: float | None) -> tuple[str, bool | None, bool
         if op in ("of", "to") and not batch_word:
             continue
         clause = clause[: m.start()] + " " * (m.end() - m.start()) + clause[m.end() :]
-        only = only or bool(m.group("only"))
+        only = only or bool(m.group("only") or m.group("only2"))
         if batch is None:
             holds = False if holds is None else holds
             continue
         ok = _holds(
-            op if not m.group("op2") else m.group("op2"),
+            m.group("op2") or m.group("op3") or op,
             m.group("more") or "",
             (m.group("upward") or "").strip(),
             float(m.group("n")),
@@ -586,6 +666,58 @@ def _condition(clause: str, batch: float | None) -> tuple[str, bool | None, bool
 MAX_CHARS = 2000
 
 
+# A self-correction: what comes after it is the recommendation ("keep it, no wait, turn it off").
+_CORRECTION = re.compile(
+    r"\b(?:no,?\s+)?wait\s*(?:[,.:!\u2014-]|\.\.\.)|\bjust kidding\b|\bscratch that\b|\bon second thought\b|"
+    r"\bi take (?:that|it) back\b|\bcorrection\s*:"
+)
+# The answer to a question the conclusion asks itself ("Enable speculation at batch 16? Never: ...").
+_ANSWER = re.compile(
+    r"^\s*(?:(?P<no>no way|nope|no|never|absolutely not|definitely not|certainly not|of course not|not at all|"
+    r"not a chance|not here)|(?P<yes>yes|yep|absolutely|definitely|certainly|of course|sure))\b[\s,.:!\u2014-]*"
+)
+_CONCLUDING = frozenset({"so", "therefore", "thus", "hence", "then"})
+_CONTRAST = frozenset({"but", "yet", "however", "though", "although"})
+# A routing policy sends batches to an engine: "route batches of 1-2 to the speculating engine, batch 64 to the
+# plain one" says "from batch 1 up to batch 2 use the speculating engine; at batch 64 use the plain one".
+_ROUTING = re.compile(r"\b(?:route|routes|routing|send|sending|steer|steering|dispatch|direct)\b")
+_ROUTE_RANGE = re.compile(
+    r"\b(?:batch(?:es)?|batch sizes?)\s+(?:of\s+)?(\d+)\s*(?:-|to|\u2013)\s*(\d+)\s+(?:go(?:es)?\s+)?to\b(?!\s*\d)"
+)
+_ROUTE_ONE = re.compile(r"\b(?:batch(?:es)?|batch sizes?)\s+(?:of\s+)?(\d+)\s+(?:go(?:es)?\s+)?to\b(?!\s*\d)")
+
+
+def _clauses(sentence: str) -> list[tuple[str, str]]:
+    """(the word or mark that joins it to the clause before, the clause) for each clause of a sentence."""
+    out, pos, joiner = [], 0, ""
+    for m in _CLAUSES.finditer(sentence):
+        out.append((joiner, sentence[pos : m.start()]))
+        joiner, pos = m.group(0).strip(), m.end()
+    out.append((joiner, sentence[pos:]))
+    return out
+
+
+def _voiced_action(clause: str) -> bool:
+    """Whether a clause holds an action in the learner's voice ("I would not ship it", "stay on bf16")."""
+    if not any(p.search(clause) for _, p in _ACTIONS):
+        return False
+    opener = re.match(_OPENERS, clause)
+    return _VOICE.search(clause) is not None or any(
+        m.start() <= (opener.end() if opener else 0) + 1 for _, p in _ACTIONS for m in p.finditer(clause)
+    )
+
+
+def _question(question: str, choices: Choices, batch: float | None) -> tuple[int | None, bool | None]:
+    """What a question proposes (the first setting it names) and whether its condition holds at batch."""
+    for _, raw in _clauses(question.rstrip(" ?")):
+        if raw.strip():
+            clause, holds, _, _ = _condition(raw, batch)
+            target, _ = _read_clause(clause, choices)
+            if isinstance(target, int):
+                return target, holds
+    return None, None
+
+
 def recommended(conclusion: str, choices: Choices, batch: float | None = None) -> int | str | None:
     """The setting a conclusion recommends: 0 or 1, "both" (a hedge or a contradiction), or None (neither).
 
@@ -597,11 +729,34 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
     hedged = False
     last_holds: bool | None = None
     text = _normal(conclusion[:MAX_CHARS])
+    corrections = list(_CORRECTION.finditer(text))
+    if corrections and text[corrections[-1].end() :].strip():
+        text = text[corrections[-1].end() :]  # the last word stands: "keep it, no wait, turn it off"
+    # a label with a colon: "Speculation: off", "Prefix caching: on"
+    text = re.sub(
+        r"\b(?P<feature>" + choices.feature + r")\s*[:=]\s*(?P<state>on|off|enabled|disabled)\b",
+        lambda m: f"{m.group('feature')} {m.group('state')}",
+        text,
+    )
+    question = None
     for sentence in re.split(r"(?<=[.!?;\n])\s+|(?<=[.!?])$", text):
         if sentence.strip().endswith("?"):
-            continue  # a question asks; its answer, in the next sentence, recommends
+            question = sentence  # a question asks; its answer, in the next sentence, recommends
+            continue
+        asked, question = question, None
+        answer = _ANSWER.match(sentence) if asked else None
+        if asked and answer:
+            proposed, applies = _question(asked, choices, batch)
+            if proposed is not None and (applies is not False or batch is None):
+                previous = 1 - proposed if answer.group("no") else proposed
+                said.add(previous)
+            sentence = sentence[answer.end() :]
+        if _ROUTING.search(sentence):
+            sentence = _ROUTE_RANGE.sub(r"from batch \1 up to batch \2 use", sentence)
+            sentence = _ROUTE_ONE.sub(r"at batch \1 use", sentence)
         previous_here = heading = other_side_next = False
-        for n, raw in enumerate(_CLAUSES.split(sentence)):
+        parts = _clauses(sentence)
+        for n, (joiner, raw) in enumerate(parts):
             if not raw or not raw.strip():
                 continue
             after_heading, heading = heading, bool(_HEADING.fullmatch(raw.strip()))
@@ -629,9 +784,14 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
             if target is None:
                 continue
             assert isinstance(target, int)
+            # "W4A16 is faster but I would not ship it": a verdict conceded before the learner's own action
+            if how == "verdict" and n + 1 < len(parts):
+                joined, nxt = parts[n + 1]
+                if joined in _CONTRAST and _voiced_action(nxt):
+                    continue
             # "off at low batch and on at high batch": the second half carries the first half's action;
             # "Recommendation: no speculation at batch 64": a label after a heading is the recommendation
-            follows = (n > 0 and previous_here) or after_heading
+            follows = (n > 0 and previous_here) or after_heading or joiner in _CONCLUDING
             previous_here = True
             previous = target
             into = said
