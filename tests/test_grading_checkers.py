@@ -546,6 +546,58 @@ def test_a_policy_is_graded_at_the_learners_batch(conclusion, batch, says):
     assert checkers._recommends(conclusion, batch) == says
 
 
+@pytest.mark.parametrize(
+    "conclusion, batch, says",
+    [
+        # a quantifier subject negates its verb
+        ("No one should turn speculation on at this batch.", 64, "off"),
+        ("Nobody would leave speculation off here.", 64, "on"),
+        # negations are counted
+        ("There is no reason not to disable speculation.", 64, "off"),
+        # a self-correction: the last word stands
+        ("Turn it off. Wait, no: keep it on.", 64, "on"),
+        ("Keep speculation, scratch that, disable it.", 64, "off"),
+        # a question answered in the next sentence, the answer placed at the question's batch
+        ("Keep speculation on? Not at this batch.", 64, "off"),
+        ("Disable speculation at batch 64? Yes, plain decoding serves the fleet.", 64, "off"),
+        ("Enable speculation at batch 1? Never.", 64, None),
+        # a label with a colon or an equals sign
+        ("Speculation = off for this fleet.", 64, "off"),
+        # a verdict conceded before the learner's own action
+        ("Speculation wins at batch 1, but I would switch it off for this fleet.", 64, "off"),
+        # policies that name batches: a trailing "only", a routing rule
+        ("Speculate for batch < 4 only.", 64, "off"),
+        ("Speculate for batch < 4 only.", 2, "on"),
+        ("Send batch 64 to the plain engine and batch 1 to the speculating one.", 64, "off"),
+        ("Send batch 64 to the plain engine and batch 1 to the speculating one.", 1, "on"),
+        # slips of the keys, and the same actions in Spanish and German
+        ("disbale speculation at batch 64", 64, "off"),
+        ("Spekulation bei Batch 64 ausschalten.", 64, "off"),
+        ("Desactivar la especulación en batch 64.", 64, "off"),
+    ],
+)
+def test_the_reader_reads_the_grammar_not_the_phrase(conclusion, batch, says):
+    assert checkers._recommends(conclusion, batch) == says
+
+
+def test_a_cached_prefix_is_not_recomputed_and_an_open_loop_run_makes_what_it_is_offered():
+    """The knob lab's prefix-caching run (Poisson arrivals at 2 req/s, a shared 1,024-token prefix): with the
+    cache on, prefill works on the tokens the cache missed, and the run cannot make more than the 2 req/s x 16
+    tokens it was offered."""
+    import json
+
+    from servelab.paths import REPO_DIR
+
+    lines = (REPO_DIR / "data" / "measurements" / "knobs-cpu.jsonl").read_text().splitlines()
+    on = next(r for r in map(json.loads, lines) if r.get("knob_setting") == "prefix caching on")
+    ok, predicted, reason = simulate.plausibility(on)
+    assert ok and predicted == pytest.approx(on["request_rate"] * on["output_tokens"] / on["num_requests"]), reason
+    # the same run read as if every prompt token had been computed: slower than the hardware allows
+    assert not simulate.plausibility({**on, "prefix_cache_hit_tokens": 0})[0]
+    # the offered load binds: the roofline alone expects more than the arrivals allowed
+    assert simulate.plausibility({**on, "request_rate": None})[1] > 2 * predicted
+
+
 def test_a_negated_recommendation_is_not_marked_against_the_learner():
     """The finding: 'should not be enabled' read as 'on' took a point and told the learner something false."""
     answer = _comparison()

@@ -719,7 +719,10 @@ def point_from_record(record, method: str | None = None, tok_s: float | None = N
     method = method or r.get("method", "none")
     k = int(r.get("num_speculative_tokens") or 0) if method != "none" else 0
     requests = r.get("num_requests")
-    prompt_len = r["prompt_tokens"] / requests if r.get("prompt_tokens") and requests else None
+    # a prompt token the prefix cache served is not recomputed: prefill works on the tokens it missed
+    cached = r.get("prefix_cache_hit_tokens") or 0
+    computed = max(r["prompt_tokens"] - cached, requests) if r.get("prompt_tokens") and requests else None
+    prompt_len = computed / requests if computed and requests else None
     # tokens each request actually produced (an early end of sequence makes it fewer than output_len)
     output_len = r["output_tokens"] / requests if r.get("output_tokens") and requests else r.get("output_len")
     return {
@@ -731,6 +734,10 @@ def point_from_record(record, method: str | None = None, tok_s: float | None = N
         "prompt_len": prompt_len,
         "output_len": output_len if prompt_len else None,
         "measured_tok_s": tok_s,
+        # an open-loop run (Poisson arrivals at request_rate) cannot produce more than it is offered
+        "offered_tok_s": r["request_rate"] * output_len
+        if isinstance(r.get("request_rate"), (int, float)) and r["request_rate"] > 0 and output_len
+        else None,
     }
 
 
@@ -744,8 +751,11 @@ def predict(sim: Simulator, point: dict) -> float:
         sim = dataclasses.replace(sim, ngram_match_rate=point["match_rate"])
     args = (point["k"], point["method"], point["acceptance"])
     if point["prompt_len"] and point["output_len"]:
-        return sim.batch_tok_s(point["batch_size"], point["prompt_len"], point["output_len"], *args)
-    return sim.output_tok_s(point["batch_size"], *args)
+        tok_s = sim.batch_tok_s(point["batch_size"], point["prompt_len"], point["output_len"], *args)
+    else:
+        tok_s = sim.output_tok_s(point["batch_size"], *args)
+    offered = point.get("offered_tok_s")
+    return min(tok_s, offered) if offered else tok_s
 
 
 def _starts(n: int):

@@ -168,7 +168,10 @@ _PARTICLE = r"(?:\s+(?:[\w=.-]+\s+){0,3}?)"
 _ACTIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (what, re.compile(pattern))
     for what, pattern in (
-        ("on", r"\b(?:re-?)?enabl(?:e|es|ed|ing)\b|\bactivat\w*|\bswitch(?:ing|ed)? on\b|\bturn(?:ing|ed)? on\b"),
+        (
+            "on",
+            r"\b(?:re-?)?enabl(?:e|es|ed|ing)\b|\bspeculate\b|\bactivat\w*|\bswitch(?:ing|ed)? on\b|\bturn(?:ing|ed)? on\b",
+        ),
         (
             "off",
             r"\bdisabl(?:e|es|ed|ing)\b|\bdeactivat\w*|\bremov(?:e|ing)\b|\bget rid of\b|\bstop using\b|"
@@ -586,7 +589,9 @@ _OTHER_SIDE = re.compile(
     r"\b(?:above|below|beyond|over|under|past) (?:that|this|it|there)\b|\b(?:otherwise|elsewhere|else)\b|"
     r"\b(?:above|below|beyond)\s*$"
 )
-_LABEL_WORDS = frozenset("it is then please go all the way definitely recommended recommendation".split())
+_LABEL_WORDS = frozenset(
+    "it is then please go all the way definitely recommended recommendation for this our fleet here now".split()
+)
 
 
 def _holds(op: str, more: str, upward: str, n: float, batch: float) -> bool:
@@ -674,7 +679,7 @@ _CORRECTION = re.compile(
 # The answer to a question the conclusion asks itself ("Enable speculation at batch 16? Never: ...").
 _ANSWER = re.compile(
     r"^\s*(?:(?P<no>no way|nope|no|never|absolutely not|definitely not|certainly not|of course not|not at all|"
-    r"not a chance|not here)|(?P<yes>yes|yep|absolutely|definitely|certainly|of course|sure))\b[\s,.:!\u2014-]*"
+    r"not a chance|not here|not now|not (?:at|for) (?:this|our|that|the) (?:batch|load|fleet|size))|(?P<yes>yes|yep|absolutely|definitely|certainly|of course|sure))\b[\s,.:!\u2014-]*"
 )
 _CONCLUDING = frozenset({"so", "therefore", "thus", "hence", "then"})
 _CONTRAST = frozenset({"but", "yet", "however", "though", "although"})
@@ -752,6 +757,7 @@ def recommended(conclusion: str, choices: Choices, batch: float | None = None) -
                 said.add(previous)
             sentence = sentence[answer.end() :]
         if _ROUTING.search(sentence):
+            sentence = re.sub(_ROUTING.pattern + r"\s+(?:all\s+|the\s+)?(?=batch)", "", sentence)
             sentence = _ROUTE_RANGE.sub(r"from batch \1 up to batch \2 use", sentence)
             sentence = _ROUTE_ONE.sub(r"at batch \1 use", sentence)
         previous_here = heading = other_side_next = False
