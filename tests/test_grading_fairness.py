@@ -695,3 +695,33 @@ def test_more_conclusions_in_learners_words(lab, situation, credited, text):
     got, points, feedback = phrasings.rep2_credited(checkers, lab, {"text": text, "situation": situation})
     # (the recorded prefix-caching runs fail the simulator's plausibility check, a quarter of the points)
     assert got == credited and (points >= 3 if credited else points == 0), feedback
+
+
+@pytest.mark.parametrize(
+    "because, share",
+    [
+        # no accuracy eval is owed where nothing is quantized: the right reason, in the words of a missing eval
+        ("no quantization here, so no accuracy check", 1.0),
+        ("nothing quantized, no accuracy eval", 1.0),
+        # a missing eval named as what backs the choice argues the other verdict
+        ("no accuracy measurement backs it", 0.0),
+        ("int8 weights, accuracy never measured", 0.0),
+    ],
+)
+def test_a_missing_accuracy_eval_counts_against_justified_only_where_something_is_quantized(because, share):
+    got, feedback = phrasings.rep1_share(
+        checkers, {"text": because, "situation": {"knob": "quantization", "verdict": "justified"}}
+    )
+    assert got == share, feedback
+
+
+@pytest.mark.parametrize(
+    "conclusion, says",
+    [
+        # "wait" as a verb is no self-correction; "Wait:" after a full stop is one
+        ("Keep speculation off and wait, then remeasure.", "off"),
+        ("Keep speculation on. Wait: no, turn it off.", "off"),
+    ],
+)
+def test_only_a_self_correction_discards_what_came_before(conclusion, says):
+    assert checkers._recommends(conclusion, 64) == says

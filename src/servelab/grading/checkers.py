@@ -533,6 +533,11 @@ _ALTERNATIVE = re.compile(
     r"\b(?:two|2|four|4|eight|8|more|several|multiple|second|another)\s+(?:\w+\s+)?(?:gpus|h[12]00s|cards)\b|"
     r"\bshard\w*|\bsplit\w*|\bsmallest\b|\bminimum\b|\bat least\b|\bquanti[sz]ed\b|\bfp8\b|\bint[48]\b"
 )
+# A reason that says the weights are not quantized owes no accuracy eval
+_UNQUANTIZED = re.compile(
+    r"\b(?:nothing|not|no|un)[- ]?(?:is\s+|been\s+)?quanti[sz]\w*|\bbf16\b|\bbfloat16\b|\bfp16\b|\bfloat16\b|"
+    r"full precision|native precision"
+)
 _HEDGED = re.compile(
     r"\b(?:not sure|unsure|probably|maybe|perhaps|cannot tell|can not tell|do not know|no idea|hard to say|unclear|"
     r"it depends|depends on)\b"
@@ -551,6 +556,8 @@ def _asserts_against(because: Any, knob: str, verdict: str) -> str | None:
                 before = clause[: m.start()]
                 if _REPORTED.search(before) or (base == "fit" and _ALTERNATIVE.search(before)):
                     continue  # reported, hypothetical, or about another setting ("TP 2 is the smallest that fits")
+                if base == "unevaluated" and _UNQUANTIZED.search(text):
+                    continue  # "nothing quantized, so no accuracy check": no eval is owed, none is missing
                 odd = len(_CLAIM_NEGATORS.findall(before)) % 2 == 1
                 # "false"/"untrue" after the claim refutes it ("the claim that it fits is false")
                 odd ^= bool(re.search(r"\b(?:is|are) (?:false|untrue|wrong|a myth)\b", clause[m.end() :]))

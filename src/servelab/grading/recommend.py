@@ -132,14 +132,14 @@ _SECOND_LANGUAGE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"deaktivieren)\b",
             "disable",
         ),
-        (r"\b(?:activar|activa|active|habilitar|habilita|encender|enciende|einschalten|aktivieren)\b", "enable"),
+        (r"\b(?:activar|activa|habilitar|habilita|encender|enciende|einschalten|aktivieren)\b", "enable"),
         (r"\b(?:mantener|mantenga|mantén|manten|conservar|conserva|beibehalten|behalten)\b", "keep"),
         (
             r"\b(?:la |el )?decodificaci[oó]n especulativa\b|\b(?:das |die )?spekulative[sn]? (?:decoding|dekodierung)\b|"
             r"\bspekulation\b|\bespeculaci[oó]n\b",
             "speculation",
         ),
-        (r"\b(?:en|bei|beim|a|con) (?:el |la )?(batch|lote)\b", r"at \1"),
+        (r"\b(?:en|bei|beim) (?:el |la )?(batch|lote)\b", r"at \1"),
         (r"\b(?:sin ella|sin él|ohne)\b", "without it"),
         (r"\b(?:en|auf|bei)\s+(\d+)\b", r"at \1"),
     )
@@ -673,7 +673,7 @@ MAX_CHARS = 2000
 
 # A self-correction: what comes after it is the recommendation ("keep it, no wait, turn it off").
 _CORRECTION = re.compile(
-    r"\b(?:no,?\s+)?wait\s*(?:[,.:!\u2014-]|\.\.\.)|\bjust kidding\b|\bscratch that\b|\bon second thought\b|"
+    r"\bno,?\s+wait\b[\s,.:!\u2014-]*|(?:^|[,.;:!?\u2014-])\s*wait\s*(?:[,:!\u2014-]|\.\.\.)|\bjust kidding\b|\bscratch that\b|\bon second thought\b|"
     r"\bi take (?:that|it) back\b|\bcorrection\s*:"
 )
 # The answer to a question the conclusion asks itself ("Enable speculation at batch 16? Never: ...").
