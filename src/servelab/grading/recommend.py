@@ -19,6 +19,19 @@ it", "turning it on is not worth it"); a "not" elsewhere in the clause does not.
 mistake flips it ("it would be wrong to disable it"), and so does a negated mistake twice ("it would
 not be a mistake to disable it").
 
+A quantifier subject negates its verb ("nobody should disable it" reads as "one should not disable it"), and
+negations are counted ("there is no reason not to keep bf16" keeps it).
+
+The last word stands: after a self-correction ("keep it, no wait, turn it off", "just kidding") only what
+follows is read; a verdict conceded before the learner's own action ("W4A16 is faster but I would not ship
+it: stay on bf16") is a concession, not a second recommendation; a question the conclusion asks itself is
+read with its answer ("Enable speculation at batch 16? Never": off, where batch 16 is the learner's); a
+label names a setting ("Speculation: off"); a routing rule is a policy by batch ("route batches of 1-2 to the
+speculating engine, batch 64 to the plain one"), and "only" may follow its condition ("for batch <= 2 only").
+
+The lesson is written in English; a slip of one key in the reader's own words ("trun", "bach") and the
+Spanish and German verbs for the same actions ("desactivar", "abschalten") read as the English words.
+
 A conclusion that recommends both settings is a hedge (or a contradiction) and recommends neither.
 
 This is a clause reader, not a parser of English: the patterns are plain alternations and bounded
