@@ -561,8 +561,8 @@ def test_gpu_names_resolve_to_the_part_they_name():
         256,
         "float16",
     )
-    with pytest.raises(review.ReviewInputError, match="unknown GPU type 'GH200'.*deployment.hardware-file"):
-        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="GH200")
+    with pytest.raises(review.ReviewInputError, match="unknown GPU type 'Gaudi3'.*deployment.hardware-file"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", gpu="Gaudi3")
 
 
 def test_a_workload_with_qps_alone_says_how_to_get_concurrency():

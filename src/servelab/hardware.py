@@ -27,21 +27,37 @@ class Hardware:
     dtype: str = "bfloat16"  # the dtype peak_tflops is quoted for
     interconnect_gb_s: float = 0.0  # per-GPU link bandwidth inside a node (NVLink), GB/s
     source: str = ""  # where the numbers come from
+    # Dense tensor-core peaks for low-precision matmuls (0: the GPU has no such units, or none on record).
+    # A matmul whose weights and activations are both FP8 (W8A8) runs at fp8_tflops, not at peak_tflops.
+    fp8_tflops: float = 0.0
+    int8_tops: float = 0.0
+    fp4_tflops: float = 0.0
+
+    def peak_for(self, compute: str | None = None) -> float:
+        """The dense peak for matmuls in this dtype: 'fp8', 'int8', 'fp4' where the GPU has the
+        units, else (or for bfloat16 / float16 / None) peak_tflops."""
+        low = {"fp8": self.fp8_tflops, "int8": self.int8_tops, "fp4": self.fp4_tflops}.get(compute or "", 0.0)
+        return low or self.peak_tflops
+
+    def compute_dtype(self, compute: str | None) -> str:
+        """The dtype peak_for(compute) is quoted for: compute where the GPU has its units, else its own."""
+        return compute if compute and self.peak_for(compute) != self.peak_tflops else self.dtype
 
     @property
     def ridge_flop_per_byte(self) -> float:
         """Arithmetic intensity where compute time equals memory time."""
         return self.peak_tflops * 1e12 / (self.bandwidth_gb_s * 1e9)
 
-    def ridge_tokens_per_step(self, bytes_per_param: float | None = None) -> float:
+    def ridge_tokens_per_step(self, bytes_per_param: float | None = None, compute: str | None = None) -> float:
         """Tokens a decode step must carry before weights stop being the bottleneck.
 
         Each token costs 2 FLOP per parameter; the weights cost bytes_per_param
         bytes per parameter, read once per step. So intensity = tokens * 2 / bytes_per_param.
+        compute: the matmuls' dtype ('fp8' for W8A8 FP8), whose peak sets the ridge.
         """
         if bytes_per_param is None:
             bytes_per_param = DTYPE_BYTES[self.dtype]
-        return self.ridge_flop_per_byte * bytes_per_param / 2.0
+        return self.peak_for(compute) * 1e12 / (self.bandwidth_gb_s * 1e9) * bytes_per_param / 2.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -196,7 +212,82 @@ PRESETS: dict[str, Hardware] = {
         source="datasheet (no driver-reported total on record here): AMD Instinct MI300X 192 GB "
         "HBM3, 5.3 TB/s, 1,307 TFLOP/s dense BF16, Infinity Fabric 448 GB/s per GPU",
     ),
+    "MI355X": Hardware(
+        "MI355X",
+        288,
+        8000,
+        2516.6,
+        interconnect_gb_s=1075,
+        source="datasheet (no driver-reported total on record here): AMD Instinct MI355X 288 GB "
+        "HBM3E, 8 TB/s, 2,516.6 TFLOP/s dense BF16, Infinity Fabric 7 links x 153.6 GB/s = 1,075 GB/s per GPU",
+    ),
+    "GH200": Hardware(
+        "GH200",
+        96,
+        4000,
+        989,
+        interconnect_gb_s=900,
+        source="datasheet (no driver-reported total on record here): NVIDIA GH200 Grace Hopper "
+        "Superchip's H100 GPU with 96 GB HBM3 (the 480 GB LPDDR5X part), 4 TB/s, 989 TFLOP/s dense BF16, "
+        "NVLink 900 GB/s (the 144 GB HBM3e part, 4.9 TB/s, needs a hardware file)",
+    ),
+    "B300": Hardware(
+        "B300",
+        288,
+        8000,
+        2250,
+        interconnect_gb_s=1800,
+        source="datasheet (no driver-reported total on record here): NVIDIA HGX B300 per GPU (a "
+        "board's 2.3 TB over 8 GPUs: 288 GB HBM3e), 8 TB/s, 36 PFLOP/s BF16 with sparsity over 8 GPUs "
+        "(2.25 dense per GPU), NVLink 5 1.8 TB/s",
+    ),
 }
+
+# Dense tensor-core peaks below 16 bits: (FP8, INT8, FP4) TFLOP/s (TOPS for INT8), 0 where the GPU
+# has no such units or none is on record here. From the same datasheets as the presets' BF16 peak
+# (their sparsity figures halved where only those are printed). Ampere and Turing have no FP8 (vLLM
+# runs FP8 checkpoints there as W8A16 through Marlin, at the BF16 peak); only Blackwell and the
+# MI355X have FP4 units; the B300 cuts INT8, which its datasheet lists at a fraction of the B200's.
+_LOW_PRECISION: dict[str, tuple[float, float, float, str]] = {
+    "H200": (1979, 1979, 0, "1,979 TFLOP/s dense FP8 and INT8 (3,958 with sparsity)"),
+    "H100": (1979, 1979, 0, "1,979 TFLOP/s dense FP8 and INT8 (3,958 with sparsity)"),
+    "H100-PCIE": (1513, 1513, 0, "1,513 TFLOP/s dense FP8 and INT8 (3,026 with sparsity)"),
+    "H100-NVL": (1671, 1671, 0, "1,671 TFLOP/s dense FP8 and INT8 (3,341 with sparsity)"),
+    "GH200": (1979, 1979, 0, "1,979 TFLOP/s dense FP8 and INT8 (3,958 with sparsity)"),
+    "H20": (296, 296, 0, "296 TFLOP/s dense FP8 and INT8"),
+    "A100": (0, 624, 0, "624 TOPS dense INT8, no FP8"),
+    "A100-40GB": (0, 624, 0, "624 TOPS dense INT8, no FP8"),
+    "A800": (0, 624, 0, "624 TOPS dense INT8, no FP8"),
+    "L40S": (733, 733, 0, "733 TFLOP/s dense FP8 and INT8 (1,466 with sparsity)"),
+    "L4": (242.5, 242.5, 0, "242.5 TFLOP/s dense FP8 and INT8 (485 with sparsity)"),
+    "T4": (0, 130, 0, "130 TOPS INT8, no FP8"),
+    "B200": (
+        4500,
+        4500,
+        9000,
+        "4.5 PFLOP/s dense FP8 and INT8, 9 dense FP4 (DGX B200: 72 / 144 PFLOP/s over 8 with sparsity)",
+    ),
+    "B300": (
+        4500,
+        0,
+        13500,
+        "4.5 PFLOP/s dense FP8, 13.5 dense FP4 (HGX B300: 108 PFLOP/s FP4 dense over 8); INT8 not counted",
+    ),
+    "MI300X": (2614.9, 2614.9, 0, "2,614.9 TFLOP/s dense FP8 and INT8"),
+    "MI325X": (2614.9, 2614.9, 0, "2,614.9 TFLOP/s dense FP8 and INT8"),
+    "MI355X": (5033.2, 5033.2, 10066.3, "5,033.2 TFLOP/s dense FP8 and INT8, 10,066.3 dense MXFP4"),
+}
+for _name, (_fp8, _int8, _fp4, _note) in _LOW_PRECISION.items():
+    _hw = PRESETS[_name]
+    PRESETS[_name] = Hardware(
+        **{
+            **asdict(_hw),
+            "fp8_tflops": _fp8,
+            "int8_tops": _int8,
+            "fp4_tflops": _fp4,
+            "source": f"{_hw.source}; {_note}",
+        }
+    )
 
 
 def memory_gib(hw: Hardware) -> float:
@@ -221,6 +312,12 @@ def get(name: str) -> Hardware:
     # (cloud.google.com/kubernetes-engine/docs/how-to/gpus, the accelerator table).
     if "A100" in words and "TESLA" in words and not any(w.startswith("80G") for w in words):
         return PRESETS["A100-40GB"]
+    if "GH200" in words and any(w.startswith("144G") for w in words):  # the HBM3e part: 144 GB, 4.9 TB/s
+        raise UnknownHardware(
+            f"{name!r} is the 144 GB HBM3e GH200, which servelab has no preset for (the GH200 preset is the "
+            "96 GB part): describe it in a JSON file (name, memory_gb 144, bandwidth_gb_s 4900, peak_tflops 989, "
+            "fp8_tflops 1979) and pass it as deployment.hardware-file."
+        )
     if "H100" in words and "NVL" in words:  # 'NVIDIA H100 NVL': 94 GB, not the SXM part
         return PRESETS["H100-NVL"]
     if "H100" in words and any(w.startswith("PCIE") for w in words):  # 'NVIDIA H100 PCIe'

@@ -18,7 +18,13 @@ Where models differ from a dense Llama, the arithmetic follows the difference:
   mlp_only_layers): only those layers hold experts, the others a dense MLP;
 - chunked local attention (Llama 4's attention_chunk_size; every fourth layer,
   the NoPE one, is global): those layers keep at most one chunk of KV;
-- tied embeddings: the LM head is the embedding table, counted once;
+- linear attention and state-space layers (Qwen3-Next's Gated DeltaNet, Mamba in Jamba,
+  Nemotron-H and Granite 4.0-H, MiniMax's lightning attention): they keep no KV cache, only a
+  fixed state per sequence (recurrent state plus a short convolution window), so only the
+  attention layers grow with the context; read from layer_types, full_attention_interval,
+  layers_block_type / attn_layer_period, hybrid_override_pattern or attn_type_list;
+- tied embeddings: the LM head is the embedding table, counted once (where config.json leaves
+  tie_word_embeddings out, the default of the model type's transformers config: True for Gemma);
 - a checkpoint's quantization_config: its quantized layers are stored in the
   checkpoint's bits; embeddings, norms and routers stay in the model's dtype, and
   so does every module its ignore list names (modules_to_not_convert, ignore,
@@ -83,6 +89,12 @@ class ModelSpec:
     sliding_window: int = 0
     sliding_layers: int = 0  # how many of num_layers use the window
     window_kind: str = "sliding"  # "sliding" (the last window tokens) or "chunked" (Llama 4: the current chunk)
+    # layers without a KV cache (linear attention, Mamba) and the fixed state each keeps per sequence
+    no_kv_layers: int = 0  # layers that are not attention (state layers, and Nemotron-H's MLP-only layers)
+    state_layers: int = 0  # of those, layers that keep a per-sequence state
+    state_elements: int = 0  # one state layer's state per sequence (recurrent state + convolution window)
+    state_dtype: str = ""  # the recurrent state's dtype where config.json names one (mamba_ssm_dtype)
+    layer_kind: str = ""  # what the state layers are ("Gated DeltaNet linear attention", "Mamba")
     # the checkpoint's own quantization (quantization_config)
     quant_method: str = ""
     quant_bytes: float = 0.0  # bytes per quantized weight
@@ -121,6 +133,7 @@ class ModelSpec:
         kind = "sliding"
         if not window and config.get("attention_chunk_size"):
             window, sliding, kind = config["attention_chunk_size"], _chunked_layers(config, layers), "chunked"
+        no_kv, state_layers, layer_kind = _state_layers(config, layers)
         quant = config.get("quantization_config") or {}
         method, qbytes, experts_only = _quantization(quant)
         ignore = _quant_ignore(quant)
@@ -133,9 +146,11 @@ class ModelSpec:
             num_kv_heads=config.get("num_key_value_heads") or heads,
             head_dim=config.get("head_dim") or hidden // heads,
             intermediate_size=config["intermediate_size"],
-            vocab_size=config["vocab_size"],
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            max_position_embeddings=config.get("max_position_embeddings", 0),
+            vocab_size=config["vocab_size"] if "vocab_size" in config else _default(config, "vocab_size"),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", _default(config, "tie_word_embeddings", False))),
+            max_position_embeddings=config.get(
+                "max_position_embeddings", _default(config, "max_position_embeddings", 0)
+            ),
             num_experts=experts,
             experts_per_token=(config.get("num_experts_per_tok") or config.get("experts_per_token") or 0)
             if experts
@@ -153,6 +168,11 @@ class ModelSpec:
             sliding_window=window,
             sliding_layers=sliding,
             window_kind=kind,
+            no_kv_layers=no_kv,
+            state_layers=state_layers,
+            state_elements=_state_elements(config) if state_layers else 0,
+            state_dtype=str(config.get("mamba_ssm_dtype") or "") if state_layers else "",
+            layer_kind=layer_kind,
             quant_method=method,
             quant_bytes=qbytes,
             quant_experts_only=experts_only,
@@ -161,7 +181,7 @@ class ModelSpec:
             tower_note=tower_note,
             eagle3=any("eagle3" in str(a).lower() for a in outer.get("architectures") or ()),
             draft_vocab_size=config.get("draft_vocab_size") or 0,
-            mtp_layers=config.get("num_nextn_predict_layers") or 0,
+            mtp_layers=config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers") or 0,
             torch_dtype=str(config.get("torch_dtype") or outer.get("torch_dtype") or "bfloat16"),
             source=str(outer.get("_source", "")),
             native_quantization=str(outer.get("_native_quantization", "")),
@@ -379,16 +399,29 @@ class ModelSpec:
         Ordinary attention: K and V, every KV head: 2 x layers x kv_heads x head_dim x bytes.
         A GPU holds at least one KV head, so past tp = kv_heads the heads are copied.
         MLA: one latent of kv_lora_rank + qk_rope_head_dim per layer, copied on every TP rank.
+        Only attention layers count (kv_layers): linear-attention and Mamba layers keep a fixed
+        state per sequence instead (state_bytes_per_sequence).
         """
         if self.is_mla:
             return (
-                self.num_layers
-                * (self.kv_lora_rank + self.qk_rope_head_dim)
-                * DTYPE_BYTES[dtype]
-                * tensor_parallel_size
+                self.kv_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * DTYPE_BYTES[dtype] * tensor_parallel_size
             )
         heads = max(self.num_kv_heads, tensor_parallel_size) if tensor_parallel_size > 1 else self.num_kv_heads
-        return 2 * self.num_layers * heads * self.head_dim * DTYPE_BYTES[dtype]
+        return 2 * self.kv_layers * heads * self.head_dim * DTYPE_BYTES[dtype]
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache (attention layers: full, sliding or chunked)."""
+        return self.num_layers - self.no_kv_layers
+
+    def state_bytes_per_sequence(self, dtype: str = "bfloat16") -> float:
+        """The fixed state every sequence keeps in the linear-attention / Mamba layers, whatever its
+        length: vLLM holds it in the KV cache's memory (its mamba cache dtypes default to the
+        model's dtype; a config.json mamba_ssm_dtype such as float32 is taken for the state)."""
+        if not self.state_layers:
+            return 0.0
+        width = DTYPE_BYTES.get(DTYPE_NAMES_STATE.get(self.state_dtype, dtype), DTYPE_BYTES[dtype])
+        return float(self.state_layers * self.state_elements * width)
 
     def kv_bytes(
         self,
@@ -399,12 +432,15 @@ class ModelSpec:
         windows: bool = True,
     ) -> float:
         """KV cache for a batch: linear in batch; in context, except that sliding-window
-        layers stop growing at the window (windows=False: the server caches them in full)."""
-        per_layer = self.kv_bytes_per_token(dtype, tensor_parallel_size) / self.num_layers
+        layers stop growing at the window (windows=False: the server caches them in full), and
+        linear-attention / Mamba layers hold a fixed state per sequence."""
+        layers = max(1, self.kv_layers)
+        per_layer = self.kv_bytes_per_token(dtype, tensor_parallel_size) / layers
         window = self.sliding_window if windows else tokens_per_sequence
-        full = self.num_layers - self.sliding_layers
+        full = layers - self.sliding_layers
         tokens = full * tokens_per_sequence + self.sliding_layers * min(tokens_per_sequence, window)
-        return per_layer * tokens * batch_size
+        state = self.state_bytes_per_sequence(DTYPE_NAMES_STATE.get(self.torch_dtype, "bfloat16"))
+        return (per_layer * tokens + state) * batch_size
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -517,7 +553,7 @@ def _sliding(config: dict, layers: int) -> tuple[int, int]:
     types = config.get("layer_types")
     if isinstance(types, list) and types:
         return window, sum(1 for t in types if t == "sliding_attention")
-    pattern = config.get("sliding_window_pattern")
+    pattern = config.get("sliding_window_pattern") or _default(config, "sliding_window_pattern", None)
     if isinstance(pattern, int) and pattern > 1:  # Gemma 3: every pattern-th layer is global
         return window, layers - layers // pattern
     if str(config.get("model_type", "")).startswith("gemma2"):  # alternating local and global
@@ -602,3 +638,117 @@ def from_catalogue(model_id: str) -> ModelSpec:
         {**entry["config"], "_source": entry["source"], "_native_quantization": entry.get("native_quantization", "")},
         key,
     )
+
+
+# A config.json's mamba_ssm_dtype, in the names DTYPE_BYTES knows.
+DTYPE_NAMES_STATE = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
+
+# What transformers' config class gives a key config.json leaves out, by model_type (each class's
+# __init__ defaults: Gemma2Config and Gemma3TextConfig tie_word_embeddings=True, Gemma3TextConfig
+# vocab_size=262_208, max_position_embeddings=131_072 and sliding_window_pattern=6 (five local layers
+# to one global); LlamaConfig, MistralConfig, Qwen2Config
+# and the other decoders here default to untied). Gemma 3's published config.json states neither
+# tie_word_embeddings nor vocab_size in its text_config.
+_MODEL_TYPE_DEFAULTS: dict[str, dict] = {
+    "gemma": {"tie_word_embeddings": True},
+    "gemma2": {"tie_word_embeddings": True},
+    "gemma3_text": {
+        "tie_word_embeddings": True,
+        "vocab_size": 262_208,
+        "max_position_embeddings": 131_072,
+        "sliding_window_pattern": 6,
+    },
+}
+
+
+def _default(config: dict, key: str, *fallback):
+    """A key's value where config.json leaves it out: its model type's default, else fallback
+    (none given: the KeyError a missing size raises)."""
+    defaults = _MODEL_TYPE_DEFAULTS.get(str(config.get("model_type", "")), {})
+    if key in defaults:
+        return defaults[key]
+    if fallback:
+        return fallback[0]
+    raise KeyError(key)
+
+
+# layer_types values for layers without a KV cache (transformers' and vLLM's names).
+_STATE_LAYER_TYPES = {"linear_attention", "mamba", "mamba2", "mamba1", "ssm", "recurrent", "deltanet"}
+_ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention", "hybrid"}
+
+
+def _state_layers(config: dict, layers: int) -> tuple[int, int, str]:
+    """(layers without a KV cache, of those the ones with a per-sequence state, what they are),
+    from the ways hybrid models' config.json files say it:
+
+    - layer_types (Qwen3.5, Granite 4.0-H, gpt-oss, newer transformers): one name per layer;
+    - full_attention_interval (Qwen3-Next, which leaves layer_types unset): every interval-th layer
+      is full attention, the rest Gated DeltaNet (transformers' Qwen3NextConfig default);
+    - layers_block_type (vLLM's name for Jamba-style lists) or attn_layer_period / attn_layer_offset
+      (Jamba: layer i is attention where i % period == offset);
+    - hybrid_override_pattern (Nemotron-H): one character a layer, M Mamba, * attention, - MLP, E MoE;
+    - attn_type_list (MiniMax-Text-01 / M1): 0 lightning (linear) attention, 1 softmax attention.
+    """
+    mamba_keys = ("mamba_num_heads", "mamba_n_heads", "mamba_d_state", "ssm_state_size", "mamba_expand")
+    kind = "Mamba" if any(k in config for k in mamba_keys) else "linear attention"
+    if "linear_num_value_heads" in config:
+        kind = "Gated DeltaNet linear attention"
+    types = config.get("layer_types") or config.get("layers_block_type")
+    if isinstance(types, list) and len(types) == layers:
+        names = [str(t).lower() for t in types]
+        state = sum(1 for t in names if t in _STATE_LAYER_TYPES)
+        if any(t.startswith("mamba") for t in names):
+            kind = "Mamba"
+        no_kv = sum(1 for t in names if t not in _ATTENTION_LAYER_TYPES)
+        return no_kv, state, kind if state else ""
+    interval = config.get("full_attention_interval")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 1:
+        linear = sum(1 for i in range(layers) if (i + 1) % interval != 0)
+        return linear, linear, kind
+    period, offset = config.get("attn_layer_period"), config.get("attn_layer_offset")
+    if isinstance(period, int) and isinstance(offset, int) and period > 0 and "mamba_d_state" in config:
+        attention = sum(1 for i in range(layers) if i % period == offset)
+        return layers - attention, layers - attention, "Mamba"
+    pattern = config.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) == layers:
+        return layers - pattern.count("*"), pattern.count("M"), "Mamba"
+    kinds = config.get("attn_type_list")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        linear = sum(1 for k in kinds if k == 0)
+        return linear, linear, "lightning (linear) attention" if linear else ""
+    return 0, 0, ""
+
+
+def _state_elements(config: dict) -> int:
+    """One state layer's state per sequence, in elements: the recurrent state plus the
+    convolution window (conv_kernel - 1 past inputs), as vLLM's mamba state shapes size them
+    (vllm/model_executor/layers/mamba/mamba_utils.py: gated_delta_net_state_shape,
+    mamba2_state_shape, mamba1_state_shape); 0 where config.json gives no state sizes."""
+
+    def num(*keys: str) -> int:
+        for key in keys:
+            value = config.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return 0
+
+    if num("linear_num_value_heads"):  # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+        v_heads, k_heads = num("linear_num_value_heads"), num("linear_num_key_heads")
+        k_dim, v_dim = num("linear_key_head_dim"), num("linear_value_head_dim")
+        conv = (num("linear_conv_kernel_dim") or 4) - 1
+        return v_heads * k_dim * v_dim + conv * (2 * k_heads * k_dim + v_heads * v_dim)
+    heads, head_dim = num("mamba_num_heads", "mamba_n_heads"), num("mamba_head_dim", "mamba_d_head")
+    d_state = num("ssm_state_size", "mamba_d_state")
+    conv = (num("conv_kernel", "mamba_d_conv") or 4) - 1
+    if heads and head_dim and d_state:  # Mamba2 (Nemotron-H, Granite 4.0-H)
+        groups = num("n_groups", "mamba_n_groups") or 1
+        inner = heads * head_dim
+        return inner * d_state + conv * (inner + 2 * groups * d_state)
+    if d_state:  # Mamba1 (Jamba): expand x hidden channels
+        inner = (num("mamba_expand") or 2) * num("hidden_size")
+        return inner * d_state + conv * inner
+    if num("linear_attn_heads") or config.get("attn_type_list"):  # MiniMax lightning attention
+        heads = num("num_attention_heads")
+        dim = num("head_dim") or num("hidden_size") // max(1, heads)
+        return heads * dim * dim
+    return 0

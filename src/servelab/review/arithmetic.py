@@ -60,9 +60,37 @@ class Facts:
     rank_weight_gb: float = 0.0  # weights one replica (a data-parallel rank) holds: the experts' share with EP
     expert_parallel_size: int = 0  # GPUs the experts are sharded across, TP x DP (0: a dense model)
     decoder_params_b: float = 0.0  # the language model's parameters, without vision / audio towers
+    compute_dtype: str = "bfloat16"  # the matmuls' dtype, whose tensor-core peak sets the ridge (fp8 for W8A8)
+    peak_tflops: float = 0.0  # that peak, dense
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# --quantization methods that quantize activations to INT8 too (W8A8), so the matmuls run on INT8
+# tensor cores; experts_int8 and bitsandbytes are weight-only and compute in the model's dtype.
+INT8_W8A8 = ("w8a8", "smoothquant", "int8")
+
+
+def compute_dtype(cfg: ServingConfig) -> str:
+    """The dtype a step's matmuls run in, whose peak sets the ridge: FP8 weights run W8A8 on GPUs
+    with FP8 tensor cores (vLLM's Fp8LinearMethod quantizes the activations per token; without
+    FP8 units, Ampere and older, it runs W8A16 through Marlin at the 16-bit peak); INT8 W8A8 on INT8
+    units; NVFP4 checkpoints (W4A4) on FP4 units (Blackwell); weight-only methods (AWQ, GPTQ,
+    mxfp4 through Marlin) compute in the model's dtype."""
+    hw = cfg.hardware
+    if cfg.weight_dtype == "fp8" and hw.fp8_tflops:
+        return "fp8"
+    if cfg.weight_dtype == "int8" and hw.int8_tops and (cfg.quantization or "") in INT8_W8A8:
+        return "int8"
+    if (
+        cfg.weight_dtype == "int4"
+        and hw.fp4_tflops
+        and cfg.quantization_source == "checkpoint"
+        and cfg.model.quant_bytes == modelspec.NVFP4_BYTES
+    ):
+        return "fp4"
+    return cfg.dtype
 
 
 def _linear_bytes(cfg: ServingConfig) -> float | None:
@@ -227,8 +255,11 @@ def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
     if draft is not None:
         return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
     if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
+        # an MTP layer is a full-attention layer: one attention layer's KV per token
         per_layer = (
-            cfg.model.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size) / cfg.model.num_layers
+            cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+            / max(1, cfg.model.kv_layers)
+            * round(tokens)
         )
         return target + per_layer * cfg.model.mtp_layers
     return target
@@ -251,7 +282,8 @@ def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
     memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
     # A mixture of experts reads every expert's weights per step once the batch is large, but
     # computes only the routed ones per token: its ridge sits total/active times further out.
-    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype])
+    compute = compute_dtype(cfg)
+    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype], compute)
     ridge *= cfg.model.decoder_params / cfg.model.active_params
     return Facts(
         model=cfg.model.name,
@@ -283,4 +315,6 @@ def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
         active_params_b=round(cfg.model.active_params / 1e9, 2),
         kv_seq_gb_mean=round(kv_seq / 1e9, 4),
         weights_fit=weights <= capacity * memory_shards,
+        compute_dtype=cfg.hardware.compute_dtype(compute),
+        peak_tflops=cfg.hardware.peak_for(compute),
     )

@@ -870,6 +870,11 @@ def _parallel_layout(
 # --- 4. speculative decoding -------------------------------------------------------
 
 
+def _compute_note(f: Facts) -> str:
+    """Which tensor-core peak the ridge uses, where it is not the 16-bit one (W8A8 FP8 or INT8, FP4)."""
+    return f" dense {f.compute_dtype.upper()}" if f.compute_dtype in ("fp8", "int8", "fp4") else ""
+
+
 def _moe_ridge_note(f: Facts) -> str:
     """For a mixture of experts: the factor that moves its ridge (every expert read, the routed ones computed)."""
     total = f.decoder_params_b or f.num_params_b
@@ -971,7 +976,7 @@ def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArith
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
     ridge_text = (
         f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
-        f"({fmt(hw.peak_tflops)} TFLOP/s / {fmt(hw.bandwidth_gb_s)} GB/s x "
+        f"({fmt(f.peak_tflops or hw.peak_tflops)} TFLOP/s{_compute_note(f)} / {fmt(hw.bandwidth_gb_s)} GB/s x "
         f"{fmt(DTYPE_BYTES[f.weight_dtype])} byte{'' if DTYPE_BYTES[f.weight_dtype] == 1 else 's'} per parameter / 2"
         f"{_moe_ridge_note(f)})"
     )
@@ -1406,7 +1411,9 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
             f"set max-model-len to {fmt(right)}, or cite the requests that need more.",
             setting,
         )
-    reason = f"max-model-len {fmt(m)} covers the {longest_request_words(f.longest_basis, longest)} with modest headroom."
+    reason = (
+        f"max-model-len {fmt(m)} covers the {longest_request_words(f.longest_basis, longest)} with modest headroom."
+    )
     return Finding("max_model_len", "justified", reason, arithmetic, "none.", setting)
 
 
@@ -1562,7 +1569,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
     active = cfg.model.active_params / shards
 
     def step_ms(tokens: float) -> float:
-        return max(read_ms, 2 * active * tokens / (hw.peak_tflops * 1e12) * 1e3)
+        return max(read_ms, 2 * active * tokens / ((f.peak_tflops or hw.peak_tflops) * 1e12) * 1e3)
 
     if not cfg.chunked_prefill:
         longest_step = step_ms(prompt_longest + f.running_batch_peak)

@@ -9,6 +9,7 @@ and notes which knobs the team actually set. What comes out is one ServingConfig
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -689,7 +690,7 @@ def _read_model(doc: Doc, model_name: str, deployment: dict) -> tuple[ModelSpec,
                 "num_attention_heads, ...) must be positive whole numbers",
             )
         torch_dtype = DTYPE_NAMES.get(str(config.get("torch_dtype", "bfloat16")).lower(), "bfloat16")
-        return spec, str(file), torch_dtype
+        return _native_from_catalogue(spec, model_name), str(file), torch_dtype
     key = preset_key(model_name)
     if key is not None:
         return modelspec.preset(key), f"preset {key}", "bfloat16"
@@ -704,6 +705,19 @@ def _read_model(doc: Doc, model_name: str, deployment: dict) -> tuple[ModelSpec,
         )
     spec = modelspec.from_catalogue(entry)
     return spec, f"catalogue {entry} ({spec.source})", DTYPE_NAMES.get(spec.torch_dtype, "bfloat16")
+
+
+def _native_from_catalogue(spec: ModelSpec, model_name: str) -> ModelSpec:
+    """A config.json whose quantization_config is the one the catalogue records as the model as
+    published (DeepSeek-R1's FP8) keeps that standing: the file says how the checkpoint is stored,
+    the catalogue why that storage is the model itself."""
+    key = modelspec.catalogue_key(model_name) if spec.quant_method else None
+    if key is None or spec.native_quantization:
+        return spec
+    entry = modelspec.from_catalogue(key)
+    if entry.native_quantization and entry.quant_method == spec.quant_method:
+        return dataclasses.replace(spec, native_quantization=entry.native_quantization)
+    return spec
 
 
 def _read_adapters(doc: Doc, path: tuple, value: Any) -> tuple[Adapter, ...]:
