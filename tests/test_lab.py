@@ -184,8 +184,9 @@ def test_points_recorded_on_the_course_machine_are_drawn_as_such_and_never_count
     assert chart["tok_s|0|recorded"]["x"] == [1, 8, 64]
     assert chart["tok_s|1|recorded"]["y"] == pytest.approx([22.4, 63.7, 101.2], rel=1e-3)
     assert chart["speedup|1|recorded"]["y"] == pytest.approx([1.635, 0.791, 0.571], abs=2e-3)
-    name = chart["tok_s|0|recorded"]["name"]
+    name = lab.last_drawing.traces["tok_s|0|recorded"].name  # the legend puts the machine on a line of its own
     assert name == "no speculation, recorded on the course's machine: Intel(R) Xeon(R) Processor"
+    assert chart["tok_s|0|recorded"]["name"] == name.replace(", ", ",<br>").replace("machine: ", "machine:<br>")
     traces = {t.meta: t for t in lab.figure.data}
     assert traces["tok_s|0|recorded"].marker.symbol != traces["tok_s|0|measured"].marker.symbol
     assert traces["tok_s|0|recorded"].showlegend  # its own legend entry
