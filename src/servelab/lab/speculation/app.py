@@ -603,8 +603,7 @@ class SpecDecodeLab:
                 why = "for your Measure" if stale() else "while you read, so Measure finds it warm"
                 self._set_status(
                     "starting",
-                    f"starting the engine ({name}) {why}. {phase}: "
-                    f"{seconds:.0f} s so far{late}, {est.describe()}.",
+                    f"starting the engine ({name}) {why}. {phase}: {seconds:.0f} s so far{late}, {est.describe()}.",
                 )
 
             try:
