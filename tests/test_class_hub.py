@@ -18,6 +18,7 @@ Screenshots go to test-artifacts/screenshots/class-*.png.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import pwd
@@ -26,7 +27,6 @@ import secrets
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -47,12 +47,15 @@ from browser_helpers import (
 )
 from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
 
+from servelab.classroom import limits
 from servelab.classroom.hub import ClassHub, ClassSettings
+from servelab.classroom.limits import Limits
 from servelab.classroom.postgres import Postgres
-from servelab.classroom.servers import ClassServers
+from servelab.classroom.servers import CPU_ARGS
 from servelab.grading import course, samples
 from servelab.knobs import read_metrics
 from servelab.paths import REPO_DIR
+from servelab.server import VllmServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -81,6 +84,7 @@ def expected(assignment: str, sample: str) -> float:
     return json.loads(samples.EXPECTED.read_text())[assignment][sample]
 
 
+LIMITS = Limits(memory_mib=2048, cpus=1.0, pids=400, tmp_mib=64)  # each student's server, in this class
 REPO_ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 LOGIN_TIMEOUT_MS = 300_000  # login, spawn and JupyterLab's first load on 2 busy cores
 
@@ -103,7 +107,7 @@ def as_user(name: str, *cmd: str, env: dict | None = None, cwd: Path | None = No
     pairs = {
         "HOME": home,
         "USER": name,
-        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PATH": "/usr/bin:/bin",
         "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
         **(env or {}),
     }
@@ -131,9 +135,14 @@ def klass(tmp_path_factory):
     state.chmod(0o755)
     db = Postgres(state / "db", port=free_port())
     gradebook_url = db.start()
-    # the class's shared server without speculation, as `servelab class servers` starts it (the pair is
-    # tested in test_class_servers.py); it loads its model while the hub starts
-    shared = ClassServers(off_port=free_port(), on_port=free_port(), log_dir=tmp_path_factory.mktemp("vllm")).off
+    # one vLLM server without speculation, as the class's shared one runs it (the pair, behind its proxy
+    # with each student's key and share, is tested in test_class_servers.py); it loads while the hub starts
+    shared = VllmServer(
+        [*CPU_ARGS, "--no-enable-prefix-caching"],
+        port=free_port(),
+        name="class-off",
+        log_path=tmp_path_factory.mktemp("vllm") / "vllm-off.log",
+    )
     settings = ClassSettings(
         state=state / "class",
         instructors=[INSTRUCTOR],
@@ -141,6 +150,7 @@ def klass(tmp_path_factory):
         port=free_port_run(3),
         gradebook_url=gradebook_url,
         remote_off_url=shared.url,
+        limits=LIMITS.as_json(),
     )
     hub = ClassHub(settings)
     try:
@@ -172,10 +182,14 @@ def free_port_run(n: int) -> int:
 
 def instructor_nbgrader(klass, *args: str, timeout: float = 600):
     s = klass["settings"]
-    env = {"JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")), "SERVELAB_GRADEBOOK_URL": s.gradebook_url}
+    env = {
+        "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")),
+        "SERVELAB_GRADEBOOK_URL": s.gradebook_url,
+        "PATH": f"{Path(s.instructor_python).parent}:/usr/bin:/bin",  # as the instructor's server has it
+    }
     result = as_user(
         INSTRUCTOR,
-        sys.executable,
+        s.instructor_python,
         "-m",
         "servelab.grading.nbgrader_cli",
         *args,
@@ -291,6 +305,50 @@ def measure_a_live_point(page, klass, student: str) -> None:
     )
 
 
+FORGED_TIME = "2026-01-01 00:00:00.000000 UTC"
+
+
+def forge_hand_ins(klass) -> dict:
+    """sl-ana, after every hand-in: tries to replace the exchange, hands in a blank lesson "from sl-ben" later
+    than his, and writes an early time into her own hand-in. What she could do is returned for the checks."""
+    s = klass["settings"]
+    ex = s.exchange / s.course_id
+    for attempt in (
+        f"mv {s.exchange} {s.exchange}.old",
+        f"mv {ex / 'outbound'} {ex / 'outbound.old'}",
+        f"mkdir '{ex / 'inbound' / 'sl-ben+lesson25+2099-01-01 00:00:00.000000 UTC+x'}'",
+        f"mkdir {ex / 'inbound' / 'sl-ben' / 'x'}",
+    ):
+        tried = as_user("sl-ana", "bash", "-c", attempt)
+        assert tried.returncode != 0 and "Permission denied" in tried.stderr, (attempt, tried.stdout, tried.stderr)
+    mine = ex / "inbound" / "sl-ana"
+    script = f"""
+        set -e
+        fake="{mine}/sl-ben+lesson25+2099-01-01 00:00:00.000000 UTC+x"
+        mkdir "$fake"
+        cp ~/{LAB_FILE["lesson25"]} "$fake/"
+        for h in {mine}/sl-ana+lesson25+*; do echo -n "{FORGED_TIME}" > "$h/timestamp.txt"; done
+    """
+    done = as_user("sl-ana", "bash", "-c", script)
+    assert done.returncode == 0, done.stderr  # her own inbound is hers to write
+    return {"after": datetime.datetime.now(datetime.timezone.utc)}
+
+
+def forgeries_refused(klass, forged: dict) -> None:
+    """Collection took sl-ben's own hand-in, flagged sl-ana's forgery, and stamped sl-ana's with the file
+    system's time (sl-ben's grade is checked with everyone's after grading)."""
+    s = klass["settings"]
+    refusals = (s.course_dir / "collect-refusals.jsonl").read_text().splitlines()
+    flags = [json.loads(line) for line in refusals]
+    assert [(f["assignment"], f["claims"], f["owner"]) for f in flags] == [("lesson25", "sl-ben", "sl-ana")], flags
+    stamp = (s.course_dir / "submitted" / "sl-ana" / "lesson25" / "timestamp.txt").read_text()
+    assert stamp != FORGED_TIME
+    when = datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f %Z").replace(tzinfo=datetime.timezone.utc)
+    assert forged["after"] - datetime.timedelta(minutes=30) <= when <= forged["after"] + datetime.timedelta(seconds=2)
+    ben = s.course_dir / "submitted" / "sl-ben" / LAB_FILE["lesson25"]
+    assert ben.read_bytes() == (Path(pwd.getpwnam("sl-ben").pw_dir) / LAB_FILE["lesson25"]).read_bytes()
+
+
 def test_a_week_of_class(klass):
     from playwright.sync_api import sync_playwright
 
@@ -341,17 +399,20 @@ def test_a_week_of_class(klass):
                 screenshot(page, "class-3-sl-ana-refused-other-server")
             page.close()
 
+        forged = forge_hand_ins(klass)
         # The instructor collects, autogrades with two graders into PostgreSQL, and returns feedback.
         for assignment in ("lesson25", "lab25"):
             instructor_nbgrader(klass, "collect", assignment)
+        forgeries_refused(klass, forged)
         env = {
             "SERVELAB_GRADEBOOK_URL": s.gradebook_url,
             "JUPYTER_CONFIG_PATH": str(s.jupyter_dir("instructor")),
             "SERVELAB_SANDBOX_PACKAGE": s.student_package,
+            "PATH": f"{Path(s.instructor_python).parent}:/usr/bin:/bin",
         }  # as the instructor's server has it (lab_environment)
         graded = as_user(
             INSTRUCTOR,
-            sys.executable,
+            s.instructor_python,
             "-m",
             "servelab.grading.parallel",
             "--course",
@@ -396,6 +457,12 @@ def test_a_week_of_class(klass):
             instructor_nbgrader(klass, "generate_feedback", assignment, "--force")
             instructor_nbgrader(klass, "release_feedback", assignment)
         browser_context.clear_cookies()
+        feedback = s.exchange / s.course_id / "feedback"
+        for target in (f"ls {feedback}", f"ls {exchange / 'inbound' / 'sl-ben'}"):
+            refused = as_user("sl-ana", "bash", "-c", target)
+            assert refused.returncode != 0 and "Permission denied" in refused.stderr, (target, refused.stdout)
+        unnamed = as_user("sl-ana", "bash", "-c", f"cat {feedback}/*.html")  # nothing to name them by
+        assert unnamed.returncode != 0 and not unnamed.stdout, unnamed.stdout[:300]
 
         # Each student fetches feedback for both assignments and sees their own score, and nobody else's.
         notebooks = {"lesson25": "lesson25.html", "lab25": "spec_decode_lab.html"}
@@ -571,3 +638,46 @@ for path in sys.argv[1:]:
         assert not errors or "raises-exception" in cell.metadata.get("tags", []), (path, cell.id, trace)
     print("ran", path)
 """
+
+
+# --- what a student's server may use ------------------------------------------------------------------
+def test_a_students_server_and_kernels_are_held_to_their_limits(klass):
+    """sl-ana's server and the kernels it started are in her cgroups, with a private /tmp; in them, memory
+    past the limit is killed, processes past the limit are refused, /tmp past its size is full."""
+    s = klass["settings"]
+    student = "sl-ana"
+    folders = [parent / student for parent in limits.class_folders(s.state)]
+    ps = subprocess.run(["ps", "-u", student, "-o", "pid=,args="], capture_output=True, text=True).stdout
+    pids = [int(line.split()[0]) for line in ps.splitlines() if "jupyterhub.singleuser" in line or "ipykernel" in line]
+    assert pids, ps
+    inside = {int(p) for folder in folders for p in (folder / "cgroup.procs").read_text().split()}
+    assert set(pids) <= inside, (pids, ps)
+    hub_children = subprocess.run(["ps", "--ppid", str(klass["hub"].proc.pid), "-o", "args="], capture_output=True)
+    assert b"jupyterhub_idle_culler" in hub_children.stdout  # the hub's service that stops idle servers
+    mounts = Path(f"/proc/{pids[0]}/mountinfo").read_text()
+    assert any(line.split()[4] == "/tmp" and " tmpfs " in line for line in mounts.splitlines()), mounts[-2000:]
+    # Anything in her cgroups, as her: what her kernel can run.
+    join = "; ".join(f"echo $$ > {folder / 'cgroup.procs'}" for folder in folders)
+    hog = f"""
+import os, subprocess
+kids = []
+try:
+    for _ in range({LIMITS.pids + 50}):
+        kids.append(subprocess.Popen(["sleep", "30"]))
+    print("processes: all started")
+except OSError as exc:
+    print("processes: refused", exc.errno)
+for k in kids:
+    k.kill()
+    k.wait()
+buf = bytearray({(LIMITS.memory_mib + 512) * 2**20})
+print("memory: allocated")
+"""
+    result = subprocess.run(
+        ["sh", "-c", f'{join}; exec runuser -u {student} -- {s.student_python} -c "$0"', hog],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "processes: refused 11" in result.stdout and "memory: allocated" not in result.stdout, result.stdout
+    assert result.returncode in (-9, 137), (result.returncode, result.stdout, result.stderr[-1000:])
