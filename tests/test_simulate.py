@@ -488,7 +488,7 @@ def test_cli_prints_the_table_crossover_and_ridge(capsys):
     cross = gpu("H200").crossover_batch(K, "ngram", A)
     assert f"batch {cross:.1f}" in out and f"batch {gpu('H200').ridge_batch(K):.1f}" in out
     assert len([line for line in out.splitlines() if line.split() and line.split()[0].isdigit()]) == 9
-    assert simulate.run(parser.parse_args(["--hardware", "B300"])) == 2
+    assert simulate.run(parser.parse_args(["--hardware", "H900"])) == 2
     assert "Unknown GPU" in capsys.readouterr().err
 
 
