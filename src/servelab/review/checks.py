@@ -70,8 +70,12 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
         check_parallelism(cfg, wl, facts),
         no_slo_speculation(cfg, wl, facts, check_cited_rates(wl, check_speculative_decoding(cfg, wl, facts))),
     ]
-    if wl.shared_prefix is not None:  # only where the workload says something about prefixes
+    if (
+        wl.shared_prefix is not None or wl.multi_turn is not None
+    ):  # only where the workload says something about prefixes
         findings.append(check_prefix_caching(cfg, wl, facts))
+    if fp16_on_bf16_weights(cfg):  # only where the config casts a bf16-trained checkpoint to float16
+        findings.append(check_dtype(cfg, wl, facts))
     findings.append(check_max_model_len(cfg, wl, facts))
     findings.append(check_gpu_memory_utilization(cfg, wl, facts))
     if "enforce-eager" in cfg.set_keys:  # only where the config touches them
@@ -1297,16 +1301,24 @@ def _vrf(verdict: str, reason: str, fix: str) -> dict:
 
 def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Prefix caching against the shared prefix the workload states."""
-    sp = wl.shared_prefix
-    if sp is None:
-        raise ValueError("check_prefix_caching reviews a workload that states its shared prefix")
+    sp, mt = wl.shared_prefix, wl.multi_turn
+    if sp is None and mt is None:
+        raise ValueError("check_prefix_caching reviews a workload that states its shared prefix or multi-turn reuse")
     prompt = wl.prompt.typical
-    reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt else 0.0
+    shared_reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt and sp is not None else 0.0
     setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
-    arithmetic = (
-        f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
-        f"{fmt(prompt)} tokens: a prefix cache skips about {reuse:.0%} of prefill"
-    )
+    parts = []
+    if sp is not None:
+        parts.append(
+            f"{sp.fraction:.0%} of requests share a {fmt(sp.tokens)}-token prefix; mean prompt "
+            f"{fmt(prompt)} tokens: a prefix cache skips about {shared_reuse:.0%} of prefill"
+        )
+    turn_reuse, what = _multi_turn_reuse(wl, f, prompt)
+    if what:
+        parts.append(what)
+    # The session history holds any shared system prompt too, so the larger of the two, not their sum.
+    reuse = max(shared_reuse, turn_reuse)
+    arithmetic = "; ".join(parts)
     measured: list[Evidence] = []
     set_aside: list[tuple[Evidence, list[str]]] = []
     for ev in wl.evidence:
@@ -1333,8 +1345,13 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
         reason = f"off, and the measurement backs it: TTFT {fmt(ttft[False])} ms off vs {fmt(ttft[True])} ms on."
         return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
     if reuse >= PREFIX_REUSE_MATTERS:
+        start = (
+            f"{sp.fraction:.0%} of requests start with the same {fmt(sp.tokens)} tokens"
+            if sp is not None and shared_reuse >= turn_reuse
+            else f"each later turn starts with its session's {fmt(mt.carried_tokens) if mt else 0}-token history"
+        )
         reason = (
-            f"prefix caching is off while {sp.fraction:.0%} of requests start with the same {fmt(sp.tokens)} tokens: "
+            f"prefix caching is off while {start}: "
             f"every request recomputes about {reuse:.0%} of its prefill, which TTFT pays for."
         )
         fix = (
@@ -1344,6 +1361,29 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
         return Finding("prefix_caching", "wrong", reason, evidence, fix, setting)
     reason = f"off; the shared prefix is {reuse:.0%} of prefill, too little for the cache to matter."
     return Finding("prefix_caching", "justified", reason, evidence, "none.", setting)
+
+
+def _multi_turn_reuse(wl: WorkloadSpec, f: Facts, prompt: float) -> tuple[float, str]:
+    """The share of prefill a prefix cache skips for a multi-turn chat, and the arithmetic: the later
+    turns' share of requests x their carried history over the mean prompt, scaled down where the KV
+    memory left over at peak cannot keep every open session's history between its turns."""
+    mt = wl.multi_turn
+    if mt is None or not prompt:
+        return 0.0, ""
+    carried = min(mt.carried_tokens, prompt)
+    sessions = math.ceil((mt.sessions or wl.concurrency.peak) / max(1, f.replicas))
+    hold_gb = sessions * carried * f.kv_bytes_per_token / 1e9
+    spare_gb = max(0.0, f.kv_budget_gb - f.kv_gb_peak)
+    kept = min(1.0, spare_gb / hold_gb) if hold_gb > 0 else 1.0
+    reuse = mt.later_fraction * carried / prompt * kept
+    text = (
+        f"{mt.later_fraction:.0%} of requests are a later turn ({fmt(mt.turns)} turns per session) starting with "
+        f"the session's {fmt(carried)}-token history; keeping {fmt(sessions)} sessions' histories between turns takes "
+        f"{gb(hold_gb)} of KV cache against {gb(spare_gb)} left beside the peak's running requests"
+        + (f", so about {kept:.0%} of them stay cached" if kept < 1 else "")
+        + f": a prefix cache skips about {reuse:.0%} of prefill"
+    )
+    return reuse, text
 
 
 # --- 6. max-model-len ---------------------------------------------------------------
@@ -1495,6 +1535,60 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
         f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's {gb(f.kv_gb_peak)}."
     )
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
+
+
+# --- dtype ---------------------------------------------------------------------------
+
+# Methods whose kernels compute in float16 (vLLM's AWQ and GPTQ configs list torch.half as their
+# activation dtype): float16 there is the method's, not a choice against the checkpoint.
+FP16_KERNELS = ("awq", "gptq", "squeezellm")
+
+
+def fp16_on_bf16_weights(cfg: ServingConfig) -> bool:
+    """--dtype float16 written against a checkpoint trained and published in bfloat16, on a GPU that
+    has bfloat16 (a T4 or V100 has not: vLLM serves float16 there whatever the config says)."""
+    return (
+        "dtype" in cfg.set_keys
+        and cfg.dtype == "float16"
+        and str(cfg.model.torch_dtype).lower() == "bfloat16"
+        and cfg.hardware.dtype == "bfloat16"
+        and (cfg.quantization or "") not in FP16_KERNELS
+    )
+
+
+def check_dtype(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
+    """float16 against a bf16-trained checkpoint: the same 2 bytes and the same tensor-core peak, but
+    5 exponent bits instead of 8 (largest value 65,504 against bfloat16's 3.4e38), so weights and
+    activations the model learned in bfloat16's range can overflow to inf and NaN; only an accuracy
+    measured in float16 on the task shows this model does not."""
+    setting = cfg.knob("dtype", "float16")
+    measured, baseline, set_aside, drops, accuracies = _accuracy_evidence(
+        cfg, wl, f, "dtype", "float16", {"bfloat16", "auto"}, "dtype "
+    )
+    arithmetic = _join(
+        f"{cfg.model.name} was published in bfloat16 ({cfg.model_source}); float16 keeps 2 bytes per weight "
+        f"and the {cfg.hardware.name}'s {fmt(cfg.hardware.peak_tflops)} TFLOP/s 16-bit peak, so it saves "
+        "neither memory nor time, and its range ends at 65,504 (bfloat16's at 3.4e38)",
+        _cite(measured + baseline),
+        _set_aside(set_aside),
+    )
+    if accuracies or drops:
+        shown = ", ".join(describe_value(ev.metric, ev.value) for ev in measured)
+        reason = f"float16 was measured on {wl.task}: {shown}, so the cast is on record as safe for this task."
+        return Finding("dtype", "justified", reason, arithmetic, "none.", setting)
+    reason = (
+        f"dtype float16 casts a checkpoint trained in bfloat16 to a narrower range, for no memory or speed "
+        f"gain on the {cfg.hardware.name}, and no accuracy measured in float16 on {wl.task} shows that its "
+        "activations stay finite."
+    )
+    return Finding(
+        "dtype",
+        "unjustified",
+        reason,
+        arithmetic,
+        "serve in the checkpoint's bfloat16 (dtype auto or bfloat16), or measure accuracy on the task in float16.",
+        setting,
+    )
 
 
 # --- 8. enforce-eager ------------------------------------------------------------------
@@ -1675,7 +1769,8 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
             setting,
         )
     prefill_ms = max(1, steps) * full
-    blamed, cleared = [], []
+    blamed: list[str] = []
+    cleared: list[str] = []
     for ev in measured:
         miss = slo_break(ev, wl)
         if miss:
@@ -1746,6 +1841,25 @@ def _chunked_budget_verdict(
 ) -> Finding:
     """The token budget judged on its arithmetic and the measurements that meet the SLO."""
     tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
+    ridge = f.ridge_tokens_per_step
+    if wl.slo.throughput_tok_s is not None and budget < ridge:
+        # A step's weights are read once whatever it carries: below the ridge the step is memory-bound,
+        # so a prefill chunk of `budget` tokens uses budget / ridge of the arithmetic the read pays for.
+        reason = (
+            f"the workload sets a throughput floor ({fmt(wl.slo.throughput_tok_s)} output tok/s), and "
+            f"max-num-batched-tokens {fmt(budget)} sits below the {cfg.hardware.name}'s ridge of {fmt(ridge)} "
+            "tokens per step: every step that carries a prefill is still memory-bound, so prefill runs at "
+            f"about {budget / ridge:.0%} of the arithmetic each weight read could feed."
+        )
+        return Finding(
+            "chunked_prefill",
+            "unjustified",
+            reason,
+            evidence,
+            f"raise max-num-batched-tokens well above the ridge (vLLM's default on the {cfg.hardware.name} is "
+            f"{fmt(default_batched_tokens(cfg.hardware))}), then measure throughput and TPOT at peak.",
+            setting,
+        )
     if tpot is None and ttft is None:
         reason = (
             "max-num-batched-tokens sets the trade between TTFT (bigger chunks) and TPOT (smaller ones), "

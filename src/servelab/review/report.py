@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 KNOBS = (
     "batching",
     "quantization",
+    "dtype",
     "parallelism",
     "speculative_decoding",
     "prefix_caching",

@@ -41,6 +41,7 @@ WORKLOAD_KEYS = (
     "output-tokens",
     "slo",
     "shared-prefix",
+    "multi-turn",
     "measurements",
     "records",
 )
@@ -48,6 +49,7 @@ LOAD_KEYS = ("typical", "peak")
 LENGTH_KEYS = ("mean", "p50", "p99", "max")
 SLO_KEYS = ("ttft-p99-ms", "tpot-p99-ms", "throughput-tok-s", "max-accuracy-drop", "min-accuracy")
 SHARED_PREFIX_KEYS = ("tokens", "fraction", "description")
+MULTI_TURN_KEYS = ("turns", "carried-tokens", "sessions", "description")
 MEASUREMENT_KEYS = ("setting", "metric", "value", "source", "note")
 # What a cited number is and its unit; the names are servelab Measurement field names.
 METRICS = {
@@ -183,6 +185,20 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class MultiTurn:
+    """Per-session prefix reuse: a chat's later turns start with the session's own history."""
+
+    turns: float  # mean turns per session (at least 2)
+    carried_tokens: int  # mean tokens of history a later turn's prompt starts with
+    sessions: int | None = None  # sessions open at once, whose histories the cache would keep (None: peak concurrency)
+
+    @property
+    def later_fraction(self) -> float:
+        """Of all requests, the share that are a session's second turn or later."""
+        return (self.turns - 1) / self.turns
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """What the served traffic is: load, lengths, SLOs, shared prefixes, and the numbers the team cites."""
 
@@ -196,6 +212,7 @@ class WorkloadSpec:
     shared_prefix: SharedPrefix | None
     evidence: tuple[Evidence, ...]
     doc: Doc | None = field(repr=False, compare=False, default=None)
+    multi_turn: MultiTurn | None = None
 
     @property
     def mean_request_tokens(self) -> float:
@@ -239,6 +256,9 @@ def read_workload(doc: Doc) -> WorkloadSpec:
     shared = None
     if "shared-prefix" in fields and fields["shared-prefix"][0] is not None:
         shared = _read_shared_prefix(doc, *swap(fields["shared-prefix"]))
+    multi_turn = None
+    if "multi-turn" in fields and fields["multi-turn"][0] is not None:
+        multi_turn = _read_multi_turn(doc, *swap(fields["multi-turn"]))
     evidence: list[Evidence] = []
     if "measurements" in fields and fields["measurements"][0] is not None:
         evidence += _read_measurements(doc, *swap(fields["measurements"]))
@@ -259,6 +279,7 @@ def read_workload(doc: Doc) -> WorkloadSpec:
         shared_prefix=shared,
         evidence=tuple(evidence),
         doc=doc,
+        multi_turn=multi_turn,
     )
 
 
@@ -322,6 +343,22 @@ def _read_shared_prefix(doc: Doc, path: tuple, value: Any) -> SharedPrefix:
     if "fraction" in fields:
         fraction = as_number(doc, *swap(fields["fraction"]), minimum=0, maximum=1)
     return SharedPrefix(tokens, fraction)
+
+
+def _read_multi_turn(doc: Doc, path: tuple, value: Any) -> MultiTurn:
+    fields = mapping(doc, path, value, MULTI_TURN_KEYS, "multi-turn block")
+    for key, why in (
+        ("turns", "mean turns per session"),
+        ("carried-tokens", "mean tokens of history a later turn carries"),
+    ):
+        if key not in fields:
+            raise doc.error(path, f"multi-turn: '{key}' is required ({why})")
+    turns = as_number(doc, *swap(fields["turns"]), minimum=1)
+    if turns < 2:
+        raise doc.error(path + ("turns",), "multi-turn: turns must be at least 2 (one turn carries nothing over)")
+    carried = as_int(doc, *swap(fields["carried-tokens"]), minimum=0)
+    sessions = as_int(doc, *swap(fields["sessions"]), minimum=1) if "sessions" in fields else None
+    return MultiTurn(turns, carried, sessions)
 
 
 def _read_measurements(doc: Doc, path: tuple, value: Any) -> list[Evidence]:
