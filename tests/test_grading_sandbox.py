@@ -12,6 +12,7 @@ person should look at. Attacks that end the run early sit after the last test
 from __future__ import annotations
 
 import copy
+import json
 import os
 import socket
 import subprocess
@@ -562,3 +563,37 @@ def test_a_dead_graders_cgroup_is_swept_by_the_next_one_once_it_is_an_hour_old(t
     os.utime(old, (time.time() - cgroup.SWEEP_AFTER_S - 60,) * 2)
     cgroup.Cgroup(cgroup.Limits(2**30, 128, 1.0), root=tmp_path, proc_cgroup="4:memory:/\n8:pids:/\n1:cpu:/\n")
     assert not old.exists() and fresh.exists()  # a fresh one may be a grader's in another PID namespace
+
+
+def test_outputs_are_capped_by_their_whole_json_and_their_count_per_cell_and_per_run():
+    """Empty bundles with big metadata, many small outputs, and a run of cells under each cell's cap: every
+    output costs its whole JSON and its count, the cut line says which cap, and the cells after still run."""
+    from servelab.grading import runner
+
+    flood = (
+        "from IPython.display import publish_display_data\nfor i in range({n}):\n    publish_display_data({data}{meta})"
+    )
+    under = runner.MAX_CELL_OUTPUTS - 50  # each of these cells stays under its own cap; together they pass the run's
+    cells = [
+        flood.format(n=3000, data="{}", meta=', metadata={"k": "M" * 300}'),  # no data at all: 0 characters before
+        flood.format(n=3000, data='{"text/plain": "x"}', meta=""),
+    ] + [flood.format(n=under, data='{"text/plain": "x"}', meta="")] * 5
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells + ["print('after')"]])
+    start = time.monotonic()
+    run = sandbox.execute(nb, cell_timeout=60, run_timeout=200)
+    assert run.status == "ok", (run.status, run.detail)
+    outs = [run.cells[i]["outputs"] for i in range(len(nb.cells))]
+    assert (
+        outs[0][-1]["text"]
+        == f"[output cut: this cell printed more than {runner.MAX_CELL_OUTPUT_CHARS:,} characters]\n"
+    )
+    assert sum(len(json.dumps(o)) for o in outs[0]) < runner.MAX_CELL_OUTPUT_CHARS + 1000
+    assert outs[1][-1]["text"] == f"[output cut: this cell made more than {runner.MAX_CELL_OUTPUTS:,} outputs]\n"
+    assert len(outs[1]) == runner.MAX_CELL_OUTPUTS + 1
+    assert sum(len(o) for o in outs) <= runner.MAX_RUN_OUTPUTS + len(outs)
+    assert any(o and "the notebook made more than" in o[-1].get("text", "") for o in outs[2:-1])
+    last = run.cells[len(nb.cells) - 1]  # it ran (its answer would count); its output is past the run's cap
+    assert last["execution_count"] and [o["text"] for o in last["outputs"]] == [
+        f"[output cut: the notebook made more than {runner.MAX_RUN_OUTPUTS:,} outputs]\n"
+    ]
+    assert time.monotonic() - start < 150

@@ -17,8 +17,12 @@ to a pipe this runner reads (capture.py); an answer counts only when it arrives
 while its own test cell runs, so a line forged by an answer cell is dropped, and only
 when exactly one value for that test arrives then: a second, different value (from a
 thread or a process the submission left running) makes the test's answer
-"more than one answer", worth 0. Outputs are cut at
-MAX_CELL_OUTPUT_CHARS per cell here, before they reach the grader.
+"more than one answer", worth 0. Outputs are capped here, before they reach the grader
+(nbgrader's autograde and generate_feedback, formgrader's server): each output costs its whole JSON
+(data, mime keys, metadata, traceback), at least OUTPUT_MIN_COST, and a cell keeps at most
+MAX_CELL_OUTPUT_CHARS and MAX_CELL_OUTPUTS outputs, the run MAX_RUN_OUTPUT_CHARS and MAX_RUN_OUTPUTS.
+Past a cap the cell's outputs end with one "[output cut: ...]" line (the grader flags it) and the
+rest is dropped; the cells still run, so every test's answer still counts.
 
 `kernel` is the IPython kernel the notebook runs in: it takes the answer pipe
 (capture.py), lowers its own resource limits, and dies with the runner.
@@ -33,7 +37,11 @@ import signal
 import sys
 from pathlib import Path
 
-MAX_CELL_OUTPUT_CHARS = 100_000  # text kept per cell; the rest is replaced by one line saying so
+MAX_CELL_OUTPUT_CHARS = 100_000  # characters of output JSON kept per cell; the rest is replaced by one line saying so
+MAX_CELL_OUTPUTS = 500  # outputs kept per cell (a run of one stream's messages is one output)
+MAX_RUN_OUTPUTS = 2_000  # outputs kept in the whole notebook
+MAX_RUN_OUTPUT_CHARS = 4_000_000  # characters of output JSON kept in the whole notebook
+OUTPUT_MIN_COST = 100  # characters one output costs at least: an empty bundle is not free to hold or draw
 KERNEL_NAME = "servelab-sandbox"
 ENV_LIMITS = "SERVELAB_KERNEL_LIMITS"  # JSON {"RLIMIT_AS": bytes, "RLIMIT_CPU": seconds, ...} for the kernel
 
@@ -80,11 +88,25 @@ def _not_dumpable() -> None:
 
 
 def _output_size(out) -> int:
-    if out.get("output_type") == "stream":
-        return len(out.get("text", ""))
-    data = out.get("data", {})
-    size = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in data.values())
-    return size + sum(len(line) for line in out.get("traceback", []))
+    """What one output costs whoever holds or draws it: its whole JSON, mime keys and metadata included."""
+    try:
+        size = len(json.dumps(out, default=str))
+    except (TypeError, ValueError, RecursionError):  # unserializable or too deep: it costs the whole cell
+        size = MAX_CELL_OUTPUT_CHARS + 1
+    return max(OUTPUT_MIN_COST, size)
+
+
+def _output_cap(chars: int, outputs: int, run_chars: int, run_outputs: int) -> str | None:
+    """Which cap a cell's outputs passed (its own and the run's totals so far), or None."""
+    if chars > MAX_CELL_OUTPUT_CHARS:
+        return f"this cell printed more than {MAX_CELL_OUTPUT_CHARS:,} characters"
+    if outputs > MAX_CELL_OUTPUTS:
+        return f"this cell made more than {MAX_CELL_OUTPUTS:,} outputs"
+    if run_chars > MAX_RUN_OUTPUT_CHARS:
+        return f"the notebook's outputs passed {MAX_RUN_OUTPUT_CHARS:,} characters"
+    if run_outputs > MAX_RUN_OUTPUTS:
+        return f"the notebook made more than {MAX_RUN_OUTPUTS:,} outputs"
+    return None
 
 
 def _grade_id(cell) -> str | None:
@@ -178,26 +200,35 @@ def run(timeout: int) -> int:
     os.environ["SERVELAB_ANSWER_FD"] = str(answers.write_fd)
 
     class Client(NotebookClient):
-        """nbclient with a per-cell output cap, so a flood never reaches the grader whole."""
+        """nbclient with output caps per cell and per run, so a flood never reaches the grader whole."""
 
-        sizes: dict = {}
+        sizes: dict = {}  # cell index -> characters of output JSON
+        counts: dict = {}  # cell index -> outputs
+        cut: set = set()  # cells whose outputs ended with the cut line
+        run = {"chars": 0, "outputs": 0}
 
         def output(self, outs, msg, display_id, cell_index):
-            used = self.sizes.get(cell_index, 0)
-            if used > MAX_CELL_OUTPUT_CHARS:
+            if cell_index in self.cut:
                 return None
             out = super().output(outs, msg, display_id, cell_index)
-            if out is not None:
-                used += _output_size(out)
-                self.sizes[cell_index] = used
-                if used > MAX_CELL_OUTPUT_CHARS:
-                    outs[:] = outs[:-1] + [
-                        nbformat.v4.new_output(
-                            "stream",
-                            name="stderr",
-                            text=f"[output cut: this cell printed more than {MAX_CELL_OUTPUT_CHARS:,} characters]\n",
-                        )
-                    ]
+            if out is None:
+                return out
+            size = _output_size(out)
+            previous = outs[-2] if len(outs) > 1 else None
+            merged = (  # a stream's next message joins its output in the saved notebook
+                out.get("output_type") == "stream"
+                and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == out.get("name")
+            )
+            self.sizes[cell_index] = self.sizes.get(cell_index, 0) + size
+            self.counts[cell_index] = self.counts.get(cell_index, 0) + (0 if merged else 1)
+            self.run["chars"] += size
+            self.run["outputs"] += 0 if merged else 1
+            why = _output_cap(self.sizes[cell_index], self.counts[cell_index], self.run["chars"], self.run["outputs"])
+            if why:
+                self.cut.add(cell_index)
+                outs[:] = outs[:-1] + [nbformat.v4.new_output("stream", name="stderr", text=f"[output cut: {why}]\n")]
             return out
 
     def cell_done(cell, cell_index, execute_reply):
