@@ -484,12 +484,23 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     monkeypatch.setattr(hub.ClassHub, "close_checkout", lambda self: None)
     monkeypatch.setattr(hub.ClassHub, "_check_python_for", staticmethod(lambda user, python=None: None))
     # The instructors' venv, the exchange's owners and mounts, and the cgroups are root's (test_class_exchange.py).
-    monkeypatch.setattr(hub.studentenv, "build_instructor", lambda state: state / "env" / "instructor" / "bin" / "python")
+    monkeypatch.setattr(
+        hub.studentenv, "build_instructor", lambda state: state / "env" / "instructor" / "bin" / "python"
+    )
     laid_out = []
     monkeypatch.setattr(hub.exchange, "lay_out", lambda *a, **k: laid_out.append(a) or {})
     monkeypatch.setattr(hub.limits, "make_class", lambda state, record: [])
     hub.ClassHub(local).lay_out()
-    assert laid_out == [(local.exchange, local.course_id, local.instructors, local.students, hub.CHECKOUT_GROUP, local.state / "inbound-images")]
+    assert laid_out == [
+        (
+            local.exchange,
+            local.course_id,
+            local.instructors,
+            local.students,
+            hub.CHECKOUT_GROUP,
+            local.state / "inbound-images",
+        )
+    ]
     assert local.student_python == str(env / "bin" / "python")
     assert hub.single_user_command(local, "student")[0] == local.student_python
     assert hub.lab_environment(local, "instructor")["SERVELAB_SANDBOX_PACKAGE"] == str(env / "servelab")
