@@ -13,7 +13,9 @@ from servelab import review
 CONFIGS = Path(__file__).resolve().parent / "data" / "model_configs"
 
 
-def kimi(tmp_path: Path, measurements: list[dict], max_num_seqs: int = 1, ttft_slo: int = 5000) -> review.Report:
+def kimi(
+    tmp_path: Path, measurements: list[dict], max_num_seqs: int = 1, ttft_slo: int = 5000, tpot_slo: int = 50
+) -> review.Report:
     shutil.copy(CONFIGS / "Kimi-K2-Instruct.json", tmp_path / "config.json")
     config = {
         "model": "moonshotai/Kimi-K2-Instruct",
@@ -28,7 +30,7 @@ def kimi(tmp_path: Path, measurements: list[dict], max_num_seqs: int = 1, ttft_s
         "concurrency": {"typical": 16, "peak": 32},
         "prompt-tokens": {"mean": 2000, "p99": 8000},
         "output-tokens": {"mean": 500, "p99": 2000},
-        "slo": {"ttft-p99-ms": ttft_slo, "tpot-p99-ms": 50},
+        "slo": {"ttft-p99-ms": ttft_slo, "tpot-p99-ms": tpot_slo},
         "measurements": measurements,
     }
     return review.review(config, workload, base_dir=tmp_path)
@@ -92,3 +94,22 @@ def test_a_miss_measured_on_another_config_counts_for_nothing(tmp_path):
     report = kimi(tmp_path, [other])
     assert report.finding("batching").verdict == "unjustified"
     assert "Not this knob's miss" not in report.finding("chunked_prefill").reason
+
+
+def test_a_tpot_miss_is_weighed_against_the_decode_steps_own_reads(tmp_path):
+    """Qwen3-Coder-480B's own benchmark shape: a TPOT miss measured at the load, under a cap that
+    never binds. The finding puts the step's reads beside it: Kimi-K2's 64.3 GB of FP8 weights per
+    GPU (1,028.9 GB over 16) and 5.6 GB of the batch's KV cache, 69.9 GB read at 4.8 TB/s, are about
+    14.6 ms, under half of 72 ms, so the fix looks at what shares the step, not at the batch."""
+    report = kimi(tmp_path, [chunk_benchmark("tpot_ms_p99", 72)], max_num_seqs=64)
+    batching = report.finding("batching")
+    assert batching.verdict == "unjustified" and "p99 TPOT of 72 ms breaks the 50 ms SLO" in batching.reason
+    assert "a decode step of 32 sequences reads 69.9 GB per GPU" in batching.evidence
+    assert "under half the measured 72 ms" in batching.fix
+
+
+def test_a_tpot_miss_the_decode_step_explains_points_at_more_gpus(tmp_path):
+    """Against a 20 ms TPOT SLO a measured 25 ms is mostly the 14.6 ms step itself."""
+    report = kimi(tmp_path, [chunk_benchmark("tpot_ms_p99", 25)], max_num_seqs=64, tpot_slo=20)
+    fix = report.finding("batching").fix
+    assert "the decode step itself takes about 14.57 ms of the 25 ms" in fix and "more GPUs per replica" in fix

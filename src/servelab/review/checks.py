@@ -343,12 +343,14 @@ def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
             f"concurrent requests, so the cap is not the cause: a cap of {right_size} would schedule the "
             "same batches" + (f", and nothing about the workload chose {B} either" if oversized else "") + "."
         )
+        tpot_miss = next((ev for ev, _ in breaks if ev.metric == "tpot_ms_p99"), None)
         return Finding(
             "batching",
             "unjustified",
             reason,
-            evidence,
-            diagnose + "; lowering max-num-seqs changes nothing at this load.",
+            _join(evidence, decode_step_note(cfg, f, tpot_miss.value) if tpot_miss else ""),
+            (diagnose if tpot_miss is None else _tpot_diagnosis(cfg, f, tpot_miss.value))
+            + "; lowering max-num-seqs changes nothing at this load.",
             setting,
         )
 
@@ -384,6 +386,41 @@ def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     reason = f"max-num-seqs {B} matches the {load_note}, and the measured {measured} at this batch {verb} the SLO."
     return Finding(
         "batching", "justified", reason, evidence, "none; re-measure when the peak concurrency changes.", setting
+    )
+
+
+def decode_step_ms(cfg: ServingConfig, f: Facts) -> float:
+    """A decode step at the peak's running batch on one GPU: its share of the weights and of the
+    batch's KV cache read once, or the batch's arithmetic, whichever is longer."""
+    hw, shards = cfg.hardware, max(1, f.shards)
+    read = (f.rank_weight_gb + f.kv_gb_peak) / shards / hw.bandwidth_gb_s * 1e3
+    compute = 2 * cfg.model.active_params / shards * f.running_batch_peak / ((f.peak_tflops or hw.peak_tflops) * 1e12)
+    return max(read, compute * 1e3)
+
+
+def decode_step_note(cfg: ServingConfig, f: Facts, measured_tpot: float) -> str:
+    step = decode_step_ms(cfg, f)
+    return (
+        f"a decode step of {f.running_batch_peak} sequences reads {gb((f.rank_weight_gb + f.kv_gb_peak) / max(1, f.shards))} "
+        f"per GPU (weights and the batch's KV cache): about {fmt(step)} ms, against the measured p99 TPOT of "
+        f"{fmt(measured_tpot)} ms"
+    )
+
+
+def _tpot_diagnosis(cfg: ServingConfig, f: Facts, measured_tpot: float) -> str:
+    """Where a TPOT miss comes from, by the step's tokens: the decode step itself where its reads come
+    near the measured TPOT, else what shares the step with it (prefill chunks, preemption, the CPU)."""
+    step = decode_step_ms(cfg, f)
+    if step >= CHUNK_CLEARED_SHARE * measured_tpot:
+        return (
+            f"the decode step itself takes about {fmt(step)} ms of the {fmt(measured_tpot)} ms: the batch's "
+            "weight and KV reads are the cause, so more GPUs per replica (or more replicas) bring TPOT down, "
+            "or a lower KV footprint (kv-cache-dtype fp8)"
+        )
+    return (
+        f"a decode step alone takes about {fmt(step)} ms, under half the measured {fmt(measured_tpot)} ms: "
+        "the rest comes from what shares the step (prefill chunks: measure at a lower max-num-batched-tokens; "
+        "preemption: vllm:num_preemptions; CPU scheduling between steps)"
     )
 
 
