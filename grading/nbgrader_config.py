@@ -70,8 +70,9 @@ c.GenerateFeedback.preprocessors = [
 # nh3 (servelab.grading.safe_html). No script, handler, style, frame or outside load that a
 # student hands in reaches a page a person opens.
 c.HTMLExporter.preprocessors = [
+    # first: formgrader draws a view only where page_policy rebuilds it, and only within the view's caps
+    "servelab.grading.pages.RequireRebuiltView",
     "servelab.grading.safe_html.InertOutputs",
-    "servelab.grading.pages.RequireRebuiltView",  # formgrader draws a view only where page_policy rebuilds it
 ]
 c.HTMLExporter.sanitize_html = True  # nbconvert's own switch: no JavaScript or widget outputs, HTML cleaned
 c.HTMLExporter.filters = {

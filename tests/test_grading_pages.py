@@ -16,6 +16,7 @@ and nbconvert's defaults: there the payloads fire, so the canary is live.
 from __future__ import annotations
 
 import base64
+import copy
 import http.server
 import json
 import os
@@ -23,6 +24,7 @@ import re
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import nbformat
@@ -30,7 +32,7 @@ import pytest
 from browser_helpers import REPO, JupyterLab, chromium, require_chromium, screenshot
 from bs4 import BeautifulSoup
 
-from servelab.grading import course, pipeline, safe_html
+from servelab.grading import course, pages, pipeline, safe_html
 
 LESSON = course.get("lesson25")
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -856,3 +858,55 @@ def test_math_reaches_mathjax_only_through_its_safe_extension():
         ]
         assert html.count("text/x-mathjax-config") == 1 and '"all"' not in html, template  # the template's own only
         assert math in html, template  # the math is left as text: MathJax, with Safe, draws it
+
+
+def test_formgrader_refuses_fast_to_draw_a_graded_notebook_past_the_views_caps(monkeypatch):
+    """Unit: formgrader draws a view in the instructor's own server, which answers nobody else meanwhile. An output
+    flood (empty bundles with big metadata, as a notebook graded before the runner's caps holds them) and long
+    markdown are refused before anything is drawn, saying the grade stands; the lesson itself draws."""
+    from nbconvert.exporters import HTMLExporter
+    from tornado.web import HTTPError
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from servelab.grading import page_policy
+
+    monkeypatch.setattr(page_policy, "LOADED", True)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
+    lesson = nbformat.read(REPO / "grading" / "submissions" / LESSON.name / "perfect.ipynb", as_version=4)
+    flood = copy.deepcopy(lesson)
+    cell = nbformat.v4.new_code_cell("publish_display_data({}, metadata=...)")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={}, metadata={"k": "M" * 300})] * 20_000
+    flood.cells.insert(2, cell)
+    block = "```python\n" + ("x = [1, 'a', 2.0, None]  # c\n" * 6400) + "```\n"
+    markdown = copy.deepcopy(lesson)
+    markdown.cells[2:2] = [nbformat.v4.new_markdown_cell(block) for _ in range(8)]
+    for nb, why in ((flood, "20,000 outputs"), (markdown, "markdown and raw cells hold")):
+        start = time.monotonic()
+        with pytest.raises(HTTPError) as refused:
+            HTMLExporter(config=config).from_notebook_node(nb, resources={"submission_id": "abc", "student": "mallory"})
+        assert time.monotonic() - start < 10  # the flood took minutes to draw; the refusal reads counts only
+        said = refused.value.log_message % refused.value.args
+        assert refused.value.status_code == 413 and why in said, said
+        assert "too large to draw" in said and "its grade stands" in said and "autograded/mallory/" in said
+    assert pages.too_large_to_draw(lesson) is None
+    html, _ = HTMLExporter(config=config).from_notebook_node(lesson, resources={"submission_id": "abc"})
+    assert html.count("<div") > len(lesson.cells)  # drawn whole
+
+
+def test_no_class_reaches_an_image_from_its_outputs_metadata():
+    """nbconvert writes class="unconfined" (lifting an image's max-width) when an output's metadata asks; that
+    is a class chosen by the notebook, so neither the notebook's metadata nor the page keeps it."""
+    from servelab.grading.safe_html import InertOutputs
+
+    cell = nbformat.v4.new_code_cell("x")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={"image/png": "iVBORw0KGgo="},
+            metadata={"unconfined": True, "image/png": {"unconfined": True, "width": 10}},
+        )
+    ]
+    cell, _ = InertOutputs().preprocess_cell(cell, {}, 0)
+    assert cell.outputs[0].metadata == {"image/png": {"width": 10}}
+    body = pages.sanitize_body('<div class="output_png output_subarea"><img class="unconfined" width="10"></div>')
+    assert "unconfined" not in body and 'width="10"' in body and "output_png" in body

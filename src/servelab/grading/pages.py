@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import html as html_lib
+import json
 import math
 import re
 import secrets
@@ -82,7 +83,12 @@ def _classes_by_tag() -> dict[str, frozenset[str]]:
     found.setdefault("div", set()).update(extra | {"highlight"})  # extra_class sits on output divs
     found.setdefault("span", set()).update(safe_html.TOKEN_CLASSES)  # Pygments' token classes
     found["div"].update({"servelab-cells"})
+    for names in found.values():  # written only when a notebook's metadata asks for it: a class from the notebook
+        names.difference_update(NOTEBOOK_CHOSEN_CLASSES)
     return {tag: frozenset(names) for tag, names in found.items()}
+
+
+NOTEBOOK_CHOSEN_CLASSES = {"unconfined"}  # nbconvert's templates write it from an output's metadata
 
 
 CLASSES = _classes_by_tag()
@@ -294,12 +300,52 @@ class FeedbackExporter(HTMLExporter):
 
 
 # --- formgrader's view of a submission -------------------------------------------------------------------
+# formgrader draws a view synchronously in the instructor's own server, which answers nobody else meanwhile
+# (the whole class's grading stops): a graded notebook is drawn only within these caps, which a notebook
+# the sandbox's runner capped always fits (its outputs: runner.MAX_RUN_OUTPUTS and MAX_RUN_OUTPUT_CHARS, plus
+# one cut line per cell), and a larger one is refused before anything is drawn.
+VIEW_MAX_CELLS = 2_000  # collection.MAX_CELLS
+VIEW_MAX_OUTPUTS = 4_000  # runner.MAX_RUN_OUTPUTS plus a cut line for each of up to 2,000 cells
+VIEW_MAX_OUTPUT_CHARS = 4_500_000  # runner.MAX_RUN_OUTPUT_CHARS plus the cut lines
+VIEW_MAX_TEXT_CHARS = 150_000  # markdown and raw cells together (the lesson's own: about 58,000)
+VIEW_MAX_SOURCE_CHARS = 1_000_000  # every cell's source together
+
+
+def too_large_to_draw(nb) -> str | None:
+    """Why formgrader's view does not draw this graded notebook (which cap it passes), or None."""
+    cells = nb.get("cells", [])
+    if len(cells) > VIEW_MAX_CELLS:
+        return f"it has {len(cells):,} cells, more than {VIEW_MAX_CELLS:,}"
+    outputs = [o for c in cells for o in c.get("outputs", [])]
+    if len(outputs) > VIEW_MAX_OUTPUTS:
+        return f"it holds {len(outputs):,} outputs, more than {VIEW_MAX_OUTPUTS:,}"
+
+    def text(cell) -> int:
+        source = cell.get("source", "")
+        return len(source) if isinstance(source, str) else sum(len(line) for line in source)
+
+    prose = sum(text(c) for c in cells if c.get("cell_type") != "code")
+    if prose > VIEW_MAX_TEXT_CHARS:
+        return f"its markdown and raw cells hold {prose:,} characters, more than {VIEW_MAX_TEXT_CHARS:,}"
+    source = sum(text(c) for c in cells)
+    if source > VIEW_MAX_SOURCE_CHARS:
+        return f"its cells hold {source:,} characters of source, more than {VIEW_MAX_SOURCE_CHARS:,}"
+    chars = 0
+    for out in outputs:
+        chars += len(json.dumps(out, default=str))
+        if chars > VIEW_MAX_OUTPUT_CHARS:
+            return f"its outputs hold more than {VIEW_MAX_OUTPUT_CHARS:,} characters"
+    return None
+
+
 class RequireRebuiltView(Preprocessor):
-    """formgrader draws a submission only in a server that rebuilds the page as it is sent (page_policy loaded).
+    """formgrader draws a submission only in a server that rebuilds the page as it is sent (page_policy loaded),
+    and only a graded notebook within the view's caps (too_large_to_draw).
 
     formgrader renders with its own HTMLExporter, which takes this course's nbgrader_config.py but
     nothing after the template; a server started without grading/jupyter/ would send nbgrader's page
-    as it is. There the view refuses, saying how to start formgrader instead.
+    as it is. There the view refuses, saying how to start formgrader instead. It is the exporter's first
+    preprocessor, so a notebook too large to draw is refused before anything else reads its outputs.
     """
 
     enabled = Bool(True, help="Whether to run this preprocessor (on by default, unlike nbconvert's).").tag(config=True)
@@ -315,6 +361,17 @@ class RequireRebuiltView(Preprocessor):
                     500,
                     "This course draws a submission only with its page policy loaded: start the instructor's "
                     "Jupyter with JUPYTER_CONFIG_PATH=<the checkout>/grading/jupyter (the class hub does).",
+                )
+            why = too_large_to_draw(nb)
+            if why:
+                student = str(resources.get("student", "this student"))
+                raise HTTPError(
+                    413,
+                    "This submission is too large to draw here (%s); its grade stands (grades.csv and the "
+                    "gradebook have it). Read the student's notebook in autograded/%s/ outside the server, "
+                    "or grade its answers in the gradebook.",
+                    why,
+                    student,
                 )
         return nb, resources
 

@@ -45,7 +45,9 @@ CODE_CLASSES = {"span": TOKEN_CLASSES, "div": {"highlight"}}
 # Output data that nbgrader's templates (nbconvert's classic) draw inertly: escaped text, sanitized HTML,
 # base64 images (SVG too: drawn as <img src="data:...">, where it runs nothing and loads nothing).
 INERT_MIMETYPES = {"text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg", "image/svg+xml"}
-INERT_OUTPUT_METADATA = {"width", "height", "alt", "unconfined"}
+# `unconfined` is not kept: the templates write it as an image's class (lifting its max-width), and no class
+# comes from a notebook.
+INERT_OUTPUT_METADATA = {"width", "height", "alt"}
 
 
 def _attribute(tag: str, attribute: str, value: str) -> str | None:
