@@ -153,15 +153,15 @@ lab.prediction_vs_result(prediction)
 #
 # Solving for one `a` assumes every draft position is accepted with the same chance, given the ones
 # before it. vLLM also counts acceptance per draft position (`vllm:spec_decode_num_accepted_tokens_per_pos`
-# on `/metrics`, divided by `vllm:spec_decode_num_drafts`; vLLM 0.32.0 `v1/spec_decode/metrics.py`), which
-# measures the chance at each position directly, without that assumption: on a remote server, read it
-# there and see whether the later positions fall off faster than one `a` says.
+# on `/metrics`, divided by `vllm:spec_decode_num_drafts`; vLLM 0.32.0 `v1/spec_decode/metrics.py`): how
+# often position i is accepted, which counts only when every position before it was. One `a` predicts
+# a, a², a³, ... for those shares; on a remote server, read them and see whether the later positions fall
+# off faster than that.
 
 # %% id="acceptance"
 from servelab import acceptance, hardware
 
 records = sorted(lab.book.all_records(), key=lambda r: r["batch_size"])
-# This machine's ridge is section 1's benchmark, not a datasheet roofline: its acceptance only, here.
 print("acceptance of each speculative run (this machine's engine):")
 for x in acceptance.from_records(records, hw=hardware.get("H200")):
     print(f"  batch {x.batch_size:3d}, k = {x.num_speculative_tokens}: vLLM accepted/drafted "
