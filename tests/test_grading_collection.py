@@ -273,3 +273,22 @@ def test_cells_outputs_and_cell_size_are_capped_with_a_refusal_that_says_what_to
     assert len(data) < collection.MAX_NOTEBOOK_BYTES  # under the size cap: the count is what costs
     problem = collection.notebook_problem(data)
     assert problem and words in problem and ("hand it in again" in problem or "start again" in problem), problem
+
+
+def test_lock_files_are_nobodys_and_a_jupyterlab_copy_is_graded_only_without_its_original(tmp_path):
+    (tmp_path / "alice.ipynb").write_bytes(_sample_bytes("perfect"))
+    for name in ("~$alice.ipynb", ".~lock.alice.ipynb#", "alice-Copy1.ipynb", "alice-Copy12.ipynb"):
+        (tmp_path / name).write_bytes(_sample_bytes("empty"))
+    (tmp_path / "bob-Copy1.ipynb").write_bytes(_sample_bytes("partial"))  # bob handed in only the copy
+    with zipfile.ZipFile(tmp_path / "export.zip", "w") as z:
+        z.writestr("carol.ipynb", _sample_bytes("partial"))
+        z.writestr("carol-Copy2.ipynb", _sample_bytes("perfect"))
+    notes: list[str] = []
+    got = {h.student: h for h in collection.gather(tmp_path, "lesson25.ipynb", notes)}
+    assert set(got) == {"alice", "bob-Copy1", "carol"}, sorted(got)
+    assert not any(h.refused for h in got.values())
+    assert got["alice"].data == _sample_bytes("perfect") and got["carol"].data == _sample_bytes("partial")
+    assert sum("passed over" in n and "JupyterLab's copy of 'alice'" in n for n in notes) == 2, notes
+    assert any("passed over 'carol-Copy2' in 'export.zip'" in n for n in notes), notes
+    assert any(n.startswith("graded 'bob-Copy1' under its own name") for n in notes), notes
+    assert collection.is_extra("~$alice.ipynb") and collection.is_extra("class/~$alice.ipynb")

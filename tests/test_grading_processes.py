@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from traitlets.config.loader import PyFileConfigLoader
 
 from servelab.grading import course, parallel, pipeline, sandbox, trusted
@@ -85,3 +86,25 @@ def test_every_nbgrader_step_starts_the_same_way(monkeypatch):
     cmd = course.nbgrader_command(Path("/course"), "autograde", "lesson25")
     assert cmd[:5] == [sys.executable, "-m", "servelab.grading.nbgrader_cli", "autograde", "lesson25"]
     assert f"--CourseDirectory.source_directory={course.SOLUTIONS}" in cmd
+
+
+def test_a_per_student_nbgrader_step_runs_in_a_cgroup_of_its_own_under_its_memory_limit(tmp_path, monkeypatch):
+    """autograde and generate_feedback hold a submission's outputs outside the sandbox: each per-student step
+    runs in its own cgroup, a step past its memory is stopped and says so, and the cgroup is gone after."""
+    from servelab.grading import cgroup
+
+    try:
+        cgroup.plan()
+    except cgroup.CgroupUnavailable as exc:
+        pytest.skip(f"no cgroup can be made here: {exc}")
+    monkeypatch.setattr(pipeline, "NBGRADER_STEP_MEMORY", 96 * 2**20)
+    where = "print(open('/proc/self/cgroup').read())"
+    code, _, log = pipeline._bounded([sys.executable, "-c", where], tmp_path, 60)
+    assert code == 0 and cgroup.PREFIX in log, log
+    mine = {line.split(":", 2)[2] for line in log.splitlines() if cgroup.PREFIX in line}
+    for path in mine:  # removed when the step ended
+        assert not any((cgroup.ROOT / c / path.lstrip("/")).exists() for c in ("", *cgroup.CONTROLLERS)), path
+    hog = "x = b'x' * (512 * 2**20); print('held', len(x))"
+    code, seconds, log = pipeline._bounded([sys.executable, "-c", hog], tmp_path, 60)
+    assert code != 0 and "held" not in log and log.endswith(pipeline.MEMORY_STOPPED), (code, log)
+    assert seconds < 30

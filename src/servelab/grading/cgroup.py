@@ -225,7 +225,23 @@ class Cgroup:
         return int(text) if text.isdigit() else 0
 
     def pids(self) -> list[int]:
-        return [int(p) for p in self._read("pids", "cgroup.procs").split() if p.isdigit()]
+        """Every process in this cgroup or one made inside it (a sandbox's, inside a grading step's)."""
+        found = []
+        for path in self._tree(self.paths["pids"]):
+            try:
+                found += [int(p) for p in (path / "cgroup.procs").read_text().split() if p.isdigit()]
+            except OSError:
+                pass
+        return found
+
+    @staticmethod
+    def _tree(path: Path) -> list[Path]:
+        """`path` and the cgroups inside it, deepest first (the order they can be removed in)."""
+        try:
+            inside = [p for p in path.rglob("*") if p.is_dir()]
+        except OSError:
+            inside = []
+        return sorted(inside, key=lambda p: -len(p.parts)) + [path]
 
     def close(self, deadline_s: float = 10.0) -> None:
         """Kill every process still in the cgroup, then remove it (each controller's folder); once."""
@@ -249,7 +265,7 @@ class Cgroup:
                 except ProcessLookupError:
                     pass
             time.sleep(0.05)  # the kernel reaps a killed process asynchronously; rmdir needs it gone
-        for path in dict.fromkeys(self.paths.values()):
+        for path in [p for top in dict.fromkeys(self.paths.values()) for p in self._tree(top)]:
             while True:
                 try:
                     path.rmdir()

@@ -15,7 +15,10 @@ is refused; an entry with no file type in its mode (zipfile.writestr) is a file.
 An archive never displaces or refuses a student who handed in their own notebook
 (see `gather`). What travels beside hand-ins is no student's and is passed over
 (`is_extra`): hidden files and folders (Jupyter's `.ipynb_checkpoints/`, macOS's `._*`
-and `__MACOSX/`), editor backups (`~`, `.bak`, `.swp`). What is taken must be a
+and `__MACOSX/`, LibreOffice's `.~lock.*#`), editor backups (`~`, `.bak`, `.swp`) and Office's
+lock files (`~$*`). JupyterLab's Duplicate and "Save a copy" name a copy `<name>-Copy<N>.ipynb`
+(COPY_NAME): beside `<name>.ipynb` it is the same student's extra, passed over with a note in the log
+(`gather`'s `notes`); alone it is graded under its own name, with the note. What is taken must be a
 notebook (`notebook_problem`), within MAX_CELLS cells and MAX_OUTPUTS outputs, its
 markdown and raw cells at most MAX_TEXT_CELL_CHARS each, so the count of cells never
 costs the grader minutes (the page's drawing time is bounded per student by the
@@ -66,6 +69,8 @@ MAX_CELLS = 2_000
 MAX_TEXT_CELL_CHARS = 200_000
 MAX_OUTPUTS = 5_000  # outputs handed in, across the notebook (autograde replaces them; the page draws them)
 EXTRA_SUFFIXES = ("~", ".bak", ".swp", ".swo", ".orig", ".tmp")  # editors' backups and swap files
+EXTRA_PREFIXES = (".", "~$")  # hidden (LibreOffice's .~lock.<name>#), Office's lock files
+COPY_NAME = re.compile(r"(.+)-Copy\d{1,4}")  # JupyterLab's Duplicate / Save a copy: <name>-Copy<N>.ipynb
 NAME_RULE = "letters and digits, with single underscores, dots or hyphens between them, at most 64 characters"
 
 
@@ -115,7 +120,7 @@ def is_extra(name: str) -> bool:
     """Whether a name in a class folder or an archive is something that travels beside hand-ins and is nobody's
     (a hidden file or folder anywhere on its path, `__MACOSX/`, an editor's backup), never a student."""
     parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    return any(p.startswith(".") or p == "__MACOSX" for p in parts) or name.endswith(EXTRA_SUFFIXES)
+    return any(p.startswith(EXTRA_PREFIXES) or p == "__MACOSX" for p in parts) or name.endswith(EXTRA_SUFFIXES)
 
 
 def _kind(mode: int) -> str:
@@ -297,7 +302,7 @@ def _from_archive(path: Path, notebook: str) -> list[HandedIn]:
     return found
 
 
-def gather(folder: Path, notebook: str) -> list[HandedIn]:
+def gather(folder: Path, notebook: str, notes: list[str] | None = None) -> list[HandedIn]:
     """Every hand-in in `folder` (<student>.ipynb files and .zip archives), taken or refused, by student.
 
     An archive is an LMS export: its entries name their students. A student's own
@@ -306,6 +311,9 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
     cannot displace or refuse a student who handed in. A student named by more than one
     entry and nothing of their own is refused, the reason naming each archive: which
     export is the real one is for the instructor to say.
+
+    A JupyterLab copy (`<name>-Copy<N>`) of a student who is also handed in is passed over; one whose
+    original is not there is graded under its own name. Either way `notes` (when given) says so.
     """
     found: list[HandedIn] = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
@@ -320,6 +328,25 @@ def gather(folder: Path, notebook: str) -> list[HandedIn]:
                 found.append(HandedIn(student, read_regular(entry.path)))
             except Refused as exc:
                 found.append(HandedIn(student, reason=f"{shown(entry.name)}: {exc}"))
+    named = {h.student for h in found}
+    kept = []
+    for h in found:
+        copy = COPY_NAME.fullmatch(h.student)
+        if copy and copy.group(1) in named:
+            where = f" in {shown(h.via)}" if h.via else ""
+            if notes is not None:
+                notes.append(
+                    f"passed over {shown(h.student)}{where}: JupyterLab's copy of {shown(copy.group(1))}, "
+                    "whose own notebook is graded (rename the copy to grade it instead)"
+                )
+            continue
+        if copy and notes is not None:
+            notes.append(
+                f"graded {shown(h.student)} under its own name: it is named like JupyterLab's copy of "
+                f"{shown(copy.group(1))}, who handed in nothing else; check whose it is"
+            )
+        kept.append(h)
+    found = kept
     own = {h.student for h in found if not h.via}
     by_student: dict[str, list[HandedIn]] = {}
     for h in found:

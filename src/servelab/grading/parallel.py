@@ -40,9 +40,9 @@ from servelab.grading import course, pipeline, runner, sandbox
 from servelab.grading.console import printable
 
 QUEUE = "servelab_autograde"
-# One grader's own nbgrader process, outside its submission's cgroup (105 MiB peak RSS measured for a
-# lesson's autograde here; grading/README.md), rounded up.
-GRADER_BYTES = 128 * 2**20
+# One grader's own nbgrader process: the memory limit of the step's cgroup beside its submission's
+# (pipeline.NBGRADER_STEP_MEMORY; a lesson's autograde peaks near 105 MiB here, grading/README.md).
+GRADER_BYTES = pipeline.NBGRADER_STEP_MEMORY
 STATUSES = ("pending", "graded", "timed out", "failed", "refused")
 
 
@@ -308,7 +308,7 @@ def prepare(
             raise ParallelGradingError(str(exc)) from None
         if submissions is not None and (submissions / assignment.name).is_dir():
             try:
-                students, turned_away = pipeline.collect(root, assignment, submissions / assignment.name)
+                students, turned_away = pipeline.collect(root, assignment, submissions / assignment.name, log)
             except pipeline.PipelineError as exc:
                 raise ParallelGradingError(str(exc)) from None
             refused += turned_away

@@ -23,7 +23,9 @@ ignored by git) whose source_directory is solutions/:
    feedback HTML under grading/out/feedback/.
 
 Every nbgrader step that touches a submission runs for that one student, in its own
-process group, with its own time limit: a step that fails or runs out of time is a
+process group and, where the machine has cgroups, its own cgroup (`step_limits`: nbgrader's
+own process under NBGRADER_STEP_MEMORY, with the sandbox's cgroup inside it for autograde),
+with its own time limit: a step that fails or runs out of time is a
 flag (or a "failed" status) on that student's row, and the class's grades.csv,
 scores.json and every other student's feedback are written. The instructor-side steps
 (generate_assignment, zip_collect, export) touch no student code; their limit
@@ -54,7 +56,7 @@ from pathlib import Path
 
 import nbformat
 
-from servelab.grading import collection, course, runner, sandbox, trusted
+from servelab.grading import cgroup, collection, course, runner, sandbox, trusted
 from servelab.grading.console import printable
 from servelab.paths import REPO_DIR
 
@@ -65,6 +67,24 @@ GRADER_MARGIN_S = 120  # nbgrader's own steps around the run (gradebook, restore
 # One student's generate_feedback: about 1.5 s for a lesson here (nbgrader's start included); past this
 # limit the student's row says no feedback page was written, and the class goes on.
 FEEDBACK_TIMEOUT_S = 120
+# One student's nbgrader process (autograde's scoring and saving, generate_feedback's page): a graded lesson
+# peaks near 105 MiB here; a notebook at the runner's output caps (2,000 outputs, 4,000,000 characters) fits
+# too. Past it the step is killed by its cgroup and that student's row says so; the class goes on.
+NBGRADER_STEP_MEMORY = 768 * 2**20
+NBGRADER_STEP_PIDS = 64
+
+
+def step_limits(with_sandbox: bool) -> cgroup.Limits:
+    """One per-student nbgrader step's cgroup: its own process, plus (autograde, on cgroup v1, where the
+    sandbox's cgroup is made inside it) the sandbox's whole limits."""
+    inner = sandbox.CGROUP_LIMITS if with_sandbox else cgroup.Limits(0, 0, 0.0)
+    return cgroup.Limits(
+        memory_bytes=NBGRADER_STEP_MEMORY + inner.memory_bytes,
+        pids=NBGRADER_STEP_PIDS + inner.pids,
+        cpus=1.0 + inner.cpus,
+    )
+
+
 # generate_assignment, zip_collect and export read only the instructor's notebooks and the gradebook
 # (seconds each here); the limit is for a machine that is stuck, not one that is busy.
 INSTRUCTOR_STEP_TIMEOUT_S = 1800
@@ -162,11 +182,18 @@ def scan(path: Path) -> list[str]:
         return [f"not a readable notebook ({type(exc).__name__})"]
 
 
-def collect(root: Path, assignment: course.Assignment, folder: Path) -> tuple[list[str], list[Graded]]:
+def collect(
+    root: Path, assignment: course.Assignment, folder: Path, log=lambda *a: None
+) -> tuple[list[str], list[Graded]]:
     """Take what the collection rules take from a folder (collection.py), zip it as an LMS would and let
-    nbgrader's zip_collect file it; the students taken, and a result for each one refused."""
+    nbgrader's zip_collect file it; the students taken, and a result for each one refused. What collection
+    passed over that could look like a student (a JupyterLab copy) is said in `log`."""
     taken, refused = [], []
-    for h in collection.gather(folder, assignment.notebook):
+    notes: list[str] = []
+    handed_in = collection.gather(folder, assignment.notebook, notes)
+    for note in notes:
+        log(f"{assignment.name}: {note}")
+    for h in handed_in:
         if h.refused:
             refused.append(
                 Graded(
@@ -211,30 +238,55 @@ def instructor_step(root: Path, *args: str) -> subprocess.CompletedProcess:
     return result
 
 
-def _bounded(cmd: list[str], root: Path, timeout: float) -> tuple[int | None, float, str]:
-    """Run one per-student nbgrader step in its own process group, killed whole at `timeout`;
-    (exit status, or None when it ran out of time; seconds; its output)."""
+MEMORY_STOPPED = "[stopped by its cgroup's memory limit]"
+
+
+def _bounded(cmd: list[str], root: Path, timeout: float, with_sandbox: bool = False) -> tuple[int | None, float, str]:
+    """Run one per-student nbgrader step in its own process group and cgroup (step_limits), killed whole at
+    `timeout`; (exit status, or None when it ran out of time; seconds; its output, ending with MEMORY_STOPPED
+    when its cgroup's memory limit killed it). Where no cgroup can be made the step runs without one, as the
+    sandbox does (sandbox.limits_in_force says why)."""
     start = time.monotonic()
-    # die_with_parent: a grader killed mid-run leaves no nbgrader writing grades behind it.
-    proc = subprocess.Popen(
-        cmd,
-        cwd=root,
-        env=course.nbgrader_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        start_new_session=True,
-        preexec_fn=runner.die_with_parent,
-    )
+    env = course.nbgrader_env()
     try:
-        log, _ = proc.communicate(timeout=timeout)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        log, _ = proc.communicate()
-        code = None
-    return code, time.monotonic() - start, log or ""
+        group: cgroup.Cgroup | None = cgroup.Cgroup(step_limits(with_sandbox))
+    except cgroup.CgroupUnavailable:
+        group = None
+    if group is not None and group.version == 2 and "SERVELAB_CGROUP_ROOT" not in env:
+        # v2 puts no cgroup of its own under one holding processes: the sandbox's goes beside the step's
+        env["SERVELAB_CGROUP_ROOT"] = str(group.paths["memory"].parent)
+
+    def child() -> None:
+        runner.die_with_parent()  # a grader killed mid-run leaves no nbgrader writing grades behind it
+        if group is not None:
+            group.enter()
+
+    try:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            preexec_fn=child,
+        )
+        try:
+            log, _ = proc.communicate(timeout=timeout)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            log, _ = proc.communicate()
+            code = None
+        log = log or ""
+        if group is not None and code != 0 and group.oom_kills():
+            log += f"\n{MEMORY_STOPPED}"
+    finally:
+        if group is not None:
+            group.close()
+    return code, time.monotonic() - start, log
 
 
 def autograde(
@@ -258,7 +310,9 @@ def autograde(
         f"--SandboxedExecute.run_timeout={submission_timeout}",
         f"--SandboxedExecute.trusted={trusted_submissions}",
     )
-    code, seconds, log = _bounded(cmd, root, submission_timeout + GRADER_MARGIN_S)
+    code, seconds, log = _bounded(cmd, root, submission_timeout + GRADER_MARGIN_S, with_sandbox=True)
+    if log.endswith(MEMORY_STOPPED):
+        log += f" (nbgrader's autograde process may hold {NBGRADER_STEP_MEMORY >> 20} MiB beside the sandbox)"
     if code is None:
         log += f"\n[autograde ran past {submission_timeout + GRADER_MARGIN_S} s and was stopped]"
     return ("graded" if code == 0 else "failed"), seconds, log[-2000:]
@@ -272,6 +326,11 @@ def feedback(root: Path, assignment: course.Assignment, student: str, timeout: f
     html = root / "feedback" / student / assignment.name / f"{assignment.notebook_id}.html"
     if code is None:
         return f"its feedback page took longer than {timeout:g} s to render and was stopped; no page was written"
+    if code != 0 and log.endswith(MEMORY_STOPPED):
+        return (
+            f"its feedback page needed more than the {NBGRADER_STEP_MEMORY >> 20} MiB generate_feedback may hold "
+            "and was stopped; no page was written"
+        )
     if code != 0 or not html.exists():
         said = [line for line in log.strip().splitlines() if "ERROR" in line or "Error" in line][-1:] or ["no output"]
         return f"generate_feedback failed on it ({printable(said[0], limit=200)}); no page was written"
@@ -406,7 +465,7 @@ def run(
         if not folder.is_dir():
             continue
         instructor_step(root, "generate_assignment", assignment.name, "--force")
-        students, refused = collect(root, assignment, folder)
+        students, refused = collect(root, assignment, folder, log)
         log(f"{assignment.name}: {len(students)} submissions" + (f", {len(refused)} refused" if refused else ""))
         for g in refused:
             results.append(g)
