@@ -149,8 +149,28 @@ ZIP_EXTRAS = (
     "carol.ipynb~",
     "sub/.hidden.ipynb",
 )
-FOLDER_EXTRAS = (".zzz_hidden.ipynb", "aab_partial.ipynb~", "zzz_empty.ipynb.swp", "aaa_perfect.ipynb.bak", "._lms.zip")
-EXTRA_NAMES = ("carol-checkpoint", "._carol", ".carol", "carol", ".hidden", ".zzz_hidden", "._lms")
+FOLDER_EXTRAS = (
+    ".zzz_hidden.ipynb",
+    "aab_partial.ipynb~",
+    "zzz_empty.ipynb.swp",
+    "aaa_perfect.ipynb.bak",
+    "._lms.zip",
+    "~$aaa_perfect.ipynb",  # Office's lock file
+    ".~lock.aab_partial.ipynb#",  # LibreOffice's
+    "aaa_perfect-Copy1.ipynb",  # JupyterLab's Duplicate, beside the original: passed over with a note
+)
+EXTRA_NAMES = (
+    "carol-checkpoint",
+    "._carol",
+    ".carol",
+    "carol",
+    ".hidden",
+    ".zzz_hidden",
+    "._lms",
+    "~$aaa_perfect",
+    ".~lock.aab_partial.ipynb#",
+    "aaa_perfect-Copy1",
+)
 ZIP_STUDENTS = {
     "../../zip_slip.ipynb": "zip_slip",
     "sub/../../zip_slip2.ipynb": "zip_slip2",
@@ -295,6 +315,16 @@ for _k in _kids:
 """
 
 
+# Outputs that cost nothing by their data: empty bundles with big metadata, past every per-cell and per-run cap.
+OUTPUT_FLOOD = """
+from IPython.display import publish_display_data
+for _i in range(3000):
+    publish_display_data({}, metadata={"k": "M" * 300})
+for _i in range(3000):
+    publish_display_data({"text/plain": "x"})
+"""
+
+
 def _renders_long(nb):
     """60 markdown cells, each a fenced Python block of 186,000 characters on one line (11 MB in all, under the
     collection's caps): nothing runs, but the feedback page has Pygments highlight every block."""
@@ -351,6 +381,8 @@ def _graded_attacks():
         # memory: the sandbox's /tmp and its processes together, in one cgroup
         "tmpfs_hog": (_with_cell(partial, "warmup1-answer", TMPFS_HOG), {}, "aab_partial"),
         "fork_hog": (_with_cell(partial, "warmup1-answer", FORK_HOG), {}, "aab_partial"),
+        # outputs: counted by their whole JSON and their number, per cell and per run
+        "output_flood": (_with_cell(partial, "warmup1-answer", OUTPUT_FLOOD), {}, "aab_partial"),
         # the per-student steps: a page that takes minutes to render
         "renders_long": (_renders_long(partial), {}, "aab_partial"),
     }
@@ -635,11 +667,36 @@ def test_a_page_that_renders_for_minutes_costs_its_own_feedback_alone(corpus):
             assert not any(f.startswith("feedback:") for f in other.flags), (student, other.flags)
 
 
+def test_an_output_flood_is_cut_in_the_sandbox_and_formgrader_draws_what_is_left(corpus):
+    """85,000 empty bundles once took nbgrader's processes to 741 MB and froze formgrader for minutes."""
+    from servelab.grading import pages, runner
+
+    results, tmp, _, _ = corpus
+    g = results["m_output_flood"]
+    assert any("output cut" in f for f in g.flags), g.flags
+    graded = tmp / "course-hostile" / "autograded"
+    nb = nbformat.read(graded / "m_output_flood" / LESSON.name / f"{LESSON.notebook_id}.ipynb", as_version=4)
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert len(outputs) <= runner.MAX_CELL_OUTPUTS + len(nb.cells), len(outputs)
+    assert sum(len(json.dumps(o)) for o in outputs) < runner.MAX_RUN_OUTPUT_CHARS
+    assert pages.too_large_to_draw(nb) is None  # the instructor can open it
+    for student in CONTROLS:
+        assert (
+            pages.too_large_to_draw(nbformat.read(graded / student / LESSON.name / f"{LESSON.notebook_id}.ipynb", 4))
+            is None
+        )
+    long = nbformat.read(graded / "m_renders_long" / LESSON.name / f"{LESSON.notebook_id}.ipynb", as_version=4)
+    assert "markdown and raw cells hold" in (pages.too_large_to_draw(long) or "")  # refused, not drawn for minutes
+
+
 def test_checkpoints_hidden_files_and_backups_are_never_students(corpus):
     results, tmp, _, _ = corpus
     rows = _rows(tmp / "out-hostile")
     for name in EXTRA_NAMES:
         assert name not in results and name not in rows, name
+    assert not [g for g in results.values() if g.status == "refused" and "~" in g.student]  # no failing exit
+    console = json.loads((tmp / "console.json").read_text())
+    assert any("passed over 'aaa_perfect-Copy1'" in line and "JupyterLab's copy" in line for line in console)
     assert not [s for s in results if "checkpoint" in s or s.startswith((".", "_"))]
     assert not any(".ipynb_checkpoints" in g.reason or "__MACOSX" in g.reason for g in results.values())
 
