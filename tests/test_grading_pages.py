@@ -155,6 +155,11 @@ def hostile_outputs_cell(canary: str) -> str:
 
 
 FAKE_HEADER = "lesson25 (Score: 41.0 / 41.0)"  # what a student's cell, laid over the real header, would claim
+# TeX that MathJax draws as positioned, opaque boxes: raised and pulled left over the page's score header.
+MATH_OVERLAY = (
+    r"$$\smash{\raise{33.3em}{\rlap{\kern-33.8em\bbox[#f5f5f5,0.4em]{\large\textsf{lesson25 (Score: 99.0 / "
+    r"41.0)}\hspace{20em}}}}}$$"
+)
 HIDDEN_WORDS = "a cell the student tried to hide"
 
 
@@ -218,6 +223,9 @@ def hostile_submission(canary: str) -> nbformat.NotebookNode:
     )
     raw = nbformat.v4.new_raw_cell(hostile_html(canary, "raw"), metadata={"raw_mimetype": "text/html"})
     nb.cells[2:2] = [attached, raw, nbformat.v4.new_code_cell(hostile_outputs_cell(canary)), *attribute_cells(canary)]
+    nb.cells[0].source = (
+        MATH_OVERLAY + "\n\n" + nb.cells[0].source
+    )  # above the title, as close to the header as it gets
     return nb
 
 
@@ -581,6 +589,27 @@ def test_mathjax_still_typesets_under_the_feedback_pages_policy(graded, browser,
     page.goto((graded["out"] / "feedback" / LESSON.name / "hostile.html").as_uri(), wait_until="load")
     page.wait_for_function("() => document.querySelectorAll('.mjx-chtml').length > 0", timeout=120_000)
     assert refused == [] and canary.hits == [], (refused, canary.hits)
+    # The overlay is typeset and laid out over the real header (at the width it was aimed at), and clipped to its
+    # cell: what is drawn across the header is the header.
+    page.set_viewport_size({"width": 1200, "height": 900})
+    overlay = """() => [...document.querySelectorAll('.mjx-char')].filter(c => c.textContent.includes('99.0'))
+        .map(c => c.getBoundingClientRect()).filter(r => r.width > 0)"""
+    page.wait_for_function(f"() => ({overlay})().length > 0", timeout=60_000)
+    on_top = page.evaluate(
+        """() => {
+        const h = [...document.querySelectorAll('h4')].find(e => e.textContent.includes('Score'));
+        const r = h.getBoundingClientRect(), found = [];
+        for (let x = r.left + 2; x < r.right; x += 10) {
+            const e = document.elementFromPoint(x, r.top + r.height / 2);
+            if (e && !h.contains(e) && e !== h.parentElement) found.push(e.tagName + '.' + e.className);
+        }
+        const o = (OVERLAY)()[0];
+        const crosses = o.left < r.right && r.left < o.right && o.top < r.bottom && r.top < o.bottom;
+        return {header: h.textContent, covered: found, crosses: crosses};
+    }""".replace("OVERLAY", overlay)
+    )
+    assert on_top["crosses"], on_top  # the payload reaches the header (else this test would prove nothing)
+    assert on_top["covered"] == [] and "99.0" not in on_top["header"], on_top
     page.close()
 
 
@@ -884,7 +913,7 @@ def test_formgrader_refuses_fast_to_draw_a_graded_notebook_past_the_views_caps(m
         start = time.monotonic()
         with pytest.raises(HTTPError) as refused:
             HTMLExporter(config=config).from_notebook_node(nb, resources={"submission_id": "abc", "student": "mallory"})
-        assert time.monotonic() - start < 10  # the flood took minutes to draw; the refusal reads counts only
+        assert time.monotonic() - start < 30  # drawn, the flood takes minutes; the refusal reads counts only
         said = refused.value.log_message % refused.value.args
         assert refused.value.status_code == 413 and why in said, said
         assert "too large to draw" in said and "its grade stands" in said and "autograded/mallory/" in said

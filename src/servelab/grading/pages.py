@@ -253,11 +253,15 @@ def feedback_policy(nonce: str) -> str:
 
 # After the template's styles, for WCAG 2.1 AA on the learner's page: printed feedback wraps instead of
 # scrolling sideways out of keyboard reach; Pygments' comment colour at 4.84:1 on the code background
-# (its own #3d7b7b is 4.46:1); links are underlined, not told from the text by colour alone.
+# (its own #3d7b7b is 4.46:1); links are underlined, not told from the text by colour alone. Nothing a cell
+# holds is drawn outside the cell's box: each cell is a containing block and a paint boundary (contain: paint,
+# overflow: clip), so layout that survives sanitizing (MathJax's \raise, \kern, \rlap and \bbox, which it
+# draws as positioned boxes) cannot lay a fake score over the page's own header, which sits outside every cell.
 FEEDBACK_STYLE = """
 pre { white-space: pre-wrap; overflow-wrap: anywhere; }
 .highlight .c, .highlight .c1, .highlight .cm, .highlight .ch, .highlight .cs { color: #3a7575; }
 a { text-decoration: underline; }
+.cell { position: relative; contain: paint; overflow: clip; }
 """
 NOT_GRADED = "not graded yet"
 _ZERO_SCORE = re.compile(r"Score: 0\.0 /")
