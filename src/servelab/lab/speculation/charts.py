@@ -13,9 +13,14 @@ WCAG 2.1 asks of graphics on white (1.4.11; #0072B2 5.2:1, #D55E00 3.9:1, #009E7
 from __future__ import annotations
 
 import math
+import textwrap
 
 from .drawing import VIEWS, Drawing, trace_uids
 from .points import BATCHES
+
+# The longest line of a legend entry: about 170 px at plotly's 12 px legend font, which a chart at a 320 px
+# viewport (the lab's narrowest layout, tests/test_browser_accessibility.py) still holds beside its symbol.
+LEGEND_LINE = 24
 
 TITLES = {
     "tok_s": "Output tok/s (all requests)",
@@ -116,8 +121,16 @@ def build(view: str):
             yanchor="top",
             font=dict(size=12),
             title=dict(
-                text="filled: measured here<br>open, dashed: simulated<br>diamonds: the course's recording"
-                "<br>crosses: a busy machine, left out",
+                text="<br>".join(
+                    [
+                        "filled: measured here",
+                        "open, dashed: simulated",
+                        "diamonds: the course's",
+                        "recording",
+                        "crosses: a busy machine,",
+                        "left out",
+                    ]
+                ),
                 side="top",
             ),
         ),
@@ -133,12 +146,9 @@ def _axis_names(index: int) -> tuple[str, str]:
 
 
 def legend_name(name: str) -> str:
-    """A long series name on lines a narrow legend holds (a recording's machine on its own line)."""
-    if len(name) <= 36:
-        return name
-    return name.replace(", recorded on the course's machine: ", ",<br>recorded on the course's machine:<br>").replace(
-        ", measured on a busy machine", ",<br>measured on a busy machine"
-    )
+    """A series name on lines a phone-wide legend holds: plotly's SVG text never wraps by itself, so the name
+    is broken between words into lines of at most LEGEND_LINE characters (a recording's machine among them)."""
+    return "<br>".join(textwrap.wrap(name, LEGEND_LINE, break_long_words=False)) or name
 
 
 def update(fig, drawing: Drawing) -> None:
