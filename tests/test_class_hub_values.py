@@ -646,3 +646,18 @@ def test_a_linked_worktrees_git_directory_is_closed_with_the_checkout(linked_wor
     finally:
         class_hub.restore(log=lambda line: None)
     assert {p: (p.stat().st_mode & 0o7777, p.stat().st_gid) for p in was} == was
+
+
+def test_the_instructors_venv_takes_console_scripts_whatever_the_checkout_path(tmp_path):
+    """pip starts a console script with `#!<venv>/bin/python`, or, where that path holds a space (a checkout in
+    "/tmp/ci run/"), with a /bin/sh preamble that execs it: the instructors' venv reads both bodies, and gives
+    each the shebang its own Python needs."""
+    from servelab.classroom import studentenv
+
+    body = b"import sys\nfrom alembic.config import main\n"
+    for where in (tmp_path / "plain" / "bin", tmp_path / "with space" / "bin"):
+        start = studentenv._shebang(where / "python")
+        assert studentenv._script_body(start + body, where) == body
+        assert (b"/bin/sh" in start) == (" " in str(where))
+    assert studentenv._script_body(b"#!/usr/bin/env python3\n" + body, tmp_path / "plain" / "bin") is None
+    assert studentenv._script_body(b"\x7fELF...", tmp_path / "plain" / "bin") is None

@@ -190,6 +190,28 @@ def open_python() -> str:
     )
 
 
+def _sh_preamble(python: str) -> bytes:
+    """pip's start of a console script whose Python's path holds a space (a shebang cannot quote one)."""
+    return f"#!/bin/sh\n'''exec' \"{python}\" \"$0\" \"$@\"\n' '''\n".encode()
+
+
+def _script_body(data: bytes, bin_dir: Path) -> bytes | None:
+    """The Python body of a console script that a Python in `bin_dir` starts, or None for any other file: pip
+    writes `#!<bin_dir>/python` or, where that path holds a space, a /bin/sh preamble that execs it."""
+    first, _, rest = data.partition(b"\n")
+    if first.startswith(f"#!{bin_dir}/python".encode()):
+        return rest
+    second, _, after = rest.partition(b"\n")
+    third, _, body = after.partition(b"\n")
+    if first == b"#!/bin/sh" and second.startswith(f"'''exec' \"{bin_dir}/python".encode()) and third == b"' '''":
+        return body
+    return None
+
+
+def _shebang(python: Path) -> bytes:
+    return _sh_preamble(str(python)) if " " in str(python) else f"#!{python}\n".encode()
+
+
 def build_instructor(state: Path) -> Path:
     """<state>/env/instructor: a venv of `open_python()` that sees this venv's packages (the checkout's
     editable servelab included) through a .pth file, so an instructor runs the course's own code, with its
@@ -217,11 +239,10 @@ def build_instructor(state: Path) -> Path:
     for script in here.iterdir():
         if script.name.startswith(("python", "activate", "pip")) or not script.is_file():
             continue
-        data = script.read_bytes()
-        first, _, body = data.partition(b"\n")
-        if first.startswith(f"#!{here}/python".encode()):
+        body = _script_body(script.read_bytes(), here)
+        if body is not None:
             target = venv / "bin" / script.name
-            target.write_bytes(f"#!{python}".encode() + b"\n" + body)
+            target.write_bytes(_shebang(python) + body)
             target.chmod(0o755)
     for folder in JUPYTER_DIRS:
         if (Path(sys.prefix) / folder).is_dir():
