@@ -151,7 +151,7 @@ def test_copy_tree_refuses_a_folder_swapped_for_a_link_after_it_was_listed(tmp_p
     real_scandir = os.scandir
     swapped = []
 
-    def scandir_then_swap(target):  # the red team's race, made certain: swap right after the top listing
+    def scandir_then_swap(target):  # the swap race, made certain: swap right after the top listing
         listing = list(real_scandir(target))
         if not swapped:
             swapped.append(True)
