@@ -94,7 +94,7 @@ def test_gpu_names_as_people_and_torch_write_them(name):
 
 def test_unknown_gpu_lists_known_types():
     with pytest.raises(hardware.UnknownHardware, match="H200, H100, A100"):
-        hardware.get("B300")
+        hardware.get("H900")
 
 
 # --- the record ----------------------------------------------------------------------------
