@@ -773,11 +773,9 @@ def test_formgrader_draws_no_view_where_the_page_is_not_rebuilt():
     from tornado.web import HTTPError
     from traitlets.config.loader import PyFileConfigLoader
 
-    from servelab.grading import page_policy
-
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("an answer")])
-    assert not page_policy.LOADED
+    assert not pages.POLICY_LOADED
     with pytest.raises(HTTPError, match="JUPYTER_CONFIG_PATH=.*grading/jupyter"):
         HTMLExporter(config=config).from_notebook_node(nb, resources={"submission_id": "abc"})
     HTMLExporter(config=config).from_notebook_node(nb, resources={})  # the feedback's exporter draws on
@@ -897,9 +895,7 @@ def test_formgrader_refuses_fast_to_draw_a_graded_notebook_past_the_views_caps(m
     from tornado.web import HTTPError
     from traitlets.config.loader import PyFileConfigLoader
 
-    from servelab.grading import page_policy
-
-    monkeypatch.setattr(page_policy, "LOADED", True)
+    monkeypatch.setattr(pages, "POLICY_LOADED", True)
     config = PyFileConfigLoader("nbgrader_config.py", path=str(REPO / "grading")).load_config()
     lesson = nbformat.read(REPO / "grading" / "submissions" / LESSON.name / "perfect.ipynb", as_version=4)
     flood = copy.deepcopy(lesson)

@@ -28,7 +28,6 @@ from tornado.web import OutputTransform, RequestHandler
 from servelab.grading import pages
 
 VIEW = "view"
-LOADED = False  # set when this extension is loaded: pages.RequireRebuiltView asks before formgrader draws a view
 FILE_POLICY = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; frame-ancestors 'none'"
 NAVIGATION = {"next", "prev", "next_incorrect", "prev_incorrect"}  # formgrader's redirects to the next submission
 
@@ -107,11 +106,10 @@ def _jupyter_server_extension_points():
 
 
 def _load_jupyter_server_extension(serverapp):
-    global LOADED
     base_url = serverapp.web_app.settings["base_url"]
     prefix = url_path_join(base_url, "formgrader/submissions/")
     # First, so that it sees the page before any encoding (GZip) does.
     serverapp.web_app.transforms.insert(0, functools.partial(SubmissionPagePolicy, prefix, base_url, serverapp.log))
     serverapp.web_app.add_handlers(".*$", [(url_path_join(base_url, pages.FRAME_CSS_PATH), FrameStyle)])
-    LOADED = True
+    pages.POLICY_LOADED = True  # pages.RequireRebuiltView draws a view only once this is set
     serverapp.log.info("servelab: Content-Security-Policy on %s", prefix)

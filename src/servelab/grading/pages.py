@@ -342,6 +342,11 @@ def too_large_to_draw(nb) -> str | None:
     return None
 
 
+# Set by servelab.grading.page_policy when Jupyter loads it (the page policy imports this module, never the other
+# way round): RequireRebuiltView asks before formgrader draws a view.
+POLICY_LOADED = False
+
+
 class RequireRebuiltView(Preprocessor):
     """formgrader draws a submission only in a server that rebuilds the page as it is sent (page_policy loaded),
     and only a graded notebook within the view's caps (too_large_to_draw).
@@ -358,9 +363,7 @@ class RequireRebuiltView(Preprocessor):
         if resources.get("submission_id") is not None:  # formgrader's SubmissionHandler; feedback has none
             from tornado.web import HTTPError
 
-            from servelab.grading import page_policy
-
-            if not page_policy.LOADED:
+            if not POLICY_LOADED:
                 raise HTTPError(
                     500,
                     "This course draws a submission only with its page policy loaded: start the instructor's "
