@@ -21,6 +21,7 @@ from .points import BATCHES
 # The longest line of a legend entry: about 170 px at plotly's 12 px legend font, which a chart at a 320 px
 # viewport (the lab's narrowest layout, tests/test_browser_accessibility.py) still holds beside its symbol.
 LEGEND_LINE = 24
+LEGEND_NAME = 36  # a name up to this long stays on one line: the lab's own series names ("load-adaptive k=4, ...")
 
 TITLES = {
     "tok_s": "Output tok/s (all requests)",
@@ -146,8 +147,11 @@ def _axis_names(index: int) -> tuple[str, str]:
 
 
 def legend_name(name: str) -> str:
-    """A series name on lines a phone-wide legend holds: plotly's SVG text never wraps by itself, so the name
-    is broken between words into lines of at most LEGEND_LINE characters (a recording's machine among them)."""
+    """A series name on lines a phone-wide legend holds: plotly's SVG text never wraps by itself, so a name
+    longer than LEGEND_NAME (a recording's machine, a busy machine's point) is broken between words into lines of
+    at most LEGEND_LINE characters."""
+    if len(name) <= LEGEND_NAME:
+        return name
     return "<br>".join(textwrap.wrap(name, LEGEND_LINE, break_long_words=False)) or name
 
 
