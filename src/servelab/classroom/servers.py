@@ -140,14 +140,44 @@ def _write_key_map(folder: Path, keys: dict[str, str]) -> None:
     _write_private(conf / "keys.map", "\n".join(lines) + "\n", 0o640, ids[1] if ids else -1)
 
 
-def reload_proxy(state: Path) -> bool:
-    """Tell a running nginx of the class to read its key map again (SIGHUP); False when none runs."""
+def _proxy_workers(master: int) -> dict[int, bool]:
+    """nginx's worker processes under `master`, read from /proc: pid -> whether it still takes new connections
+    (a worker of the configuration before a reload is retitled "worker process is shutting down" and has closed
+    its sockets)."""
+    workers = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # the name in (...) may hold spaces
+            if ppid != master:
+                continue
+            title = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if "worker process" in title:
+            workers[int(entry.name)] = "shutting down" not in title
+    return workers
+
+
+def reload_proxy(state: Path, timeout_s: float = 30.0) -> bool:
+    """Tell a running nginx of the class to read its key map again (SIGHUP), and return once every worker that
+    takes new connections was started by that reload (nginx reloads in the background, so a key granted just
+    before would otherwise meet a worker of the old map: 401); False when none runs."""
     pid_file = engines_dir(state) / "run" / "nginx.pid"
     try:
         pid = int(pid_file.read_text().strip())
+        before = set(_proxy_workers(pid))
         os.kill(pid, signal.SIGHUP)
     except (OSError, ValueError):
         return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # bounded: a reload takes milliseconds, seconds on a loaded machine
+        taking = [w for w, open_ in _proxy_workers(pid).items() if open_]
+        if taking and not before.intersection(taking):
+            break
+        time.sleep(0.05)
     return True
 
 
