@@ -108,6 +108,24 @@ def build_wheel(out: Path) -> Path:
     return wheels[0]
 
 
+def _new_venv(venv: Path) -> tuple[Path, Path]:
+    """A fresh venv of `open_python()` at `venv` (any old one removed), without pip: its Python and its site folder."""
+    if venv.exists():
+        shutil.rmtree(venv)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [open_python(), "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300
+    )
+    python = _python(venv)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return python, Path(purelib)
+
+
 def build(state: Path) -> tuple[Path, Path]:
     """Make <state>/env; return the Python every student's server runs and the servelab it installed."""
     env = Path(state) / "env"
@@ -116,19 +134,7 @@ def build(state: Path) -> tuple[Path, Path]:
     site = Path(sysconfig.get_paths()["purelib"])
     _link_tree(site, env / "deps", skip=lambda name: name.startswith(EDITABLE) or name == "__pycache__")
     venv = env / "venv"
-    if venv.exists():
-        shutil.rmtree(venv)
-    base = open_python()
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300)
-    python = _python(venv)
-    purelib = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
+    python, purelib = _new_venv(venv)
     # `import site; site.addsitedir(...)`: deps/ is a site folder, so its own .pth files work as in this venv.
     (purelib / "zz-servelab-deps.pth").write_text(f"import site; site.addsitedir({str(env / 'deps')!r})\n")
     result = subprocess.run(
@@ -217,21 +223,7 @@ def build_instructor(state: Path) -> Path:
     editable servelab included) through a .pth file, so an instructor runs the course's own code, with its
     keys, without opening the folder this venv's base Python lives in. Returns its Python."""
     venv = Path(state) / "env" / "instructor"
-    if venv.exists():
-        shutil.rmtree(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [open_python(), "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True, timeout=300
-    )
-    python = _python(venv)
-    purelib = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-    )
+    python, purelib = _new_venv(venv)
     site = Path(sysconfig.get_paths()["purelib"])
     (purelib / "zz-servelab-checkout.pth").write_text(f"import site; site.addsitedir({str(site)!r})\n")
     # This venv's console scripts (alembic, which nbgrader runs; jupyter; nbgrader), started by this Python.

@@ -16,10 +16,9 @@ With several vLLM services, --select NAME picks one. Returns a readers.Reading f
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
+from .manifests import _value
 from .readers import Reading
 from .schema import ReviewInputError
 
@@ -28,16 +27,6 @@ def _get(node: yaml.Node | None, key: str) -> yaml.Node | None:
     if not isinstance(node, yaml.MappingNode):
         return None
     return next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
-
-
-def _value(node: yaml.Node | None) -> Any:
-    if node is None:
-        return None
-    loader = yaml.SafeLoader("")
-    try:
-        return loader.construct_object(node, deep=True)
-    finally:
-        loader.dispose()
 
 
 def _line(node: yaml.Node) -> int:
