@@ -20,7 +20,8 @@ from ..workload_spec import Evidence, WorkloadSpec
 OVERSIZED_BATCH = (
     2.0  # max-num-seqs above this multiple of peak concurrency: a cap no load reaches (unjustified, never wrong)
 )
-MODEL_LEN_HEADROOM = 4.0  # max-model-len above this multiple of the longest request limits nothing
+# max-model-len above this multiple of the longest request (or the p99 prompt + p99 output bound) limits nothing
+MODEL_LEN_HEADROOM = 4.0
 PREFIX_REUSE_MATTERS = 0.10  # share of prefill a prefix cache would skip; above it, caching off is wrong
 THROUGHPUT_NOISE = 0.02  # throughput differences under 2% are within run-to-run noise
 ASSUMED_ACCEPTANCE = ACCEPTANCE_RATE  # per-token draft acceptance when none is cited (the simulator's 0.7)

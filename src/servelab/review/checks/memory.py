@@ -129,7 +129,7 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     model_max = cfg.model.max_position_embeddings
     one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
     arithmetic = (
-        f"longest request {fmt(longest)} tokens ({f.longest_basis} prompt + output); "
+        f"{_request_bound(f.longest_basis)} {fmt(longest)} tokens ({_summed(f.longest_basis)}); "
         f"one {fmt(m)}-token sequence needs {gb(one_seq_gb)} of KV cache, the budget is "
         f"{_budget(f)} per replica; the model was trained to {fmt(model_max)} positions"
     )
@@ -148,8 +148,8 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
         )
     if m < longest:
         reason = (
-            f"max-model-len {fmt(m)} is shorter than the workload's longest request of {fmt(longest)} tokens "
-            f"({f.longest_basis}), so vLLM rejects those requests."
+            f"max-model-len {fmt(m)} is shorter than the {longest_request_words(f.longest_basis, longest)}, "
+            "so vLLM rejects the requests that reach it."
         )
         fix = f"set max-model-len to {fmt(right)}."
         if model_max and right > model_max:  # no length this model supports covers them
@@ -189,8 +189,9 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     if m > MODEL_LEN_HEADROOM * longest:
         default = " left at the model's default" if "max-model-len" not in cfg.set_keys else ""
         reason = (
-            f"max-model-len {fmt(m)}{default} is {m / longest:.0f}x the longest request of {fmt(longest)} "
-            "tokens: no workload request needs it, and it lets one runaway request take "
+            f"max-model-len {fmt(m)}{default} is {m / longest:.0f}x the "
+            f"{longest_request_words(f.longest_basis, longest)}: no workload request needs it, and it lets one "
+            "runaway request take "
             f"{gb(one_seq_gb)} of the {gb(f.kv_budget_gb)} KV cache."
         )
         return Finding(
@@ -207,6 +208,16 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
     return Finding("max_model_len", "justified", reason, arithmetic, "none.", setting)
 
 
+def _request_bound(basis: str) -> str:
+    """What the summed prompt + output is: the longest request only where both are maxima."""
+    return "longest request" if basis == "max" else "bound on the request length"
+
+
+def _summed(basis: str) -> str:
+    """The two figures summed: 'p99 prompt + p99 output', or the mixed basis as the workload gives it."""
+    return basis if "prompt" in basis else f"{basis} prompt + {basis} output"
+
+
 def longest_request_words(basis: str, tokens: float) -> str:
     """The longest request in words that say what was summed: two p99s bound the p99 request, they are not it."""
     if basis == "max":
@@ -216,7 +227,7 @@ def longest_request_words(basis: str, tokens: float) -> str:
             f"p99 prompt plus the p99 output ({fmt(tokens)} tokens, an upper bound on the p99 request: "
             "the two p99s need not fall on one request)"
         )
-    return f"longest request the workload states, {fmt(tokens)} tokens ({basis} prompt + output)"
+    return f"bound on the request length the workload states, {fmt(tokens)} tokens ({_summed(basis)})"
 
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
