@@ -92,24 +92,32 @@ def test_expected_tokens_per_step_follows_leviathan():
         expected_tokens_per_step(1.2, 4)
 
 
-def test_step_time_is_max_of_compute_and_memory_plus_draft_plus_overhead():
+def test_step_time_is_kv_reads_plus_max_of_weight_reads_and_arithmetic_plus_draft_plus_overhead():
+    # the lesson's step (the scaling-book inference chapter's and MagicDec's form): attention reads the
+    # KV cache in kernels of its own, so the KV reads add to max(weight reads, arithmetic)
     sim = gpu("H200")
     hw = hardware.get("H200")
+    byte_s = hw.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency
     for batch in (1, 8, 64, 512):
         s = sim.step(batch, K, "ngram", A)
-        assert s.time_s == pytest.approx(max(s.compute_s, s.memory_s) + s.draft_s + s.overhead_s)
-        assert s.tokens_verified == batch * (K + 1)
-        flops = batch * (K + 1) * LLAMA_8B.flops_per_token(sim.context_len)
-        assert s.compute_s == pytest.approx(flops / (hw.peak_tflops * 1e12 * sim.compute_efficiency))
         weights = LLAMA_8B.matmul_params * DTYPE_BYTES["bfloat16"]
         kv = batch * sim.context_len * LLAMA_8B.kv_bytes_per_token("bfloat16")
-        assert s.memory_s == pytest.approx((weights + kv) / (hw.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency))
+        assert s.weights_s == pytest.approx(weights / byte_s)
+        assert s.kv_s == pytest.approx(kv / byte_s)  # attention's own arithmetic hides under its reads here
+        assert s.compute_s == pytest.approx(
+            batch * (K + 1) * 2 * LLAMA_8B.matmul_params / (hw.peak_tflops * 1e12 * sim.compute_efficiency)
+        )
+        assert s.time_s == pytest.approx(s.kv_s + max(s.weights_s, s.compute_s) + s.draft_s + s.overhead_s)
+        assert s.tokens_verified == batch * (K + 1)
+        assert s.memory_s == pytest.approx((weights + kv) / byte_s)
+        assert s.bound == ("compute" if s.compute_s > s.weights_s else "memory")
         assert s.draft_s == pytest.approx(batch * K * sim.ngram_s_per_token)
         assert s.overhead_s == pytest.approx(
             sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s + sim.spec_overhead_s
         )
         assert s.output_tok_s == pytest.approx(batch * expected_tokens_per_step(A, K) / s.time_s)
         assert s.tpot_ms == pytest.approx(1000 * s.time_s / expected_tokens_per_step(A, K))
+        flops = batch * (K + 1) * LLAMA_8B.flops_per_token(sim.context_len)
         assert s.intensity_flop_per_byte == pytest.approx(flops / (weights + kv))
     plain = sim.step(1)
     assert plain.overhead_s == pytest.approx(sim.step_overhead_s + LLAMA_8B.num_layers * sim.layer_overhead_s)
@@ -201,21 +209,77 @@ def test_pure_roofline_crossover_is_expected_tokens_times_ridge_batch():
 
 
 def test_long_contexts_keep_decode_memory_bound_and_push_the_crossover_out():
-    # MagicDec's point: the KV cache read grows with batch and context, so the plain step stays memory-bound.
+    # MagicDec's point: the KV cache read grows with batch and context and adds the same time with
+    # speculation and without, so the longer the context, the later (or never) speculation stops paying.
     short = gpu("H200", context_len=128).crossover_batch(K, "ngram", A)
-    medium = gpu("H200", context_len=1024).crossover_batch(K, "ngram", A)
-    assert short < medium
+    medium = gpu("H200", context_len=512).crossover_batch(K, "ngram", A)
+    assert short is not None and medium is not None and short < medium
     assert gpu("H200", context_len=8192).crossover_batch(K, "ngram", A) is None
+    speedups = [gpu("H200", context_len=c).speedup(100, K, "ngram", A) for c in (256, 1024, 4096)]
+    assert speedups == sorted(speedups)
+
+
+def _lesson_tables():
+    ngram = {r["context_len"]: r for r in simulate.crossover_by_context(gpu("H200"), CONTEXTS, K, "ngram", A)}
+    drafted = gpu("H200", draft=modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct"))
+    draft = {r["context_len"]: r for r in simulate.crossover_by_context(drafted, CONTEXTS, K, "draft_model", A)}
+    return ngram, draft
+
+
+CONTEXTS = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def test_crossover_by_context_is_the_table_the_lesson_quotes():
     rows = simulate.crossover_by_context(gpu("H200"), (256, 1024, 4096), K, "ngram", A, batch=200)
     assert [r["context_len"] for r in rows] == [256, 1024, 4096]
-    # the numbers the docstring states: about 132 at 256 tokens (the default), about 525 at 1,024, none at 4,096
-    assert round(rows[0]["crossover_batch"]) == 132 and 500 < rows[1]["crossover_batch"] < 550
-    assert rows[2]["crossover_batch"] is None and rows[2]["speedup_at_batch"] > 2
-    assert rows[0]["speedup_at_batch"] < 1 < rows[1]["speedup_at_batch"]  # batch 200 loses at 256, gains at 1,024
+    assert rows[0]["crossover_batch"] is not None and rows[0]["crossover_batch"] < 200
+    assert rows[1]["crossover_batch"] is None and rows[2]["crossover_batch"] is None
+    assert rows[0]["speedup_at_batch"] < 1 < rows[1]["speedup_at_batch"] < rows[2]["speedup_at_batch"]
+    assert all(r["fits"] for r in rows)  # batch 200 fits an H200 up to 4,096 tokens
     assert gpu("H200").context_len == simulate.CONTEXT_LEN == 256  # the table leaves the simulator as it was
+
+
+def test_the_docstring_states_the_numbers_the_simulator_computes():
+    doc = " ".join(simulate.__doc__.split())
+    ngram, draft = _lesson_tables()
+    assert f"about {ngram[256]['crossover_batch']:.0f} at a 256-token context" in doc
+    assert f"about {ngram[512]['crossover_batch']:.0f} at 512; from 1,024 tokens on it finds none" in doc
+    assert all(ngram[c]["crossover_batch"] is None for c in CONTEXTS if c >= 1024)
+    assert (
+        f"about {draft[256]['crossover_batch']:.0f} at 256 tokens, {draft[1024]['crossover_batch']:.0f} at "
+        f"1,024 and {draft[2048]['crossover_batch']:.0f} at 2,048" in doc
+    )
+    at = {c: gpu("H200", context_len=c).max_batch() for c in (1024, 8192)}
+    assert f"about {int(at[1024]):,} sequences at 1,024 tokens and {int(at[8192])} at 8,192" in doc
+    need = LLAMA_8B.kv_bytes(8192, 200, "bfloat16") / 1e9
+    assert f"about {need:.0f} GB of KV cache" in doc
+
+
+def test_a_batch_whose_kv_cache_does_not_fit_is_no_operating_point():
+    sim = gpu("H200", context_len=8192)
+    hw = hardware.get("H200")
+    # batch 200 at 8,192 tokens: about 215 GB of KV cache against an H200's memory less the weights
+    assert LLAMA_8B.kv_bytes(8192, 200, "bfloat16") > hw.memory_gb * 1e9 - LLAMA_8B.weight_bytes("bfloat16")
+    assert not sim.fits(200) and not sim.step(200, K, "ngram", A).fits
+    assert sim.fits(sim.max_batch()) and sim.step(100).fits
+    assert sim.max_batch() == pytest.approx(
+        (hw.memory_gb * 1e9 - LLAMA_8B.weight_bytes("bfloat16")) / (8192 * LLAMA_8B.kv_bytes_per_token("bfloat16"))
+    )
+    # a draft model holds weights and a KV cache of its own: fewer sequences fit
+    draft = modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")
+    assert gpu("H200", context_len=8192, draft=draft).max_batch() < sim.max_batch()
+    # the crossover search stops at the largest batch that fits: with too little memory for the batch
+    # where speculation would stop paying, there is no crossover, and the search says how far it went
+    free = gpu("H200")
+    cross = free.crossover_batch(K, "ngram", A)
+    small = dataclasses.replace(free, hardware=dataclasses.replace(hw, memory_gb=0))
+    assert small.crossover_batch(K, "ngram", A) == pytest.approx(cross)  # memory_gb 0: not checked
+    tight_gb = (LLAMA_8B.weight_bytes("bfloat16") + cross / 2 * free.kv_bytes_per_sequence()) / 1e9
+    tight = dataclasses.replace(free, hardware=dataclasses.replace(hw, memory_gb=tight_gb))
+    assert tight.crossover_batch(K, "ngram", A) is None
+    assert tight.search_limit() == math.floor(tight.max_batch()) == math.floor(cross / 2)
+    row = simulate.crossover_by_context(tight, (256,), K, "ngram", A, batch=200)[0]
+    assert row["crossover_batch"] is None and not row["fits"] and row["searched_up_to"] < 200
 
 
 @pytest.mark.parametrize(

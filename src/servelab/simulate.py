@@ -3,35 +3,31 @@
 Read it top to bottom. One decode step of B sequences, each verifying k draft
 tokens plus one token of its own, takes
 
-    time = max(compute, memory) + draft + overhead
+    time = KV reads + max(weight reads, arithmetic) + draft + overhead
 
-    compute  = FLOPs of B(k+1) tokens / (peak FLOP/s x compute_efficiency)
-    memory   = (weights, read once + KV cache, read once per sequence)
-               / (bandwidth x bandwidth_efficiency)
-    draft    = n-gram: a small CPU cost per sequence and draft position;
-               draft model: k small steps of the draft's own, on the same hardware
-    overhead = per step + per layer (scheduler, kernel launches, sampling),
-               plus the speculative machinery (proposer call, rejection sampler)
+    KV reads     = B x context x KV bytes per token / (bandwidth x bandwidth_efficiency)
+                   (or attention's own arithmetic over the context where that takes longer, as in a prefill)
+    weight reads = weights, read once for the whole batch / (bandwidth x bandwidth_efficiency)
+    arithmetic   = 2 x matmul parameters x B(k+1) tokens / (peak FLOP/s x compute_efficiency)
+    draft        = n-gram: a small CPU cost per sequence and draft position;
+                   draft model: k small steps of the draft's own, each priced the same way
+    overhead     = per step + per layer (scheduler, kernel launches, sampling),
+                   plus the speculative machinery (proposer call, rejection sampler)
 
 and yields (1 - a^(k+1)) / (1 - a) tokens per sequence, a being the chance that
 one draft token is accepted (Leviathan et al. 2022). An n-gram drafter finds a
 match for only some sequences (ngram_match_rate); the others verify, and gain,
 one token.
 
-What a step reads grows two ways. The weights are read once per step, whatever the batch; each
-sequence's KV cache (context x KV bytes per token) is read once per step too, so the KV reads grow
-with batch x context and are not shared. Per sequence, then, a step costs
+This is the form of the scaling-book inference chapter and of MagicDec (the lesson's): attention
+reads the KV cache in kernels of its own, so those reads do not overlap the matmuls' weight reads
+and arithmetic, and the two phases add. What a step reads grows two ways. The weights are read once
+per step, whatever the batch; each sequence's KV cache (context x KV bytes per token) is read once
+per step too, so the KV reads grow with batch x context and are not shared. They cost the same
+for 1 token or k + 1, with speculation and without.
 
-    KV reads (context x KV bytes / bandwidth, the same for 1 token or k + 1) + a share of the weight reads
-    (weights / B) against (k + 1) tokens of arithmetic,
-
-and the step waits on arithmetic only when B(k+1) tokens of it outweigh the weights and all B caches.
-This model takes the larger of the two (it lets the reads and the arithmetic overlap); a kernel-by-kernel
-view (attention reads the KV cache in kernels of its own, the scaling-book inference chapter's form) adds
-the KV reads to max(weight reads, arithmetic), which keeps a step on its reads longer still.
-
-At small batch and short context the step waits on the weight reads: the k extra tokens ride along,
-and speculation wins. Once B(k+1) tokens pass the hardware's ridge point the step waits on arithmetic:
+At small batch and short context the matmuls wait on the weight reads: the k extra tokens ride along,
+and speculation wins. Once B(k+1) tokens pass the hardware's ridge point the matmuls wait on arithmetic:
 every token verified costs time and the rejected ones are wasted. That is where speculation starts to
 cost, not where it loses: each sequence still keeps E = (1 - a^(k+1)) / (1 - a) of its k + 1 verified
 tokens, so past the ridge a step makes B x E tokens in the time of B(k+1) / ridge weight reads, against
@@ -40,12 +36,19 @@ B tokens in B / ridge without it, and, leaving out the KV reads, speculation bre
     B = ridge tokens per step x E / (k + 1)
 
 about 114 for Llama-3.1-8B on an H200 at k = 4, a = 0.7 with a drafter that costs nothing (206 x 2.77 / 5),
-while the ridge batch, ridge / (k + 1), is 41. The KV reads move it: they add the same time per sequence
-with speculation and without, and the longer the context, the larger their share. With them and the
-overheads above, crossover_batch() finds for n-gram (free) drafts at k = 4, a = 0.7 about 132 at a
-256-token context (CONTEXT_LEN, the default), about 175 at 512, about 525 at 1,024, and none up to batch
-4,096 from 2,048 tokens on: there the step never waits on arithmetic. A draft model moves it the other
-way (its own k steps cost time): crossover_by_context() tabulates both.
+while the ridge batch, ridge / (k + 1), is 41. The KV reads move it out: they add the same time to the
+step with speculation and without, so the longer the context, the smaller the arithmetic's share of the
+step and the less the rejected tokens cost. With them and the overheads above, crossover_batch() finds
+for n-gram (free) drafts at k = 4, a = 0.7 about 121 at a 256-token context (CONTEXT_LEN, the default)
+and about 143 at 512; from 1,024 tokens on it finds none: speculation pays at every batch whose KV
+caches fit. A draft model pulls it in (its own k steps cost time): about 92 at 256 tokens, 115 at
+1,024 and 172 at 2,048. crossover_by_context() tabulates both.
+
+A batch whose KV caches do not fit in the GPU's memory after the weights (max_batch(), from the
+hardware preset's memory_gb; an upper bound, as vLLM keeps some memory for itself) is no operating
+point: Step.fits says so, and crossover_batch() searches only batches that fit. For Llama-3.1-8B in
+bf16 on an H200 that is about 1,003 sequences at 1,024 tokens and 125 at 8,192: batch 200 at 8,192
+tokens would need about 215 GB of KV cache.
 """
 
 from __future__ import annotations
@@ -127,17 +130,20 @@ class Step:
     num_speculative_tokens: int  # k actually used (adaptive and ideal choose it per batch)
     method: str
     acceptance_rate: float
-    compute_s: float  # arithmetic of the verify pass
+    compute_s: float  # arithmetic of the verify pass's matmuls: 2 FLOPs per matmul parameter and token
     memory_s: float  # weights + KV cache reads of the verify pass
     draft_s: float  # proposing the k draft tokens
     overhead_s: float  # step + layer + speculative machinery
-    time_s: float  # max(compute_s, memory_s) + draft_s + overhead_s
+    time_s: float  # kv_s + max(weights_s, compute_s) + draft_s + overhead_s
     tokens_verified: float  # B(k+1); fewer when an n-gram finds no match for some sequences
     expected_tokens_per_seq: float  # (1 - a^(k+1)) / (1 - a), averaged with 1 for sequences without an n-gram match
     output_tok_s: float  # B x expected_tokens_per_seq / time_s
     tpot_ms: float  # time per output token, per sequence
-    bound: str  # "memory" | "compute": which side of the roofline the verify pass is on
+    bound: str  # "memory" | "compute": what sets the matmul phase, its weight reads or its arithmetic
     intensity_flop_per_byte: float  # verify FLOPs / bytes read
+    weights_s: float = 0.0  # the verify pass's weight reads, read once for the batch
+    kv_s: float = 0.0  # the verify pass's attention: every sequence's KV reads (its arithmetic, if larger)
+    fits: bool = True  # the batch's KV caches fit in memory after the weights (Simulator.max_batch)
 
 
 @dataclass(frozen=True)
@@ -187,15 +193,88 @@ class Simulator:
 
     # --- one forward pass: the roofline ---------------------------------------
     def forward(self, spec: ModelSpec, batch_size: float, tokens_per_seq: float) -> tuple[float, float, float, float]:
-        """(compute_s, memory_s, flops, bytes) of one forward pass over batch_size x tokens_per_seq tokens."""
+        """(compute_s, memory_s, flops, bytes) of one forward pass over batch_size x tokens_per_seq tokens.
+
+        compute_s is all its arithmetic and memory_s all its reads, weights and KV cache; phases() splits
+        them into the two phases that pass_s() adds up.
+        """
         flops = batch_size * tokens_per_seq * spec.flops_per_token(self.context_len)
-        # Weights are read once for the whole batch (the embedding table only row by row, unless it
-        # doubles as the LM head); each sequence reads its own KV cache once, however many tokens it verifies.
-        weight_bytes = spec.matmul_params * DTYPE_BYTES[self.resolved_dtype]
-        bytes_read = weight_bytes + batch_size * self.context_len * spec.kv_bytes_per_token(self.resolved_dtype)
-        compute_s = flops / (self.hardware.peak_tflops * 1e12 * self.compute_efficiency)
-        memory_s = bytes_read / (self.hardware.bandwidth_gb_s * 1e9 * self.bandwidth_efficiency)
+        weights_s, kv_s, gemm_s, attention_s = self.phases(spec, batch_size, tokens_per_seq)
+        compute_s = gemm_s + attention_s
+        memory_s = weights_s + kv_s
+        bytes_read = self._weight_bytes(spec) + self._kv_read_bytes(spec, batch_size)
         return compute_s, memory_s, flops, bytes_read
+
+    def _weight_bytes(self, spec: ModelSpec) -> float:
+        # Weights are read once for the whole batch (the embedding table only row by row, unless it
+        # doubles as the LM head).
+        return spec.matmul_params * DTYPE_BYTES[self.resolved_dtype]
+
+    def _kv_read_bytes(self, spec: ModelSpec, batch_size: float) -> float:
+        # Each sequence reads its own KV cache once, however many tokens it verifies.
+        return batch_size * self.context_len * spec.kv_bytes_per_token(self.resolved_dtype)
+
+    def phases(self, spec: ModelSpec, batch_size: float, tokens_per_seq: float) -> tuple[float, float, float, float]:
+        """(weights_s, kv_s, gemm_s, attention_s) of one forward pass: reads and arithmetic of its two phases.
+
+        The matmuls read the weights (weights_s) and do 2 FLOPs per matmul parameter and token (gemm_s);
+        attention reads every sequence's KV cache (kv_s) and does its own arithmetic over the context
+        (attention_s).
+        """
+        tokens = batch_size * tokens_per_seq
+        gemm_flops = tokens * 2.0 * spec.matmul_params
+        attention_flops = tokens * spec.flops_per_token(self.context_len) - gemm_flops
+        flop_s = self.hardware.peak_tflops * 1e12 * self.compute_efficiency
+        byte_s = self.hardware.bandwidth_gb_s * 1e9 * self.bandwidth_efficiency
+        return (
+            self._weight_bytes(spec) / byte_s,
+            self._kv_read_bytes(spec, batch_size) / byte_s,
+            gemm_flops / flop_s,
+            attention_flops / flop_s,
+        )
+
+    def pass_s(self, spec: ModelSpec, batch_size: float, tokens_per_seq: float) -> float:
+        """One forward pass's time: attention (its KV reads, or its arithmetic if larger) + max(weight reads, GEMMs).
+
+        Attention reads the KV cache in kernels of its own, so those reads do not overlap the matmuls'
+        weight reads and arithmetic: the two phases add.
+        """
+        weights_s, kv_s, gemm_s, attention_s = self.phases(spec, batch_size, tokens_per_seq)
+        return max(kv_s, attention_s) + max(weights_s, gemm_s)
+
+    # --- memory: does the batch's KV cache fit? ----------------------------------
+    def resident_bytes(self) -> float:
+        """Bytes the served weights hold in GPU memory: the target's, and the draft model's when there is one."""
+        total = self.model.weight_bytes(self.resolved_dtype)
+        if self.draft is not None:
+            total += self.draft.weight_bytes(self.resolved_dtype)
+        return total
+
+    def kv_bytes_per_sequence(self) -> float:
+        """KV cache one sequence holds at context_len: the target's, plus the draft model's own when there is one."""
+        per_token = self.model.kv_bytes_per_token(self.resolved_dtype)
+        if self.draft is not None:
+            per_token += self.draft.kv_bytes_per_token(self.resolved_dtype)
+        return self.context_len * per_token
+
+    def max_batch(self) -> float:
+        """The largest batch whose KV caches fit in the hardware's memory after the weights; inf if unknown.
+
+        An upper bound: vLLM also keeps activations and CUDA graphs and, by default, uses 90 % of the
+        memory (gpu_memory_utilization), so a real engine fits fewer. Hardware with memory_gb 0 (a CPU
+        roofline that does not say) is not checked. 0 when the weights alone do not fit.
+        """
+        if self.hardware.memory_gb <= 0:
+            return math.inf
+        free = self.hardware.memory_gb * 1e9 - self.resident_bytes()
+        if free <= 0:
+            return 0.0
+        per_sequence = self.kv_bytes_per_sequence()
+        return free / per_sequence if per_sequence > 0 else math.inf  # no context: any batch fits
+
+    def fits(self, batch_size: float) -> bool:
+        """Does a batch of batch_size sequences at context_len fit in memory (weights + every KV cache)?"""
+        return batch_size <= self.max_batch()
 
     # --- one decode step: verify + draft + overhead -----------------------------
     def step(
@@ -239,7 +318,9 @@ class Simulator:
         # Sequences with a draft verify k + 1 tokens; an n-gram without a match leaves a sequence with 1.
         drafted = self.ngram_match_rate if drafter == "ngram" else 1.0
         tokens_per_seq = 1 + drafted * k
-        compute_s, memory_s, flops, bytes_read = self.forward(self.model, B, tokens_per_seq)
+        _, memory_s, flops, bytes_read = self.forward(self.model, B, tokens_per_seq)
+        weights_s, kv_read_s, compute_s, attention_s = self.phases(self.model, B, tokens_per_seq)
+        kv_s = max(kv_read_s, attention_s)
 
         if drafter == "ngram":
             draft_s = B * propose_k * self.ngram_s_per_token  # every sequence is searched, match or not
@@ -252,7 +333,8 @@ class Simulator:
         if machinery:
             overhead_s += self.spec_overhead_s
 
-        time_s = max(compute_s, memory_s) + draft_s + overhead_s
+        # the lesson's step: KV reads (attention's own kernels) + max(weight reads, arithmetic)
+        time_s = kv_s + max(weights_s, compute_s) + draft_s + overhead_s
         gained = 1 + drafted * (expected_tokens_per_step(acceptance_rate, k) - 1)
         return Step(
             batch_size=batch_size,
@@ -268,8 +350,11 @@ class Simulator:
             expected_tokens_per_seq=gained,
             output_tok_s=B * gained / time_s,
             tpot_ms=1000.0 * time_s / gained,
-            bound="compute" if compute_s > memory_s else "memory",
+            bound="compute" if compute_s > weights_s else "memory",
             intensity_flop_per_byte=flops / bytes_read,
+            weights_s=weights_s,
+            kv_s=kv_s,
+            fits=self.fits(B),
         )
 
     def _draft_step_s(self, batch_size: float) -> float:
@@ -279,8 +364,7 @@ class Simulator:
                 "Method 'draft_model' needs a draft: Simulator(..., draft=modelspec.preset(...)) "
                 "or a ModelSpec of the draft you serve."
             )
-        compute_s, memory_s, _, _ = self.forward(self.draft, batch_size, 1)
-        return max(compute_s, memory_s) + self.draft.num_layers * self.layer_overhead_s
+        return self.pass_s(self.draft, batch_size, 1) + self.draft.num_layers * self.layer_overhead_s
 
     @property
     def proposer(self) -> str:
@@ -325,8 +409,11 @@ class Simulator:
 
     def prefill_s(self, batch_size: float, prompt_len: float) -> float:
         """One prefill pass over every prompt in the batch: many tokens per sequence, so usually compute-bound."""
-        compute_s, memory_s, _, _ = self.forward(self.model, batch_size, prompt_len)
-        return max(compute_s, memory_s) + self.step_overhead_s + self.model.num_layers * self.layer_overhead_s
+        return (
+            self.pass_s(self.model, batch_size, prompt_len)
+            + self.step_overhead_s
+            + self.model.num_layers * self.layer_overhead_s
+        )
 
     def batch_tok_s(
         self,
@@ -350,11 +437,27 @@ class Simulator:
     ) -> float | None:
         """The batch where speculation's speedup falls to 1.0, interpolated in log batch; None if not in `batches`.
 
-        Default batches: 1 to 4096, eight per doubling. For adaptive and ideal it is
-        the batch where the policy turns speculation off.
+        Default batches: 1 to 4096, eight per doubling. Only batches whose KV caches fit in memory
+        (fits(), max_batch()) are searched: a crossover past the largest batch that fits is no
+        operating point, so it is None too; search_limit() says how far the search went. For
+        adaptive and ideal it is the batch where the policy turns speculation off.
         """
-        batches = list(batches) if batches is not None else list(SEARCH_BATCHES)
+        batches = self._searched(batches)
         return crossover(batches, [self.speedup(b, k, method, acceptance_rate) for b in batches])
+
+    def search_limit(self, batches=None) -> float:
+        """The largest batch crossover_batch() searches: the last of `batches` (default 4096) that fits in memory."""
+        return max(self._searched(batches), default=0.0)
+
+    def _searched(self, batches=None) -> list[float]:
+        """The batches a crossover is searched over: those that fit; the default grid ends at the largest that fits."""
+        if batches is not None:
+            return [b for b in batches if self.fits(b)]
+        fitting = [b for b in SEARCH_BATCHES if self.fits(b)]
+        largest = math.floor(self.max_batch()) if math.isfinite(self.max_batch()) else 0
+        if fitting and fitting[-1] < largest < SEARCH_BATCHES[-1]:
+            fitting.append(float(largest))
+        return fitting
 
     def ridge_batch(self, k: int) -> float:
         """The batch where B(k+1) verified tokens reach the hardware's ridge point (datasheet roofline)."""
@@ -444,8 +547,12 @@ def crossover_by_context(
     acceptance_rate: float = ACCEPTANCE_RATE,
     batch: float = 200,
 ) -> list[dict]:
-    """Per context length: the crossover batch (None: speculation pays up to batch 4096) and the speedup at `batch`.
+    """Per context length: the crossover batch and the speedup at `batch`, each with whether it fits in memory.
 
+    crossover_batch is None when speculation pays at every batch searched: up to 4096, or up to
+    max_batch, the largest batch whose KV caches fit after the weights, when that is smaller
+    (searched_up_to says which). fits says whether `batch` itself fits; where it does not,
+    speedup_at_batch is what the roofline would give, at no operating point a GPU can run.
     Each sequence reads its own KV cache every step, so the context moves the crossover; this is the table
     the lesson and the spec-decode lab quote beside every crossover they name.
     """
@@ -456,8 +563,11 @@ def crossover_by_context(
             {
                 "context_len": int(context),
                 "crossover_batch": at.crossover_batch(k, method, acceptance_rate),
+                "searched_up_to": at.search_limit(),
+                "max_batch": at.max_batch(),
                 "speedup_at_batch": at.speedup(batch, k, method, acceptance_rate),
                 "batch": batch,
+                "fits": at.fits(batch),
             }
         )
     return rows
@@ -512,17 +622,17 @@ def tensor_parallel_step_s(sim: Simulator, batch_size: float, tp: int, shared_me
     """One decode step's time split over tp devices (no speculation): roofline / tp, plus 2 all-reduces a layer."""
     if tp < 1:
         raise ValueError(f"tensor_parallel_size must be at least 1, not {tp}.")
-    compute_s, memory_s, _, _ = sim.forward(sim.model, batch_size, 1)
+    weights_s, kv_s, gemm_s, attention_s = sim.phases(sim.model, batch_size, 1)
     kind = "cpu" if shared_memory else "gpu"
     if not shared_memory:  # each GPU computes its 1/tp share from its own memory
-        compute_s, memory_s = compute_s / tp, memory_s / tp
+        weights_s, kv_s, gemm_s, attention_s = (t / tp for t in (weights_s, kv_s, gemm_s, attention_s))
     # On a CPU each rank does 1/tp of the work on 1/tp of the cores, over the same memory bus: no faster.
     comm_s = 0.0
     if tp > 1:
         bytes_per = batch_size * sim.model.hidden_size * DTYPE_BYTES[sim.resolved_dtype]
         comm_s = 2 * sim.model.num_layers * (ALLREDUCE_S[kind] + bytes_per / (ALLREDUCE_GB_S[kind] * 1e9))
     overhead_s = sim.step_overhead_s + sim.model.num_layers * sim.layer_overhead_s
-    return max(compute_s, memory_s) + comm_s + overhead_s
+    return max(kv_s, attention_s) + max(weights_s, gemm_s) + comm_s + overhead_s
 
 
 def tensor_parallel_table(
@@ -1027,13 +1137,22 @@ def run(args) -> int:
         print(
             f"{b:>6} {off.output_tok_s:>11.1f} {on.output_tok_s:>11.1f} "
             f"{on.output_tok_s / off.output_tok_s:>7.2f}x {on.num_speculative_tokens:>3} {on.bound:>8}"
+            + ("" if on.fits else "  does not fit")
         )
     cross = sim.crossover_batch(k, method, a)
     print(
         f"crossover: speculation stops paying (speedup reaches 1.0) at batch {cross:.1f}"
         if cross
-        else "crossover: speculation pays at every batch from 1 to 4096, or at none"
+        else f"crossover: speculation pays at every batch from 1 to {sim.search_limit():.0f}, or at none"
+        + (" (the largest batch whose KV caches fit)" if sim.search_limit() < SEARCH_BATCHES[-1] else "")
     )
+    unfit = [b for b, _, _ in rows if not sim.fits(b)]
+    if unfit:
+        print(
+            f"does not fit: batch {', '.join(map(str, unfit))} needs more KV cache than the "
+            f"{hw.memory_gb:g} GB of {hw.name} holds after the weights (at most {sim.max_batch():.0f} sequences "
+            f"of {sim.context_len:,} tokens)"
+        )
     print(
         f"ridge: {k + 1} tokens per sequence reach the ridge ({hw.ridge_flop_per_byte:.0f} FLOP/byte) "
         f"at batch {sim.ridge_batch(k):.1f}"
