@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 VALUES = yaml.safe_load((REPO / "class" / "z2jh-values.yaml").read_text())
 STACK = yaml.safe_load((REPO / "class" / "vllm-stack-values.yaml").read_text())
 INSTRUCTOR_EGRESS = yaml.safe_load((REPO / "class" / "instructor-egress.yaml").read_text())
+GATEWAY = {d["kind"]: d for d in yaml.safe_load_all((REPO / "class" / "engine-gateway.yaml").read_text())}
+ROSTER = ["teacher", "someone", "ada", "bo"]  # the users the pods below are spawned for
 ROLES = ("student", "instructor")
 GROUP = {"student": "students", "instructor": "instructors"}
 KUBECONFIG = """apiVersion: v1
@@ -83,6 +85,12 @@ def hub_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SERVELAB_GRADEBOOK_URL", "postgresql+psycopg2://from-the-secret")
     monkeypatch.setenv("OAUTH_CLIENT_ID", "from-the-secret")
     monkeypatch.setenv("OAUTH_CLIENT_SECRET", "from-the-secret")
+    # the engines' gateway's Secret, as hub.extraVolumes mounts its keys.json (cluster engine-keys)
+    from servelab.classroom import cluster
+
+    secret = cluster.gateway_manifests(cluster.engine_keys(ROSTER))[0]
+    (tmp_path / "keys.json").write_text(secret["stringData"]["keys.json"])
+    monkeypatch.setenv("SERVELAB_ENGINE_KEYS", str(tmp_path / "keys.json"))
     return tmp_path
 
 
@@ -100,15 +108,21 @@ def start_hub(config, folder: Path):
 
 def pods(*users: tuple[str, int, str]) -> dict[str, dict]:
     """KubeSpawner's pod manifest for each (role, hub user id, name), after the values' pre_spawn_hook, as JSON."""
+    from jupyterhub import orm
     from kubernetes_asyncio.client import ApiClient
     from kubespawner import KubeSpawner
 
     config = hub_config()
+    db = orm.new_session_factory("sqlite://")()  # the hub's own database, knowing these users
+    for _role, user_id, name in users:
+        db.add(orm.User(name=name, id=user_id))
+    db.commit()
 
     async def manifests():
         out = {}
         for role, user_id, name in users:
-            user = SimpleNamespace(name=name, id=user_id, groups=[SimpleNamespace(name=GROUP[role])], url="/")
+            groups = [SimpleNamespace(name=GROUP[role])]
+            user = SimpleNamespace(name=name, id=user_id, groups=groups, url="/", db=db)
             spawner = KubeSpawner(_mock=True, config=config, user=user)
             spawner.pre_spawn_hook(spawner)
             out[name] = ApiClient().sanitize_for_serialization(await spawner.get_pod_manifest())
@@ -273,7 +287,7 @@ def test_a_students_pod_reads_releases_and_feedback_and_writes_only_its_own_inbo
         assert args[-2:] == ["--", "jupyterhub-singleuser"] and env_of(pod)["JUPYTERHUB_USER"] == name
 
 
-def test_a_pods_uid_gets_a_passwd_entry_named_by_the_hub_so_nbgrader_knows_the_student():
+def test_a_pods_uid_gets_a_passwd_entry_named_by_the_hub_so_nbgrader_knows_the_student(hub_env):
     """nbgrader's student id is pwd.getpwuid(os.getuid()) (nbgrader.utils.get_osusername); a uid the image does
     not list has none, until pod-start's passwd file and nss_wrapper give it the hub's name."""
     from servelab.classroom import cluster
@@ -297,6 +311,20 @@ def test_a_pods_uid_gets_a_passwd_entry_named_by_the_hub_so_nbgrader_knows_the_s
     env = dict(os.environ) | cluster.pod_environment("ada", uid, 100, "/home/jovyan", passwd)
     named = subprocess.run(ask + [who], capture_output=True, text=True, cwd="/", env=env, timeout=60)
     assert named.returncode == 0 and named.stdout.strip() == "ada", named.stderr
+    # An instructor's pod names every user the hub knows, by the uid their pods run as: collection reads the
+    # owner of ada's and bo's inbound folders with pwd, as here.
+    teacher = pods(("instructor", 1, "teacher"), ("student", 7, "ada"), ("student", 8, "bo"))["teacher"]
+    others = cluster.class_users(env_of(teacher)[cluster.CLASS_USERS])
+    assert others == {"teacher": 20001, "ada": 20007, "bo": 20008}
+    env = dict(os.environ) | cluster.pod_environment("teacher", 20001, 100, "/home/jovyan", passwd, others)
+    owners = "import pwd; print(pwd.getpwuid(20007).pw_name, pwd.getpwuid(20008).pw_name, pwd.getpwuid(20009))"
+    teach = [*ask[:1], "--reuid=20001", *ask[2:]]
+    named = subprocess.run(teach + [owners], capture_output=True, text=True, cwd="/", env=env, timeout=60)
+    assert named.returncode != 0 and "uid not found: 20009" in named.stderr, named.stderr  # one the hub never met
+    named = subprocess.run(teach + [owners.rsplit(",", 1)[0] + ")"], capture_output=True, text=True, cwd="/", env=env)
+    assert named.returncode == 0 and named.stdout.split() == ["ada", "bo"], named.stderr
+    with pytest.raises(SystemExit, match="not name:uid"):
+        cluster.class_users("root:0")
     passwd.unlink()
     folder.rmdir()
     with pytest.raises(SystemExit, match="not a user name"):
@@ -393,16 +421,28 @@ def test_students_reach_the_lab_servers_and_nothing_else_and_only_instructors_re
     assert speculative["method"] == "ngram" and speculative["num_speculative_tokens"] == 4
     assert "--speculative-config" not in specs["off"]["vllmConfig"]["extraArgs"]
     env = VALUES["singleuser"]["extraEnv"]
-    assert env["SERVELAB_REMOTE_OFF_URL"].startswith("http://vllm-off-engine-service.")
-    assert env["SERVELAB_REMOTE_ON_URL"].startswith("http://vllm-ngram-engine-service.")
+    gateway = GATEWAY["Service"]["metadata"]["name"]
+    assert env["SERVELAB_REMOTE_OFF_URL"] == f"http://{gateway}.servelab.svc.cluster.local:8100"
+    assert env["SERVELAB_REMOTE_ON_URL"] == f"http://{gateway}.servelab.svc.cluster.local:8101"
     # every user pod: Z2JH's policy, its own allow rules off but DNS, and the engines' port
     policy = VALUES["singleuser"]["networkPolicy"]
     assert policy["enabled"] is True
     allowed = {rule for rule, on in policy["egressAllowRules"].items() if on}
     assert allowed <= {"dnsPortsCloudMetadataServer", "dnsPortsKubeSystemNamespace", "dnsPortsPrivateIPs"}
     assert policy["egressAllowRules"]["nonPrivateIPs"] is False  # no internet
-    rules = [(rule["to"][0]["podSelector"]["matchLabels"], rule["ports"][0]["port"]) for rule in policy["egress"]]
-    assert rules == [(STACK["servingEngineSpec"]["labels"], 8000)]  # vLLM's own port in the engine pods
+    rules = [
+        (rule["to"][0]["podSelector"]["matchLabels"], [p["port"] for p in rule["ports"]]) for rule in policy["egress"]
+    ]
+    gateway_pods = GATEWAY["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert rules == [(gateway_pods, [8100, 8101])]  # the gateway's ports, not the engines'
+    assert GATEWAY["Service"]["spec"]["selector"] == gateway_pods
+    # the engines take connections from the gateway alone, on vLLM's own port
+    engines = GATEWAY["NetworkPolicy"]["spec"]
+    assert engines["podSelector"]["matchLabels"] == STACK["servingEngineSpec"]["labels"]
+    assert engines["policyTypes"] == ["Ingress"]
+    assert [
+        (r["from"][0]["podSelector"]["matchLabels"], [p["port"] for p in r["ports"]]) for r in engines["ingress"]
+    ] == [(gateway_pods, [8000])]
     # PostgreSQL: a policy of its own that selects instructors' pods, as KubeSpawner labels them, and no student's
     spawned = pods(("student", 7, "ada"), ("instructor", 1, "teacher"))
     assert INSTRUCTOR_EGRESS["kind"] == "NetworkPolicy" and INSTRUCTOR_EGRESS["spec"]["policyTypes"] == ["Egress"]
@@ -661,3 +701,52 @@ def test_the_instructors_venv_takes_console_scripts_whatever_the_checkout_path(t
         assert (b"/bin/sh" in start) == (" " in str(where))
     assert studentenv._script_body(b"#!/usr/bin/env python3\n" + body, tmp_path / "plain" / "bin") is None
     assert studentenv._script_body(b"\x7fELF...", tmp_path / "plain" / "bin") is None
+
+
+def test_the_clusters_engines_take_each_users_key_and_share_from_the_roster(hub_env, tmp_path):
+    """The gateway in front of the cluster's engines is the local class's nginx (servers.nginx_config): its key
+    map and shares come from the roster, the hub hands each user's pod their own key, and nginx accepts it."""
+    from servelab.classroom import cluster, servers
+
+    keys = cluster.engine_keys(["teacher", "ada", "bo"])
+    secret, config = cluster.gateway_manifests(keys, per_student=6)
+    assert cluster.engine_keys(["ada", "cy"], keys)["ada"] == keys["ada"]  # a new roster keeps the keys handed out
+    assert len(set(keys.values())) == 3
+    assert json.loads(secret["stringData"]["keys.json"]) == keys
+    assert secret["stringData"]["keys.map"].splitlines() == [f'"Bearer {keys[n]}" "{n}";' for n in sorted(keys)]
+    conf = config["data"]["nginx.conf"]
+    assert conf.count("limit_conn per_student 6;") == 2 and conf.count("burst=12 nodelay;") == 2
+    assert "map $http_authorization $student" in conf and 'if ($student = "") { return 401; }' in conf
+    # the upstreams are production-stack's Services of the two modelSpecs, port 80
+    specs = [spec["name"] for spec in STACK["servingEngineSpec"]["modelSpec"]]
+    upstreams = re.findall(r"^    server (\S+);$", conf, re.M)
+    assert upstreams == [f"vllm-{spec}-engine-service.servelab.svc.cluster.local:80" for spec in specs]
+    listens = re.findall(r"listen 0\.0\.0\.0:(\d+);", conf)
+    assert [int(p) for p in listens] == [p["port"] for p in GATEWAY["Service"]["spec"]["ports"]] == [8100, 8101]
+    # what the pod mounts is what the configuration includes
+    (pod,) = GATEWAY["Deployment"]["spec"]["template"]["spec"]["containers"]
+    mounted = {m["mountPath"] for m in pod["volumeMounts"]}
+    assert {f"{cluster.GATEWAY_DIR}/conf/nginx.conf", f"{cluster.GATEWAY_DIR}/conf/keys.map"} <= mounted
+    assert f"include {cluster.GATEWAY_DIR}/conf/keys.map;" in conf and f"pid {cluster.GATEWAY_DIR}/run/" in conf
+    # the hub hands each user's pod their key; a user the roster does not list gets none (the gateway says 401)
+    (hub_env / "keys.json").write_text(secret["stringData"]["keys.json"])
+    spawned = pods(("instructor", 1, "teacher"), ("student", 7, "ada"), ("student", 9, "zed"))
+    assert env_of(spawned["teacher"])["SERVELAB_REMOTE_API_KEY"] == keys["teacher"]
+    assert env_of(spawned["ada"])["SERVELAB_REMOTE_API_KEY"] == keys["ada"]
+    assert "SERVELAB_REMOTE_API_KEY" not in env_of(spawned["zed"])
+    with pytest.raises(servers.ClassError):
+        servers.key_map({"ada": 'x" "root'})
+    # nginx itself reads it (Debian's nginx 1.22.1; the gateway image runs 1.22.1), the Services' names
+    # answered as the cluster's DNS would (a hosts file over /etc/hosts, in a mount namespace of its own)
+    if not Path(servers.NGINX).exists() or os.geteuid() != 0:
+        pytest.skip("nginx -t of the gateway's configuration needs Debian's nginx and root (a private /etc/hosts)")
+    folder = tmp_path / "gateway"
+    for part in ("conf", "run"):
+        (folder / part).mkdir(parents=True)
+    (folder / "conf" / "nginx.conf").write_text(cluster.gateway_config(folder, per_student=6))
+    (folder / "conf" / "keys.map").write_text(secret["stringData"]["keys.map"])
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"10.0.0.{i} {u.split(':')[0]}\n" for i, u in enumerate(upstreams, 1)))
+    test = f"mount --bind {hosts} /etc/hosts && {servers.NGINX} -t -p {folder} -e {folder}/run/error.log -c {folder}/conf/nginx.conf"
+    checked = subprocess.run(["unshare", "--mount", "sh", "-c", test], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0 and "test is successful" in checked.stderr, checked.stderr

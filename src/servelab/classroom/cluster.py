@@ -13,6 +13,25 @@ plus one line naming the uid JUPYTERHUB_USER (set by the hub), and runs the
 command with nss_wrapper preloaded. With --check-course, the server only starts
 when the course's nbgrader config is the one in force (below).
 
+An instructor's pod also names every other user of the hub: collection takes a
+hand-in's student from the owner of its inbound folder (pwd.getpwuid of its uid),
+so the hub hands instructors' pods SERVELAB_CLASS_USERS, "name:uid,..." for every
+user it knows (class/z2jh-values.yaml), and pod-start writes a passwd line for each.
+A user the hub first met after the instructor's server started is not in it: their
+hand-in is refused at collection as owned by "uid N" (collect-refusals.jsonl) until
+that server is restarted.
+
+`engine-keys` writes the class's gateway in front of the cluster's engines, the same
+per-user keys and shares as the local class's nginx (servelab.classroom.servers):
+
+    python -m servelab.classroom.cluster engine-keys --users teacher,ada,bo [--keys old.json] | kubectl apply -n servelab -f -
+
+a Secret `servelab-engine-keys` (keys.json, name -> key, which the hub reads to hand each
+user's pod SERVELAB_REMOTE_API_KEY; keys.map, nginx's map of those keys) and a ConfigMap
+`servelab-engine-gateway` (nginx.conf: servers.nginx_config with the engines' Services as
+its upstreams), which class/engine-gateway.yaml's nginx runs. `--keys` keeps the keys
+already handed out (`kubectl get secret servelab-engine-keys -o jsonpath='{.data.keys\\.json}' | base64 -d`).
+
 `lay-out` makes the course directory from this package's course config when it
 is missing (servelab.grading.course.make), then loads nbgrader's config the way
 nbgrader's own apps and the formgrader do (nbgrader.apps.NbGrader.load_config_file:
@@ -93,19 +112,44 @@ NSS_WRAPPER = "libnss_wrapper.so"  # Debian's libnss-wrapper, found by the dynam
 PASSWD_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")  # hub.config.Authenticator.username_pattern
 
 
-def passwd_lines(user: str, uid: int, gid: int, home: str, system: str) -> str:
-    """The passwd file nss_wrapper reads: the system's entries, and the pod's uid named `user` unless listed."""
+def passwd_lines(user: str, uid: int, gid: int, home: str, system: str, others: dict[str, int] | None = None) -> str:
+    """The passwd file nss_wrapper reads: the system's entries, the pod's uid named `user`, and each of `others`
+    (name -> uid: the class's other users, for an instructor's pod), every uid the system does not list."""
     if not PASSWD_NAME.match(user):
         raise SystemExit(f"JUPYTERHUB_USER {user!r} is not a user name a passwd entry can hold; see username_pattern")
     lines = [line for line in system.splitlines() if line.strip()]
-    if not any(line.split(":")[2:3] == [str(uid)] for line in lines):
-        lines.append(f"{user}:x:{uid}:{gid}:{user}:{home}:/bin/bash")
+    taken = {line.split(":")[2] for line in lines if line.count(":") >= 2}
+    names = {line.split(":")[0] for line in lines}
+    entries = [(user, uid, gid, home, "/bin/bash")]
+    entries += [(name, n, gid, "/nonexistent", "/usr/sbin/nologin") for name, n in sorted((others or {}).items())]
+    for name, n, g, folder, shell in entries:
+        if str(n) not in taken and name not in names:
+            lines.append(f"{name}:x:{n}:{g}:{name}:{folder}:{shell}")
+            taken.add(str(n))
+            names.add(name)
     return "\n".join(lines) + "\n"
 
 
-def pod_environment(user: str, uid: int, gid: int, home: str, passwd: Path) -> dict[str, str]:
-    """Write `passwd` for this uid and return what nss_wrapper needs in the environment."""
-    passwd.write_text(passwd_lines(user, uid, gid, home, Path("/etc/passwd").read_text()))
+CLASS_USERS = "SERVELAB_CLASS_USERS"  # "name:uid,name:uid": the hub's users, handed to instructors' pods
+FIRST_UID = 20000  # a pod's uid is FIRST_UID + the hub's id for its user (class/z2jh-values.yaml)
+
+
+def class_users(text: str) -> dict[str, int]:
+    """SERVELAB_CLASS_USERS read: only names a passwd line can hold, only uids the hub hands out."""
+    users = {}
+    for item in filter(None, text.split(",")):
+        name, _, number = item.partition(":")
+        if not PASSWD_NAME.match(name) or not number.isdigit() or int(number) < FIRST_UID:
+            raise SystemExit(f"{CLASS_USERS} holds {item!r}, which is not name:uid (a uid of {FIRST_UID} or more)")
+        users[name] = int(number)
+    return users
+
+
+def pod_environment(
+    user: str, uid: int, gid: int, home: str, passwd: Path, others: dict[str, int] | None = None
+) -> dict[str, str]:
+    """Write `passwd` for this uid (and `others`) and return what nss_wrapper needs in the environment."""
+    passwd.write_text(passwd_lines(user, uid, gid, home, Path("/etc/passwd").read_text(), others))
     passwd.chmod(0o644)
     preload = " ".join(filter(None, [NSS_WRAPPER, os.environ.get("LD_PRELOAD", "")]))
     return {"NSS_WRAPPER_PASSWD": str(passwd), "NSS_WRAPPER_GROUP": "/etc/group", "LD_PRELOAD": preload}
@@ -119,8 +163,9 @@ def pod_start(command: list[str], check_course: Path | None = None) -> None:
     if not user:
         raise SystemExit("pod-start runs in a hub's pod: JUPYTERHUB_USER is not set")
     passwd = Path(os.environ.get("TMPDIR", "/tmp")) / f"servelab-passwd-{os.getuid()}"
+    others = class_users(os.environ.get(CLASS_USERS, ""))
     env = dict(os.environ) | pod_environment(
-        user, os.getuid(), os.getgid(), os.environ.get("HOME", "/home/jovyan"), passwd
+        user, os.getuid(), os.getgid(), os.environ.get("HOME", "/home/jovyan"), passwd, others
     )
     if check_course is not None:
         problems = differences(check_course)
@@ -129,6 +174,72 @@ def pod_start(command: list[str], check_course: Path | None = None) -> None:
                 f"The course in {check_course} is not the one in force for nbgrader here:\n  " + "\n  ".join(problems)
             )
     os.execvpe(command[0], command, env)
+
+
+# --- the engines' gateway: each user's key and share, in front of production-stack's engines -----------------
+GATEWAY_DIR = Path("/srv/gateway")  # the gateway pod's folder (class/engine-gateway.yaml mounts conf/ and run/)
+GATEWAY_PORTS = {"off": 8100, "on": 8101}  # the lab's two servers, as `servelab class servers` numbers them
+ENGINE_SERVICES = {"off": "off", "on": "ngram"}  # class/vllm-stack-values.yaml's modelSpec names
+ENGINE_RELEASE, NAMESPACE = "vllm", "servelab"  # helm release and namespace of the charts (class/*.yaml)
+
+
+def engine_upstreams(release: str = ENGINE_RELEASE, namespace: str = NAMESPACE) -> dict[str, str]:
+    """Each engine's Service, as production-stack names it (<release>-<modelSpec name>-engine-service, port 80)."""
+    return {
+        name: f"{release}-{spec}-engine-service.{namespace}.svc.cluster.local:80"
+        for name, spec in ENGINE_SERVICES.items()
+    }
+
+
+def gateway_config(folder: Path = GATEWAY_DIR, per_student: int | None = None, **kw) -> str:
+    """The gateway's nginx.conf: the local class's (servers.nginx_config), listening on the pod's address."""
+    from . import servers
+
+    return servers.nginx_config(
+        Path(folder),
+        GATEWAY_PORTS,
+        per_student or servers.PER_STUDENT,
+        upstreams=kw.pop("upstreams", None) or engine_upstreams(),
+        listen="0.0.0.0",
+        stream_logs=True,
+        **kw,
+    )
+
+
+def engine_keys(users: list[str], keys: dict[str, str] | None = None) -> dict[str, str]:
+    """A key for each user (the ones in `keys` kept, new ones made); only names the hub allows (username_pattern)."""
+    import secrets
+
+    kept = dict(keys or {})
+    for name in users:
+        if not PASSWD_NAME.match(name):
+            raise SystemExit(f"{name!r} is not a user name the hub allows (username_pattern): no key")
+        kept.setdefault(name, "sl-" + secrets.token_urlsafe(24))
+    return {name: kept[name] for name in users}
+
+
+def gateway_manifests(keys: dict[str, str], per_student: int | None = None) -> list[dict]:
+    """The Secret of the users' keys (keys.json for the hub, keys.map for nginx) and the gateway's ConfigMap."""
+    import json
+
+    from . import servers
+
+    labels = {"app.kubernetes.io/name": "servelab-engine-gateway"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "servelab-engine-keys", "labels": labels},
+            "type": "Opaque",
+            "stringData": {"keys.json": json.dumps(keys, indent=1, sort_keys=True), "keys.map": servers.key_map(keys)},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "servelab-engine-gateway", "labels": labels},
+            "data": {"nginx.conf": gateway_config(per_student=per_student)},
+        },
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,7 +251,28 @@ def main(argv: list[str] | None = None) -> int:
     start = sub.add_parser("pod-start", help="the pod user's passwd entry (nss_wrapper), then the command")
     start.add_argument("--check-course", type=Path, help="start only if this course's config is in force")
     start.add_argument("cmd", nargs=argparse.REMAINDER, help="-- and the command to run")
+    gate = sub.add_parser("engine-keys", help="the engines' gateway: each user's key and share (YAML on stdout)")
+    gate.add_argument("--users", required=True, help="the hub's user names that get a key, comma-separated")
+    gate.add_argument("--keys", type=Path, help="keys.json of the keys already handed out (kept)")
+    gate.add_argument("--per-student", type=int, help="requests one user may have at an engine at once")
     args = parser.parse_args(argv)
+    if args.command == "engine-keys":
+        import json
+
+        import yaml
+
+        old = json.loads(args.keys.read_text()) if args.keys else {}
+        users = [n.strip() for n in args.users.split(",") if n.strip()]
+
+        class Literal(yaml.SafeDumper):  # the files as blocks of lines, as one would write them by hand
+            pass
+
+        Literal.add_representer(
+            str, lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None)
+        )
+        docs = gateway_manifests(engine_keys(users, old), args.per_student)
+        print(yaml.dump_all(docs, Dumper=Literal, sort_keys=False), end="")
+        return 0
     if args.command == "pod-start":
         pod_start(args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd, args.check_course)
         return 0

@@ -136,8 +136,15 @@ def _write_key_map(folder: Path, keys: dict[str, str]) -> None:
     if ids is not None:
         os.chown(conf, 0, ids[1])
     conf.chmod(0o750)
-    lines = [f'"Bearer {key}" "{name}";' for name, key in sorted(keys.items())]
-    _write_private(conf / "keys.map", "\n".join(lines) + "\n", 0o640, ids[1] if ids else -1)
+    _write_private(conf / "keys.map", key_map(keys), 0o640, ids[1] if ids else -1)
+
+
+def key_map(keys: dict[str, str]) -> str:
+    """nginx's map of keys to their users (included in nginx_config's `map $http_authorization $student`)."""
+    for name, key in keys.items():
+        if not NAME.match(name) or not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+            raise ClassError(f"{name!r}'s key cannot be written into nginx's key map: use a plain user name.")
+    return "".join(f'"Bearer {key}" "{name}";\n' for name, key in sorted(keys.items()))
 
 
 def _proxy_workers(master: int) -> dict[int, bool]:
@@ -183,14 +190,27 @@ def reload_proxy(state: Path, timeout_s: float = 30.0) -> bool:
 
 # --- the proxy's configuration -----------------------------------------------------------------------------
 def nginx_config(
-    folder: Path, ports: dict[str, int], per_student: int = PER_STUDENT, rate: int = PER_STUDENT_RATE
+    folder: Path,
+    ports: dict[str, int],
+    per_student: int = PER_STUDENT,
+    rate: int = PER_STUDENT_RATE,
+    upstreams: dict[str, str] | None = None,
+    listen: str = "127.0.0.1",
+    stream_logs: bool = False,
 ) -> str:
     """nginx.conf for the class: one server block per engine, each student's share keyed on their key's name.
 
     Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
     2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
-    look-ups never eat into its batch."""
+    look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
+    <folder>/run), `listen` the address nginx listens on, and `stream_logs` sends its logs to stderr and
+    stdout (a pod's) instead of <folder>/logs: the cluster's gateway (servelab.classroom.cluster) is this
+    same configuration in front of the cluster's engines."""
     run, conf, logs = folder / "run", folder / "conf", folder / "logs"
+    error_log, access_log = (
+        ("/dev/stderr", "/dev/stdout") if stream_logs else (logs / "nginx-error.log", logs / "nginx-access.log")
+    )
+    address = upstreams or {name: f"unix:{run / f'vllm-{name}.sock'}" for name in ports}
     completions = "|".join(re.escape(p.lstrip("/")) for p in PATHS if "completions" in p)
     reads = "|".join(re.escape(p.lstrip("/")) for p in PATHS if "completions" not in p)
     temp = "\n".join(
@@ -205,11 +225,11 @@ def nginx_config(
       proxy_set_header X-Servelab-Student $student;"""
         servers.append(f"""
   upstream vllm_{name} {{
-    server unix:{run / f"vllm-{name}.sock"};
+    server {address[name]};
     keepalive 16;
   }}
   server {{
-    listen 127.0.0.1:{port};
+    listen {listen}:{port};
     default_type application/json;
     error_page 401 = @unauthorized;
     error_page 429 = @over_share;
@@ -239,11 +259,11 @@ def nginx_config(
     return f"""# Written by servelab.classroom.servers; the class's keys are in keys.map.
 worker_processes 1;
 pid {run / "nginx.pid"};
-error_log {logs / "nginx-error.log"} warn;
+error_log {error_log} warn;
 events {{ worker_connections 4096; }}
 http {{
 {temp}
-  access_log {logs / "nginx-access.log"};
+  access_log {access_log};
   client_max_body_size 256k;
   map $http_authorization $student {{
     default "";
