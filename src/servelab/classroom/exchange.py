@@ -36,7 +36,9 @@ import grp
 import os
 import pwd
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 from nbgrader.exchange.default.fetch_assignment import ExchangeFetchAssignment
 from nbgrader.exchange.default.fetch_feedback import ExchangeFetchFeedback
@@ -59,6 +61,7 @@ class _ReadableRoot:
     """The exchange root exists and can be read; nbgrader's default also wants it writable by everyone."""
 
     root: str
+    fail: Callable[[str], NoReturn]  # nbgrader's Exchange.fail, of the exchange class this is mixed into
 
     def ensure_root(self):
         if not check_directory(self.root, read=True, execute=True):

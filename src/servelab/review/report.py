@@ -115,7 +115,7 @@ class Report:
         )
 
     def __rich__(self):
-        from rich.console import Group
+        from rich.console import Group, RenderableType
         from rich.table import Table
         from rich.text import Text
 
@@ -132,7 +132,7 @@ class Report:
             body.append("\nfix: ", style="dim").append(f.fix)
             table.add_row(f.knob, Text(f.verdict, style=_STYLE[f.verdict]), body)
         status = "clean" if self.exit_code == EXIT_CLEAN else "knobs to fix or justify"
-        parts = [Text(self.headline(), style="bold"), table]
+        parts: list[RenderableType] = [Text(self.headline(), style="bold"), table]
         if self.vllm_version_source:
             parts.insert(1, Text(f"vLLM {self.vllm_version}: {self.vllm_version_source}", style="dim"))
         if self.not_reviewed:
