@@ -145,3 +145,26 @@ def test_every_header_cell_of_the_rep2_and_knob_lab_tables_has_text():
     assert rep[:3] == ["metric", "setting a", "setting b"] and all(c.strip() for c in rep)
     knob = _headers(knobcharts.table_html((a, b), ("", "max_num_seqs=4")))
     assert knob[:3] == ["panel: bar", "setting a", "max_num_seqs=4"] and all(c.strip() for c in knob)
+
+
+def test_the_simulated_curves_run_the_lessons_draft_and_the_engines_dtype():
+    """The GPU backends' draft model is the lesson's Llama-3.2-1B; the CPU's dashed curves use the bfloat16
+    roofline the verify-step benchmark probed (bench/results/ridge-cpu.json), the dtype the engine ran in."""
+    import json
+
+    from servelab import paths
+
+    sims = Simulators(PointBook(read_store=False))
+    gpu, about = sims.get("H200")
+    assert gpu.draft.name == "meta-llama/Llama-3.2-1B-Instruct" and "Llama-3.2-1B" in about
+    cpu, _ = sims.get("local")
+    probe = json.loads((paths.REPO_DIR / "bench" / "results" / "ridge-cpu.json").read_text())["roofline_probe"]
+    assert cpu.resolved_dtype == cpu.hardware.dtype == probe["dtype"] == "bfloat16"
+    assert cpu.hardware.peak_tflops == probe["gemm_tflops"] and cpu.hardware.bandwidth_gb_s == probe["read_gb_s"]
+    # a batch whose KV caches do not fit the simulated GPU is said not to fit
+    from dataclasses import replace
+
+    long = replace(gpu, context_len=8192)
+    assert "does not fit" in drawing.simulated_step_html(long, 200, 4, "ngram")
+    assert "does not fit" not in drawing.simulated_step_html(long, 64, 4, "ngram")
+    assert "not a knee" in drawing.cpu_step_html() and "flat" not in drawing.cpu_step_html()

@@ -243,38 +243,46 @@ class Simulator:
         return max(kv_s, attention_s) + max(weights_s, gemm_s)
 
     # --- memory: does the batch's KV cache fit? ----------------------------------
-    def resident_bytes(self) -> float:
-        """Bytes the served weights hold in GPU memory: the target's, and the draft model's when there is one."""
+    def _loads_draft(self, method: str | None) -> bool:
+        """Does an engine running `method` hold the draft model? None: whenever the simulator has one."""
+        if self.draft is None:
+            return False
+        return method is None or method == "draft_model" or (method in ("adaptive", "ideal"))
+
+    def resident_bytes(self, method: str | None = None) -> float:
+        """Bytes the served weights hold in GPU memory: the target's, and the draft model's where it is loaded."""
         total = self.model.weight_bytes(self.resolved_dtype)
-        if self.draft is not None:
+        if self._loads_draft(method) and self.draft is not None:
             total += self.draft.weight_bytes(self.resolved_dtype)
         return total
 
-    def kv_bytes_per_sequence(self) -> float:
-        """KV cache one sequence holds at context_len: the target's, plus the draft model's own when there is one."""
+    def kv_bytes_per_sequence(self, method: str | None = None) -> float:
+        """KV cache one sequence holds at context_len: the target's, plus the draft model's own where it is loaded."""
         per_token = self.model.kv_bytes_per_token(self.resolved_dtype)
-        if self.draft is not None:
+        if self._loads_draft(method) and self.draft is not None:
             per_token += self.draft.kv_bytes_per_token(self.resolved_dtype)
         return self.context_len * per_token
 
-    def max_batch(self) -> float:
+    def max_batch(self, method: str | None = None) -> float:
         """The largest batch whose KV caches fit in the hardware's memory after the weights; inf if unknown.
 
+        method: what the engine runs ("none" and "ngram" hold no draft model; None counts the draft
+        whenever the simulator has one).
         An upper bound: vLLM also keeps activations and CUDA graphs and, by default, uses 90 % of the
         memory (gpu_memory_utilization), so a real engine fits fewer. Hardware with memory_gb 0 (a CPU
         roofline that does not say) is not checked. 0 when the weights alone do not fit.
         """
         if self.hardware.memory_gb <= 0:
             return math.inf
-        free = self.hardware.memory_gb * 1e9 - self.resident_bytes()
+        free = self.hardware.memory_gb * 1e9 - self.resident_bytes(method)
         if free <= 0:
             return 0.0
-        per_sequence = self.kv_bytes_per_sequence()
+        per_sequence = self.kv_bytes_per_sequence(method)
         return free / per_sequence if per_sequence > 0 else math.inf  # no context: any batch fits
 
-    def fits(self, batch_size: float) -> bool:
+    def fits(self, batch_size: float, method: str | None = None) -> bool:
         """Does a batch of batch_size sequences at context_len fit in memory (weights + every KV cache)?"""
-        return batch_size <= self.max_batch()
+        return batch_size <= self.max_batch(method)
 
     # --- one decode step: verify + draft + overhead -----------------------------
     def step(
@@ -354,7 +362,7 @@ class Simulator:
             intensity_flop_per_byte=flops / bytes_read,
             weights_s=weights_s,
             kv_s=kv_s,
-            fits=self.fits(B),
+            fits=self.fits(B, "draft_model" if drafter == "draft_model" else "none"),
         )
 
     def _draft_step_s(self, batch_size: float) -> float:
@@ -442,19 +450,20 @@ class Simulator:
         operating point, so it is None too; search_limit() says how far the search went. For
         adaptive and ideal it is the batch where the policy turns speculation off.
         """
-        batches = self._searched(batches)
+        batches = self._searched(batches, method)
         return crossover(batches, [self.speedup(b, k, method, acceptance_rate) for b in batches])
 
-    def search_limit(self, batches=None) -> float:
+    def search_limit(self, batches=None, method: str = "ngram") -> float:
         """The largest batch crossover_batch() searches: the last of `batches` (default 4096) that fits in memory."""
-        return max(self._searched(batches), default=0.0)
+        return max(self._searched(batches, method), default=0.0)
 
-    def _searched(self, batches=None) -> list[float]:
+    def _searched(self, batches=None, method: str = "ngram") -> list[float]:
         """The batches a crossover is searched over: those that fit; the default grid ends at the largest that fits."""
         if batches is not None:
-            return [b for b in batches if self.fits(b)]
-        fitting = [b for b in SEARCH_BATCHES if self.fits(b)]
-        largest = math.floor(self.max_batch()) if math.isfinite(self.max_batch()) else 0
+            return [b for b in batches if self.fits(b, method)]
+        fitting = [b for b in SEARCH_BATCHES if self.fits(b, method)]
+        most = self.max_batch(method)
+        largest = math.floor(most) if math.isfinite(most) else 0
         if fitting and fitting[-1] < largest < SEARCH_BATCHES[-1]:
             fitting.append(float(largest))
         return fitting
@@ -563,11 +572,11 @@ def crossover_by_context(
             {
                 "context_len": int(context),
                 "crossover_batch": at.crossover_batch(k, method, acceptance_rate),
-                "searched_up_to": at.search_limit(),
-                "max_batch": at.max_batch(),
+                "searched_up_to": at.search_limit(method=method),
+                "max_batch": at.max_batch(method),
                 "speedup_at_batch": at.speedup(batch, k, method, acceptance_rate),
                 "batch": batch,
-                "fits": at.fits(batch),
+                "fits": at.fits(batch, method),
             }
         )
     return rows
@@ -1143,14 +1152,14 @@ def run(args) -> int:
     print(
         f"crossover: speculation stops paying (speedup reaches 1.0) at batch {cross:.1f}"
         if cross
-        else f"crossover: speculation pays at every batch from 1 to {sim.search_limit():.0f}, or at none"
-        + (" (the largest batch whose KV caches fit)" if sim.search_limit() < SEARCH_BATCHES[-1] else "")
+        else f"crossover: speculation pays at every batch from 1 to {sim.search_limit(method=method):.0f}, or at none"
+        + (" (the largest batch whose KV caches fit)" if sim.search_limit(method=method) < SEARCH_BATCHES[-1] else "")
     )
-    unfit = [b for b, _, _ in rows if not sim.fits(b)]
+    unfit = [b for b, _, _ in rows if not sim.fits(b, method)]
     if unfit:
         print(
             f"does not fit: batch {', '.join(map(str, unfit))} needs more KV cache than the "
-            f"{hw.memory_gb:g} GB of {hw.name} holds after the weights (at most {sim.max_batch():.0f} sequences "
+            f"{hw.memory_gb:g} GB of {hw.name} holds after the weights (at most {sim.max_batch(method):.0f} sequences "
             f"of {sim.context_len:,} tokens)"
         )
     print(

@@ -361,26 +361,28 @@ def simulated_step_html(sim, b: int, k: int, method: str) -> str:
     """The simulated GPU's step at this batch: KV reads, weight reads and arithmetic, each in ms, and which sets the time."""
     drafter = "none" if not k or method == "none" else ("draft_model" if method == "draft_model" else "ngram")
     step = sim.step(b, k if drafter != "none" else 0, drafter)
-    kv_ms = (
-        1000
-        * b
-        * sim.context_len
-        * sim.model.kv_bytes_per_token(sim.resolved_dtype)
-        / (sim.hardware.bandwidth_gb_s * 1e9 * sim.bandwidth_efficiency)
-    )
-    weights_ms = 1000 * step.memory_s - kv_ms
+    kv_ms, weights_ms = 1000 * step.kv_s, 1000 * step.weights_s
     ridge = sim.hardware.ridge_tokens_per_step(DTYPE_BYTES[sim.resolved_dtype])
-    sets = "the arithmetic" if step.bound == "compute" else "the memory reads"
+    sets = "the arithmetic" if step.bound == "compute" else "the weight reads"
+    fit = (
+        ""
+        if step.fits
+        else (
+            f" <b>This batch does not fit</b>: {b} sequences of {sim.context_len:,} tokens need more KV cache than "
+            f"the {sim.hardware.memory_gb:g} GB of {html.escape(sim.hardware.name)} holds after the weights (at most "
+            f"{int(sim.max_batch(drafter)):,}), so it is no operating point."
+        )
+    )
     return (
         f"simulated {html.escape(sim.hardware.name)}, {html.escape(sim.model.name)} in {sim.resolved_dtype}, "
         f"context {sim.context_len:,} tokens. A verify step carries B(k+1) = {b} × ({k} + 1) = "
-        f"<b>{step.tokens_verified:.0f}</b> tokens and reads the weights once (<b>{weights_ms:.1f} ms</b>) "
-        f"plus every sequence's own KV cache, B × context, however many tokens it verifies "
-        f"(<b>{kv_ms:.1f} ms</b>); its arithmetic takes <b>{1000 * step.compute_s:.1f} ms</b>. "
-        f"The simulator takes the larger of the arithmetic and all the reads, so {sets} set this step "
+        f"<b>{step.tokens_verified:.0f}</b> tokens and reads every sequence's own KV cache, B × context, however "
+        f"many tokens it verifies (<b>{kv_ms:.1f} ms</b>), then reads the weights once (<b>{weights_ms:.1f} ms</b>) "
+        f"while its arithmetic takes <b>{1000 * step.compute_s:.1f} ms</b>. The lesson's step adds the KV reads "
+        f"to the larger of the weight reads and the arithmetic, so here {sets} set the rest of the step "
         f"(<b>{step.bound}-bound</b>). The datasheet ridge, {ridge:.0f} tokens per step, counts weight "
-        "reads only: the longer the context, the more tokens a step carries before arithmetic catches "
-        "up with its reads, and the later speculation stops paying."
+        "reads only: the longer the context, the larger the KV reads' share of the step, the same with "
+        "speculation and without, and the later speculation stops paying." + fit
     )
 
 
@@ -411,20 +413,29 @@ def cpu_step_html() -> str:
             "This CPU's ridge is not drawn here: no verify-step benchmark is recorded "
             f"({RIDGE_RESULT}, from <code>python bench/ridge_cpu.py</code>)."
         )
-    chosen = ridge.get("ridge") or {"tokens_per_step": ridge["knee"]["ridge_tokens_per_step"]}
+    chosen = ridge.get("ridge") or {"tokens_per_step": ridge["knee"]["ridge_tokens_per_step"], "from": "knee"}
     ridge_t = float(chosen["tokens_per_step"])
     first = points[0]
     below = [p for p in points if p["tokens_per_step"] <= ridge_t]
     last = below[-1] if len(below) >= 2 else points[1]
     growth = (last["step_ms"] - first["step_ms"]) / (last["tokens_per_step"] - first["tokens_per_step"])
+    dtype = html.escape(str(ridge.get("dtype", "float32")))
+    if chosen.get("from") == "probe":
+        probe = ridge["roofline_probe"]
+        what = (
+            f"its ridge, <b>{ridge_t:.0f} tokens per step</b>, is the probe's ratio of its {dtype} GEMM peak "
+            f"({probe['gemm_tflops'] * 1000:.0f} GFLOP/s) to its read bandwidth ({probe['read_gb_s']:.1f} GB/s), "
+            "not a knee in the recorded steps"
+        )
+    else:
+        what = f"its ridge, <b>{ridge_t:.0f} tokens per step</b>, is the knee read off the recorded steps"
     return (
         f"This CPU's step is read off the verify-step benchmark recorded on the course's machine "
-        f"({html.escape(ridge['machine']['cpu'])}, {html.escape(str(ridge.get('dtype', 'float32')))}; {RIDGE_RESULT}), "
-        f"not a datasheet: its ridge is near <b>{ridge_t:.0f} tokens per step</b>, and below it the step still grows, "
-        f"{growth:.2f} ms per token ({last['tokens_per_step']} tokens take {last['step_ms'] / first['step_ms']:.2f}x "
-        f"the {first['tokens_per_step']}-token step's {first['step_ms']:.0f} ms), where the ideal roofline is flat. "
-        "This engine's small model spends most of each step on fixed per-step work besides (section 2), so its "
-        "flip is not this ridge's."
+        f"({html.escape(ridge['machine']['cpu'])}, {dtype}; {RIDGE_RESULT}), not a datasheet: {what}. The step "
+        f"grows {growth:.2f} ms per token up to it ({last['tokens_per_step']} tokens take "
+        f"{last['step_ms'] / first['step_ms']:.2f}x the {first['tokens_per_step']}-token step's "
+        f"{first['step_ms']:.0f} ms), where the ideal roofline would not grow at all. This engine's small model "
+        "spends most of each step on fixed per-step work besides (section 2), so its flip is not this ridge's."
     )
 
 

