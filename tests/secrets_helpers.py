@@ -5,7 +5,8 @@ Markers come from two places, never from a hand-written list:
   `### BEGIN SOLUTION` and `### END SOLUTION`, and the model answers in words of the manually
   graded cells) and of the hidden tests (between `### BEGIN HIDDEN TESTS` and `### END HIDDEN TESTS`);
 - the key modules in grading/keys/: every string and number their keys write out (expected
-  values, options, feedback: the judgement keys). A key a module computes from servelab's presets
+  values, options, feedback: the judgement keys), and every line of the variant questions' solver
+  (grading/keys/lesson25_variants.py), none of which the package may hold. A key a module computes from servelab's presets
   or reviewer (servelab.grading.keys) is not a marker: the lesson asks the learner to compute the
   same value from the same public presets, and to compare the audit with `servelab review`.
 
@@ -106,11 +107,23 @@ def key_values() -> dict[str, str]:
     return found
 
 
+# The variant questions' solver (servelab.variants.grading.SOLVER_NAME).
+SOLVER = trusted.KEYS_DIR / "lesson25_variants.py"
+
+
+def solver_lines() -> dict[str, str]:
+    """marker -> where it comes from: every line of the variant solver (the rule's filter drops the generic)."""
+    found = {}
+    for number, line in enumerate(SOLVER.read_text().splitlines(), 1):
+        found.setdefault(line.strip(), f"keys/{SOLVER.name}:{number}")
+    return found
+
+
 def markers() -> dict[str, str]:
     """Every marker that means something (the module's rule), with where it comes from."""
     public = _student_text()
     chosen = {}
-    for marker, origin in {**key_values(), **solution_lines()}.items():
+    for marker, origin in {**key_values(), **solution_lines(), **solver_lines()}.items():
         if _is_number(marker) or _keep(marker, public):
             chosen[marker if _is_number(marker) else " ".join(marker.split())] = origin
     return chosen

@@ -1,0 +1,55 @@
+"""Per-student variants of Lesson 25's numeric questions, graded against each student's own numbers.
+
+    questions.py   each question once: a generator of its parameters, its text, its parts (grade_ids)
+    seeds.py       a student's variant: HMAC-SHA256 of (course, assignment, student, question) under the
+                   course secret, so nobody without the secret can compute a classmate's numbers
+    grading.py     check(part_id, student_id, answer): the student's variant, solved by the
+                   instructor-only solver (grading/keys/lesson25_variants.py), checked by the lesson's
+                   own checkers; answers that fit a classmate's variant instead are named (copied_from)
+    practice.py    `servelab practice`: fresh variants, checked at once, missed questions brought back
+                   by an FSRS schedule in the learner's own file
+
+The generators and texts ship to students; the solver never does (it lives in grading/keys/, which the
+students' wheel is built without). Nothing here reads a name a notebook writes: the student id is the
+grader's (nbgrader's student of the hand-in).
+
+How the lesson uses it (grading/source/lesson25/lesson25.py, once the variants are released):
+
+1. At release, for each student, the question cells are rendered with that student's parameters:
+   ``render(part_or_question_id, params_for(question_id, student, secret=course_secret()))`` returns the
+   markdown of the question, the same format string for every student with their numbers in it (for
+   example ``render("warmup1", params)`` is warm-up 1's "Compute for a model with ... layers" text).
+   The answer cells keep their names (``Part.variable``: warmup1_kv_bytes_per_token, ...), and the
+   hidden tests keep handing the answer over with capture(grade_id, value), as today.
+2. At grading, the key for a variant part is not the fixed TESTS entry of grading/keys/lesson25.py but
+   ``check(grade_id, student, answer, roster=students)``, with the student nbgrader grades (never one
+   the notebook names); its points and feedback go where the checker's Result goes today, and
+   ``copied_from`` goes to the instructor's report.
+3. A notebook rendered for one student reads its parameters from its own markdown, so the lesson's
+   code cells (which compute with `llama_8b`, `h200`) take the parameters from a cell the release writes
+   (``params`` as a dict literal), not from the presets.
+
+practice1 and practice4 are graded here for their numeric fields only (the knob and verdict are
+judgement, graded by the fixed key); the capacity questions (capacity-*), the spec-decode break-even
+(break-even-*) and Little's law (littles-law-*) are ungraded in the lesson today and graded here for
+practice, ready for the lesson to add cells with those grade_ids.
+"""
+
+from .questions import BY_ID, PARTS, QUESTIONS, Part, Question, question_of, render
+from .seeds import COURSE_ID, SecretError, course_secret, fresh_params, params_for, seed
+
+__all__ = [
+    "BY_ID",
+    "COURSE_ID",
+    "PARTS",
+    "QUESTIONS",
+    "Part",
+    "Question",
+    "SecretError",
+    "course_secret",
+    "fresh_params",
+    "params_for",
+    "question_of",
+    "render",
+    "seed",
+]

@@ -1,0 +1,268 @@
+"""Per-student variants of Lesson 25's numeric questions: drawn from a keyed seed, well-posed, graded
+against the student's own parameters by the instructor-only solver, copies named; the solver stays out
+of the students' environment."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import stat
+from pathlib import Path
+
+import pytest
+import secrets_helpers
+
+from servelab import hardware, modelspec, simulate
+from servelab.classroom import studentenv
+from servelab.grading import checkers, keys, trusted
+from servelab.paths import REPO_DIR
+from servelab.variants import QUESTIONS, grading, questions, seeds
+
+pytestmark = pytest.mark.unit
+
+SECRET = b"0123456789abcdef0123456789abcdef-test-course"
+CLASS = [f"student{i:02d}" for i in range(30)]
+SOLVER = grading.load_solver()
+SEEDS = 500
+
+
+def _expected(part_id: str, params: dict):
+    """The answer that earns full points: the key's value, or the expected fields."""
+    key = grading.solution(part_id, params, SOLVER)["key"]
+    if "fields" in key:
+        return {name: want["expect"] for name, want in key["fields"].items()}
+    return key["value"]
+
+
+def _full(part_id: str, params: dict) -> float:
+    return float(grading.solution(part_id, params, SOLVER)["key"].get("points", 1))
+
+
+def _check(part_id, student, answer, **kw):
+    return grading.check(part_id, student, answer, secret=SECRET, solver=SOLVER, **kw)
+
+
+# --------------------------------------------------------------------------- seeds
+
+
+def test_a_variant_is_the_same_every_time_and_differs_from_a_neighbours_and_under_another_secret():
+    first = [seeds.params_for("warmup1", s, secret=SECRET) for s in CLASS]
+    assert first == [seeds.params_for("warmup1", s, secret=SECRET) for s in CLASS]
+    assert len({tuple(sorted(p.items())) for p in first}) == len(CLASS)
+    # The key is the secret: the same names under another course secret are other variants.
+    other = [seeds.params_for("warmup1", s, secret=b"another-course-secret-of-32-bytes!!") for s in CLASS]
+    assert sum(a != b for a, b in zip(first, other)) >= len(CLASS) - 1
+    # A part's id and its question's id name the same variant; the assignment and course are in the message.
+    assert seeds.params_for("warmup1-batch", "student00", secret=SECRET) == first[0]
+    assert seeds.seed("student00", "warmup1", secret=SECRET) != seeds.seed(
+        "student00", "warmup1", secret=SECRET, assignment="lesson26"
+    )
+    with pytest.raises(ValueError):
+        seeds.seed("bad\0name", "warmup1", secret=SECRET)
+
+
+def test_the_course_secret_is_made_once_private_and_refused_when_others_can_read_it(tmp_path):
+    path = tmp_path / "servelab" / "variant-secret"
+    made = seeds.course_secret(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(made) >= 64
+    assert seeds.course_secret(path) == made
+    os.chmod(path, 0o644)
+    with pytest.raises(seeds.SecretError, match="every user"):
+        seeds.course_secret(path)
+    with pytest.raises(seeds.SecretError, match="no course secret"):
+        seeds.course_secret(tmp_path / "absent", create=False)
+
+
+# --------------------------------------------------------------------------- well-posed, for every generator
+
+
+def _numbers(answer) -> list[float]:
+    values = answer.values() if isinstance(answer, dict) else [answer]
+    return [float(v) for v in values if not isinstance(v, bool)]
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=lambda q: q.id)
+def test_every_generator_gives_a_well_posed_question_over_many_seeds(question):
+    """Answers finite, positive and in range; no known slip lands within the tolerance of the answer (the
+    question tells the slip from the answer); distinct parameters give distinct answers; the text renders."""
+    answers, texts = {}, set()
+    for n in range(SEEDS):
+        params = question.generate(random.Random(n))
+        texts.add(questions.render(question.id, params))
+        row = []
+        for part in question.parts:
+            answer = _expected(part.id, params)
+            row.append(repr(answer))
+            for x in _numbers(answer):
+                assert math.isfinite(x) and part.low <= x <= part.high, (part.id, params, x)
+                assert x > 0 or part.kind == "fields", (part.id, params, x)
+            solved = grading.solution(part.id, params, SOLVER)
+            for hint in solved["key"].get("hints", []):
+                points, _ = getattr(checkers, solved["checker"])(hint["value"], solved["key"])
+                assert points == 0, (part.id, params, hint["slip"])
+            assert grading.grade(part.id, params, answer, SOLVER).points == _full(part.id, params)
+        answers[tuple(sorted(params.items()))] = tuple(row)
+    assert len(answers) >= min(SEEDS // 2, 6), "the generator draws too few variants"
+    # Distinct variants differ in their answers (a copied answer can be told from one's own).
+    assert len(set(answers.values())) >= 0.95 * len(answers)
+    assert len(texts) == len(answers)
+
+
+def test_the_bound_question_has_both_answers_and_the_met_slo_occurs():
+    bounds = {_expected("warmup3-bound", questions.warmup3(random.Random(n))) for n in range(200)}
+    assert bounds == {True, False}
+    met = {_expected("practice1-test", questions.practice1(random.Random(n)))["slo_met"] for n in range(200)}
+    assert met == {True, False}
+
+
+def test_the_solver_agrees_with_the_fixed_lesson_at_the_lessons_own_numbers():
+    """From first principles, the solver gives what servelab's presets and simulator give the fixed lesson."""
+    llama, h200 = modelspec.preset("Llama-3.1-8B"), hardware.get("H200")
+    shape = {
+        "layers": llama.num_layers,
+        "kv_heads": llama.num_kv_heads,
+        "heads": llama.num_heads,
+        "head_dim": llama.head_dim,
+        "dtype": "bfloat16",
+        "bytes_per_value": 2,
+    }
+    gpu = {"peak_tflops": h200.peak_tflops, "bandwidth_gb_s": h200.bandwidth_gb_s}
+    w1 = {**shape, "tokens_per_sequence": 8192, "batch": 32}
+    assert _expected("warmup1-per-token", w1) == keys.kv_bytes_per_token("Llama-3.1-8B")["value"]
+    assert _expected("warmup1-batch", w1) == keys.kv_bytes("Llama-3.1-8B", 8192, 32)["value"]
+    w2 = {**gpu, "dtype": "bfloat16", "bytes_per_param": 2}
+    assert _expected("warmup2-ridge", w2) == pytest.approx(keys.ridge_flop_per_byte("H200")["value"])
+    assert _expected("warmup2-tokens", w2) == pytest.approx(keys.ridge_tokens_per_step("H200")["value"])
+    w3 = {**gpu, "k": 4, "a": 0.7, "batch": 64, "dtype": "bfloat16"}
+    assert _expected("warmup3-tokens", w3) == pytest.approx(keys.tokens_per_verify_step(0.7, 4)["value"])
+    assert _expected("warmup3-verified", w3) == keys.verified_tokens_per_step(64, 4)["value"]
+    assert _expected("warmup3-bound", w3) is keys.is_compute_bound(64, 4, "H200")["value"]
+    be = {**w2, "k": 4, "a": 0.7}
+    sim = simulate.Simulator(llama, h200)
+    assert _expected("break-even-batch", be) == pytest.approx(sim.break_even_batch(4, 0.7))
+    assert _expected("break-even-ridge-batch", be) == pytest.approx(sim.ridge_batch(4))
+    p1 = {"users": 20, "max_num_seqs": 256, "target_ms": 500, "measured_ms": 1200}
+    fixed = trusted.load_tests("lesson25")["practice1-test"][1]["fields"]
+    assert _expected("practice1-test", p1) == {f: fixed[f]["expect"] for f in _expected("practice1-test", p1)}
+    llama70 = modelspec.preset("Llama-3.1-70B")
+    e1 = {
+        **shape,
+        "layers": llama70.num_layers,
+        "kv_heads": llama70.num_kv_heads,
+        "head_dim": llama70.head_dim,
+        "chats": 40,
+        "old_context": 4096,
+        "new_context": 32768,
+    }
+    assert _expected("capacity-context-per-seq", e1) == pytest.approx(llama70.kv_bytes(32768, 1, "bfloat16") / 1e9)
+
+
+def test_the_tolerances_are_the_lessons_keys():
+    """A variant is graded as the fixed lesson is: 1 % by default, three figures for the verify step."""
+    w3 = questions.warmup3(random.Random(3))
+    right = _expected("warmup3-tokens", w3)
+    assert grading.grade("warmup3-tokens", w3, right * 1.0015, SOLVER).points == 1
+    assert grading.grade("warmup3-tokens", w3, right * 1.003, SOLVER).points == 0
+    w1 = questions.warmup1(random.Random(3))
+    right = _expected("warmup1-per-token", w1)
+    assert grading.grade("warmup1-per-token", w1, right * 1.009, SOLVER).points == 1
+    assert grading.grade("warmup1-per-token", w1, right * 1.011, SOLVER).points == 0
+
+
+# --------------------------------------------------------------------------- grading a class
+
+
+def test_a_class_is_each_graded_right_against_their_own_parameters():
+    for part in (
+        "warmup1-per-token",
+        "warmup1-batch",
+        "warmup2-ridge",
+        "warmup3-tokens",
+        "practice1-test",
+        "capacity-sessions-fit",
+        "break-even-batch",
+        "littles-law-tpot",
+    ):
+        for student in CLASS[:10]:
+            own = seeds.params_for(part, student, secret=SECRET)
+            graded = _check(part, student, _expected(part, own), roster=CLASS)
+            assert graded.points == _full(part, own), (part, student, graded.feedback)
+            assert graded.copied_from == () and graded.params == own
+            # The feedback shows the student's parameters and the worked solution for them.
+            assert "Your parameters:" in graded.feedback and "Worked solution:" in graded.feedback
+            assert all(f"{name} = {value}" in graded.feedback for name, value in own.items())
+
+
+def test_a_warm_up_computed_by_hand_from_the_students_own_numbers_scores():
+    """The student's arithmetic, not the solver's, from the parameters their question shows."""
+    for student in CLASS:
+        p = seeds.params_for("warmup1", student, secret=SECRET)
+        per_token = 2 * p["layers"] * p["kv_heads"] * p["head_dim"] * p["bytes_per_value"]
+        assert _check("warmup1-per-token", student, per_token).points == 1
+        assert _check("warmup1-batch", student, per_token * p["tokens_per_sequence"] * p["batch"]).points == 1
+        # K and V counted once: the slip is named with the student's own numbers.
+        slipped = _check("warmup1-per-token", student, per_token / 2)
+        assert slipped.points == 0 and "kv-once" in slipped.slips
+
+
+def test_the_same_answers_handed_in_by_two_students_score_only_for_the_one_whose_variant_they_fit():
+    alice, bob = CLASS[0], CLASS[1]
+    for part in ("warmup1-batch", "warmup2-ridge", "warmup3-verified", "capacity-transfer-gb-s", "practice1-test"):
+        answer = _expected(part, seeds.params_for(part, alice, secret=SECRET))
+        assert _check(part, alice, answer, roster=CLASS).points == _full(
+            part, seeds.params_for(part, alice, secret=SECRET)
+        )
+        bobs = _check(part, bob, answer, roster=CLASS)
+        assert bobs.points < _full(part, bobs.params), part
+        assert alice in bobs.copied_from, part
+        # The flag is for the instructor: the student's feedback names nobody.
+        assert alice not in bobs.feedback
+    # Without a roster nothing is flagged; a True/False answer, shared by chance, is never flagged.
+    answer = _expected("warmup1-batch", seeds.params_for("warmup1", alice, secret=SECRET))
+    assert _check("warmup1-batch", bob, answer).copied_from == ()
+    bound = _expected("warmup3-bound", seeds.params_for("warmup3", alice, secret=SECRET))
+    assert _check("warmup3-bound", bob, not bound, roster=CLASS).copied_from == ()
+
+
+def test_a_hostile_answer_scores_nothing_and_an_unknown_part_is_named():
+    class Always(float):
+        def __eq__(self, other):
+            return True
+
+    for answer in (Always(1.0), "1e9", None, float("nan"), [1, 2], {"x": 1}):
+        assert _check("warmup1-per-token", CLASS[0], answer, roster=CLASS).points == 0
+    with pytest.raises(KeyError, match="warmup1-per-token"):
+        _check("warmup9", CLASS[0], 1)
+
+
+# --------------------------------------------------------------------------- the solver stays with the keys
+
+
+def test_the_solver_lives_with_the_keys_which_the_students_wheel_is_built_without():
+    """studentenv copies the checkout for the wheel through _not_for_the_wheel: it drops grading/ at the top."""
+    solver = Path(trusted.KEYS_DIR) / f"{grading.SOLVER_NAME}.py"
+    assert solver.is_file()
+    parts = solver.relative_to(REPO_DIR).parts
+    ignored = studentenv._not_for_the_wheel(str(REPO_DIR), [parts[0], "src", "data"])
+    assert ignored == [parts[0]] == ["grading"]
+    # The generators ship: nothing drops src/servelab/variants.
+    package = REPO_DIR / "src" / "servelab" / "variants"
+    assert studentenv._not_for_the_wheel(str(package), [p.name for p in package.glob("*.py")]) == []
+
+
+def test_the_secrets_scan_finds_the_solver_and_not_the_shipped_generators():
+    markers = secrets_helpers.markers()
+    solver_markers = {m: o for m, o in markers.items() if grading.SOLVER_NAME in o}
+    assert len(solver_markers) > 50
+    assert secrets_helpers.hits(secrets_helpers.SOLVER.read_text(), markers)
+    for path in (REPO_DIR / "src" / "servelab" / "variants").glob("*.py"):
+        assert secrets_helpers.hits(path.read_text(), markers) == [], path
+    # A solver copied into the package by mistake is caught, even re-indented.
+    copied = "\n".join("    " + line for line in secrets_helpers.SOLVER.read_text().splitlines())
+    assert secrets_helpers.hits(copied, markers)
+
+
+def test_without_the_solver_grading_refuses(tmp_path):
+    with pytest.raises(grading.SolverMissing, match="not in this installation"):
+        grading.load_solver(tmp_path)
