@@ -1,4 +1,4 @@
-"""servelab's command line: prepare-model | sweep | simulate | review | lab | class."""
+"""servelab's command line: prepare-model | sweep | simulate | review | lab | class | practice."""
 
 from __future__ import annotations
 
@@ -169,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         help="after --, more options for jupyter lab (e.g. -- --ServerApp.ip=0.0.0.0)",
     )
     p.set_defaults(func=cmd_lab)
+
+    from .variants import practice
+
+    p = sub.add_parser("practice", help="fresh variants of the lesson's numeric questions; missed ones come back")
+    practice.add_arguments(p)
+    p.set_defaults(func=practice.run)
 
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
