@@ -266,3 +266,27 @@ def test_the_secrets_scan_finds_the_solver_and_not_the_shipped_generators():
 def test_without_the_solver_grading_refuses(tmp_path):
     with pytest.raises(grading.SolverMissing, match="not in this installation"):
         grading.load_solver(tmp_path)
+
+
+def test_grading_reads_the_release_secret_and_never_makes_one(tmp_path, monkeypatch):
+    path = tmp_path / "variant-secret"
+    monkeypatch.setenv("SERVELAB_VARIANT_SECRET_FILE", str(path))
+    with pytest.raises(seeds.SecretError, match="no course secret"):
+        grading.check("warmup1-per-token", "student00", 1, solver=SOLVER)
+    assert not path.exists()
+    secret = seeds.course_secret()  # the release makes it
+    own = seeds.params_for("warmup1", "student00", secret=secret)
+    assert (
+        grading.check("warmup1-per-token", "student00", _expected("warmup1-per-token", own), solver=SOLVER).points == 1
+    )
+
+
+def test_a_students_released_parameters_render_their_questions():
+    mine = seeds.all_params("student03", secret=SECRET)
+    assert set(mine) == {q.id for q in QUESTIONS}
+    assert mine["warmup1"] == seeds.params_for("warmup1", "student03", secret=SECRET)
+    text = seeds.text_for("warmup1", "student03", secret=SECRET)
+    assert text == questions.render("warmup1", mine["warmup1"]) and f"{mine['warmup1']['layers']} layers" in text
+    namespace: dict = {}
+    exec(questions.params_source(mine["break-even"]), namespace)
+    assert namespace["params"] == mine["break-even"]

@@ -15,19 +15,23 @@ grader's (nbgrader's student of the hand-in).
 
 How the lesson uses it (grading/source/lesson25/lesson25.py, once the variants are released):
 
-1. At release, for each student, the question cells are rendered with that student's parameters:
-   ``render(part_or_question_id, params_for(question_id, student, secret=course_secret()))`` returns the
-   markdown of the question, the same format string for every student with their numbers in it (for
-   example ``render("warmup1", params)`` is warm-up 1's "Compute for a model with ... layers" text).
-   The answer cells keep their names (``Part.variable``: warmup1_kv_bytes_per_token, ...), and the
-   hidden tests keep handing the answer over with capture(grade_id, value), as today.
+1. nbgrader releases one notebook to the whole class, and a student's kernel has no course secret, so
+   the release hands each student their parameters beside it: ``all_params(student,
+   secret=course_secret())`` (question id -> parameters, JSON; the course secret is made here, on first
+   use) written where only that student reads it (their inbound-side folder of the class exchange, or
+   their home on the hub). The question cells then print their text from it:
+   ``render("warmup1", mine["warmup1"])`` is warm-up 1's "Compute for a model with ... layers" text, the
+   same format string for every student with their numbers in it (``text_for(question_id, student,
+   secret=...)`` is the same text, for an instructor's view). The answer cells keep their names
+   (``Part.variable``: warmup1_kv_bytes_per_token, ...), and the hidden tests keep handing the answer
+   over with capture(grade_id, value), as today.
 2. At grading, the key for a variant part is not the fixed TESTS entry of grading/keys/lesson25.py but
-   ``check(grade_id, student, answer, roster=students)``, with the student nbgrader grades (never one
-   the notebook names); its points and feedback go where the checker's Result goes today, and
-   ``copied_from`` goes to the instructor's report.
-3. A notebook rendered for one student reads its parameters from its own markdown, so the lesson's
-   code cells (which compute with `llama_8b`, `h200`) take the parameters from a cell the release writes
-   (``params`` as a dict literal), not from the presets.
+   ``check(grade_id, student, answer, roster=grading.roster(db_url))``, with the student nbgrader
+   grades (never one the notebook names); its points and feedback go where the checker's Result goes
+   today, and ``copied_from`` goes to the instructor's report.
+3. The lesson's code cells that compute with `llama_8b`, `h200` compute with the student's parameters
+   instead (``params_source(params)`` writes them as ``params = {...}`` for a cell that needs a literal).
+   Editing one's parameters file changes only the text one reads: grading derives them from the id.
 
 practice1 and practice4 are graded here for their numeric fields only (the knob and verdict are
 judgement, graded by the fixed key); the capacity questions (capacity-*), the spec-decode break-even
@@ -35,8 +39,8 @@ judgement, graded by the fixed key); the capacity questions (capacity-*), the sp
 practice, ready for the lesson to add cells with those grade_ids.
 """
 
-from .questions import BY_ID, PARTS, QUESTIONS, Part, Question, question_of, render
-from .seeds import COURSE_ID, SecretError, course_secret, fresh_params, params_for, seed
+from .questions import BY_ID, PARTS, QUESTIONS, Part, Question, params_source, question_of, render
+from .seeds import COURSE_ID, SecretError, all_params, course_secret, fresh_params, params_for, seed, text_for
 
 __all__ = [
     "BY_ID",
@@ -45,11 +49,14 @@ __all__ = [
     "QUESTIONS",
     "Part",
     "Question",
+    "all_params",
     "SecretError",
     "course_secret",
     "fresh_params",
     "params_for",
+    "params_source",
     "question_of",
     "render",
     "seed",
+    "text_for",
 ]

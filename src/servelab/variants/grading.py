@@ -105,7 +105,8 @@ def check(
     if part_id not in PARTS:
         question_of(part_id)  # KeyError naming the ids there are
     solver = solver or load_solver()
-    secret = secret if secret is not None else seeds.course_secret()
+    # Grading reads the secret the release made; it never makes one (a new secret is a new set of variants).
+    secret = secret if secret is not None else seeds.course_secret(create=False)
 
     def params_of(student: str) -> Params:
         return seeds.params_for(part_id, student, secret=secret, course=course, assignment=assignment)
@@ -123,3 +124,11 @@ def check(
             if points >= _full(part_id, theirs):
                 copied.append(other)
     return Graded(result.points, result.feedback, own, dict(result.slips), tuple(copied))
+
+
+def roster(db_url: str) -> list[str]:
+    """The class's student ids, from nbgrader's gradebook (the ids its hand-ins are graded under)."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url) as gb:
+        return sorted(student.id for student in gb.students)

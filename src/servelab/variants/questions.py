@@ -406,3 +406,8 @@ def question_of(part_or_question: str) -> Question:
 def render(question_id: str, params: Params) -> str:
     """The question's text with these parameters: what the lesson prints in the question's markdown cell."""
     return question_of(question_id).text.format(**params)
+
+
+def params_source(params: Params, name: str = "params") -> str:
+    """A Python line that binds the parameters, for the code cell a rendered notebook computes from."""
+    return f"{name} = {dict(params)!r}"

@@ -25,7 +25,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from .questions import Params, question_of
+from .questions import QUESTIONS, Params, question_of, render
 
 COURSE_ID = "servelab"  # nbgrader's CourseDirectory.course_id (grading/nbgrader_config.py)
 ASSIGNMENT = "lesson25"
@@ -94,3 +94,25 @@ def fresh_params(question_id: str, rng: random.Random | None = None) -> Params:
     """A new variant of a question, for practice: from `rng`, else from the operating system's randomness."""
     question = question_of(question_id)
     return question.generate(rng or random.Random(secrets.randbits(128)))
+
+
+def text_for(
+    question_id: str,
+    student: str,
+    *,
+    secret: bytes,
+    course: str = COURSE_ID,
+    assignment: str = ASSIGNMENT,
+) -> str:
+    """The question's text with the student's own parameters: what their released notebook shows."""
+    return render(question_id, params_for(question_id, student, secret=secret, course=course, assignment=assignment))
+
+
+def all_params(
+    student: str, *, secret: bytes, course: str = COURSE_ID, assignment: str = ASSIGNMENT
+) -> dict[str, Params]:
+    """Every question's parameters for one student (question id -> parameters): what their notebook renders.
+
+    A student's own parameters are no secret to them; the secret is what ties them to the name. A student
+    who edits their copy changes only the text they read: grading derives the parameters again from the id."""
+    return {q.id: params_for(q.id, student, secret=secret, course=course, assignment=assignment) for q in QUESTIONS}
