@@ -11,8 +11,9 @@ One measurement flows one way, a module each:
     point:     measure(plan, pool, runner, info, store)            the steps above, for one point
 
 Beside the pipeline: serve_sweep.sweep (settings of one knob through vLLM's own serve-parameter sweep,
-a server per setting) and accuracy.answer_match (the precision knob's bundled task). The server's
-counters are read by servelab.metrics.
+a server per setting), accuracy.answer_match (the precision knob's bundled task), noise.noise_band (how
+far one setting's runs land from each other: bench/noise_band.py) and parallel.simulated_rows (tensor
+parallelism simulated for a model it can split). The server's counters are read by servelab.metrics.
 
 The load generator is vLLM's own serving benchmark (vllm/benchmarks/serve.py):
 Poisson arrivals at --request-rate, or a fixed number of users with
@@ -45,6 +46,7 @@ from .catalogue import (
     setting_changes,
     workloads,
 )
+from .noise import NoiseBand, noise_band
 from .plan import Plan, resolve, server_args
 from .point import measure
 from .pool import ServerPool, plan_env
@@ -72,6 +74,7 @@ __all__ = [
     "KnobError",
     "Load",
     "MetricsPoller",
+    "NoiseBand",
     "Plan",
     "Run",
     "ServerPool",
@@ -80,6 +83,7 @@ __all__ = [
     "latest",
     "machine_info",
     "measure",
+    "noise_band",
     "plan_env",
     "read_metrics",
     "recorded_args",
