@@ -4,6 +4,8 @@ of the students' environment."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import random
@@ -60,6 +62,25 @@ def test_a_variant_is_the_same_every_time_and_differs_from_a_neighbours_and_unde
     )
     with pytest.raises(ValueError):
         seeds.seed("bad\0name", "warmup1", secret=SECRET)
+
+
+def test_a_released_variant_stays_what_it_was():
+    """Students keep their numbers for the whole course: a generator that draws differently changes every
+    student's variant, so it must come with a new seeds.VERSION (and a new release), not by accident."""
+    assert seeds.VERSION == b"servelab-variant-v1"
+    assert seeds.params_for("warmup1", "student00", secret=SECRET) == {
+        "layers": 92,
+        "kv_heads": 16,
+        "heads": 32,
+        "head_dim": 96,
+        "dtype": "float16",
+        "bytes_per_value": 2,
+        "tokens_per_sequence": 2560,
+        "batch": 5,
+    }
+    # Every question's, for the whole class: one digest (a changed draw anywhere changes it).
+    drawn = json.dumps([seeds.all_params(s, secret=SECRET) for s in CLASS], sort_keys=True)
+    assert hashlib.sha256(drawn.encode()).hexdigest()[:16] == "935fb20d971249eb"
 
 
 def test_the_course_secret_is_made_once_private_and_refused_when_others_can_read_it(tmp_path):

@@ -151,8 +151,8 @@ def capacity_sessions(rng: random.Random) -> Params:
         # Meaningful: the weights leave at least a fifth of the node, at least 3 sessions fit, the weights
         # cost at least one session (leaving them out is a different count), and the sessions asked for
         # do not fit (the binding constraint is KV memory).
-        if weights_gb <= 0.8 * hbm_gb and 3 <= fit <= 2000 and int(hbm_gb / kv_gb) > int(fit):
-            wanted = rng.randint(int(fit) + 2, max(int(fit) * 4, int(fit) + 3))
+        if weights_gb <= 0.8 * hbm_gb and 3 <= fit <= 500 and int(hbm_gb / kv_gb) > int(fit):
+            wanted = rng.randint(int(fit) + 2, max(int(fit) * 3, int(fit) + 3))
             if weights_gb < 0.02 * (weights_gb + wanted * kv_gb):  # the weights must show in the total
                 continue
             return {
@@ -339,7 +339,7 @@ QUESTIONS: tuple[Question, ...] = (
         "- `sessions_that_fit`: how many full-context sessions the node holds beside the weights (a whole number);\n"
         "- `memory_needed_tb`: the memory the weights and all {sessions} sessions need, in TB (10^12 bytes).",
         (
-            Part("capacity-sessions-fit", "sessions_that_fit", "full sessions that fit", "sessions", low=3, high=2000),
+            Part("capacity-sessions-fit", "sessions_that_fit", "full sessions that fit", "sessions", low=3, high=500),
             Part("capacity-sessions-need", "memory_needed_tb", "memory needed", "TB", low=0.01, high=1000),
         ),
     ),
