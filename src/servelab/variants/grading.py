@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from servelab.grading import checkers
 
 from . import seeds
-from .questions import PARTS, Params, question_of
+from .questions import PARTS, Params
 
 SOLVER_NAME = "lesson25_variants"
 
@@ -103,7 +103,7 @@ def check(
     or False, which half the class shares by chance, is never flagged).
     """
     if part_id not in PARTS:
-        question_of(part_id)  # KeyError naming the ids there are
+        raise KeyError(f"no graded part {part_id!r}; the parts are {sorted(PARTS)}")
     solver = solver or load_solver()
     # Grading reads the secret the release made; it never makes one (a new secret is a new set of variants).
     secret = secret if secret is not None else seeds.course_secret(create=False)
