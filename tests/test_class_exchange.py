@@ -31,7 +31,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from servelab.classroom import exchange, hub, limits, studentenv
+from servelab.classroom import capfs, exchange, hub, limits, studentenv
 from servelab.classroom.journal import Journal
 from servelab.grading import course, samples
 from servelab.grading.collection import SafeExchangeCollect
@@ -235,6 +235,52 @@ def test_a_full_inbound_stops_only_its_student(cls):
     hand_in(cls, BO, sample("partial"))  # a classmate's hand-in is untouched by hers
 
 
+def test_a_full_home_stops_only_its_student(cls, tmp_path):
+    """Each student's home is its own ext4 (hub.cap_home, as `class up` makes it), starting with what the home
+    held: filling hers gives her ENOSPC and her classmate writes on; the journal's undo (`class down`'s)
+    unmounts both and leaves each home as it was below."""
+    homes = {name: Path(pwd.getpwnam(name).pw_dir) for name in (ANA, BO)}
+    as_user(cls, ANA, "bash", "-c", "echo mine > ~/before.txt")
+    journal = Journal(tmp_path / "changes.json")
+    was = homes[ANA].stat()
+    try:
+        why = {name: hub.cap_home(name, tmp_path / "home-images", 32, record=journal.record) for name in homes}
+        if any(why.values()):
+            pytest.skip(f"this machine cannot cap a home: {why}")
+        # written down before each mount, where the next class up or class down finds it after a crash
+        assert Journal(tmp_path / "changes.json").entries == [{"kind": "mount", "path": str(h)} for h in homes.values()]
+        mounts = {line.split()[1]: line.split()[3].split(",") for line in Path("/proc/mounts").read_text().splitlines()}
+        assert {"nosuid", "nodev"} <= set(mounts[str(homes[ANA])])
+        now = homes[ANA].stat()  # the file system's top: the home's owner and mode
+        assert now.st_dev != was.st_dev and (now.st_mode, now.st_uid, now.st_gid) == (
+            was.st_mode,
+            was.st_uid,
+            was.st_gid,
+        )
+        assert as_user(cls, ANA, "cat", "before.txt").stdout == "mine\n"  # the home's files came along
+        fill = as_user(cls, ANA, "bash", "-c", "head -c 48M /dev/zero > ~/fill")
+        assert fill.returncode != 0 and "No space left" in fill.stderr, fill.stderr
+        other = as_user(cls, BO, "bash", "-c", "head -c 4M /dev/zero > ~/fine && stat -c %s ~/fine")
+        assert other.returncode == 0 and other.stdout.strip() == str(4 * 2**20), other.stderr
+    finally:
+        undone = journal.undo(log=lambda line: None)
+    assert undone == [f"{homes[BO]} unmounted", f"{homes[ANA]} unmounted"]
+    assert not any(os.path.ismount(home) for home in homes.values()) and not journal.path.exists()
+    assert (homes[ANA] / "before.txt").read_text() == "mine\n" and not (homes[ANA] / "fill").exists()
+
+
+def test_a_home_that_holds_more_than_the_cap_is_left_as_it_is_and_said(tmp_path):
+    """The image starts with what the home holds (mkfs.ext4 -d): one that does not fit is not made, nothing is
+    mounted or recorded, and the reason names the home (what `class up` prints as `not capped:`)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "work.bin").write_bytes(os.urandom(12 * 2**20))
+    recorded = []
+    why = capfs.cap(home, tmp_path / "home.ext4", 8, seed=home, record=lambda kind, **what: recorded.append(kind))
+    assert why.startswith(f"what {home} holds does not fit in 8 MiB"), why
+    assert not (tmp_path / "home.ext4").exists() and not os.path.ismount(home) and recorded == []
+
+
 # --- a class up killed halfway, and what class down puts back ----------------------------------------
 def _free_run(n: int) -> int:
     from servelab.classroom.errors import port_free
@@ -292,6 +338,7 @@ def test_a_killed_class_up_is_put_back_by_class_down(cls):
         )
         assert down.returncode == 0, down.stdout + down.stderr
         assert {p: seen(p) for p in before} == before, down.stdout
+        assert not any(os.path.ismount(home) for home in homes)  # ana's capped home unmounted too
         assert not (state / "class" / "changes.json").exists()
         assert not _answers(f"http://127.0.0.1:{port}/hub/api")
         assert str(state) not in Path("/proc/mounts").read_text()

@@ -33,6 +33,12 @@ def add_arguments(parser) -> None:
     up.add_argument("--db-port", type=int, default=5433, help="the gradebook's PostgreSQL port")
     up.add_argument("--sqlite", action="store_true", help="keep the gradebook in SQLite (one instructor)")
     up.add_argument(
+        "--home-mib",
+        type=int,
+        default=1024,
+        help="each student's home folder, its own file system of this size where the machine can loop-mount",
+    )
+    up.add_argument(
         "--servers",
         default="",
         help="OFF_URL,ON_URL of the lab's shared servers (default: the ones `servelab class servers` started)",
@@ -135,6 +141,7 @@ def cmd_servers(args) -> int:
 
 def cmd_up(args) -> int:
     from .hub import ClassHub, ClassSettings
+    from .limits import Limits
     from .postgres import Postgres
 
     off, on = (_names(args.servers) + ["", ""])[:2] if args.servers else ("", "")
@@ -149,6 +156,7 @@ def cmd_up(args) -> int:
         port=args.port,
         remote_off_url=off,
         remote_on_url=on,
+        limits=Limits(home_mib=args.home_mib).as_json(),
     )
     started = time.monotonic()
     hub = ClassHub(settings)
@@ -168,6 +176,11 @@ def cmd_up(args) -> int:
         )
         print(f"gradebook:  {'PostgreSQL on 127.0.0.1:' + str(args.db_port) if db else 'SQLite in the course'}")
         print(f"exchange:   {settings.exchange}   course: {settings.course_dir}")
+        capped = [name for name, yes in settings.home_capped.items() if yes]
+        if capped:
+            print(f"homes:      {', '.join(capped)}: each their own file system of {args.home_mib} MiB")
+        for note in hub.notes:
+            print(f"not capped: {note}")
         print(f"lab:        {off or 'no shared servers (run `servelab class servers` first)'} {on}")
         print("Ctrl-C stops the hub, every user's server and the gradebook.", flush=True)
         _wait_for_stop()

@@ -16,7 +16,8 @@ of her own hand-in. Here, as `servelab class up` lays it out (`lay_out`, as root
           <student>/                          the student, group CHECKOUT_GROUP, 2750: only they write it,
                                               only they and the instructors read it; where the machine
                                               can loop-mount, its own ext4 of INBOUND_CAP_MIB (a full
-                                              inbound stops its student's hand-ins, nobody else's)
+                                              inbound stops its student's hand-ins, nobody else's;
+                                              servelab.classroom.capfs, as each student's home)
 
 The nbgrader classes below are the exchange's plug-ins (nbgrader's own ExchangeFactory,
 configured in each role's nbgrader_config.py by `servelab class up`): they differ
@@ -35,7 +36,6 @@ import glob
 import grp
 import os
 import pwd
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -47,6 +47,8 @@ from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignme
 from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import check_directory, check_mode, get_osusername
+
+from . import capfs
 
 INBOUND_CAP_MIB = 256  # one student's inbound: every hand-in they keep there (each is capped at collection too)
 # A hand-in's own modes: readable by all, as nbgrader makes them, less nbgrader's world-writable top folder.
@@ -177,33 +179,6 @@ def _own(path: Path, user: str | int, group: str | int, mode: int) -> None:
     os.chmod(path, mode)
 
 
-def _is_mount(path: Path) -> bool:
-    return os.path.ismount(path)
-
-
-def cap_inbound(folder: Path, image: Path, mib: int = INBOUND_CAP_MIB) -> bool:
-    """Mount a size-capped ext4 (an image file, loop-mounted) on `folder`; False where the machine cannot."""
-    if _is_mount(folder):
-        return True
-    if not image.exists():
-        with open(image, "wb") as f:
-            f.truncate(mib * 2**20)
-        image.chmod(0o600)
-        made = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], capture_output=True, text=True)
-        if made.returncode != 0:
-            image.unlink()
-            return False
-    mounted = subprocess.run(
-        ["mount", "-o", "loop,nosuid,nodev,noexec", str(image), str(folder)], capture_output=True, text=True
-    )
-    if mounted.returncode != 0:
-        return False
-    lost = folder / "lost+found"
-    if lost.is_dir() and not any(lost.iterdir()):
-        lost.rmdir()
-    return True
-
-
 def lay_out(
     exchange: Path,
     course_id: str,
@@ -235,9 +210,7 @@ def lay_out(
     for student in students:
         folder = course / "inbound" / student
         folder.mkdir(exist_ok=True)
-        if not _is_mount(folder):
-            record("mount", path=str(folder))
-        capped[student] = cap_inbound(folder, images / f"{student}.ext4")
+        capped[student] = not capfs.cap(folder, images / f"{student}.ext4", INBOUND_CAP_MIB, record=record)
         _own(folder, student, group, 0o2750)
     # Whoever is no longer on the roster hands in nothing more (their hand-ins stay for collection).
     for folder in (course / "inbound").iterdir():
@@ -248,10 +221,3 @@ def lay_out(
 
 def owner_group(user: str) -> int:
     return pwd.getpwnam(user).pw_gid
-
-
-def unmount(path: str) -> None:
-    """Unmount a student's inbound (lazily when something still has it open)."""
-    if os.path.ismount(path):
-        if subprocess.run(["umount", path], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", path], capture_output=True)

@@ -18,7 +18,9 @@ node and configurable-http-proxy, free ports, the users), then lays out:
     <state>/changes.json              every change made outside the state folder, written before it is made
                                       (classroom/journal.py): `class down` or the next `class up` puts it back
 
-makes every class user's home folder private (mode 700; Debian's default is 755; put back on stop),
+makes every class user's home folder private (mode 700; Debian's default is 755; put back on stop)
+and each student's its own file system of Limits.home_mib where the machine can loop-mount
+(cap_home; the image under <state>/home-images keeps the class's work; unmounted on stop),
 closes the checkout to class users (it holds the keys, solutions/ and the sample
 submissions: mode 750, group CHECKOUT_GROUP, the instructors; put back on stop) and, the
 same way, its git directory where that lies outside it (a linked worktree's), and
@@ -50,7 +52,7 @@ from pathlib import Path
 
 from ..grading import course
 from ..paths import REPO_DIR
-from . import exchange, limits, studentenv
+from . import capfs, exchange, limits, studentenv
 from .errors import ClassError, require_port
 from .journal import Journal, process_entry
 
@@ -89,6 +91,7 @@ class ClassSettings:
     instructor_python: str = ""  # the instructors' venv's Python (<state>/env/instructor), set by lay_out
     limits: dict = field(default_factory=lambda: limits.Limits().as_json())  # each student's server (limits.Limits)
     inbound_capped: dict = field(default_factory=dict)  # student -> whether their inbound is a capped file system
+    home_capped: dict = field(default_factory=dict)  # student -> whether their home is a capped file system
 
     @property
     def exchange(self) -> Path:
@@ -244,6 +247,32 @@ def git_dirs_outside(checkout: Path) -> list[Path]:
     return outside
 
 
+def cap_home(user: str, images: Path, mib: int, record=lambda kind, **what: None) -> str:
+    """A student's home folder made its own ext4 of `mib` MiB (nosuid,nodev; servelab.classroom.capfs), which
+    starts with what the home holds; "" when capped, else why not (the home is left as it is).
+
+    A student who fills it gets ENOSPC there and nobody else is affected. The mount is recorded in the
+    class's journal before it is made (`class down` unmounts it, the home below is as it was); the image,
+    <images>/<user>.ext4, keeps what the student saved during the class, and the next `class up` mounts it
+    again."""
+    entry = pwd.getpwnam(user)
+    home = Path(entry.pw_dir)
+    if not home.is_dir() or home.resolve() == Path("/"):
+        return f"{home} is not a home folder of {user}'s own"
+    if home.resolve() in Path(images).resolve().parents:
+        return f"the class's state folder is inside {home}, which a file system mounted on it would hide"
+    st = home.stat()
+    if st.st_uid != entry.pw_uid:
+        return f"{home} is not owned by {user} (uid {st.st_uid}); left as it is"
+    images.mkdir(parents=True, exist_ok=True)
+    images.chmod(0o700)
+    why = capfs.cap(home, images / f"{user}.ext4", mib, options="nosuid,nodev", seed=home, record=record)
+    if not why:  # the file system's top is the home: its owner and mode (700 in a class)
+        os.chown(home, st.st_uid, st.st_gid)
+        home.chmod(st.st_mode & 0o7777)
+    return why
+
+
 class ClassHub:
     """The hub, started and stopped; usable as a context manager."""
 
@@ -251,6 +280,7 @@ class ClassHub:
         self.settings = settings
         self.proc: subprocess.Popen | None = None
         self.log_path = settings.state / "hub" / "jupyterhub.log"
+        self.notes: list[str] = []  # what the class could not bound on this machine, for `class up` to say
         try:
             self.journal = Journal.of(settings.state)  # what this class changed outside its state folder
         except PermissionError:  # root's record, read by someone else: `check` says they need root
@@ -345,6 +375,12 @@ class ClassHub:
             if home.is_dir() and home.stat().st_mode & 0o077:
                 self.journal.mode(home)
                 home.chmod(home.stat().st_mode & 0o700)
+        home_mib = int(s.limits.get("home_mib", limits.Limits.home_mib))
+        for name in s.students:  # each student's home its own file system (the instructors' hold the course)
+            why = cap_home(name, s.state / "home-images", home_mib, record=self.journal.record)
+            s.home_capped[name] = not why
+            if why:
+                self.notes.append(f"{name}'s home is not capped at {home_mib} MiB: {why}")
         python, package = studentenv.build(s.state)
         s.student_python, s.student_package = str(python), str(package)
         s.instructor_python = str(studentenv.build_instructor(s.state))
@@ -361,6 +397,12 @@ class ClassHub:
             s.state / "inbound-images",
             record=self.journal.record,
         )
+        self.notes += [
+            f"{name}'s inbound is not a file system of its own (this machine cannot loop-mount); collection "
+            "still copies at most 100 MiB of a hand-in"
+            for name, capped in s.inbound_capped.items()
+            if not capped
+        ]
         limits.make_class(s.state, record=self.journal.record)
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():

@@ -114,11 +114,13 @@ def _undo_member(e: dict) -> str:
 
 
 def _undo_mount(e: dict) -> str:
+    """A capped folder (an inbound, a student's home: servelab.classroom.capfs) unmounted; its image stays."""
+    from .capfs import unmount
+
     path = e["path"]
     if not os.path.ismount(path):
         return ""
-    if subprocess.run(["umount", path], capture_output=True).returncode != 0:
-        subprocess.run(["umount", "-l", path], capture_output=True)
+    unmount(path)
     return f"{path} unmounted"
 
 

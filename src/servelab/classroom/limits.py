@@ -14,6 +14,8 @@ Which mechanism applies where:
 - Each student's server also gets its own mount namespace with a private tmpfs on /tmp and
   /dev/shm of `tmp_mib` (a shared /tmp is a place where others' files live); tmpfs pages
   count against the student's memory limit too.
+- Each student's home folder is its own ext4 of `home_mib` where the machine can loop-mount,
+  mounted by `servelab class up` (servelab.classroom.capfs, hub.cap_home), not by the spawner.
 
 The class's cgroups are one tree, CGROUP_ROOT/<class>/<student>, made by `servelab class up`
 and written in its journal: `class down` stops whatever still runs in them and removes them.
@@ -43,9 +45,16 @@ class Limits:
     cpus: float = 1.0  # of the machine's cores, as CFS quota
     pids: int = 512  # processes and threads: JupyterLab's and each kernel's threads fit in tens
     tmp_mib: int = 512  # the private /tmp and /dev/shm, each
+    home_mib: int = 1024  # the home folder, its own ext4 where the machine can loop-mount (servelab.classroom.capfs)
 
     def as_json(self) -> dict:
-        return {"memory_mib": self.memory_mib, "cpus": self.cpus, "pids": self.pids, "tmp_mib": self.tmp_mib}
+        return {
+            "memory_mib": self.memory_mib,
+            "cpus": self.cpus,
+            "pids": self.pids,
+            "tmp_mib": self.tmp_mib,
+            "home_mib": self.home_mib,
+        }
 
 
 def hierarchy() -> str:
@@ -188,7 +197,7 @@ def spawner_class():
         """LocalProcessSpawner whose limited users' servers start in their own cgroup (see the module)."""
 
         class_state = Unicode("", help="the class's state folder, which names its cgroups").tag(config=True)
-        limits = Dict(help="Limits as JSON (memory_mib, cpus, pids, tmp_mib)").tag(config=True)
+        limits = Dict(help="Limits as JSON (memory_mib, cpus, pids, tmp_mib, home_mib)").tag(config=True)
         limited = Bool(True, help="whether this user's server is limited (students are)").tag(config=True)
 
         def make_preexec_fn(self, name):
