@@ -15,8 +15,19 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[3]
 RESULT = REPO_DIR / "bench" / "results" / "knobs-cpu.json"
 FLIP_RESULT = REPO_DIR / "bench" / "results" / "flip-cpu.json"  # the spec-decode lab's measured crossover
-NOISE_FACTOR = 2.0  # the section's own band: differences under about 2x between runs minutes apart may be noise
 REP2_KNOB = "batching"
+
+
+def _band():
+    """The measured noise band (bench/noise_band.py, bench/results/noise_band.json): its one home."""
+    from servelab import knobs
+
+    band = knobs.noise_band()
+    if band is None:
+        raise SystemExit(
+            f"{knobs.noise.result_path()} is missing: run `python bench/noise_band.py` first; the lab's text quotes it."
+        )
+    return band
 
 
 def context() -> dict:
@@ -28,6 +39,7 @@ def context() -> dict:
     return {
         "intro": _intro(r),
         "knobs_intro": _knobs_intro(r),
+        "noise": _noise(r),
         "batching": _batching(k["batching"]),
         "prefix": _prefix(k["prefix_caching"]),
         "precision": _precision(k["precision"]),
@@ -54,7 +66,13 @@ def _intro(r: dict) -> dict:
         if "warm_click_s" in fp
         else ""
     )
-    return {"machine": f"{m['cpu']}, {m['cores']} cores, vLLM {r['versions']['vllm']}", "first_point": first}
+    starts = list((r.get("server") or {}).get("start_s", {}).values())
+    start = f"{min(starts):.0f}-{max(starts):.0f} s each on this course's machine" if starts else "30-60 s each"
+    return {
+        "machine": f"{m['cpu']}, {m['cores']} cores, vLLM {r['versions']['vllm']}",
+        "first_point": first,
+        "start": start,
+    }
 
 
 def _knobs_intro(r: dict) -> dict:
@@ -65,6 +83,33 @@ def _knobs_intro(r: dict) -> dict:
         "load_after": f"{m['loadavg_after'][0]:.1f}",
         "kept": _kept(r),
     }
+
+
+def _noise(r: dict) -> dict:
+    band = _band()
+    knob_load = max(r["machine"]["loadavg_before"][0], r["machine"]["loadavg_after"][0])
+    busier = (
+        f" That machine was busier than during the knob runs (load average up to {knob_load:.1f}): a quieter one "
+        "may keep its runs closer together, which only measuring it shows."
+        if min(band.loadavg) > knob_load
+        else ""
+    )
+    return {
+        "factor": f"{band.factor:.2g}",
+        "measured": (
+            f"The same setting, run again and again, is the yardstick: {band.provenance()}. Between the fastest "
+            f"and the slowest of those runs the widest metric, {_METRIC_WORDS.get(band.metric, band.metric)}, "
+            f"moved by {band.factor:.2g}x; every other metric the tables compare moved less.{busier}"
+        ),
+    }
+
+
+_METRIC_WORDS = {
+    "ttft_ms_p50": "median TTFT",
+    "ttft_ms_p99": "p99 TTFT",
+    "tpot_ms_p50": "median TPOT",
+    "output_tok_s": "output tok/s",
+}
 
 
 def _kept(r: dict) -> str:
@@ -138,10 +183,12 @@ def _budget_seen(big: dict, budget: dict) -> str:
 def _budget_verdict(big: dict, budget: dict) -> str:
     """What the token budget did, said no more strongly than the numbers allow (settings ran minutes apart)."""
     ttft, tpot = budget["ttft_ms_p99"] / big["ttft_ms_p99"], budget["tpot_ms_p50"] / big["tpot_ms_p50"]
-    if max(ttft, tpot, 1 / ttft, 1 / tpot) < 1.25:
+    band = _band()
+    if band.inside(ttft) and band.inside(tpot):
         return (
-            "here both moved by less than a quarter, within what two runs minutes apart on these shared cores "
-            "differ by: for 20 short chat prompts a budget of 256 tokens is barely a limit. "
+            f"here both moved by less than the noise band ({ttft:.2f}x and {tpot:.2f}x, against one setting's "
+            f"{band.factor:.2g}x between its own runs, section 2): for 20 short chat prompts a budget of 256 "
+            "tokens is barely a limit. "
         )
     if ttft > 1 and tpot > 1:
         return "here it cost both the first token and the ones after it. "
@@ -168,7 +215,40 @@ def _prefix(k: dict) -> dict:
                 f"| output tok/s | {_f(off['output_tok_s'])} | {_f(on['output_tok_s'])} |",
             ]
         ),
+        "throughput": _prefix_throughput(k, off, on),
     }
+
+
+def _prefix_throughput(k: dict, off: dict, on: dict) -> str:
+    """Output tok/s under an arrival rate: what the arrivals send, while the server keeps up either way."""
+    from servelab import knobs
+
+    load = knobs.KNOBS["prefix_caching"].load
+    sent = load.request_rate * load.output_len
+    ratio = on["output_tok_s"] / off["output_tok_s"]
+    moved = (
+        f"within the noise band ({ratio:.2f}x)" if _band().inside(ratio) else f"{ratio:.2f}x, outside the noise band"
+    )
+    return (
+        f"Output tok/s is another matter: under Poisson arrivals at {load.request_rate:g} req/s with "
+        f"{load.output_len} tokens each, the arrivals send about {sent:.0f} tok/s, and a server that keeps up "
+        f"serves what arrives: {_f(off['output_tok_s'])} against {_f(on['output_tok_s'])} tok/s, {moved}. "
+        + _prefix_verdict(off, on)
+    )
+
+
+def _prefix_verdict(off: dict, on: dict) -> str:
+    ttft = on["ttft_ms_p50"] / off["ttft_ms_p50"]
+    if _band().inside(ttft):
+        return (
+            f"Median TTFT moved {ttft:.2f}x, within the noise band too: this run shows no gain from the cache on "
+            "either row."
+        )
+    said = "fell" if ttft < 1 else "rose"
+    return (
+        f"Median TTFT {said} {ttft:.2f}x, beyond the noise band: a throughput benchmark at this rate would miss "
+        "what the cache does to the latency."
+    )
 
 
 def _precision(k: dict) -> dict:
@@ -200,27 +280,43 @@ def _precision(k: dict) -> dict:
                 f"| right answers | {right(a_bf)} | {right(a_fp)} |" + extra(right(a_q)),
             ]
         ),
+        "made": QUANTIZED_MADE,
+        "float32_seen": _float32_seen(bf, fp),
         "quantized_seen": _quantized_seen(bf, q, a_bf, a_q),
     }
 
 
-def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
-    made = (
-        "W4A16 is the same model with 4-bit integer weights in groups of 64 (activations stay bfloat16), "
-        "made by llm-compressor (`make quantized-model`, `bench/quantize.py`) and run by vLLM's CPU kernel "
-        "for such weights (CPUWNA16)."
+QUANTIZED_MADE = (
+    "W4A16 is the same model with 4-bit integer weights in groups of 64 (activations stay bfloat16), "
+    "made by llm-compressor (`make quantized-model`, `bench/quantize.py`) and run by vLLM's CPU kernel "
+    "for such weights (CPUWNA16)."
+)
+
+
+def _float32_seen(bf: dict, fp: dict) -> str:
+    ratio = fp["output_tok_s"] / bf["output_tok_s"]
+    said = f"Here float32 served {_f(fp['output_tok_s'])} against bfloat16's {_f(bf['output_tok_s'])} output tok/s ({ratio:.2f}x)"
+    if _band().inside(ratio):
+        return said + ", within the noise band: no difference shown by one run."
+    return (
+        said
+        + (", outside the noise band: slower in the wider type" if ratio < 1 else ", outside the noise band: faster")
+        + "; one table cannot say how much of it is the reads and how much the arithmetic's fast path."
     )
+
+
+def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
     if "output_tok_s" not in q:
-        return f"{made} It was not measured here: {q.get('error', 'no record')}"
+        return f"W4A16 was not measured here: {q.get('error', 'no record')}"
+    band = _band()
     ratio = q["output_tok_s"] / bf["output_tok_s"]
-    inside = 1 / NOISE_FACTOR < ratio < NOISE_FACTOR
     change = f"{ratio - 1:+.0%}"
-    if inside:
+    if band.inside(ratio):
         speed = (
-            f"That {change} is inside this section's noise band (runs minutes apart on a shared machine differ "
-            f"by up to about {NOISE_FACTOR:g}x): one run does not show that 4-bit weights changed the speed, "
-            "either way, on a model whose weight reads are a small part of each step here. Measure both again, "
-            "several times, before crediting the bytes. "
+            f"That {change} is inside the noise band (one setting's runs moved by up to {band.factor:.2g}x, "
+            "section 2): one run does not show that 4-bit weights changed the speed, either way, on a model "
+            "whose weight reads are a small part of each step here. Measure both again, several times, before "
+            "crediting the bytes. "
         )
     elif ratio > 1:
         speed = f"A {change} change, outside this section's noise band: measured faster with 4-bit weights. "
@@ -230,7 +326,7 @@ def _quantized_seen(bf: dict, q: dict, a_bf: dict, a_q: dict) -> str:
             "cost compute to unpack. "
         )
     return (
-        f"{made} Against bfloat16 it ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
+        f"Against bfloat16, W4A16 ran at {_f(q['output_tok_s'])} against {_f(bf['output_tok_s'])} output "
         f"tok/s and answered {a_q.get('right', 0)} of {a_q.get('questions', 0)} against {a_bf.get('right', 0)}. "
         + speed
         + "Quantization is a trade measured on the task, both ways."
@@ -283,7 +379,8 @@ def _spec_seen(off: dict, on: dict) -> str:
             "not from speculation."
         )
     n = on.get("num_requests") or off.get("num_requests")
-    better, worse = [], []
+    band = _band()
+    fell, rose, within = [], [], []
     for label, key in (
         ("median TPOT", "tpot_ms_p50"),
         ("p99 TPOT", "tpot_ms_p99"),
@@ -292,28 +389,44 @@ def _spec_seen(off: dict, on: dict) -> str:
         ("p99 end-to-end latency", "e2el_ms_p99"),
     ):
         a, b = off.get(key), on.get(key)
-        if a is None or b is None:
+        if not a or not b:
             continue
-        (better if b < a else worse).append(f"{label} {_f(a)} to {_f(b)} ms")
+        said = f"{label} {_f(a)} to {_f(b)} ms ({b / a:.2f}x)"
+        (within if band.inside(b / a) else fell if b < a else rose).append(said)
     parts = [f"Here {100 * on['acceptance_rate']:.0f} % of the drafted tokens were accepted."]
-    if better:
-        parts.append("With speculation on these fell: " + ", ".join(better) + ".")
-    if worse:
-        parts.append(("These rose: " if better else "With speculation on these rose: ") + ", ".join(worse) + ".")
+    if fell:
+        parts.append("With speculation on, these fell by more than the noise band: " + ", ".join(fell) + ".")
+    if rose:
+        parts.append(
+            (
+                "These rose by more than it: "
+                if fell
+                else "With speculation on, these rose by more than the noise band: "
+            )
+            + ", ".join(rose)
+            + "."
+        )
+    if within:
+        parts.append(
+            f"These moved by less than the noise band ({band.factor:.2g}x, section 2), no difference shown by one "
+            "run: " + ", ".join(within) + "."
+        )
     if n and n < 100:
         parts.append(
             f"With {n} requests each p99 is in effect the slowest request of its run (see above), so the tail rows "
             "are one request each: measure several hundred before reading them as a p99."
         )
-    if better and worse:
+    if fell and rose:
         parts.append(
-            "Speculation paid on the median and cost on the tail here: whether it pays depends on which of "
-            "these the SLO names."
+            "Speculation moved some rows down and others up here: whether it pays depends on which of these the "
+            "SLO names."
         )
-    elif better:
-        parts.append("Every latency row improved.")
+    elif fell:
+        parts.append("Every latency row that moved beyond the noise band fell.")
+    elif rose:
+        parts.append("No latency row fell by more than the noise band at this rate.")
     else:
-        parts.append("Speculation did not pay on any latency row at this rate.")
+        parts.append("No latency row moved beyond the noise band: one run at this rate shows no effect either way.")
     return " ".join(parts)
 
 
@@ -358,13 +471,27 @@ def _kv_seen(small: dict) -> str:
 
 
 def _parallelism(k: dict) -> dict:
+    from servelab import knobs
+    from servelab.knobs import parallel
+    from servelab.modelspec import preset
+    from servelab.results import ResultsStore
+
     tp2 = k["settings"].get("tp=2", {})
     tp1 = k["settings"].get("tp=1", {})
     error = tp2.get("error", "")
     reason = error.split("before it answered: ", 1)[-1].split(" (full log")[0] if error else ""
-    rows = k.get("simulated", {}).get("rows", {})
+    heads = preset("SmolLM2-135M").num_heads
+    if not reason and parallel.refusal("SmolLM2-135M", 2):
+        raise SystemExit(
+            f"{RESULT}: tp=2 has no recorded refusal, yet SmolLM2-135M's {heads} heads do not divide by 2."
+        )
+    # the simulated rows: only models tensor-parallel-size 2 can split, on this machine's recorded roofline
+    record = knobs.latest(ResultsStore(knobs.recorded_path()).read(), "parallelism", "tp=1")
+    if record is None:
+        raise SystemExit(f"{knobs.recorded_path()} has no parallelism tp=1 record: run `python bench/knobs.py` first.")
+    rows = parallel.simulated_rows(record["roofline"])
     table = "\n".join(
-        f"| {where} | " + " | ".join(f"{row['tp1_tok_s']:,.0f} / {row['tp2_tok_s']:,.0f}" for row in data) + " |"
+        f"| {where} | " + " | ".join(f"{row['tp1_tok_s']:,.1f} / {row['tp2_tok_s']:,.1f}" for row in data) + " |"
         for where, data in rows.items()
     )
     measured = (
@@ -373,13 +500,66 @@ def _parallelism(k: dict) -> dict:
         else ""
     )
     refused = (
-        f'vLLM refused tensor-parallel-size 2 for this model: "{reason}" SmolLM2-135M has 9 attention '
-        "heads, and tensor parallelism splits the heads evenly across devices; 3 would divide them, but "
-        "this machine has 2 cores."
+        f'vLLM refused tensor-parallel-size 2 for this model: "{reason}" SmolLM2-135M has {heads} attention '
+        "heads, and tensor parallelism splits the heads evenly across the ranks; 3 would divide them, but "
+        "this machine has 2 cores. So there is no tp=2 row for it here, measured or simulated."
         if reason
         else f"tp=2 measured: {_f(tp2.get('output_tok_s'))} output tok/s."
     )
-    return {"refused": refused, "measured": measured, "table": table}
+    return {
+        "load": k["load"],
+        "heads": heads,
+        "refused": refused,
+        "measured": measured,
+        "table": table,
+        "seen": _parallelism_seen(rows),
+    }
+
+
+def _parallelism_seen(rows: dict) -> str:
+    """What the simulated rows show, read from them: the gain of tp=2 on one memory bus and on two GPUs."""
+    from servelab.knobs import parallel
+
+    cpu, gpu = (rows.get(where, []) for where, *_ in parallel.CASES[:2])
+
+    def span(data: list[dict]) -> tuple[float, float]:
+        ratios = [row["tp2_tok_s"] / row["tp1_tok_s"] for row in data]
+        return min(ratios), max(ratios)
+
+    def between(lo: float, hi: float) -> str:
+        return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}x to {hi:.2f}x"
+
+    parts = []
+    if cpu:
+        lo, hi = span(cpu)
+        gain = "nothing gained" if hi < 1.05 else f"up to {hi:.2f}x"
+        parts.append(
+            f"On the two cores of one CPU the shares come from the same memory bus and the same cores: "
+            f"simulated, tp=2 serves {between(lo, hi)} tp=1's output tok/s, {gain}."
+        )
+    if gpu:
+        lo, hi = span(gpu)
+        parts.append(
+            f"On two H100s, each reading its own memory, the weight reads that set a decode step are halved and "
+            f"tp=2 serves {between(lo, hi)} tp=1's: a gain, and short of 2x, since the all-reduces take their "
+            "share of every step."
+        )
+    return " ".join(parts)
+
+
+def _grading_margin() -> str:
+    """The grader's margin for "no difference" (grading/keys/knoblab.py), said beside the measured band."""
+    import importlib.util
+
+    path = REPO_DIR / "grading" / "keys" / "knoblab.py"
+    spec = importlib.util.spec_from_file_location("servelab_keys_knoblab", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"{path}: Python cannot load it as a module.")
+    keys = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keys)
+    margin, band = float(keys.NOISE_FACTOR), _band()
+    wider = "wider than" if margin > band.factor else "the same as" if margin == band.factor else "narrower than"
+    return f"{margin:g}x (the grader's margin, {wider} the {band.factor:.2g}x one setting moved by in section 2)"
 
 
 def _rep2() -> dict:
@@ -420,6 +600,7 @@ def _rep2() -> dict:
     )
     return {
         "knob": REP2_KNOB,
+        "noise": _grading_margin(),
         "slo": f"{k.slo_value:g}",
         "a": a_name,
         "b": b_name,

@@ -178,7 +178,7 @@ KNOBS: dict[str, Knob] = {
         ),
         Knob(
             "kv_cache",
-            "KV cache size: a cache too small for 20 users",
+            "KV cache size: 1 GiB against 16 MiB for 20 users",
             {
                 "kv_cache=1GiB": {"--kv-cache-memory-bytes": str(GIB), "--max-model-len": KV_KNOB_MAX_MODEL_LEN},
                 "kv_cache=16MiB": {

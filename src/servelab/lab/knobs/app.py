@@ -460,6 +460,21 @@ class KnobLab:
         print(rep2.answer_source(value))
         return value
 
+    def prediction_vs_result(self, knob: str, prediction: dict):
+        """Your predicted factors for one knob's section against the result: your own records of its settings
+        under the knob's load when you measured them, else the course machine's recording (or the simulator)."""
+        from . import predict
+
+        def find(setting: str) -> tuple[dict | None, str]:
+            plan = knobs.resolve(knob, setting)
+            for source, where in ((self.store, "measured here"), (self.recorded, "recorded on the course's machine")):
+                found = [r for r in source.read() if matches(r, plan)]
+                if found:
+                    return found[-1], where
+            return None, "not measured"
+
+        return predict.Shown(predict.compare(knob, prediction, find, knobs.noise_band()))
+
     def show_comparison(self, a: dict, b: dict):
         from IPython.display import HTML
 
