@@ -247,10 +247,12 @@ def test_the_context_control_moves_the_simulated_gpus_crossover_and_regime(make_
     assert "context 256 tokens" in short and "compute-bound" in short and "KV cache" in short
     cross_short = lab.last_drawing.crossover_simulated
     assert 100 < cross_short < 256  # on the slider at 256 tokens (with the acceptance the copy-heavy runs show)
-    lab.set(context_len=1024)  # about 525: past the slider's 256
+    lab.set(context_len=1024)  # no crossover at any batch that fits from 1,024 tokens on
     assert lab.last_drawing.crossover_simulated is None and "every batch the slider reaches" in lab.regime.value
     lab.set(context_len=8192)
-    assert "memory-bound" in lab.regime.value and "context 8,192 tokens" in lab.regime.value
+    assert "context 8,192 tokens" in lab.regime.value and "does not fit" not in lab.regime.value  # 64 fit
+    lab.set(batch_size=256)  # 256 sequences of 8,192 tokens: about 275 GB of KV cache, more than an H200 holds
+    assert "does not fit" in lab.regime.value
 
 
 def test_a_prediction_is_set_beside_the_measured_and_simulated_crossovers(make_lab):

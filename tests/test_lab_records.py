@@ -16,6 +16,8 @@ from servelab.lab.speculation import drawing
 from servelab.lab.speculation.points import PointBook, Settings, Simulators
 from servelab.results import ResultsStore
 
+pytestmark = pytest.mark.unit
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -168,3 +170,17 @@ def test_the_simulated_curves_run_the_lessons_draft_and_the_engines_dtype():
     assert "does not fit" in drawing.simulated_step_html(long, 200, 4, "ngram")
     assert "does not fit" not in drawing.simulated_step_html(long, 64, 4, "ngram")
     assert "not a knee" in drawing.cpu_step_html() and "flat" not in drawing.cpu_step_html()
+
+
+def test_a_simulated_curve_ends_at_the_largest_batch_that_fits():
+    from dataclasses import replace
+
+    from servelab.lab.speculation import points
+
+    gpu, _ = Simulators(PointBook(read_store=False)).get("H200")
+    long = replace(gpu, context_len=8192)
+    c = points.curve(long, "ngram", 4, 0.7, None)
+    assert c.batch and max(c.batch) <= long.max_batch("ngram") < min(
+        b for b in points.CURVE_BATCHES if b not in c.batch
+    )
+    assert len(points.curve(gpu, "ngram", 4, 0.7, None).batch) == len(points.CURVE_BATCHES)  # 256 tokens: all fit

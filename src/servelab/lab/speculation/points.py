@@ -398,13 +398,18 @@ def curve(
     output_len: int = 64,
     k0_overhead: bool = False,
 ) -> Curve:
-    """A simulated curve for one method: routed is the better of none and n-gram at each batch."""
+    """A simulated curve for one method: routed is the better of none and n-gram at each batch.
+
+    It ends at the largest batch whose KV caches fit the simulated memory (Simulator.fits).
+    """
     if match is not None:
         sim = replace(sim, ngram_match_rate=match)
     if method == "adaptive":
         sim = replace(sim, adaptive_schedule=schedule, spec_overhead_at_k0=k0_overhead)
     xs, tok, tpot, acc = [], [], [], []
     for b in CURVE_BATCHES:
+        if not sim.fits(b, "ngram" if method == "routed" else method):
+            continue  # its KV caches do not fit the memory: no operating point, so no point on the curve
         if method == "routed":
             options = [
                 _point(sim, b, 0, "none", alpha, prompt_len, output_len),
