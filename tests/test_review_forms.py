@@ -46,22 +46,26 @@ def review_text(tmp_path: Path, name: str, text: str, **kwargs) -> review.Report
 def test_python_vllm_llm_script_as_published():
     c = cfg(PUBLIC / "kempner-qwen2.5-32b-llm.py")
     assert c.model.name == "Qwen/Qwen2.5-32B-Instruct"
-    assert (c.tensor_parallel_size, c.gpu_memory_utilization, c.dtype) == (1, 0.9, "bfloat16")
+    assert (c.parallel.tensor_parallel_size, c.cache.gpu_memory_utilization, c.model_config.dtype) == (
+        1,
+        0.9,
+        "bfloat16",
+    )
     assert c.doc.line(("gpu-memory-utilization",)) == 31
 
 
 def test_ray_serve_llm_app_as_published():
     c = cfg(PUBLIC / "anyscale-llama-3.1-8b-ray-serve.py")
     assert c.model_name == "meta-llama/Llama-3.1-8B-Instruct"
-    assert (c.hardware.name, c.max_model_len, c.pod_replicas) == ("L4", 8192, 2)
+    assert (c.deployment.hardware.name, c.model_config.max_model_len, c.deployment.pod_replicas) == ("L4", 8192, 2)
     # os.environ["HF_TOKEN"] sits in runtime_env, which the reviewer never evaluates
 
 
 def test_sagemaker_environment_as_published():
     doc = forms.load(PUBLIC / "aws-sagemaker-llama-3-8b-g6.py")
     c = read_config(doc)
-    assert c.model.name == "meta-llama/Meta-Llama-3-8B-Instruct" and c.max_model_len == 2048
-    assert (c.hardware.name, c.gpus_per_node) == ("L4", 1)  # ml.g6.4xlarge
+    assert c.model.name == "meta-llama/Meta-Llama-3-8B-Instruct" and c.model_config.max_model_len == 2048
+    assert (c.deployment.hardware.name, c.deployment.gpus_per_node) == ("L4", 1)  # ml.g6.4xlarge
     assert doc.vllm_version == "0.11.2" and "vllm:0.11.2-sagemaker-v1.2" in doc.vllm_version_source
 
 
@@ -73,7 +77,12 @@ def test_sagemaker_env_file_maps_as_the_entrypoint_does(tmp_path):
         "HF_TOKEN=x\n# ml.g6e.12xlarge\n",
     )
     c = cfg(path)
-    assert (c.tensor_parallel_size, c.prefix_caching, c.hardware.name, c.gpus_per_node) == (2, True, "L40S", 4)
+    assert (
+        c.parallel.tensor_parallel_size,
+        c.cache.prefix_caching,
+        c.deployment.hardware.name,
+        c.deployment.gpus_per_node,
+    ) == (2, True, "L40S", 4)
     bad = write(tmp_path, "bad.env", 'SM_VLLM_MODEL="Qwen/Qwen2.5-7B-Instruct\n')
     with pytest.raises(review.ReviewInputError, match=r"bad\.env:1: cannot read SM_VLLM_MODEL= .*check its quotes"):
         forms.load(bad)
@@ -98,23 +107,31 @@ def test_docker_compose_string_command_entrypoint_and_services(tmp_path):
     )
     doc = forms.load(write(tmp_path, "docker-compose.yml", text))
     c = read_config(doc)
-    assert (c.model.name, c.max_model_len, c.gpus_per_node) == ("Qwen/Qwen2.5-7B-Instruct", 8192, 2)
+    assert (c.model.name, c.model_config.max_model_len, c.deployment.gpus_per_node) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        8192,
+        2,
+    )
     assert doc.vllm_version == "0.10.0" and c.removed_flags == (("swap-space", 16, 7),)
     two = text.replace("  web:\n    image: nginx\n", "  other:\n    image: vllm/vllm-openai:latest\n")
     with pytest.raises(review.ReviewInputError, match=r"2 services run vLLM \(other, llm\); pick one with --select"):
         forms.load(write(tmp_path, "two.yml", two))
-    assert cfg(write(tmp_path, "two.yml", two), select="llm").max_model_len == 8192
+    assert cfg(write(tmp_path, "two.yml", two), select="llm").model_config.max_model_len == 8192
     entry = text.replace(
         "    command: --model",
         '    entrypoint: ["python3", "-m", "vllm.entrypoints.openai.api_server"]\n    command: --model',
     )
-    assert cfg(write(tmp_path, "entry.yml", entry)).max_model_len == 8192
+    assert cfg(write(tmp_path, "entry.yml", entry)).model_config.max_model_len == 8192
 
 
 def test_slurm_script_resolves_slurm_variables_from_its_sbatch_lines():
     c = cfg(PUBLIC / "kempner-deepseek-r1-0528-4x4-h100.sh")
-    assert c.tensor_parallel_size == 16  # $((SLURM_NNODES * SLURM_GPUS_ON_NODE)) = 4 x 4
-    assert (c.nodes, c.gpus_per_node, c.hardware.name) == (4, 4, "H100")  # --constraint=h100
+    assert c.parallel.tensor_parallel_size == 16  # $((SLURM_NNODES * SLURM_GPUS_ON_NODE)) = 4 x 4
+    assert (c.deployment.nodes, c.deployment.gpus_per_node, c.deployment.hardware.name) == (
+        4,
+        4,
+        "H100",
+    )  # --constraint=h100
     assert [name for name, _, _ in c.removed_flags] == ["enable-reasoning"]
 
 
@@ -126,13 +143,22 @@ def test_slurm_gres_and_short_options(tmp_path):
     assert env["SLURM_GPUS_ON_NODE"] == "8" and env["SLURM_NTASKS"] == "2"
     assert deployment == {"nodes": 2, "gpus-per-node": 8, "gpu-name": "a100"}
     c = cfg(PUBLIC / "kempner-llama-3.1-405b-2x4-slurm.sh")
-    assert (c.nodes, c.gpus_per_node, c.tensor_parallel_size, c.max_model_len) == (2, 4, 8, 16384)
+    assert (
+        c.deployment.nodes,
+        c.deployment.gpus_per_node,
+        c.parallel.tensor_parallel_size,
+        c.model_config.max_model_len,
+    ) == (2, 4, 8, 16384)
 
 
 def test_systemd_unit_as_published():
     c = cfg(PUBLIC / "local-llm-server-llama-3.3-70b-awq.service")
-    assert (c.model.name, c.quantization, c.max_model_len) == ("meta-llama/Llama-3.3-70B-Instruct", "awq", 4096)
-    assert c.hardware.name == "RTX 3090" and c.doc.line(("quantization",)) == 20
+    assert (c.model.name, c.model_config.quantization, c.model_config.max_model_len) == (
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "awq",
+        4096,
+    )
+    assert c.deployment.hardware.name == "RTX 3090" and c.doc.line(("quantization",)) == 20
 
 
 def test_systemd_environment_expands_in_exec_start(tmp_path):
@@ -141,7 +167,11 @@ def test_systemd_environment_expands_in_exec_start(tmp_path):
         "ExecStart=-/usr/bin/vllm serve ${MODEL} \\\n    --max-model-len $LEN\nRestart=always\n"
     )
     c = cfg(write(tmp_path, "vllm.service", unit))
-    assert (c.model.name, c.max_model_len, c.doc.line(("max-model-len",))) == ("Qwen/Qwen2.5-7B-Instruct", 4096, 5)
+    assert (c.model.name, c.model_config.max_model_len, c.doc.line(("max-model-len",))) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        4096,
+        5,
+    )
 
 
 def test_a_kserve_inference_service_still_reads():
@@ -172,8 +202,8 @@ def test_python_environment_reads_take_var_then_default(tmp_path):
     with pytest.raises(review.ReviewInputError, match=r"tensor_parallel_size=int\(2\) if False else 2"):
         forms.load(write(tmp_path, "a.py", text))
     text = text.replace("int(2) if False else 2", "2")
-    assert cfg(write(tmp_path, "a.py", text)).max_model_len == 4096
-    assert cfg(write(tmp_path, "a.py", text), variables={"LEN": "2048"}).max_model_len == 2048
+    assert cfg(write(tmp_path, "a.py", text)).model_config.max_model_len == 4096
+    assert cfg(write(tmp_path, "a.py", text), variables={"LEN": "2048"}).model_config.max_model_len == 2048
 
 
 def test_two_engines_in_one_script_ask_for_select(tmp_path):
@@ -331,3 +361,44 @@ def test_a_gpu_count_far_past_any_machine_is_reviewed_not_searched(tmp_path):
     text = "# deployment: {gpu: L4}\nvllm serve Qwen/Qwen3-8B --tensor-parallel-size 10000000000000000000000\n"
     report = review_text(tmp_path, "tp.sh", text)
     assert report.verdicts()["parallelism"] in ("wrong", "unjustified")
+
+
+def test_a_kubernetes_container_env_of_sm_vllm_settings_is_read(tmp_path):
+    """AWS's vLLM image runs vLLM's SageMaker entrypoint, which turns each SM_VLLM_* variable into a flag,
+    so a KServe InferenceService (or any manifest) running it carries its settings in the container's env
+    list of name/value pairs; each flag keeps its env entry's line, and the image tag pins the release."""
+    manifest = """apiVersion: serving.kserve.io/v1beta1
+kind: InferenceService
+metadata:
+  name: llama3-8b
+spec:
+  predictor:
+    containers:
+      - name: kserve-container
+        image: 763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.2-gpu-py312-cu128-ubuntu22.04-sagemaker
+        env:
+          - name: SM_VLLM_MODEL
+            value: meta-llama/Meta-Llama-3-8B-Instruct
+          - name: SM_VLLM_MAX_MODEL_LEN
+            value: "4096"
+          - name: SM_VLLM_GPU_MEMORY_UTILIZATION
+            value: "0.98"
+          - name: SM_VLLM_ENABLE_PREFIX_CACHING
+            value: ""
+        resources:
+          limits:
+            nvidia.com/gpu: "1"
+    nodeSelector:
+      nvidia.com/gpu.product: NVIDIA-L4
+"""
+    c = cfg(write(tmp_path, "isvc.yaml", manifest))
+    assert (c.model.name, c.model_config.max_model_len, c.cache.gpu_memory_utilization) == (
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        4096,
+        0.98,
+    )
+    assert c.cache.prefix_caching and (c.deployment.hardware.name, c.deployment.gpus_per_node) == ("L4", 1)
+    assert c.doc.line(("max-model-len",)) == 13 and c.doc.vllm_version == "0.11.2"
+    # the 0.98 it sets is reviewed like a command line's: too little of the L4 outside vLLM's budget
+    finding = review_text(tmp_path, "isvc.yaml", manifest).finding("gpu_memory_utilization")
+    assert finding.verdict == "unjustified" and "(line 15)" in finding.setting

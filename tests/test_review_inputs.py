@@ -196,7 +196,7 @@ def test_unknown_flag_names_the_closest_and_its_line():
 
 def test_removed_flag_is_a_finding_and_the_rest_is_reviewed():
     cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --use-v2-block-manager --max-num-seqs 32", gpu="H100")
-    assert cfg.removed_flags == (("use-v2-block-manager", True, 1),) and cfg.max_num_seqs == 32
+    assert cfg.removed_flags == (("use-v2-block-manager", True, 1),) and cfg.scheduler.max_num_seqs == 32
     finding = review.checks.check_removed_flags(cfg)
     assert finding.verdict == "wrong" and "will not start with --use-v2-block-manager (line 1)" in finding.reason
     assert "--use-v2-block-manager was removed" in finding.evidence and "delete it" in finding.fix
@@ -217,7 +217,7 @@ def test_old_speculative_and_device_flags_are_findings_naming_what_replaced_them
         "worker-use-ray",
         "calculate-kv-scales",
     ]
-    assert cfg.max_num_seqs == 32 and cfg.model_name == "meta-llama/Llama-3.1-8B-Instruct"
+    assert cfg.scheduler.max_num_seqs == 32 and cfg.model_name == "meta-llama/Llama-3.1-8B-Instruct"
     finding = review.checks.check_removed_flags(cfg)
     assert "--speculative-model: use --speculative-config" in finding.fix
     assert "--worker-use-ray: use --distributed-executor-backend ray" in finding.fix
@@ -254,7 +254,7 @@ def test_removed_flag_in_yaml_and_its_value_are_set_aside():
         "serving config",
     )
     cfg = read_config(doc)
-    assert cfg.removed_flags == (("swap-space", 16, None),) and cfg.max_num_seqs == 8
+    assert cfg.removed_flags == (("swap-space", 16, None),) and cfg.scheduler.max_num_seqs == 8
     report = review.review(doc.data | {"swap_space": 16}, WORKLOAD)
     assert report.verdicts()["removed_flags"] == "wrong" and "batching" in report.verdicts()
 
@@ -272,10 +272,14 @@ CUDA_VISIBLE_DEVICES=0,1 vllm serve meta-llama/Llama-3.1-70B-Instruct \\
 """
     cfg = read_config(forms.parse(text, name="serve.sh"))
     assert cfg.model.name == "meta-llama/Llama-3.1-70B-Instruct"
-    assert (cfg.tensor_parallel_size, cfg.max_num_seqs, cfg.prefix_caching) == (2, 64, False)
-    assert cfg.enforce_eager and cfg.kv_cache_dtype == "fp8" and cfg.gpu_memory_utilization == 0.85
+    assert (cfg.parallel.tensor_parallel_size, cfg.scheduler.max_num_seqs, cfg.cache.prefix_caching) == (2, 64, False)
+    assert (
+        cfg.model_config.enforce_eager
+        and cfg.cache.kv_cache_dtype == "fp8"
+        and cfg.cache.gpu_memory_utilization == 0.85
+    )
     assert cfg.spec.method == "ngram" and cfg.spec.num_speculative_tokens == 3
-    assert (cfg.hardware.name, cfg.gpus_per_node) == ("H100", 8)
+    assert (cfg.deployment.hardware.name, cfg.deployment.gpus_per_node) == ("H100", 8)
     assert "line 3" in cfg.knob("max-num-seqs", 64)
 
 
@@ -283,7 +287,7 @@ def test_python_module_form_and_docker_run():
     cfg = cfg_of("python -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-8B --port 8000", gpu="L40S")
     assert cfg.model.name == "Qwen/Qwen3-8B"
     cfg = cfg_of("docker run --gpus all -p 8000:8000 vllm/vllm-openai:v0.10.2 --model openai/gpt-oss-20b", gpu="H100")
-    assert cfg.model.name == "openai/gpt-oss-20b" and cfg.quantization == "mxfp4"
+    assert cfg.model.name == "openai/gpt-oss-20b" and cfg.model_config.quantization == "mxfp4"
 
 
 def test_command_line_without_a_gpu_says_how_to_give_one():
@@ -310,8 +314,8 @@ spec:
           limits: {nvidia.com/gpu: 4}
 """
     cfg = read_config(forms.parse(text, name="sts.yaml"))
-    assert (cfg.hardware.name, cfg.gpus_per_node, cfg.pod_replicas) == ("H100", 4, 3)
-    assert (cfg.tensor_parallel_size, cfg.max_model_len) == (4, 16384)
+    assert (cfg.deployment.hardware.name, cfg.deployment.gpus_per_node, cfg.deployment.pod_replicas) == ("H100", 4, 3)
+    assert (cfg.parallel.tensor_parallel_size, cfg.model_config.max_model_len) == (4, 16384)
     assert "line 13" in cfg.knob("tensor-parallel-size", 4)
 
 
@@ -321,7 +325,7 @@ def test_helm_values_with_several_models_need_a_selection():
         forms.load(path)
     assert "llama1, llama2" in str(info.value) and "--select" in str(info.value)
     cfg = read_config(forms.load(path, select="llama2"))
-    assert cfg.max_model_len == 32000 and cfg.prefix_caching
+    assert cfg.model_config.max_model_len == 32000 and cfg.cache.prefix_caching
 
 
 def test_manifest_without_vllm_is_refused_clearly(tmp_path):
@@ -455,7 +459,7 @@ def test_a_script_ends_the_command_at_the_line_without_a_continuation():
         "sleep 5\ncurl localhost:8000/health\n"
     )
     cfg = cfg_of(text, gpu="L4")
-    assert cfg.max_num_seqs == 32 and cfg.model.name == "Qwen/Qwen3-8B"
+    assert cfg.scheduler.max_num_seqs == 32 and cfg.model.name == "Qwen/Qwen3-8B"
 
 
 def test_chunk_budget_left_unset_is_vllms_default_for_the_gpu():
@@ -467,7 +471,7 @@ def test_chunk_budget_left_unset_is_vllms_default_for_the_gpu():
 
 def test_removed_flag_names_the_release_where_it_is_on_record():
     cfg = cfg_of("vllm serve Qwen/Qwen3-8B --swap-space 16 --max-model-len 8192", gpu="L4")
-    assert cfg.removed_flags == (("swap-space", 16, 1),) and cfg.max_model_len == 8192
+    assert cfg.removed_flags == (("swap-space", 16, 1),) and cfg.model_config.max_model_len == 8192
     finding = review.checks.check_removed_flags(cfg)
     assert (
         "--swap-space was removed in vLLM 0.18.0" in finding.evidence and finding.setting == "--swap-space 16 (line 1)"
@@ -532,13 +536,18 @@ def test_lengths_read_as_vllm_reads_them():
     cfg = cfg_of(
         "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32K --max-num-batched-tokens 16k", gpu="H100"
     )
-    assert (cfg.max_model_len, cfg.max_num_batched_tokens) == (32 * 1024, 16_000)
+    assert (cfg.model_config.max_model_len, cfg.scheduler.max_num_batched_tokens) == (32 * 1024, 16_000)
     assert (
-        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100").max_model_len == 25_600
+        cfg_of(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 25.6k", gpu="H100"
+        ).model_config.max_model_len
+        == 25_600
     )
     for auto in ("auto", "-1"):
         cfg = cfg_of(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len {auto}", gpu="H100")
-        assert cfg.max_model_len_auto and cfg.max_model_len == 131_072  # max_position_embeddings
+        assert (
+            cfg.model_config.max_model_len_auto and cfg.model_config.max_model_len == 131_072
+        )  # max_position_embeddings
     with pytest.raises(review.ReviewInputError, match="did you mean 1.5k"):
         cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 1.5K", gpu="H100")
     with pytest.raises(review.ReviewInputError, match="must be at least 1"):
@@ -584,7 +593,7 @@ def test_a_ray_serve_llm_config_is_read_as_its_llm_config(tmp_path):
         "        engine_kwargs: {tensor_parallel_size: 2}\n"
     )
     cfg = read_config(review.forms.load(path))
-    assert cfg.model.name == "Qwen/Qwen2.5-7B-Instruct" and cfg.tensor_parallel_size == 2
+    assert cfg.model.name == "Qwen/Qwen2.5-7B-Instruct" and cfg.parallel.tensor_parallel_size == 2
 
 
 def test_a_yaml_merge_key_with_an_override_is_not_a_duplicate(tmp_path):

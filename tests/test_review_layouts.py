@@ -451,7 +451,7 @@ def test_a_quantization_argument_against_the_checkpoints_own_is_wrong():
         gpu="H100",
         **{"gpus-per-node": 8},
     )
-    assert cfg.quantization_mismatch == "fbgemm_fp8"
+    assert cfg.model_config.quantization_mismatch == "fbgemm_fp8"
     finding = checks.check_quantization(cfg, _workload(), arithmetic.derive(cfg, _workload()))
     assert finding.verdict == "wrong" and "vLLM refuses to start" in finding.reason
     same = cfg_of(
@@ -460,7 +460,7 @@ def test_a_quantization_argument_against_the_checkpoints_own_is_wrong():
         gpu="H100",
         **{"gpus-per-node": 8},
     )
-    assert not same.quantization_mismatch
+    assert not same.model_config.quantization_mismatch
 
 
 def test_an_eagle_head_for_another_hidden_size_is_wrong_and_an_unknown_head_is_not_counted():

@@ -42,13 +42,21 @@ vllm serve ${MODEL_PATH} \\
 def test_variables_assigned_earlier_in_the_script_resolve_with_their_lines():
     cfg = cfg_of(SCRIPT, gpu="H100", **{"gpus-per-node": 8})
     assert cfg.model_name == "meta-llama/Llama-3.1-70B-Instruct"
-    assert (cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.max_num_seqs) == (4, 2, 128)  # 4 x 2 x 16
+    assert (cfg.parallel.tensor_parallel_size, cfg.parallel.data_parallel_size, cfg.scheduler.max_num_seqs) == (
+        4,
+        2,
+        128,
+    )  # 4 x 2 x 16
     assert cfg.doc.line(("max-num-seqs",)) == 8
 
 
 def test_the_environment_overrides_a_default_but_not_an_assignment():
     cfg = cfg_of(SCRIPT, variables={"DP": "1", "TP_SIZE": "8"}, gpu="H100", **{"gpus-per-node": 8})
-    assert (cfg.tensor_parallel_size, cfg.data_parallel_size, cfg.max_num_seqs) == (4, 1, 64)
+    assert (cfg.parallel.tensor_parallel_size, cfg.parallel.data_parallel_size, cfg.scheduler.max_num_seqs) == (
+        4,
+        1,
+        64,
+    )
 
 
 def test_an_unassigned_variable_is_refused_by_name_with_how_to_pass_it():
@@ -99,7 +107,7 @@ def test_lora_slots_take_memory_worked_by_hand():
     """Llama 3.1 8B, rank 16, 4 slots: per layer q (4096 + 4096), k and v (4096 + 1024), o (4096 + 4096),
     gate and up (4096 + 14336), down (14336 + 4096) = 81,920; x 32 layers x 16 x 4 slots x 2 bytes = 0.34 GB."""
     cfg = cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct --enable-lora --max-loras 4", gpu="H100")
-    assert (cfg.max_loras, cfg.max_lora_rank) == (4, 16)
+    assert (cfg.lora.max_loras, cfg.lora.max_lora_rank) == (4, 16)
     assert arithmetic.lora_gb(cfg) == pytest.approx(81_920 * 32 * 16 * 4 * 2 / 1e9)
     assert arithmetic.rank_weight_gb(cfg) == pytest.approx(arithmetic.weight_gb(cfg) + arithmetic.lora_gb(cfg))
 
@@ -180,7 +188,7 @@ def test_adapters_matching_the_base_are_justified_and_unknown_ones_unjustified(t
         base_dir=tmp_path,
         gpu="H100",
     )
-    assert [a.name for a in cfg.adapters] == ["chat", "tool"]
+    assert [a.name for a in cfg.lora.adapters] == ["chat", "tool"]
     assert checks.check_lora(cfg, None, None).verdict == "justified"
     remote = cfg_of("vllm serve Qwen/Qwen2.5-7B-Instruct --enable-lora --lora-modules chat=org/chat-lora", gpu="H100")
     assert checks.check_lora(remote, None, None).verdict == "unjustified"
@@ -195,7 +203,7 @@ def test_dummy_weights_and_ignore_eos_are_not_production():
         "vllm bench serve --model Qwen/Qwen3-8B --ignore-eos --num-prompts 100\n"
     )
     cfg = cfg_of(text, gpu="H100")
-    assert cfg.load_format == "dummy" and cfg.benchmark_flags == (("ignore-eos", 2),)
+    assert cfg.model_config.load_format == "dummy" and cfg.benchmark_flags == (("ignore-eos", 2),)
     finding = checks.check_benchmark_settings(cfg)
     assert (
         finding.verdict == "wrong"
@@ -226,7 +234,7 @@ spec:
     with pytest.raises(review.ReviewInputError) as info:
         cfg_of(manifest)
     assert "--var MAX_SEQS=VALUE" in str(info.value)
-    assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).max_num_seqs == 48
+    assert cfg_of(manifest, variables={"MAX_SEQS": "48"}).scheduler.max_num_seqs == 48
 
 
 # --- how a shell reads a command line -------------------------------------------------------
@@ -240,7 +248,7 @@ def test_a_one_line_command_with_a_json_value_is_a_command_not_yaml(tmp_path):
         "--max-model-len 16384 --override-generation-config '{\"temperature\": 0.6}'\n"
     )
     cfg = read_config(forms.load(path))
-    assert (cfg.model_name, cfg.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
+    assert (cfg.model_name, cfg.model_config.max_model_len) == ("meta-llama/Llama-3.1-8B-Instruct", 16384)
     assert "override-generation-config" in cfg.not_reviewed
 
 
@@ -264,7 +272,7 @@ def test_a_comment_inside_a_continuation_ends_the_command_as_bash_does():
         gpu="H100",
         **{"gpus-per-node": 8},
     )
-    assert (cfg.tensor_parallel_size, cfg.max_num_seqs) == (4, 64)
+    assert (cfg.parallel.tensor_parallel_size, cfg.scheduler.max_num_seqs) == (4, 64)
 
 
 def test_a_backslash_then_a_space_passes_a_space_and_ends_the_command():
@@ -284,7 +292,9 @@ def test_a_variable_only_running_the_script_knows_is_refused_with_why():
         r"value depends on which branch runs.*--var TP=VALUE",
     ):
         cfg_of(branches, gpu="H100", **{"gpus-per-node": 8})
-    assert cfg_of(branches, variables={"TP": "8"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 8
+    assert (
+        cfg_of(branches, variables={"TP": "8"}, gpu="H100", **{"gpus-per-node": 8}).parallel.tensor_parallel_size == 8
+    )
     loop = "for TP in 2 4 8; do\n  vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size $TP\ndone\n"
     with pytest.raises(review.ReviewInputError, match=r"\$TP is set by the for loop on line 1"):
         cfg_of(loop, gpu="H100", **{"gpus-per-node": 8})
@@ -299,7 +309,7 @@ def test_a_required_variable_and_a_bash_array_are_named():
     text = "vllm serve meta-llama/Llama-3.3-70B-Instruct --tensor-parallel-size ${TP:?set TP first}\n"
     with pytest.raises(review.ReviewInputError, match=r"--tensor-parallel-size \$\{TP\}: \$TP is not assigned"):
         cfg_of(text, gpu="H100", **{"gpus-per-node": 8})
-    assert cfg_of(text, variables={"TP": "4"}, gpu="H100", **{"gpus-per-node": 8}).tensor_parallel_size == 4
+    assert cfg_of(text, variables={"TP": "4"}, gpu="H100", **{"gpus-per-node": 8}).parallel.tensor_parallel_size == 4
     with pytest.raises(review.ReviewInputError, match=r"\$\{ARGS\[@\]\} expands a bash array"):
         cfg_of(
             'ARGS=(--tensor-parallel-size 4)\nvllm serve meta-llama/Llama-3.3-70B-Instruct "${ARGS[@]}"\n',
@@ -316,10 +326,14 @@ def test_a_dockerfile_exec_form_runs_entrypoint_then_cmd():
         'CMD ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-model-len", "16384", "--max-num-seqs", "64"]\n'
     )
     cfg = cfg_of(text, gpu="H100")
-    assert (cfg.model_name, cfg.max_model_len, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 16384, 64)
+    assert (cfg.model_name, cfg.model_config.max_model_len, cfg.scheduler.max_num_seqs) == (
+        "meta-llama/Llama-3.1-8B-Instruct",
+        16384,
+        64,
+    )
     assert cfg.doc.line(("max-num-seqs",)) == 4
     # CMD alone: the vllm/vllm-openai image's own ENTRYPOINT ["vllm", "serve"] comes first.
     cfg = cfg_of(
         'FROM vllm/vllm-openai:latest\nCMD ["meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "32"]\n', gpu="H100"
     )
-    assert (cfg.model_name, cfg.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 32)
+    assert (cfg.model_name, cfg.scheduler.max_num_seqs) == ("meta-llama/Llama-3.1-8B-Instruct", 32)

@@ -78,37 +78,37 @@ def compute_dtype(cfg: ServingConfig) -> str:
     FP8 units, Ampere and older, it runs W8A16 through Marlin at the 16-bit peak); INT8 W8A8 on INT8
     units; NVFP4 checkpoints (W4A4) on FP4 units (Blackwell); weight-only methods (AWQ, GPTQ,
     mxfp4 through Marlin) compute in the model's dtype."""
-    hw = cfg.hardware
-    if cfg.weight_dtype == "fp8" and hw.fp8_tflops:
+    hw = cfg.deployment.hardware
+    if cfg.model_config.weight_dtype == "fp8" and hw.fp8_tflops:
         return "fp8"
-    if cfg.weight_dtype == "int8" and hw.int8_tops and (cfg.quantization or "") in INT8_W8A8:
+    if cfg.model_config.weight_dtype == "int8" and hw.int8_tops and (cfg.model_config.quantization or "") in INT8_W8A8:
         return "int8"
     if (
-        cfg.weight_dtype == "int4"
+        cfg.model_config.weight_dtype == "int4"
         and hw.fp4_tflops
-        and cfg.quantization_source == "checkpoint"
+        and cfg.model_config.quantization_source == "checkpoint"
         and cfg.model.quant_bytes == modelspec.NVFP4_BYTES
     ):
         return "fp4"
-    return cfg.dtype
+    return cfg.model_config.dtype
 
 
 def _linear_bytes(cfg: ServingConfig) -> float | None:
     """Bytes per quantized weight the config asks for; None: the checkpoint's own (or none)."""
-    if cfg.quantization and cfg.quantization_source != "checkpoint":
-        return DTYPE_BYTES[cfg.weight_dtype]
+    if cfg.model_config.quantization and cfg.model_config.quantization_source != "checkpoint":
+        return DTYPE_BYTES[cfg.model_config.weight_dtype]
     return None
 
 
 def weight_gb(cfg: ServingConfig) -> float:
     """Weight memory: a checkpoint's own quantization, or the config's, applies to the linear
     layers; embeddings, norms and routers stay in the model's dtype."""
-    return cfg.model.weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+    return cfg.model.weight_bytes(cfg.model_config.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
 
 
 def expert_gb(cfg: ServingConfig) -> float:
     """The routed experts' part of weight_gb."""
-    return cfg.model.expert_weight_bytes(cfg.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
+    return cfg.model.expert_weight_bytes(cfg.model_config.dtype, linear_bytes=_linear_bytes(cfg)) / 1e9
 
 
 def expert_parallel_group(cfg: ServingConfig) -> int:
@@ -119,8 +119,8 @@ def expert_parallel_group(cfg: ServingConfig) -> int:
     TP x DP GPUs owns whole experts (EP size TP x DP); without it each holds a 1/(TP x DP) slice
     of every expert (MoE TP size TP x DP). Dense models: TP alone."""
     if cfg.model.is_moe:
-        return cfg.tensor_parallel_size * cfg.data_parallel_size
-    return cfg.tensor_parallel_size
+        return cfg.parallel.tensor_parallel_size * cfg.parallel.data_parallel_size
+    return cfg.parallel.tensor_parallel_size
 
 
 def lora_gb(cfg: ServingConfig) -> float:
@@ -140,11 +140,11 @@ def lora_gb(cfg: ServingConfig) -> float:
     expert parallelism and all E without, where the width is sliced over TP x DP instead
     (expert_parallel_group). enable-moe-shared-loras keeps one w13 lora_a and one w2 lora_b
     for all local experts. Shared experts are ordinary MLPs and count as dense projections."""
-    if not cfg.lora:
+    if not cfg.lora.enabled:
         return 0.0
     m = cfg.model
-    tp, r = cfg.tensor_parallel_size, cfg.max_lora_rank
-    whole = 1 if cfg.fully_sharded_loras else tp  # the "whole" half is on every GPU unless fully sharded
+    tp, r = cfg.parallel.tensor_parallel_size, cfg.lora.max_lora_rank
+    whole = 1 if cfg.lora.fully_sharded_loras else tp  # the "whole" half is on every GPU unless fully sharded
 
     def column(inputs: int, outputs: int, slices: int = 1) -> float:  # elements over the TP GPUs
         return slices * r * inputs * whole + r * outputs
@@ -163,14 +163,14 @@ def lora_gb(cfg: ServingConfig) -> float:
     experts = 0.0
     if m.is_moe:
         group = expert_parallel_group(cfg)
-        local = m.num_experts // group if cfg.expert_parallel else m.num_experts
-        width = m.moe_intermediate_size if cfg.expert_parallel else m.moe_intermediate_size / group
-        shared_a = 1 if cfg.moe_shared_loras else local
-        sliced = group if cfg.fully_sharded_loras else 1  # w13 lora_a's rank, w2 lora_b's hidden
+        local = m.num_experts // group if cfg.parallel.expert_parallel else m.num_experts
+        width = m.moe_intermediate_size if cfg.parallel.expert_parallel else m.moe_intermediate_size / group
+        shared_a = 1 if cfg.lora.moe_shared_loras else local
+        sliced = group if cfg.lora.fully_sharded_loras else 1  # w13 lora_a's rank, w2 lora_b's hidden
         per_gpu = (2 * shared_a * r * h + shared_a * h * r) / sliced + 3 * local * width * r
         experts = per_gpu * tp + mlp(m.shared_expert_intermediate_size)
     elements = sum(attention + (experts if m.is_moe_layer(i) else dense) for i in range(m.num_layers))
-    return cfg.max_loras * elements * DTYPE_BYTES[cfg.dtype] / 1e9
+    return cfg.lora.max_loras * elements * DTYPE_BYTES[cfg.model_config.dtype] / 1e9
 
 
 def rank_weight_gb(cfg: ServingConfig) -> float:
@@ -178,7 +178,7 @@ def rank_weight_gb(cfg: ServingConfig) -> float:
     layers whole (replicated per rank), the experts 1/DP of them (expert_parallel_group: vLLM shards
     the experts across every rank's GPUs, expert parallelism or not)."""
     experts = expert_gb(cfg)
-    share = cfg.tensor_parallel_size / expert_parallel_group(cfg)
+    share = cfg.parallel.tensor_parallel_size / expert_parallel_group(cfg)
     return weight_gb(cfg) - experts + experts * share + draft_gb(cfg) + lora_gb(cfg)
 
 
@@ -199,9 +199,11 @@ def draft_gb(cfg: ServingConfig) -> float:
     """The draft's weights, held by every replica (vLLM shards the draft with the target's TP)."""
     draft = draft_spec(cfg)
     if draft is not None:
-        return draft.weight_bytes(draft.torch_dtype if draft.torch_dtype in DTYPE_BYTES else cfg.dtype) / 1e9
+        return (
+            draft.weight_bytes(draft.torch_dtype if draft.torch_dtype in DTYPE_BYTES else cfg.model_config.dtype) / 1e9
+        )
     if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
-        return cfg.model.mtp_params * DTYPE_BYTES[cfg.weight_dtype] / 1e9
+        return cfg.model.mtp_params * DTYPE_BYTES[cfg.model_config.weight_dtype] / 1e9
     return 0.0
 
 
@@ -230,16 +232,16 @@ def kv_windows_off(cfg: ServingConfig) -> str:
     if not m.sliding_layers or m.sliding_layers >= m.num_layers:
         return ""
     kind = "chunked local attention" if m.window_kind == "chunked" else "sliding-window"
-    if cfg.hybrid_kv_cache is False:
+    if cfg.scheduler.hybrid_kv_cache is False:
         return f"disable-hybrid-kv-cache-manager turns vLLM's hybrid KV cache manager off, so its {kind} layers cache the full context"
     if m.window_kind == "chunked" and cfg.spec is not None and cfg.spec.method in EAGLE_METHODS:
         return (
             f"vLLM turns the hybrid KV cache manager off for chunked local attention with a {cfg.spec.method} "
             "draft, so its chunked layers cache the full context"
         )
-    if cfg.hybrid_kv_cache is None and cfg.kv_connector in CONNECTORS_WITHOUT_HMA:
+    if cfg.scheduler.hybrid_kv_cache is None and cfg.cache.kv_connector in CONNECTORS_WITHOUT_HMA:
         return (
-            f"kv-transfer-config's {cfg.kv_connector} does not support the hybrid KV cache manager, so vLLM "
+            f"kv-transfer-config's {cfg.cache.kv_connector} does not support the hybrid KV cache manager, so vLLM "
             f"turns it off and the {kind} layers cache the full context"
         )
     return ""
@@ -249,15 +251,15 @@ def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
     """One sequence's KV cache across a replica's tensor-parallel GPUs, the draft's layers included;
     windows capped only where vLLM's hybrid KV cache manager runs (kv_windows_off)."""
     target = cfg.model.kv_bytes(
-        round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size, windows=not kv_windows_off(cfg)
+        round(tokens), 1, cfg.cache.kv_cache_dtype, cfg.parallel.tensor_parallel_size, windows=not kv_windows_off(cfg)
     )
     draft = draft_spec(cfg)
     if draft is not None:
-        return target + draft.kv_bytes(round(tokens), 1, cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+        return target + draft.kv_bytes(round(tokens), 1, cfg.cache.kv_cache_dtype, cfg.parallel.tensor_parallel_size)
     if cfg.spec is not None and cfg.spec.method in MTP_METHODS and cfg.model.mtp_layers:
         # an MTP layer is a full-attention layer: one attention layer's KV per token
         per_layer = (
-            cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype, cfg.tensor_parallel_size)
+            cfg.model.kv_bytes_per_token(cfg.cache.kv_cache_dtype, cfg.parallel.tensor_parallel_size)
             / max(1, cfg.model.kv_layers)
             * round(tokens)
         )
@@ -266,38 +268,38 @@ def kv_seq_bytes(cfg: ServingConfig, tokens: float) -> float:
 
 
 def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
-    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-    replicas = cfg.data_parallel_size * cfg.pod_replicas
+    shards = cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size
+    replicas = cfg.parallel.data_parallel_size * cfg.deployment.pod_replicas
     peak = math.ceil(wl.concurrency.peak / replicas)
     typical = math.ceil(wl.concurrency.typical / replicas)
-    running_peak = min(cfg.max_num_seqs, peak)
-    running_typical = min(cfg.max_num_seqs, typical)
+    running_peak = min(cfg.scheduler.max_num_seqs, peak)
+    running_typical = min(cfg.scheduler.max_num_seqs, typical)
     weights = rank_weight_gb(cfg)
     mean_tokens = round(wl.mean_request_tokens)
     kv_seq = kv_seq_bytes(cfg, mean_tokens)
-    kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.kv_cache_dtype)
+    kv_token = kv_seq / mean_tokens if mean_tokens else cfg.model.kv_bytes_per_token(cfg.cache.kv_cache_dtype)
     longest, basis = wl.longest_request
-    capacity = cfg.hardware.memory_gb * cfg.gpu_memory_utilization
+    capacity = cfg.deployment.hardware.memory_gb * cfg.cache.gpu_memory_utilization
     # Memory comes from the GPUs that exist, whatever the parallel layout claims.
-    memory_shards = min(shards, cfg.gpus_per_node * cfg.nodes)
+    memory_shards = min(shards, cfg.deployment.gpus_per_node * cfg.deployment.nodes)
     # A mixture of experts reads every expert's weights per step once the batch is large, but
     # computes only the routed ones per token: its ridge sits total/active times further out.
     compute = compute_dtype(cfg)
-    ridge = cfg.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.weight_dtype], compute)
+    ridge = cfg.deployment.hardware.ridge_tokens_per_step(DTYPE_BYTES[cfg.model_config.weight_dtype], compute)
     ridge *= cfg.model.decoder_params / cfg.model.active_params
     return Facts(
         model=cfg.model.name,
         num_params_b=round(cfg.model.num_params / 1e9, 2),
         decoder_params_b=round(cfg.model.decoder_params / 1e9, 2),
-        weight_dtype=cfg.weight_dtype,
+        weight_dtype=cfg.model_config.weight_dtype,
         weight_gb=round(weight_gb(cfg), 2),
         rank_weight_gb=round(weights, 2),
         expert_parallel_size=expert_parallel_group(cfg) if cfg.model.is_moe else 0,
-        kv_cache_dtype=cfg.kv_cache_dtype,
+        kv_cache_dtype=cfg.cache.kv_cache_dtype,
         kv_bytes_per_token=round(kv_token, 1),
-        hardware=cfg.hardware.name,
-        gpus_available=cfg.gpus_per_node * cfg.nodes,
-        gpus_used=shards * cfg.data_parallel_size,
+        hardware=cfg.deployment.hardware.name,
+        gpus_available=cfg.deployment.gpus_per_node * cfg.deployment.nodes,
+        gpus_used=shards * cfg.parallel.data_parallel_size,
         shards=shards,
         replicas=replicas,
         memory_gpus=memory_shards,
@@ -315,6 +317,6 @@ def derive(cfg: ServingConfig, wl: WorkloadSpec) -> Facts:
         active_params_b=round(cfg.model.active_params / 1e9, 2),
         kv_seq_gb_mean=round(kv_seq / 1e9, 4),
         weights_fit=weights <= capacity * memory_shards,
-        compute_dtype=cfg.hardware.compute_dtype(compute),
-        peak_tflops=cfg.hardware.peak_for(compute),
+        compute_dtype=cfg.deployment.hardware.compute_dtype(compute),
+        peak_tflops=cfg.deployment.hardware.peak_for(compute),
     )

@@ -13,6 +13,7 @@ import yaml
 
 from .. import hardware
 from .cmdline import _API_SERVER, _Builder, _from_command_text, _from_command_tokens
+from .readers import _SAGEMAKER_PREFIX
 
 # Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
 _CHART_ONLY_KEYS = {"v1", "extraArgs"}
@@ -73,9 +74,10 @@ def _seq(node: yaml.Node | None) -> list[yaml.Node]:
 # --- Kubernetes manifests ---------------------------------------------------------------
 
 
-def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
-    builder.form = "Kubernetes manifest"
-    found = []  # (label, pod spec node, replicas, nodes)
+def _pod_specs(roots: list[yaml.MappingNode]) -> list[tuple[str, Any, Any, Any]]:
+    """Each workload's (name, pod spec, replicas, nodes): Deployment, StatefulSet, ReplicaSet, Job, Pod,
+    LeaderWorkerSet (nodes: the group's size), KServe InferenceService, AIBrix RayClusterFleet."""
+    found = []
     for root in roots:
         kind = str(_value(_get(root, "kind")) or "")
         name = str(_value(_get(root, "metadata", "name")) or kind)
@@ -101,8 +103,13 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
                 if isinstance(_count(_value(_get(w, "replicas")) or 0), int)
             )
             found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
+    return found
+
+
+def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
+    builder.form = "Kubernetes manifest"
     candidates = []
-    for name, pod, replicas, nodes in found:
+    for name, pod, replicas, nodes in _pod_specs(roots):
         for container in _seq(_get(pod, "containers")) + ([_get(pod, "model")] if _get(pod, "model") else []):
             if _runs_vllm(container):
                 candidates.append((name, pod, container, replicas, nodes))
@@ -159,6 +166,8 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             _from_command_tokens(builder, words)
         else:  # the vllm-openai image's entrypoint is vLLM's server: args are its flags
             builder.argv(words)
+    if _sagemaker_words(container):
+        builder.argv(_sagemaker_words(container), model_positional=False)
     if "model" not in builder.data and "MODEL_ID" in env:
         builder.set("model", env["MODEL_ID"], None)
     gpus = None
@@ -194,7 +203,21 @@ def _runs_vllm(container: yaml.Node) -> bool:
     if _get(container, "modelFormat") is not None:
         return True
     text = " ".join(str(_value(_get(container, part)) or "") for part in ("image", "command", "args"))
-    return "vllm" in text.lower()
+    return "vllm" in text.lower() or bool(_sagemaker_words(container))
+
+
+def _sagemaker_words(container: yaml.Node) -> list[tuple[str, int]]:
+    """A container's SM_VLLM_* env as the flags vLLM's SageMaker entrypoint passes on (readers.sagemaker_env's
+    rule: the prefix dropped, the rest lower-cased with `_` as `-`, an empty value the flag alone), each on the
+    line of its env entry; the image that runs the entrypoint reads them wherever the container runs."""
+    words: list[tuple[str, int]] = []
+    for item in _seq(_get(container, "env")):
+        key, value = _value(_get(item, "name")), _value(_get(item, "value"))
+        if isinstance(key, str) and key.startswith(_SAGEMAKER_PREFIX) and len(key) > len(_SAGEMAKER_PREFIX):
+            words.append(("--" + key[len(_SAGEMAKER_PREFIX) :].lower().replace("_", "-"), _line_of(item)))
+            if value not in (None, ""):
+                words.append((str(value).lower() if isinstance(value, bool) else str(value), _line_of(item)))
+    return words
 
 
 def _gpu_from_selectors(selector: yaml.Node | None, affinity: yaml.Node | None) -> tuple[str, int] | None:

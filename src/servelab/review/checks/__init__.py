@@ -113,9 +113,9 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
         findings.append(check_enforce_eager(cfg, wl, facts))
     if cfg.set_keys & {"enable-chunked-prefill", "max-num-batched-tokens"}:
         findings.append(check_chunked_prefill(cfg, wl, facts))
-    if cfg.lora:
+    if cfg.lora.enabled:
         findings.append(check_lora(cfg, wl, facts))
-    if cfg.load_format == "dummy" or cfg.benchmark_flags:
+    if cfg.model_config.load_format == "dummy" or cfg.benchmark_flags:
         findings.append(check_benchmark_settings(cfg))
     if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
         findings.append(check_removed_flags(cfg))

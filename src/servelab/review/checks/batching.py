@@ -31,8 +31,11 @@ from .engine import CHUNK_CLEARED_SHARE
 
 
 def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """max-num-seqs against concurrency and the SLO, with the latency measured at that batch."""
-    B, peak = cfg.max_num_seqs, f.peak_per_replica
+    """max-num-seqs against concurrency and the SLO, with the latency measured at that batch.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
+    B, peak = cfg.scheduler.max_num_seqs, f.peak_per_replica
     setting = cfg.knob("max-num-seqs", B)
     load_note = f"peak concurrency {fmt(peak)} (typical {fmt(f.typical_per_replica)})" + (
         f" per replica over {f.replicas} replicas" if f.replicas > 1 else ""
@@ -159,7 +162,7 @@ def check_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
 def decode_step_ms(cfg: ServingConfig, f: Facts) -> float:
     """A decode step at the peak's running batch on one GPU: its share of the weights and of the
     batch's KV cache read once, or the batch's arithmetic, whichever is longer."""
-    hw, shards = cfg.hardware, max(1, f.shards)
+    hw, shards = cfg.deployment.hardware, max(1, f.shards)
     read = (f.rank_weight_gb + f.kv_gb_peak) / shards / hw.bandwidth_gb_s * 1e3
     compute = 2 * cfg.model.active_params / shards * f.running_batch_peak / ((f.peak_tflops or hw.peak_tflops) * 1e12)
     return max(read, compute * 1e3)

@@ -45,7 +45,7 @@ NO_SLO = (
 
 def no_slo_batching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Without an SLO, a batch size has nothing to be held to; the load arithmetic still shows."""
-    B, peak = cfg.max_num_seqs, f.peak_per_replica
+    B, peak = cfg.scheduler.max_num_seqs, f.peak_per_replica
     load = f"max-num-seqs {B} against a peak of {fmt(peak)} concurrent requests per replica"
     if B < peak:
         load += f": {fmt(peak - B)} of them wait in the queue at peak"

@@ -22,8 +22,8 @@ from .common import SPEC_KEYS, _cite, _join, _pow2_at_least, _set_aside, at_batc
 
 def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """enforce-eager turns CUDA graphs off: every decode step pays its kernel launches on the CPU."""
-    setting = cfg.knob("enforce-eager", str(cfg.enforce_eager).lower())
-    if not cfg.enforce_eager:
+    setting = cfg.knob("enforce-eager", str(cfg.model_config.enforce_eager).lower())
+    if not cfg.model_config.enforce_eager:
         return Finding(
             "enforce_eager",
             "justified",
@@ -32,11 +32,13 @@ def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
             "none.",
             setting,
         )
-    if cfg.hardware.name not in hardware.PRESETS and re.search(r"cpu|processor|xeon|epyc", cfg.hardware.name, re.I):
+    if cfg.deployment.hardware.name not in hardware.PRESETS and re.search(
+        r"cpu|processor|xeon|epyc", cfg.deployment.hardware.name, re.I
+    ):
         return Finding(
             "enforce_eager",
             "justified",
-            f"on a CPU ({cfg.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
+            f"on a CPU ({cfg.deployment.hardware.name}) there are no CUDA graphs to turn off, so eager mode costs nothing.",
             "vLLM's CPU backend runs eagerly either way",
             "none.",
             setting,
@@ -94,10 +96,13 @@ def check_enforce_eager(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
 
 
 def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT."""
-    hw, budget = cfg.hardware, cfg.max_num_batched_tokens
+    """Chunked prefill and its token budget: how long a step with a prefill in it takes, against TPOT and TTFT.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
+    hw, budget = cfg.deployment.hardware, cfg.scheduler.max_num_batched_tokens
     prompt_longest, basis = wl.prompt.longest
-    setting = cfg.knob("enable-chunked-prefill", str(cfg.chunked_prefill).lower()) + (
+    setting = cfg.knob("enable-chunked-prefill", str(cfg.scheduler.chunked_prefill).lower()) + (
         f", {cfg.knob('max-num-batched-tokens', budget)}" if budget else ""
     )
     # One step reads the replica's weights once and computes 2 FLOPs per active parameter per token.
@@ -108,24 +113,24 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
     def step_ms(tokens: float) -> float:
         return max(read_ms, 2 * active * tokens / ((f.peak_tflops or hw.peak_tflops) * 1e12) * 1e3)
 
-    if not cfg.chunked_prefill:
+    if not cfg.scheduler.chunked_prefill:
         longest_step = step_ms(prompt_longest + f.running_batch_peak)
         arithmetic = (
             f"with chunking off, a {fmt(prompt_longest)}-token prompt ({basis}) is prefilled in one step of "
             f"about {fmt(longest_step)} ms (2 x {fmt(f.active_params_b)}B active parameters per token on "
             f"{shards} {hw.name}), and every running request waits that step out"
         )
-        if budget is not None and budget < cfg.max_model_len:
+        if budget is not None and budget < cfg.model_config.max_model_len:
             reason = (
                 f"with chunked prefill off, max-num-batched-tokens {fmt(budget)} is below max-model-len "
-                f"{fmt(cfg.max_model_len)}, so vLLM refuses to start."
+                f"{fmt(cfg.model_config.max_model_len)}, so vLLM refuses to start."
             )
             return Finding(
                 "chunked_prefill",
                 "wrong",
                 reason,
                 arithmetic,
-                f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.max_model_len)}.",
+                f"turn chunked prefill on, or raise max-num-batched-tokens to {fmt(cfg.model_config.max_model_len)}.",
                 setting,
             )
         tpot = wl.slo.tpot_p99_ms
@@ -177,7 +182,7 @@ def check_chunked_prefill(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fin
         for ev in wl.evidence
         if ev.metric in ("tpot_ms_p99", "ttft_ms_p99")
         and not conflicts(ev, cfg, wl, ignore=SPEC_KEYS)
-        and (ev.batch is None or at_batch(ev, cfg.max_num_seqs) or ev.batch >= f.running_batch_peak)
+        and (ev.batch is None or at_batch(ev, cfg.scheduler.max_num_seqs) or ev.batch >= f.running_batch_peak)
     ]
     evidence = _join(arithmetic, _cite(measured))
     if budget <= f.running_batch_peak:
@@ -236,10 +241,10 @@ def _chunk_cleared(
     ):
         queue = ""
         peak = f.peak_per_replica
-        if cfg.max_num_seqs < peak:
+        if cfg.scheduler.max_num_seqs < peak:
             queue = (
-                f"; max-num-seqs {cfg.max_num_seqs} against {fmt(peak)} concurrent requests leaves "
-                f"{fmt(peak - cfg.max_num_seqs)} waiting for a batch slot, which is where a TTFT of "
+                f"; max-num-seqs {cfg.scheduler.max_num_seqs} against {fmt(peak)} concurrent requests leaves "
+                f"{fmt(peak - cfg.scheduler.max_num_seqs)} waiting for a batch slot, which is where a TTFT of "
                 f"{fmt(ev.value)} ms comes from (batching)"
             )
         return (
@@ -265,7 +270,10 @@ def _chunked_budget_verdict(
     evidence: str,
     setting: str,
 ) -> Finding:
-    """The token budget judged on its arithmetic and the measurements that meet the SLO."""
+    """The token budget judged on its arithmetic and the measurements that meet the SLO.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
     tpot, ttft = wl.slo.tpot_p99_ms, wl.slo.ttft_p99_ms
     ridge = f.ridge_tokens_per_step
     if wl.slo.throughput_tok_s is not None and budget < ridge:
@@ -273,7 +281,7 @@ def _chunked_budget_verdict(
         # so a prefill chunk of `budget` tokens uses budget / ridge of the arithmetic the read pays for.
         reason = (
             f"the workload sets a throughput floor ({fmt(wl.slo.throughput_tok_s)} output tok/s), and "
-            f"max-num-batched-tokens {fmt(budget)} sits below the {cfg.hardware.name}'s ridge of {fmt(ridge)} "
+            f"max-num-batched-tokens {fmt(budget)} sits below the {cfg.deployment.hardware.name}'s ridge of {fmt(ridge)} "
             "tokens per step: every step that carries a prefill is still memory-bound, so prefill runs at "
             f"about {budget / ridge:.0%} of the arithmetic each weight read could feed."
         )
@@ -282,8 +290,8 @@ def _chunked_budget_verdict(
             "unjustified",
             reason,
             evidence,
-            f"raise max-num-batched-tokens well above the ridge (vLLM's default on the {cfg.hardware.name} is "
-            f"{fmt(default_batched_tokens(cfg.hardware))}), then measure throughput and TPOT at peak.",
+            f"raise max-num-batched-tokens well above the ridge (vLLM's default on the {cfg.deployment.hardware.name} is "
+            f"{fmt(default_batched_tokens(cfg.deployment.hardware))}), then measure throughput and TPOT at peak.",
             setting,
         )
     if tpot is None and ttft is None:

@@ -70,17 +70,17 @@ def same_model(a: str, b: str) -> bool:
 
 
 def lora_memory(cfg: ServingConfig) -> str:
-    shards = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
+    shards = cfg.parallel.tensor_parallel_size * cfg.parallel.pipeline_parallel_size
     what = "attention, MLP and expert projection" if cfg.model.is_moe else "attention and MLP projection"
     whole = (
         ""
-        if cfg.fully_sharded_loras or cfg.tensor_parallel_size == 1
+        if cfg.lora.fully_sharded_loras or cfg.parallel.tensor_parallel_size == 1
         else "; without fully-sharded-loras one half of each is whole on every tensor-parallel GPU"
     )
     return (
-        f"{cfg.knob('max-loras', cfg.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.max_lora_rank)}: "
+        f"{cfg.knob('max-loras', cfg.lora.max_loras)} slots x {cfg.knob('max-lora-rank', cfg.lora.max_lora_rank)}: "
         f"{gb(lora_gb(cfg))} preallocated for adapter weights (A and B of every {what} "
-        f"in {cfg.dtype}"
+        f"in {cfg.model_config.dtype}"
         + (f", {gb(lora_gb(cfg) / shards)} on each of {shards} GPUs" if shards > 1 else "")
         + f"{whole}), taken from the KV cache"
     )
@@ -90,9 +90,9 @@ def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Every adapter named was trained on the model served, at a rank the slots hold."""
     setting = cfg.knob("enable-lora", True)
     memory = lora_memory(cfg)
-    named = ", ".join(f"{a.name} ({a.path})" for a in cfg.adapters)
+    named = ", ".join(f"{a.name} ({a.path})" for a in cfg.lora.adapters)
     evidence = _join(memory, f"adapters: {named}" if named else "no adapters named (--lora-modules)")
-    wrong_base = [a for a in cfg.adapters if a.base and not same_model(a.base, cfg.model_name)]
+    wrong_base = [a for a in cfg.lora.adapters if a.base and not same_model(a.base, cfg.model_name)]
     if wrong_base:
         a = wrong_base[0]
         reason = (
@@ -107,20 +107,20 @@ def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
             f"serve {a.name} on {a.base}, or train an adapter on {cfg.model_name}.",
             setting,
         )
-    too_wide = [a for a in cfg.adapters if a.rank > cfg.max_lora_rank]
+    too_wide = [a for a in cfg.lora.adapters if a.rank > cfg.lora.max_lora_rank]
     if too_wide:
         a = too_wide[0]
         reason = (
-            f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.max_lora_rank}: "
+            f"adapter {a.name} has rank {a.rank} ({a.source}) but max-lora-rank is {cfg.lora.max_lora_rank}: "
             "vLLM refuses to load an adapter wider than its slots."
         )
         return Finding("lora", "wrong", reason, evidence, f"set max-lora-rank to at least {a.rank}.", setting)
-    unknown = [a for a in cfg.adapters if not a.base]
-    if not cfg.adapters or unknown:
+    unknown = [a for a in cfg.lora.adapters if not a.base]
+    if not cfg.lora.adapters or unknown:
         which = ", ".join(a.name for a in unknown)
         reason = (
             "LoRA is on but no adapter is named, so nothing shows which base the adapters it will load were trained on."
-            if not cfg.adapters
+            if not cfg.lora.adapters
             else f"the base model of {which} is not on record: no adapter_config.json or base_model_name beside it."
         )
         fix = (
@@ -130,8 +130,12 @@ def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
         return Finding("lora", "unjustified", reason, evidence, fix, setting)
     reason = (
         f"every adapter named was trained on {cfg.model_name}"
-        + (f" at a rank within max-lora-rank {cfg.max_lora_rank}" if all(a.rank for a in cfg.adapters) else "")
-        + f"; the {cfg.max_loras} slots take {gb(lora_gb(cfg))}."
+        + (
+            f" at a rank within max-lora-rank {cfg.lora.max_lora_rank}"
+            if all(a.rank for a in cfg.lora.adapters)
+            else ""
+        )
+        + f"; the {cfg.lora.max_loras} slots take {gb(lora_gb(cfg))}."
     )
     return Finding("lora", "justified", reason, evidence, "none.", setting)
 
@@ -142,7 +146,7 @@ def check_lora(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
 def check_benchmark_settings(cfg: ServingConfig) -> Finding:
     """Settings that only make sense while benchmarking: a config carrying them is not serving production."""
     found, why = [], []
-    if cfg.load_format == "dummy":
+    if cfg.model_config.load_format == "dummy":
         found.append(cfg.knob("load-format", "dummy"))
         why.append("load-format dummy fills the model with random weights, so every answer is noise")
     for name, line in cfg.benchmark_flags:

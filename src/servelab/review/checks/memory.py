@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 from ...hardware import DTYPE_BYTES
+from .. import defaults
 from ..arithmetic import (
     Facts,
+    default_batched_tokens,
     kv_seq_bytes,
     kv_windows_off,
 )
@@ -39,7 +41,7 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
         raise ValueError("check_prefix_caching reviews a workload that states its shared prefix or multi-turn reuse")
     prompt = wl.prompt.typical
     shared_reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt and sp is not None else 0.0
-    setting = cfg.knob("enable-prefix-caching", str(cfg.prefix_caching).lower())
+    setting = cfg.knob("enable-prefix-caching", str(cfg.cache.prefix_caching).lower())
     parts = []
     if sp is not None:
         parts.append(
@@ -64,7 +66,7 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
             measured.append(ev)
     evidence = _join(arithmetic, _cite(measured), _set_aside(set_aside))
 
-    if cfg.prefix_caching:
+    if cfg.cache.prefix_caching:
         reason = (
             f"on, and the workload reuses its prefix: about {reuse:.0%} of prefill comes from the cache."
             if reuse >= PREFIX_REUSE_MATTERS
@@ -123,9 +125,12 @@ def _multi_turn_reuse(wl: WorkloadSpec, f: Facts, prompt: float) -> tuple[float,
 
 
 def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """max-model-len against the workload's longest request and the KV cache it must fit in."""
-    m, longest = cfg.max_model_len, f.longest_request_tokens
-    setting = cfg.knob("max-model-len", f"auto ({m})" if cfg.max_model_len_auto else m)
+    """max-model-len against the workload's longest request and the KV cache it must fit in.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
+    m, longest = cfg.model_config.max_model_len, f.longest_request_tokens
+    setting = cfg.knob("max-model-len", f"auto ({m})" if cfg.model_config.max_model_len_auto else m)
     model_max = cfg.model.max_position_embeddings
     one_seq_gb = kv_seq_bytes(cfg, m) / 1e9
     arithmetic = (
@@ -158,7 +163,7 @@ def check_max_model_len(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findi
                 f"output at {fmt(model_max)} tokens (max-model-len {fmt(model_max)}), or serve a longer-context model."
             )
         return Finding("max_model_len", "wrong", reason, arithmetic, fix, setting)
-    if cfg.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
+    if cfg.model_config.max_model_len_auto and f.kv_budget_gb > 0 and one_seq_gb > f.kv_budget_gb:
         # vLLM 0.32 fits an auto / -1 length to the KV memory at start (vllm/config/model.py, _get_and_verify_max_len).
         reason = (
             f"max-model-len auto takes the model's {fmt(m)} positions and vLLM shortens it at start to what "
@@ -232,17 +237,60 @@ def longest_request_words(basis: str, tokens: float) -> str:
 
 # --- 7. gpu-memory-utilization -------------------------------------------------------
 
+# vLLM 0.32.0 sizes the KV cache at start as memory x gpu-memory-utilization less the weights, the transient
+# peak of a profile run (a forward pass over max-num-batched-tokens dummy tokens, then the sampler over
+# max-num-seqs rows), and, with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (its default), the CUDA graphs'
+# memory measured by a trial capture (vllm/v1/worker/gpu_worker.py, determine_available_memory). It refuses to
+# start when the GPU's free memory at start is below memory x gpu-memory-utilization (vllm/v1/worker/utils.py,
+# request_memory): the CUDA context, NCCL's buffers and anything else on the GPU live in the rest.
+# Above this setting that rest is under 5% of the GPU: AMD's MI300X guide for vLLM (ROCm/vllm
+# docs/dev-docker/README.md @b309ea7) puts graph mode at 0.92 - 0.95 "to ensure adequate memory is available
+# for the HIP graph", and vLLM 0.32's own default is 0.92 (vllm/config/cache.py).
+UTILIZATION_CEILING = 0.95
+LOGIT_BYTES = 4  # the sampler's logits are float32 (vllm/v1/sample/sampler.py)
+
+
+def profile_activation_gb(cfg: ServingConfig, f: Facts) -> tuple[float, str]:
+    """The profile run's activation peak on one GPU, from the model's shape, and how it was summed.
+
+    The widest tensors of a forward pass are the MLP's: gate and up projections (2 x width) and their
+    activated product (1 x width) for every token of the batch, sliced over tensor parallelism; a mixture of
+    experts computes them for each routed expert of a token (plus the shared ones). The sampler then holds
+    max-num-seqs rows of float32 logits over the whole vocabulary. Attention, norms and residuals are a
+    few hidden-size rows per token, a small part beside these."""
+    m, tp = cfg.model, cfg.parallel.tensor_parallel_size
+    tokens = cfg.scheduler.max_num_batched_tokens or default_batched_tokens(cfg.deployment.hardware, f.shards)
+    if m.is_moe:
+        width = (m.moe_intermediate_size or m.intermediate_size) * max(m.experts_per_token, 1)
+        width += m.shared_expert_intermediate_size
+    else:
+        width = m.intermediate_size
+    act = DTYPE_BYTES.get(cfg.model_config.dtype, 2)
+    mlp = tokens * 3 * width / tp * act
+    logits = cfg.scheduler.max_num_seqs * m.vocab_size * LOGIT_BYTES
+    words = (
+        f"{fmt(tokens)} tokens x 3 x {fmt(width / tp)} MLP width x {fmt(act)} B, plus "
+        f"{fmt(cfg.scheduler.max_num_seqs)} x {fmt(m.vocab_size)} float32 logits"
+    )
+    return (mlp + logits) / 1e9, words
+
 
 def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """Whether the memory vLLM may take leaves the KV cache the peak load needs."""
-    u = cfg.gpu_memory_utilization
+    """Whether the memory vLLM may take leaves the KV cache the peak load needs, once vLLM has set aside its
+    profile run's activations, and leaves the GPU the headroom outside it that graph capture and start need."""
+    u = cfg.cache.gpu_memory_utilization
     setting = cfg.knob("gpu-memory-utilization", u)
-    total = cfg.hardware.memory_gb * f.memory_gpus
+    hw = cfg.deployment.hardware
+    total = hw.memory_gb * f.memory_gpus
+    act_gb, act_words = profile_activation_gb(cfg, f)
+    margin_gb = act_gb * f.memory_gpus
+    graphs = "" if cfg.model_config.enforce_eager else " and its CUDA graphs, which it measures at start"
     arithmetic = (
-        f"{f.memory_gpus} x {fmt(cfg.hardware.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
+        f"{f.memory_gpus} x {fmt(hw.memory_gb)} GB x {u} = {gb(f.capacity_gb_per_gpu * f.memory_gpus)}, "
         f"minus weights {gb(f.rank_weight_gb)}, leaves {_budget(f)} for the KV cache; the peak needs "
         f"{gb(f.kv_gb_peak)} ({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens "
-        f"in {f.kv_cache_dtype})"
+        f"in {f.kv_cache_dtype}); vLLM takes from it its profile run's activations, about {gb(act_gb)} per GPU "
+        f"({act_words}){graphs}; {gb(hw.memory_gb * (1 - u))} per GPU is left outside for the CUDA context"
     )
     if f.kv_budget_gb <= 0:
         reason = (
@@ -262,23 +310,55 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
             setting,
         )
     if f.kv_gb_peak > f.kv_budget_gb:
-        needed = (f.rank_weight_gb + f.kv_gb_peak) / total
-        fix = (
-            f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}"
-            if needed <= 0.95
-            else _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
-            if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2
-            else _or(["more GPUs per replica", "more replicas"])
-        )
+        needed = (f.rank_weight_gb + f.kv_gb_peak + margin_gb) / total
         reason = (
             f"the KV cache budget of {gb(f.kv_budget_gb)} cannot hold the peak's {gb(f.kv_gb_peak)}, "
             "so vLLM preempts or queues requests at peak."
         )
+        return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, _fit_fix(cfg, needed) + ".", setting)
+    if f.kv_gb_peak > f.kv_budget_gb - margin_gb:
+        needed = (f.rank_weight_gb + f.kv_gb_peak + margin_gb) / total
+        reason = (
+            f"the {gb(f.kv_budget_gb)} left after the weights holds the peak's {gb(f.kv_gb_peak)} only before "
+            f"vLLM sets aside its profile run's activations (about {gb(margin_gb)}){graphs}: the KV cache it "
+            f"allocates, about {gb(f.kv_budget_gb - margin_gb)}, is short of the peak, so vLLM preempts or "
+            "queues requests at peak."
+        )
+        fix = _fit_fix(cfg, needed)
+        if cfg.scheduler.max_num_batched_tokens:
+            fix += ", or lower max-num-batched-tokens, which sizes the profile run"
         return Finding("gpu_memory_utilization", "wrong", reason, arithmetic, fix + ".", setting)
+    if u > UTILIZATION_CEILING:
+        needed = (f.rank_weight_gb + f.kv_gb_peak + margin_gb) / total
+        reason = (
+            f"gpu-memory-utilization {u} leaves {gb(hw.memory_gb * (1 - u))} per GPU outside vLLM's budget for the "
+            "CUDA context, NCCL's buffers and anything else on the GPU: vLLM refuses to start when the free memory "
+            f"at start is below {u} of the GPU, and a graph capture or allocation past its profile then fails with "
+            "out of memory; nothing cited shows this server starting and running its peak at this setting."
+        )
+        fix = (
+            f"lower gpu-memory-utilization to {UTILIZATION_CEILING} (vLLM's default is "
+            f"{defaults.GPU_MEMORY_UTILIZATION}), which still holds the peak's {gb(f.kv_gb_peak)} after the "
+            f"activations, or cite the server's start log at {u} (its KV cache size) and a load test at the peak"
+            if needed <= UTILIZATION_CEILING
+            else f"the peak's KV cache needs more than {UTILIZATION_CEILING} of the memory: "
+            + _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
+        )
+        return Finding("gpu_memory_utilization", "unjustified", reason, arithmetic, fix + ".", setting)
     reason = (
-        f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's {gb(f.kv_gb_peak)}."
+        f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's {gb(f.kv_gb_peak)} "
+        f"with the profile run's activations (about {gb(margin_gb)}) set aside."
     )
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
+
+
+def _fit_fix(cfg: ServingConfig, needed: float) -> str:
+    """Raise the setting where that stays under the ceiling; else save memory or add GPUs."""
+    if needed <= UTILIZATION_CEILING:
+        return f"raise gpu-memory-utilization to {math.ceil(needed * 100) / 100:.2f}"
+    if DTYPE_BYTES[cfg.cache.kv_cache_dtype] >= 2:
+        return _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
+    return _or(["more GPUs per replica", "more replicas"])
 
 
 # --- dtype ---------------------------------------------------------------------------
@@ -293,10 +373,10 @@ def fp16_on_bf16_weights(cfg: ServingConfig) -> bool:
     has bfloat16 (a T4 or V100 has not: vLLM serves float16 there whatever the config says)."""
     return (
         "dtype" in cfg.set_keys
-        and cfg.dtype == "float16"
+        and cfg.model_config.dtype == "float16"
         and str(cfg.model.torch_dtype).lower() == "bfloat16"
-        and cfg.hardware.dtype == "bfloat16"
-        and (cfg.quantization or "") not in FP16_KERNELS
+        and cfg.deployment.hardware.dtype == "bfloat16"
+        and (cfg.model_config.quantization or "") not in FP16_KERNELS
     )
 
 
@@ -311,7 +391,7 @@ def check_dtype(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     )
     arithmetic = _join(
         f"{cfg.model.name} was published in bfloat16 ({cfg.model_source}); float16 keeps 2 bytes per weight "
-        f"and the {cfg.hardware.name}'s {fmt(cfg.hardware.peak_tflops)} TFLOP/s 16-bit peak, so it saves "
+        f"and the {cfg.deployment.hardware.name}'s {fmt(cfg.deployment.hardware.peak_tflops)} TFLOP/s 16-bit peak, so it saves "
         "neither memory nor time, and its range ends at 65,504 (bfloat16's at 3.4e38)",
         _cite(measured + baseline),
         _set_aside(set_aside),
@@ -322,7 +402,7 @@ def check_dtype(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
         return Finding("dtype", "justified", reason, arithmetic, "none.", setting)
     reason = (
         f"dtype float16 casts a checkpoint trained in bfloat16 to a narrower range, for no memory or speed "
-        f"gain on the {cfg.hardware.name}, and no accuracy measured in float16 on {wl.task} shows that its "
+        f"gain on the {cfg.deployment.hardware.name}, and no accuracy measured in float16 on {wl.task} shows that its "
         "activations stay finite."
     )
     return Finding(

@@ -19,25 +19,28 @@ from .common import LOAD_METRICS, SPEC_KEYS, _cite, _join, _set_aside, conflicts
 
 
 def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary."""
-    tp, pp, dp = cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size
-    gpn, hw = cfg.gpus_per_node, cfg.hardware
+    """TP x PP against the GPUs that exist, the memory the model needs, and the node boundary.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
+    tp, pp, dp = cfg.parallel.tensor_parallel_size, cfg.parallel.pipeline_parallel_size, cfg.parallel.data_parallel_size
+    gpn, hw = cfg.deployment.gpus_per_node, cfg.deployment.hardware
     setting = f"tensor-parallel-size {tp} x pipeline-parallel-size {pp}" + (
         f" x data-parallel-size {dp}" if dp > 1 else ""
     )
-    if cfg.expert_parallel and cfg.model.is_moe:
+    if cfg.parallel.expert_parallel and cfg.model.is_moe:
         setting += " with enable-expert-parallel"
     need = f.rank_weight_gb + f.kv_gb_peak
     fits_one = need <= f.capacity_gb_per_gpu
-    layout = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''} x {gpn} {hw.name}"
+    layout = f"{cfg.deployment.nodes} node{'s' if cfg.deployment.nodes > 1 else ''} x {gpn} {hw.name}"
     memory = (
         f"{weights_line(cfg, f)} + KV cache {gb(f.kv_gb_peak)} "
         f"({f.running_batch_peak} sequences x {fmt(f.mean_request_tokens)} tokens x "
         f"{fmt(f.kv_bytes_per_token)} B/token) = {gb(need)} per replica"
         + (f", {gb(need / f.shards)} on each of its TP {tp} x PP {pp} GPUs" if f.shards > 1 else "")
-        + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.gpu_memory_utilization}"
+        + f"; one {hw.name} holds {gb(f.capacity_gb_per_gpu)} at gpu-memory-utilization {cfg.cache.gpu_memory_utilization}"
     )
-    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg)
+    suggestion = _parallel_layout(need, f.capacity_gb_per_gpu, gpn, cfg.deployment.nodes, cfg.model, cfg)
 
     if f.gpus_used > f.gpus_available:
         reason = (
@@ -57,7 +60,7 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     if tp > gpn:
         # vLLM runs tensor parallelism across nodes (Ray or multiprocessing over the network): it starts,
         # and is slow, so without a measurement it is unjustified, not wrong.
-        slower = hw.interconnect_gb_s / cfg.internode_gb_s if cfg.internode_gb_s else float("inf")
+        slower = hw.interconnect_gb_s / cfg.deployment.internode_gb_s if cfg.deployment.internode_gb_s else float("inf")
         measured = (
             [
                 ev
@@ -73,12 +76,12 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         )
         reason = (
             f"tensor parallelism spans nodes: TP {tp} on nodes of {gpn} sends every layer's all-reduce "
-            f"over the {fmt(cfg.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
+            f"over the {fmt(cfg.deployment.internode_gb_s)} GB/s network instead of {fmt(hw.interconnect_gb_s)} GB/s "
             f"NVLink ({slower:.0f}x slower)"
         )
-        inside = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+        inside = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.deployment.nodes, cfg.model)
         fix = "keep tensor parallelism inside a node: " + _parallel_layout(
-            need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model, cfg
+            need, f.capacity_gb_per_gpu, gpn, cfg.deployment.nodes, cfg.model, cfg
         )
         if measured and (inside is None or inside[0] * inside[1] >= f.shards):
             return Finding(
@@ -136,7 +139,7 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
     if f.expert_parallel_size > f.shards:
         how = (
             "expert parallelism shards"
-            if cfg.expert_parallel
+            if cfg.parallel.expert_parallel
             else "vLLM shards (tensor-parallel across the data-parallel ranks)"
         )
         reason = (
@@ -150,7 +153,7 @@ def check_parallelism(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding
         return Finding("parallelism", "justified", reason, memory, "none.", setting)
     # The fewest GPUs that hold weights and the peak's KV cache in a layout the review accepts
     # (TP inside a node, dividing the heads; pipeline stages across nodes).
-    smaller = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.nodes, cfg.model)
+    smaller = _smallest_layout(need, f.capacity_gb_per_gpu, gpn, cfg.deployment.nodes, cfg.model)
     fewest_layout = (1, 1) if fits_one else (smaller if smaller and smaller[0] * smaller[1] < f.shards else None)
     if fewest_layout is None:
         reason = (
@@ -221,16 +224,20 @@ def weights_line(cfg: ServingConfig, f: Facts) -> str:
     """The weights one replica holds, with the expert-parallel arithmetic where it applies."""
     draft = draft_gb(cfg)
     with_draft = f" with the draft's {gb(draft)}" if draft else ""
-    if f.expert_parallel_size <= cfg.tensor_parallel_size:  # no data parallelism: the experts shard as TP does
+    if f.expert_parallel_size <= cfg.parallel.tensor_parallel_size:  # no data parallelism: the experts shard as TP does
         return f"weights {gb(f.rank_weight_gb)} ({f.weight_dtype}{with_draft})"
     experts = expert_gb(cfg)
-    tp = cfg.tensor_parallel_size
+    tp = cfg.parallel.tensor_parallel_size
     # vLLM 0.32 shards the experts over TP x DP with or without expert parallelism
     # (FusedMoEParallelConfig.make, vllm/model_executor/layers/fused_moe/config.py).
-    group = "expert-parallel group" if cfg.expert_parallel else "MoE tensor-parallel group (no enable-expert-parallel)"
+    group = (
+        "expert-parallel group"
+        if cfg.parallel.expert_parallel
+        else "MoE tensor-parallel group (no enable-expert-parallel)"
+    )
     return (
         f"weights {gb(f.weight_gb)} ({f.weight_dtype}), of which experts {gb(experts)} sharded over the "
-        f"{group} of TP {tp} x DP {cfg.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
+        f"{group} of TP {tp} x DP {cfg.parallel.data_parallel_size} = {f.expert_parallel_size} GPUs and the "
         f"rest ({gb(f.weight_gb - experts)}: attention, embeddings, dense layers) whole in each data-parallel rank: "
         f"{gb(f.weight_gb - experts)} + {gb(experts)} x {tp}/{f.expert_parallel_size}"
         + (f" + draft {gb(draft)}" if draft else "")
@@ -242,9 +249,9 @@ def memory_savers(cfg: ServingConfig) -> list[str]:
     """What would make the model or its KV cache smaller, leaving out what is already done:
     weights already quantized (by the config or the checkpoint) are never asked to be quantized."""
     out = []
-    if DTYPE_BYTES[cfg.weight_dtype] >= 2:
+    if DTYPE_BYTES[cfg.model_config.weight_dtype] >= 2:
         out.append("quantize the weights")
-    if DTYPE_BYTES[cfg.kv_cache_dtype] >= 2:
+    if DTYPE_BYTES[cfg.cache.kv_cache_dtype] >= 2:
         out.append("use kv-cache-dtype fp8")
     return out
 

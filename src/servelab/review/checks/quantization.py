@@ -16,18 +16,23 @@ from .common import SPEC_KEYS, _canon, _cite, _join, _points, _set_aside, confli
 
 
 def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
-    """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch."""
-    bf16_gb = cfg.model.weight_bytes(cfg.dtype, linear_bytes=DTYPE_BYTES[cfg.dtype]) / 1e9
-    kv_quantized = DTYPE_BYTES[cfg.kv_cache_dtype] < DTYPE_BYTES[cfg.dtype]
-    if cfg.quantization_mismatch:
+    """Quantized weights, or a quantized KV cache, need a measured accuracy impact on this task at this batch.
+
+    One piece: its verdicts are one ordered ladder over the same arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
+    bf16_gb = cfg.model.weight_bytes(cfg.model_config.dtype, linear_bytes=DTYPE_BYTES[cfg.model_config.dtype]) / 1e9
+    kv_quantized = DTYPE_BYTES[cfg.cache.kv_cache_dtype] < DTYPE_BYTES[cfg.model_config.dtype]
+    if cfg.model_config.quantization_mismatch:
         # ModelConfig._verify_quantization (vllm/config/model.py): a quantization argument that differs
         # from the checkpoint's quantization_config stops vLLM at start.
-        setting = cfg.knob("quantization", cfg.quantization)
+        setting = cfg.knob("quantization", cfg.model_config.quantization)
         reason = (
-            f"the checkpoint is already quantized ({cfg.quantization_mismatch}, its quantization_config) and "
-            f"quantization {cfg.quantization} names another method, so vLLM refuses to start."
+            f"the checkpoint is already quantized ({cfg.model_config.quantization_mismatch}, its quantization_config) and "
+            f"quantization {cfg.model_config.quantization} names another method, so vLLM refuses to start."
         )
-        evidence = f"checkpoint quantization_config: {cfg.quantization_mismatch}; weights {gb(f.weight_gb)}"
+        evidence = (
+            f"checkpoint quantization_config: {cfg.model_config.quantization_mismatch}; weights {gb(f.weight_gb)}"
+        )
         return Finding(
             "quantization",
             "wrong",
@@ -36,29 +41,31 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
             "delete quantization: vLLM reads the checkpoint's own method.",
             setting,
         )
-    if cfg.quantization is None and kv_quantized:
+    if cfg.model_config.quantization is None and kv_quantized:
         return _check_kv_quantization(cfg, wl, f)
-    if cfg.quantization is None:
+    if cfg.model_config.quantization is None:
         setting = cfg.knob("quantization", "none")
         reason = (
-            f"weights are served unquantized in {cfg.weight_dtype}, and the KV cache in "
-            f"{cfg.kv_cache_dtype}, so there is no accuracy trade to justify."
+            f"weights are served unquantized in {cfg.model_config.weight_dtype}, and the KV cache in "
+            f"{cfg.cache.kv_cache_dtype}, so there is no accuracy trade to justify."
         )
-        evidence = f"weights {gb(f.weight_gb)} in {cfg.weight_dtype}"
+        evidence = f"weights {gb(f.weight_gb)} in {cfg.model_config.weight_dtype}"
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    q = cfg.quantization
-    if cfg.quantization_source == "checkpoint":
+    q = cfg.model_config.quantization
+    if cfg.model_config.quantization_source == "checkpoint":
         setting = f"quantization {q} (the checkpoint's quantization_config, {cfg.model_name})"
-    elif cfg.quantization_from_name:
+    elif cfg.model_config.quantization_from_name:
         setting = f"quantization {q} (from the model id {cfg.model_name})"
     else:
         setting = cfg.knob("quantization", q)
-    memory = f"{q} stores weights in {cfg.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} in {cfg.dtype}"
+    memory = f"{q} stores weights in {cfg.model_config.weight_dtype}: {gb(f.weight_gb)} instead of {gb(bf16_gb)} in {cfg.model_config.dtype}"
     if kv_quantized:
-        memory += f"; the KV cache is {cfg.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.kv_cache_dtype)})"
-    what = q if not kv_quantized else f"{q} weights with the KV cache in {cfg.kv_cache_dtype}"
-    if cfg.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
+        memory += (
+            f"; the KV cache is {cfg.cache.kv_cache_dtype} too ({cfg.knob('kv-cache-dtype', cfg.cache.kv_cache_dtype)})"
+        )
+    what = q if not kv_quantized else f"{q} weights with the KV cache in {cfg.cache.kv_cache_dtype}"
+    if cfg.model_config.quantization_source == "checkpoint" and cfg.model.native_quantization and not kv_quantized:
         reason = (
             f"the checkpoint's {q} is the model as published ({cfg.model.native_quantization}), so there is "
             "no unquantized original whose accuracy it trades away."
@@ -78,8 +85,8 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
                 "the workload tolerates."
             )
             fix = (
-                f"serve {cfg.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
-                f"measuring accuracy on {task} at batch {cfg.max_num_seqs}."
+                f"serve {cfg.model_config.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
+                f"measuring accuracy on {task} at batch {cfg.scheduler.max_num_seqs}."
             )
             return Finding("quantization", "wrong", reason, evidence, fix, setting)
         limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
@@ -97,17 +104,18 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
                 "wrong",
                 reason,
                 evidence,
-                f"serve {cfg.dtype} weights or an 8-bit scheme and re-measure.",
+                f"serve {cfg.model_config.dtype} weights or an 8-bit scheme and re-measure.",
                 setting,
             )
         reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    reason = f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.max_num_seqs}" + (
-        " (the numbers cited were measured elsewhere)." if set_aside else "."
+    reason = (
+        f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.scheduler.max_num_seqs}"
+        + (" (the numbers cited were measured elsewhere)." if set_aside else ".")
     )
     fix = (
-        f"measure task accuracy on {task} with {q} and with {cfg.dtype} weights at batch {cfg.max_num_seqs}, "
+        f"measure task accuracy on {task} with {q} and with {cfg.model_config.dtype} weights at batch {cfg.scheduler.max_num_seqs}, "
         "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop)."
     )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
@@ -125,8 +133,8 @@ def _accuracy_evidence(
             continue
         why = conflicts(ev, cfg, wl, ignore={key, "max-num-seqs"} | SPEC_KEYS)
         load = ev.max_num_seqs if ev.max_num_seqs is not None else ev.batch
-        if load is not None and load not in {cfg.max_num_seqs, f.running_batch_peak}:
-            why.append(f"measured at batch {load}, served at {cfg.max_num_seqs}")
+        if load is not None and load not in {cfg.scheduler.max_num_seqs, f.running_batch_peak}:
+            why.append(f"measured at batch {load}, served at {cfg.scheduler.max_num_seqs}")
         theirs = _canon(ev.setting.get(key, served))
         if theirs != _canon(served) and theirs not in baselines:
             why.append(f"measured with {label}{ev.setting[key]}, not {served}")
@@ -145,16 +153,21 @@ def _accuracy_evidence(
 
 def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """kv-cache-dtype below the model's dtype: an accuracy trade like quantized weights."""
-    kv = cfg.kv_cache_dtype
+    kv = cfg.cache.kv_cache_dtype
     setting = cfg.knob("kv-cache-dtype", kv)
-    full = cfg.model.kv_bytes(f.mean_request_tokens, f.running_batch_peak, cfg.dtype, cfg.tensor_parallel_size) / 1e9
+    full = (
+        cfg.model.kv_bytes(
+            f.mean_request_tokens, f.running_batch_peak, cfg.model_config.dtype, cfg.parallel.tensor_parallel_size
+        )
+        / 1e9
+    )
     memory = (
         f"a {kv} KV cache holds {fmt(f.kv_bytes_per_token)} B per token: {gb(f.kv_gb_peak)} at the peak "
-        f"instead of {gb(full)} in {cfg.dtype}"
+        f"instead of {gb(full)} in {cfg.model_config.dtype}"
     )
     task = wl.task or "this workload's task"
     quantized, baseline, set_aside, drops, _ = _accuracy_evidence(
-        cfg, wl, f, "kv-cache-dtype", kv, {"auto", _canon(cfg.dtype)}, "kv-cache-dtype "
+        cfg, wl, f, "kv-cache-dtype", kv, {"auto", _canon(cfg.model_config.dtype)}, "kv-cache-dtype "
     )
     evidence = _join(
         memory,
@@ -174,7 +187,7 @@ def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fi
                 "wrong",
                 reason,
                 evidence,
-                f"keep the KV cache in {cfg.dtype} (kv-cache-dtype auto) and find the memory "
+                f"keep the KV cache in {cfg.model_config.dtype} (kv-cache-dtype auto) and find the memory "
                 "elsewhere (more GPUs, a lower max-num-seqs).",
                 setting,
             )
@@ -190,7 +203,7 @@ def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fi
         + (" (the numbers cited were measured elsewhere)." if set_aside else ".")
     )
     fix = (
-        f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.max_num_seqs}, cite "
+        f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.scheduler.max_num_seqs}, cite "
         "both, and state the drop the task tolerates (slo.max-accuracy-drop); or set kv-cache-dtype auto."
     )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)

@@ -106,7 +106,7 @@ def spec_evidence(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecEvidenc
         state = "on" if spec_state(ev, cfg) else "off"
         pairs.setdefault(batch, {}).setdefault(ev.metric, {}).setdefault(state, ev)
     at_peak: dict[str, dict[str, Evidence]] = next(
-        (pairs[b] for b in (f.running_batch_peak, cfg.max_num_seqs) if b in pairs), {}
+        (pairs[b] for b in (f.running_batch_peak, cfg.scheduler.max_num_seqs) if b in pairs), {}
     )
     return SpecEvidence(pairs, set_aside, at_peak)
 
@@ -133,8 +133,10 @@ class SpecArithmetic:
 
 
 def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArithmetic:
-    """The arithmetic for the speculation in force (k = 0 where it is off)."""
-    hw, ridge = cfg.hardware, f.ridge_tokens_per_step
+    """The arithmetic for the speculation in force (k = 0 where it is off).
+
+    One piece: it computes one record's fields in turn, each from the ones before it."""
+    hw, ridge = cfg.deployment.hardware, f.ridge_tokens_per_step
     b_peak, b_typ = f.running_batch_peak, f.running_batch_typical
     ridge_text = (
         f"the {hw.name}'s ridge for {f.weight_dtype} weights is {fmt(ridge)} tokens per step "
@@ -190,7 +192,7 @@ def spec_arithmetic(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> SpecArith
         if load_varies and not adaptive_helps and not spec.adaptive
         else ""
     )
-    schedule = adaptive_schedule(k, ridge, cfg.max_num_seqs)
+    schedule = adaptive_schedule(k, ridge, cfg.scheduler.max_num_seqs)
     adaptive_fix = (
         f"where load varies from {fmt(wl.concurrency.typical)} to {fmt(wl.concurrency.peak)} requests, "
         f"let k follow the batch: num_speculative_tokens_per_batch_size: {schedule}, and measure "
@@ -387,7 +389,7 @@ def spec_measured_verdict(wl: WorkloadSpec, f: Facts, ev: SpecEvidence, m: SpecA
 
 def spec_unmeasured_verdict(cfg: ServingConfig, f: Facts, ev: SpecEvidence, m: SpecArithmetic) -> dict:
     """Speculation on with no on/off pair at the peak batch: the arithmetic decides how far it can go."""
-    b_peak, hw = f.running_batch_peak, cfg.hardware
+    b_peak, hw = f.running_batch_peak, cfg.deployment.hardware
     elsewhere = ev.elsewhere()
     if m.step_peak > m.ridge and b_peak > NEAR_BREAK_EVEN * m.break_even_peak:
         reason = (
