@@ -7,6 +7,8 @@ import pytest
 from servelab import acceptance, hardware, simulate
 from servelab.paths import data_dir
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize("a, k", [(0.0, 4), (0.5, 1), (0.7, 4), (0.9, 8), (0.999, 3)])
 def test_per_token_acceptance_inverts_the_lessons_formula(a, k):

@@ -18,6 +18,8 @@ from servelab.lab import page
 from servelab.lab.knobs import charts as knobcharts
 from servelab.lab.speculation import charts, drawing, engines
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -113,6 +115,7 @@ def _summary_for(book_and_sims, view="flip", **settings) -> str:
     return drawing.summary(drawing.compute(view, Settings(**settings), *book_and_sims))
 
 
+@pytest.mark.unit(False)  # builds the lab's charts: about 1 s of CPU
 def test_a_simulated_summary_names_only_the_sliders_batches_and_the_charts_crossover(book_and_sims):
     # batch 256, k=8, output 128: nothing measured there, the simulator's curve runs through 1.19, 1.41, ...
     text = _summary_for(book_and_sims, batch_size=256, num_speculative_tokens=8, output_len=128)

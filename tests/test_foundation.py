@@ -20,6 +20,8 @@ from servelab.results import ResultsStore
 from servelab.server import exit_reason
 from servelab.workload import load
 
+pytestmark = pytest.mark.unit
+
 
 def make_record(**overrides) -> Measurement:
     base = dict(
@@ -202,6 +204,7 @@ def test_missing_model_folder_fails_fast(tmp_path):
         EngineConfig(model=str(tmp_path / "nowhere")).check_files()
 
 
+@pytest.mark.unit(False)  # about 1.5 s of CPU
 def test_kv_cache_too_small_for_the_batch_names_the_size_needed(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps(
@@ -282,6 +285,7 @@ def test_batch_sizes_are_whole_numbers_and_an_ellipsis_continues_the_ratio():
             parse_batch_sizes(bad)
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_servelab_sweep_reads_the_same_batch_list_and_refuses_a_bad_one_before_any_engine(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["sweep", "--batch", "1,2,x"])

@@ -8,6 +8,8 @@ from servelab import hardware, modelspec, simulate
 from servelab.grading import checkers, keys
 from servelab.measurement import Measurement
 
+pytestmark = pytest.mark.unit
+
 LLAMA_8B = modelspec.preset("Llama-3.1-8B")
 H200 = hardware.get("H200")
 

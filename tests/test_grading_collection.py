@@ -20,6 +20,8 @@ from nbgrader.api import Gradebook
 
 from servelab.grading import collection, course, samples, trusted
 
+pytestmark = pytest.mark.unit
+
 LESSON = course.get("lesson25")
 
 
@@ -109,6 +111,7 @@ def test_every_sample_submission_is_a_notebook_collection_takes():
         assert collection.notebook_problem(path.read_bytes()) is None, path.name
 
 
+@pytest.mark.unit(False)  # runs a kernel
 def test_restore_cells_runs_a_cell_with_a_grade_id_that_is_not_text_as_a_plain_cell(tmp_path, monkeypatch):
     """Past collection (a notebook placed in the course by hand), RestoreCells still grades the rest."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
@@ -245,6 +248,7 @@ def _notebook_of(cells: list) -> bytes:
     return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}).encode()
 
 
+@pytest.mark.unit(False)  # about 1.3 s of CPU
 @pytest.mark.parametrize(
     "make, words",
     [

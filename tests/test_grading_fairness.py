@@ -15,6 +15,8 @@ import pytest
 from servelab.grading import capture, checkers, course, keys, trusted
 from servelab.grading import trusted as _trusted
 
+pytestmark = pytest.mark.unit
+
 KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
 
 LESSON = course.get("lesson25")

@@ -11,6 +11,8 @@ from traitlets.config.loader import PyFileConfigLoader
 
 from servelab.grading import course, parallel, pipeline, sandbox, trusted
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -31,6 +33,7 @@ def test_the_parallel_graders_default_to_the_same_limits():
         assert params["submission_timeout"].default == sandbox.SUBMISSION_TIMEOUT_S, fn.__name__
 
 
+@pytest.mark.unit(False)  # starts grading processes
 def test_a_grading_child_dies_with_its_parent(tmp_path):
     """runner.die_with_parent, the pipeline's preexec_fn: a parent killed outright takes its nbgrader child along."""
     import os
@@ -88,6 +91,7 @@ def test_every_nbgrader_step_starts_the_same_way(monkeypatch):
     assert f"--CourseDirectory.source_directory={course.SOLUTIONS}" in cmd
 
 
+@pytest.mark.unit(False)  # starts grading processes
 def test_a_per_student_nbgrader_step_runs_in_a_cgroup_of_its_own_under_its_memory_limit(tmp_path, monkeypatch):
     """autograde and generate_feedback hold a submission's outputs outside the sandbox: each per-student step
     runs in its own cgroup, a step past its memory is stopped and says so, and the cgroup is gone after."""

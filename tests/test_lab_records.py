@@ -18,6 +18,8 @@ from servelab.results import ResultsStore
 
 pytestmark = pytest.mark.unit
 
+pytestmark = pytest.mark.unit
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 

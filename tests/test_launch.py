@@ -12,6 +12,8 @@ import pytest
 from servelab import launch
 from servelab.cli import main
 
+pytestmark = pytest.mark.unit
+
 
 def test_a_free_port_is_kept_and_a_taken_one_gives_the_next_free_one():
     with socket.socket() as s:

@@ -22,6 +22,8 @@ from servelab import hardware, modelspec, simulate
 from servelab.grading import course, samples
 from servelab.grading import trusted as _trusted
 
+pytestmark = pytest.mark.unit
+
 KEYS = _trusted.load_key_module("lesson25")  # grading/keys/lesson25.py, instructor-only
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,6 +57,7 @@ def finding(report: dict, knob: str) -> dict:
     return next(f for f in report["findings"] if f["knob"] == knob)
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_practice_1_key_is_the_reviewers_verdict():
     batching = finding(example("practice-1-batch-256"), "batching")
     key = KEYS.PRACTICE1_KEY["fields"]
@@ -65,6 +68,7 @@ def test_practice_1_key_is_the_reviewers_verdict():
     assert "set max-num-seqs to" not in batching["fix"]
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_practice_4_key_is_the_reviewers_verdict():
     report = example("practice-4-tp8-on-4-gpus")
     parallelism = finding(report, "parallelism")
@@ -74,6 +78,7 @@ def test_practice_4_key_is_the_reviewers_verdict():
     assert key["max_tensor_parallel"]["expect"] == report["facts"]["gpus_available"] == 4
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_rep1_model_answer_is_the_reviewers_audit():
     scope: dict = {"h200": hardware.get("H200")}  # the lesson's presets cell defines it
     exec(samples.solutions(nbformat.read(course.get("lesson25").source, as_version=4))["rep1-answer"], scope)
@@ -88,6 +93,7 @@ def test_rep1_shows_the_settings_without_the_header_that_explains_the_case():
     assert not any("TP 2" in line or "does not fit" in line for line in header)
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cite_what_you_measured_example_is_reviewed_as_the_lesson_says():
     off = finding(example("lesson-3200-vs-3400"), "speculative_decoding")
     on = finding(example("lesson-3200-vs-3400-spec-on"), "speculative_decoding")
@@ -144,6 +150,7 @@ def _spec_config(tmp_path: Path, batch: int) -> dict:
     return finding(review_cli(tmp_path / "config.yaml", tmp_path / "workload.yaml"), "speculative_decoding")
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 @pytest.mark.parametrize(
     "batch, verdict",
     [

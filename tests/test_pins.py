@@ -14,6 +14,8 @@ import pytest
 
 from servelab.hardware import package_version
 
+pytestmark = pytest.mark.unit
+
 tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11's tomllib")
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 READMES = ("README.md", "grading/README.md", "bench/README.md")
 EXPECTED = "grading/submissions/expected.json"

@@ -25,6 +25,8 @@ import pytest
 from servelab.metrics import parse_prometheus, spec_counters
 from servelab.remote import RemoteError, RemoteServer, normalize_url, run_sync
 
+pytestmark = pytest.mark.unit
+
 METRICS = """\
 # HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.
 # TYPE vllm:spec_decode_num_drafts counter

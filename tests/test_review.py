@@ -21,6 +21,8 @@ from review_helpers import assert_mentions
 from servelab import review
 from servelab.review import Finding, Report, ReviewInputError
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 CONFIGS = REPO / "data" / "configs"
 EXPECTED = yaml.safe_load((CONFIGS / "expected.yaml").read_text())
@@ -96,11 +98,12 @@ def readme_tables() -> dict[str, dict[str, str]]:
 
 def test_readme_lists_the_same_verdicts():
     table = readme_tables()
-    assert set(table) == set(EXPECTED)
+    where = "data/configs/README.md's verdict table (a row per case) and data/configs/expected.yaml"
+    assert set(table) == set(EXPECTED), f"{where} list different cases: {sorted(set(table) ^ set(EXPECTED))}"
     for case, expected in EXPECTED.items():
         listed = {knob: table[case][knob] for knob in review.KNOBS if table[case].get(knob, "—") != "—"}
-        assert listed == expected["verdicts"], case
-        assert int(table[case]["exit"]) == expected["exit"], case
+        assert listed == expected["verdicts"], f"{case}: {where} give different verdicts"
+        assert int(table[case]["exit"]) == expected["exit"], f"{case}: {where} give different exit statuses"
 
 
 def test_practice_1_cap_that_never_binds_is_unjustified_not_the_cause():
@@ -163,6 +166,7 @@ def test_speculation_crossover_comes_from_the_hardware_preset():
 # --- the command line ---------------------------------------------------------------
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cli_exit_status_clean_and_findings():
     clean = run_cli(config_path("well-justified-chat"), "--workload", workload_path("well-justified-chat"))
     assert clean.returncode == 0, clean.stderr
@@ -170,6 +174,7 @@ def test_cli_exit_status_clean_and_findings():
     assert findings.returncode == 1, findings.stderr
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cli_table_names_each_knob_and_verdict():
     result = run_cli(config_path("rag-prefix-caching-off"), "--workload", workload_path("rag-prefix-caching-off"))
     assert result.returncode == 1
@@ -179,6 +184,7 @@ def test_cli_table_names_each_knob_and_verdict():
     assert "exit status 1" in result.stdout
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cli_json_parses_and_matches_the_api():
     case = "lesson-3200-vs-3400-spec-on"
     result = run_cli(config_path(case), "--workload", workload_path(case), "--json")
@@ -192,6 +198,7 @@ def test_cli_json_parses_and_matches_the_api():
     assert data["facts"]["gpus_used"] == 4
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cli_without_workload_is_a_usage_error():
     result = run_cli(config_path("well-justified-chat"))
     assert result.returncode == 2
@@ -282,6 +289,7 @@ BAD_CONFIG = [
 ]
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 @pytest.mark.parametrize("name,old,new,needle,phrases", BAD_CONFIG, ids=[b[0] for b in BAD_CONFIG])
 def test_bad_config_gives_one_clear_message(tmp_path, name, old, new, needle, phrases):
     path = _edited(tmp_path, "practice-1-batch-256", old, new)
@@ -325,6 +333,7 @@ BAD_WORKLOAD = [
 ]
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 @pytest.mark.parametrize("name,old,new,needle,phrases", BAD_WORKLOAD, ids=[b[0] for b in BAD_WORKLOAD])
 def test_bad_workload_gives_one_clear_message(tmp_path, name, old, new, needle, phrases):
     path = _edited(tmp_path, "practice-1-batch-256", old, new, workload=True)
@@ -338,6 +347,7 @@ def test_bad_workload_gives_one_clear_message(tmp_path, name, old, new, needle, 
         assert phrase in message, message
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_missing_file_names_the_file(tmp_path):
     missing = tmp_path / "no-such-config.yaml"
     result = run_cli(missing, "--workload", workload_path("practice-1-batch-256"))
@@ -346,12 +356,14 @@ def test_missing_file_names_the_file(tmp_path):
     assert f"{missing}: no such file" in result.stderr
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_swapped_files_say_so():
     result = run_cli(workload_path("practice-1-batch-256"), "--workload", config_path("practice-1-batch-256"))
     assert result.returncode == 2
     assert "looks like a workload file" in result.stderr
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_damaged_record_names_its_line(tmp_path):
     records = tmp_path / "records.jsonl"
     lines = (CONFIGS / "lab-cpu" / "records.jsonl").read_text().splitlines()
@@ -648,6 +660,7 @@ def test_exit_codes_are_documented_values():
     assert re.search(r"0 .*1 .*2", review.__doc__, re.S)
 
 
+@pytest.mark.unit(False)  # imports vLLM
 def test_the_reviewers_gpu_memory_utilization_default_is_vllms():
     """The reviewer assumes vLLM's own default where a config leaves gpu-memory-utilization unset."""
     from vllm.config import CacheConfig

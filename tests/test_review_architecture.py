@@ -14,6 +14,8 @@ import pytest
 from servelab import hardware, review
 from servelab.modelspec import ModelSpec
 
+pytestmark = pytest.mark.unit
+
 CONFIGS = Path(__file__).resolve().parent / "data" / "model_configs"
 
 

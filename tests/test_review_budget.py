@@ -3,7 +3,11 @@ fewer tokens than the ridge is memory-bound, so a small budget leaves prefill wa
 
 from __future__ import annotations
 
+import pytest
+
 from servelab import review
+
+pytestmark = pytest.mark.unit
 
 
 def job(budget: int) -> review.Report:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from servelab.review import review_files
+
+pytestmark = pytest.mark.unit
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
 CASE = "lesson-3200-vs-3400"

@@ -59,6 +59,7 @@ def test_cpu_defaults_match_vllm(vllm_batch_defaults, world_size):
     assert (ours.max_num_seqs, ours.max_num_batched_tokens) == vllm_batch_defaults(CPU, world_size)
 
 
+@pytest.mark.unit
 def test_worked_defaults():
     # H100: 81,559 MiB = 79.6 GiB, at least 70 and not an A100; H200 140.4 GiB, under 160.
     assert defaults.batch_defaults(hardware.get("H100")).max_num_seqs == 1024
@@ -71,6 +72,7 @@ def test_worked_defaults():
     assert defaults.batch_defaults(CPU, 2).max_num_seqs == 256
 
 
+@pytest.mark.unit
 def test_driver_reported_capacities():
     assert hardware.get("H200").memory_gb == 150.75  # 143,771 MiB
     assert hardware.get("H100").memory_gb == 85.52  # 81,559 MiB
@@ -138,6 +140,7 @@ def test_serve_defaults_match_vllm(vllm_serve_defaults, name, case):
     assert ours[:2] == vllm_serve_defaults(hw, 2, **case)
 
 
+@pytest.mark.unit
 def test_worked_serve_defaults():
     """H100: 1,024 sequences and 8,192 tokens; throughput mode doubles both; chunked prefill off raises the
     token default to max-model-len 32,768; DP + EP on deepep_low_latency takes 256 tokens, and max-num-seqs

@@ -11,6 +11,8 @@ import pytest
 
 from servelab import review
 
+pytestmark = pytest.mark.unit
+
 CONFIGS = Path(__file__).resolve().parent / "data" / "model_configs"
 
 

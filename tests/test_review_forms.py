@@ -13,6 +13,8 @@ from servelab import review
 from servelab.review import forms, limits, readers, versions, vllm_flags
 from servelab.review.serving import read_config
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 PUBLIC = REPO / "data" / "configs" / "public"
 WORKLOAD = {

@@ -15,6 +15,8 @@ from servelab import modelspec, review
 from servelab.review import forms, vllm_flags
 from servelab.review.serving import read_config
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 
 WORKLOAD = {
@@ -152,6 +154,7 @@ def test_published_sizes_match_the_names():
 # --- vLLM's own flags ------------------------------------------------------------------
 
 
+@pytest.mark.unit(False)  # imports vLLM
 def test_cached_flags_match_the_installed_vllm():
     pytest.importorskip("vllm")
     # in a child process: importing vLLM sets up logging and torch for the whole process
@@ -434,6 +437,7 @@ def test_chunked_prefill_off_needs_a_budget_for_the_longest_request():
     assert finding.verdict == "wrong" and "below max-model-len 8,192" in finding.reason
 
 
+@pytest.mark.unit(False)  # runs the servelab command
 def test_cli_reads_a_command_line_with_gpu_flags(tmp_path):
     cmd = tmp_path / "serve.sh"
     cmd.write_text("vllm serve Qwen/Qwen3-8B --max-num-seqs 32 --max-model-len 8192\n")

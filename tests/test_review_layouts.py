@@ -10,6 +10,8 @@ from servelab import modelspec, review
 from servelab.review import arithmetic, checks, forms
 from servelab.review.serving import read_config
 
+pytestmark = pytest.mark.unit
+
 WORKLOAD = {
     "name": "chat",
     "task": "chat",

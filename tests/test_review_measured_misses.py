@@ -8,7 +8,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from servelab import review
+
+pytestmark = pytest.mark.unit
 
 CONFIGS = Path(__file__).resolve().parent / "data" / "model_configs"
 

@@ -7,6 +7,8 @@ import pytest
 
 from servelab import review
 
+pytestmark = pytest.mark.unit
+
 
 def chat(caching: bool, **multi_turn) -> review.Report:
     config = {

@@ -17,6 +17,8 @@ from review_helpers import assert_mentions
 
 from servelab import review
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 PUBLIC = REPO / "data" / "configs" / "public"
 EXPECTED = yaml.safe_load((PUBLIC / "expected.yaml").read_text())

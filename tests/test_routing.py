@@ -18,6 +18,8 @@ from servelab.routing import (
     threshold_from_simulator,
 )
 
+pytestmark = pytest.mark.unit
+
 
 def point(method: str, batch: int, tok_s: float, k: int = 4) -> dict:
     out = max(batch, 8) * 64

@@ -25,6 +25,8 @@ from servelab.measurement import Measurement
 from servelab.results import ResultsStore
 from servelab.simulate import Simulator, expected_tokens_per_step
 
+pytestmark = pytest.mark.unit
+
 REPO = Path(__file__).resolve().parent.parent
 LLAMA_8B = modelspec.preset("Llama-3.1-8B")
 SMOL = modelspec.preset("SmolLM2-135M")

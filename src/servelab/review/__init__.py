@@ -10,7 +10,7 @@ back to the workload?", with a verdict, a one-sentence reason, the evidence, and
     >>> report = review.review_files("data/configs/practice-1-batch-256.yaml",
     ...                              "data/configs/practice-1-batch-256-workload.yaml")
     >>> report.verdicts()["batching"]
-    'wrong'
+    'unjustified'
 
 From a shell (exit status 0 clean, 1 findings, 2 bad input):
 
