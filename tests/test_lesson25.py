@@ -80,7 +80,7 @@ LESSON_PHRASES = [
     "that is a defect: open an issue.",
     # the quiz on speculation at peak, and its related questions as extension problems
     "aggregate throughput is 15% lower than with speculation disabled",
-    "The draft model's KV cache doubles memory per sequence",
+    "the loss is the draft model's KV cache, which doubles the bytes each sequence reads per step",
     "Batching shifts the target model's sampling distribution",
     "verifying draft tokens that get rejected burns scarce FLOPs",
     "Speculation only speeds up prefill",
@@ -255,15 +255,43 @@ def test_every_crossover_the_lesson_names_says_for_which_context_and_drafter():
 
     claim = _cell(STUDENT, "claim-spec-threshold")
     sim = simulate.default_simulator(modelspec.preset("Llama-3.1-8B"), hardware.get("H200"))
-    at_1024 = simulate.crossover_by_context(sim, (1024,), 4, "ngram", 0.7)[0]["crossover_batch"]
+    rows = {r["context_len"]: r for r in simulate.crossover_by_context(sim, (512, 1024), 4, "ngram", 0.7)}
     assert "drafter that costs nothing" in claim and "256-token context" in claim
-    assert f"near **{at_1024:.0f}** at 1,024" in claim and "from 2,048 tokens on" in claim
+    assert f"near {rows[512]['crossover_batch']:.0f} at 512" in claim
+    # from 1,024 tokens on no batch that fits crosses: the claim says so, with the largest batch that fits
+    assert rows[1024]["crossover_batch"] is None and rows[1024]["searched_up_to"] == int(rows[1024]["max_batch"])
+    assert "from 1,024 tokens on finds none at any batch whose KV caches fit" in claim
+    assert f"at most {int(rows[1024]['max_batch']):,} sequences at 1,024 tokens" in claim
     # the quiz's model answer is about a draft model, at the contexts where its loss holds
     solution = " ".join(" ".join(c.source.split()) for c in SOURCE.cells)
-    assert "a Llama-3.2-1B draft" in solution and "at 4,096 tokens it still gains" in solution
+    assert "a Llama-3.2-1B draft" in solution and "it loses at every context up to 2,048 tokens" in solution
     assert "past that break-even (about 114" not in solution
-    # the table of crossovers by context is in the lesson, filled from the simulator
-    assert "| context (tokens) | n-gram crossover |" in TEXT and "| 4,096 | none up to 4,096 |" in TEXT
+    # the table of crossovers by context is in the lesson, filled from the simulator; a batch that does
+    # not fit is said not to fit, never given a speedup
+    assert "| context (tokens) | n-gram crossover |" in TEXT
+    assert "| 8,192 | none up to 125 (the largest batch that fits) | does not fit" in TEXT
+
+
+def test_the_quizs_answer_holds_by_the_lessons_own_model():
+    """C's 15 % loss at batch 200 holds for the contexts the key names; A's premises fail by the same model."""
+    from servelab import hardware, modelspec, simulate
+
+    target, h200 = modelspec.preset("Llama-3.1-8B"), hardware.get("H200")
+    draft = modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")
+    sim = simulate.Simulator(target, h200, draft=draft)
+    rows = {r["context_len"]: r for r in simulate.crossover_by_context(sim, (256, 1024, 2048, 4096), 4, "draft_model")}
+    assert all(rows[c]["fits"] and rows[c]["speedup_at_batch"] < 1 for c in (256, 1024, 2048))
+    assert not rows[4096]["fits"]  # 200 sequences of 4,096 tokens and the draft's cache: no H200 holds them
+    # A: the verify step at batch 200 is past the ridge, and the draft's KV cache is a quarter of the target's
+    assert 200 * 5 > h200.ridge_tokens_per_step() and sim.step(200, 4, "draft_model").bound == "compute"
+    assert draft.kv_bytes_per_token() == target.kv_bytes_per_token() / 4
+    question = _cell(STUDENT, "quiz-question")
+    assert "At batch 200 the verify step still waits on memory" in question
+    from servelab.grading import trusted
+
+    key = trusted.load_key_module("lesson25").QUIZ_KEY
+    assert key["correct"] == "c" and "up to 2,048 tokens" in key["options"]["c"]
+    assert "do not fit an H200" in key["options"]["c"] and "0.25 of the target's KV bytes" in key["options"]["a"]
 
 
 def test_the_knob_audit_does_not_give_its_verdicts_away():

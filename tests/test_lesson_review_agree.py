@@ -112,8 +112,8 @@ SIM = simulate.default_simulator(LLAMA_8B, H200)
 def test_the_lessons_speculation_numbers_are_the_simulators():
     ridge_batch, break_even = SIM.ridge_batch(4), SIM.break_even_batch(4, 0.7)
     crossover = SIM.crossover_batch(4, "ngram")
-    assert round(ridge_batch) == 41 and round(break_even) == 114 and round(crossover) == 132
-    for quoted in ("is 41", "about **114**", "near **132**"):
+    assert round(ridge_batch) == 41 and round(break_even) == 114
+    for quoted in ("is 41", "about **114**", f"near **{crossover:.0f}**"):
         assert quoted in TEXT, quoted
     # The break-even sits between the ridge batch and the simulator's crossover, which adds overheads.
     assert ridge_batch < break_even < crossover
@@ -121,9 +121,9 @@ def test_the_lessons_speculation_numbers_are_the_simulators():
 
 def test_tpot_moves_with_throughput_as_the_lesson_says():
     on, off = SIM.step(256, 4, "ngram"), SIM.step(256)
-    assert f"{on.tpot_ms:.1f} ms" == "11.3 ms" and f"{off.tpot_ms:.1f} ms" == "7.1 ms"
-    assert "11.3 ms per token with speculation, 7.1 ms without" in TEXT
-    assert "11.3 ms per token with speculation, 7.1 ms without" in KEYS.PRACTICE5_KEY["options"]["b"]
+    quoted = f"{on.tpot_ms:.1f} ms per token with speculation, {off.tpot_ms:.1f} ms without"
+    assert quoted in TEXT
+    assert quoted in KEYS.PRACTICE5_KEY["options"]["b"]
     assert on.output_tok_s < off.output_tok_s  # both worse: throughput and TPOT move together
 
 
@@ -157,7 +157,7 @@ def _spec_config(tmp_path: Path, batch: int) -> dict:
         (32, "unjustified"),  # memory-bound: may well help, unmeasured
         (64, "unjustified"),  # past the ridge batch (41), below break-even (114): still pays in the simulator
         (100, "unjustified"),
-        (128, "unjustified"),  # near break-even (114 on the roofline, 132 in the simulator): measure
+        (128, "unjustified"),  # near break-even (114 on the roofline, 121 in the simulator): measure
         (160, "wrong"),  # well past break-even
         (256, "wrong"),
     ],
@@ -178,7 +178,8 @@ def test_reviewer_speculation_rule_follows_the_break_even(tmp_path, batch, verdi
 def test_simulator_docstring_states_the_break_even_not_the_ridge():
     doc = " ".join(simulate.__doc__.split())
     assert "speculation loses." not in doc
-    assert "ridge tokens per step x E / (k + 1)" in doc and "about 114" in doc and "about 132" in doc
+    crossover = SIM.crossover_batch(4, "ngram")
+    assert "ridge tokens per step x E / (k + 1)" in doc and "about 114" in doc and f"about {crossover:.0f}" in doc
 
 
 def test_every_claim_box_is_marked_and_cites_evidence():

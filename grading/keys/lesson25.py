@@ -16,28 +16,42 @@ from servelab.grading import keys
 # The simulated numbers the feedback quotes, each with its assumptions: Llama-3.1-8B on an H200 in bf16,
 # k = 4, a = 0.7; n-gram drafts (free) or a Llama-3.2-1B draft model; the context each sequence attends over.
 _TARGET, _H200 = modelspec.preset("Llama-3.1-8B"), hardware.get("H200")
+_DRAFT_SPEC = modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")
 _NGRAM = {
     r["context_len"]: r
-    for r in simulate.crossover_by_context(simulate.Simulator(_TARGET, _H200), (256, 1024, 2048), 4, "ngram", 0.7)
+    for r in simulate.crossover_by_context(
+        simulate.Simulator(_TARGET, _H200), (256, 512, 1024, 2048), 4, "ngram", 0.7, batch=200
+    )
 }
 _DRAFT = {
     r["context_len"]: r
     for r in simulate.crossover_by_context(
-        simulate.Simulator(_TARGET, _H200, draft=modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")),
-        (256, 1024, 4096),
-        4,
-        "draft_model",
-        0.7,
-        batch=200,
+        simulate.Simulator(_TARGET, _H200, draft=_DRAFT_SPEC), (256, 1024, 2048, 4096), 4, "draft_model", 0.7, batch=200
     )
 }
 _BREAK_EVEN = simulate.Simulator(_TARGET, _H200).break_even_batch(4, 0.7)
 _ASSUMED = "Llama-3.1-8B on an H200, k = 4, a = 0.7"
+_TPOT_ON, _TPOT_OFF = (
+    s.tpot_ms
+    for s in (
+        simulate.Simulator(_TARGET, _H200).step(256, 4, "ngram", 0.7),
+        simulate.Simulator(_TARGET, _H200).step(256),
+    )
+)
 
 
 def _at(rows: dict, context: int) -> str:
     cross = rows[context]["crossover_batch"]
-    return f"{cross:.0f}" if cross is not None else "none up to batch 4,096"
+    if cross is not None:
+        return f"{cross:.0f}"
+    return f"none up to batch {rows[context]['searched_up_to']:,.0f}, the largest whose KV caches fit"
+
+
+def _speedup(rows: dict, context: int) -> str:
+    row = rows[context]
+    if not row["fits"]:
+        return f"does not fit (at most {int(row['max_batch'])} sequences)"
+    return f"{row['speedup_at_batch']:.2f}x"
 
 
 # The config the knob audit reviews (the lesson's AUDIT_CASE).
@@ -63,10 +77,12 @@ PREDICT_KEY = {
         "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
         "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
         "disable_above_64": f"64 is a guess. By the simulator ({_ASSUMED}, n-gram drafts) speculation stops paying "
-        f"near batch {_at(_NGRAM, 256)} at a 256-token context, near {_at(_NGRAM, 1024)} at 1,024, and not at all "
-        f"({_at(_NGRAM, 2048)}) from 2,048 on; the roofline's break-even without KV reads is near {_BREAK_EVEN:.0f}. "
-        "So batches above 64 still gain at every context; a draft model, which costs time of its own, pulls the "
-        "crossover in (the reveal after the quiz).",
+        f"near batch {_at(_NGRAM, 256)} at a 256-token context and near {_at(_NGRAM, 512)} at 512, and not at all "
+        f"from 1,024 tokens on ({_at(_NGRAM, 1024)}); the roofline's break-even without KV reads is near "
+        f"{_BREAK_EVEN:.0f}. So every batch from 64 to about {_NGRAM[256]['crossover_batch']:.0f} still gains at "
+        "every context, and at 1,024 tokens or more so does every batch that fits: the rule switches speculation "
+        "off where it still pays. A draft model, which costs time of its own, pulls the crossover in (the reveal "
+        "after the quiz).",
         "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
         "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary (the "
         "reveal after practice 3).",
@@ -200,8 +216,8 @@ PRACTICE5_KEY = {
         "past break-even (not at the ridge itself; how far past depends on the context, since every sequence's KV "
         "reads add to the step, and on the drafter). Its last clause does not hold at "
         "a fixed load: there TPOT moves with throughput (the simulator, for Llama-3.1-8B on an H200 with n-gram "
-        "k = 4, a = 0.7 at a 256-token context, at batch 256: 11.3 ms per token with "
-        "speculation, 7.1 ms without), so past break-even latency gets worse too.",
+        f"k = 4, a = 0.7 at a 256-token context, at batch 256: {_TPOT_ON:.1f} ms per token with "
+        f"speculation, {_TPOT_OFF:.1f} ms without), so past break-even latency gets worse too.",
         "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
         "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
     },
@@ -212,15 +228,21 @@ QUIZ_KEY = {
     "points": 1,
     "correct": "c",
     "options": {
-        "a": "The draft's KV cache is real but small next to the target's; it does not explain a 15 % fleet loss at batch 200.",
+        "a": "Both of its premises fail. At batch 200 the verify step carries 200 x 5 = 1,000 tokens, about five "
+        "times the 206-token ridge: it waits on arithmetic, not memory, so the draft tokens do not ride free. And a "
+        f"Llama-3.2-1B draft holds {_DRAFT_SPEC.kv_bytes_per_token() / _TARGET.kv_bytes_per_token():.2f} of the "
+        "target's KV bytes per token, not as many again: it adds a quarter to the KV reads, and sharing caches "
+        "is not the fix.",
         "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
         "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the 206-token ridge (a plain step's 200 "
         "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs, and the draft "
         "model's own steps cost time. "
-        f"That loses on short contexts: by the simulator ({_ASSUMED}, a Llama-3.2-1B draft) the crossover is near "
-        f"batch {_at(_DRAFT, 256)} at 256 tokens and {_at(_DRAFT, 1024)} at 1,024, while at 4,096 tokens speculation "
-        f"still gains {_DRAFT[4096]['speedup_at_batch']:.2f}x at batch 200; the measured 15 % loss places this "
-        "fleet among the short ones. Scale speculation back, or off, as the batch grows.",
+        f"By the simulator ({_ASSUMED}, a Llama-3.2-1B draft) the crossover is near batch {_at(_DRAFT, 256)} at "
+        f"256 tokens, {_at(_DRAFT, 1024)} at 1,024 and {_at(_DRAFT, 2048)} at 2,048, so batch 200 loses at every "
+        f"context up to 2,048 tokens ({_speedup(_DRAFT, 256)} at 256, {_speedup(_DRAFT, 1024)} at 1,024, "
+        f"{_speedup(_DRAFT, 2048)} at 2,048), and at 4,096 tokens 200 sequences do not fit an H200 at all "
+        f"(at most {int(_DRAFT[4096]['max_batch'])} with the draft's weights and cache). "
+        "The measured 15 % loss fits such a fleet. Scale speculation back, or off, as the batch grows.",
         "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
     },
 }

@@ -43,16 +43,19 @@ def _simulated() -> dict:
     rows = {r["context_len"]: r for r in simulate.crossover_by_context(sim, (256, 1024, 2048), k, "ngram", a, 64)}
 
     def cross(context: int) -> str:
-        value = rows[context]["crossover_batch"]
-        return f"{value:.0f}" if value is not None else "none up to 4,096"
+        row = rows[context]
+        if row["crossover_batch"] is not None:
+            return f"near {row['crossover_batch']:.0f} at {context:,} tokens"
+        limited = row["searched_up_to"] < simulate.SEARCH_BATCHES[-1]
+        return f"none at {context:,} tokens up to batch {row['searched_up_to']:,.0f}" + (
+            ", the largest that fits" if limited else ""
+        )
 
     return {
         "assumed": f"Llama-3.1-8B in bf16, n-gram drafts, k = {k}, a = {a:g}",
         "speedup_64_short": f"{rows[256]['speedup_at_batch']:.1f}x",
         "speedup_64_1024": f"{rows[1024]['speedup_at_batch']:.1f}x",
-        "cross_short": cross(256),
-        "cross_1024": cross(1024),
-        "cross_2048": cross(2048),
+        "crossovers": "; ".join(cross(c) for c in (256, 1024, 2048)),
         "short": f"{simulate.CONTEXT_LEN:,}",
         "ridge": f"{hardware.get('H200').ridge_tokens_per_step():.0f}",
     }
@@ -93,7 +96,6 @@ def _flip() -> dict:
             "compute": f"{share(first, 'compute_fraction')} to {share(last, 'compute_fraction')}",
             "peak": f"{peak * 1000:.0f} GFLOP/s of {peak_dtype} GEMM",
             "read_gb_s": f"{flip['roofline']['bandwidth_gb_s']:.1f} GB/s",
-            "ridge": f"{flip['roofline']['ridge_flop_per_byte']:.1f}",
             "crossover": f"{flip['crossover_batch']:.1f}",
         },
         "flip_tok_s": {
@@ -225,8 +227,9 @@ def _ridge_value(ridge: dict) -> tuple[float, str]:
         return chosen["tokens_per_step"], "read off the measured steps (the floor over the slope past the knee)"
     probe = ridge["roofline_probe"]
     return chosen["tokens_per_step"], (
-        f"from the probe beside the run: {probe['gemm_tflops'] * 1000:.0f} GFLOP/s of {probe['dtype']} GEMM over "
-        f"{probe['read_gb_s']:.1f} GB/s of reads ({chosen['why']})"
+        f"the probe's ratio, not a knee in these steps: {probe['gemm_tflops'] * 1000:.0f} GFLOP/s of "
+        f"{probe['dtype']} GEMM peak over {probe['read_gb_s']:.1f} GB/s of reads, measured beside the run "
+        f"({chosen['why']})"
     )
 
 
@@ -257,9 +260,9 @@ def _float32_note() -> str:
     growth = _ms_per_token(pts, below[0], below[-1])
     return (
         f" The same run in float32 (`{RIDGE_FLOAT32.relative_to(REPO_DIR)}`, the dtype this benchmark used "
-        f"before) has no flat part at all: its step grew {growth:.2f} ms per token from {below[0]} to "
-        f"{below[-1]} tokens, as fast as the {knee['ms_per_token_past_ridge']:.2f} ms past its knee. There the "
-        "CPU added the arithmetic to the reads instead of hiding it under them."
+        f"before) grew {growth:.2f} ms per token from {below[0]} to {below[-1]} tokens and "
+        f"{knee['ms_per_token_past_ridge']:.2f} ms past the knee its fit reports: in either dtype this CPU adds "
+        "arithmetic to its reads at every size measured, so no stretch of its steps is free."
     )
 
 
@@ -293,12 +296,21 @@ def _ridge() -> dict:
         )
     past = [p for p in points if p["tokens_per_step"] > ridge_t]
     if len(past) >= 2:
-        parts.append(
-            f"Past it the steps take {past[0]['step_ms'] / floor:.1f}x to {past[-1]['step_ms'] / floor:.1f}x the floor "
-            f"({past[0]['tokens_per_step']} to {past[-1]['tokens_per_step']} tokens), unevenly: "
-            "the CPU's matrix kernels run some shapes faster than others, and the runs of one shape scatter."
-        )
         jumps = [(q, r) for q, r in zip(past, past[1:]) if r["step_ms"] > 2.5 * q["step_ms"]]
+        # the steps past the ridge up to the first shape off the fast path
+        smooth = past[: past.index(jumps[0][1])] if jumps else past
+        if len(smooth) >= 2:
+            past_growth = _ms_per_token(points, smooth[0]["tokens_per_step"], smooth[-1]["tokens_per_step"])
+            parts.append(
+                f"Past it, from {smooth[0]['tokens_per_step']} to {smooth[-1]['tokens_per_step']} tokens, it grows "
+                f"{past_growth:.2f} ms per token, unevenly (the CPU's matrix kernels run some shapes faster than "
+                "others, and the runs of one shape scatter)"
+                + (
+                    ", near the rate below it: the steps show no knee at the ridge."
+                    if len(below) >= 2 and 0.5 <= past_growth / growth <= 2
+                    else "."
+                )
+            )
         for q, r in jumps:
             parts.append(
                 f"The {r['tokens_per_step']}-token step takes {r['step_ms'] / q['step_ms']:.1f}x the "
@@ -318,6 +330,12 @@ def _ridge() -> dict:
         "k": str(k),
         "dtype": dtype,
         "tokens": f"{ridge_t:.0f}",
+        "what_ridge": (
+            f"the ratio of its {dtype} GEMM peak to its read bandwidth that the roofline probe measured, "
+            "not a knee in its steps"
+            if (ridge.get("ridge") or {}).get("from") == "probe"
+            else "the knee of its measured steps"
+        ),
         "batch": f"{ridge_t / (k + 1):.0f}",
         "bf16_fast_path": "yes" if ridge.get("cpu_bf16_fast_path") else "no",
     }

@@ -32,8 +32,8 @@
 # lesson teaches, weights read once per step so that extra tokens ride on the reads until the arithmetic
 # catches up, needs a model whose reads dominate the step: a GPU serving an 8B model, whose numbers this lab
 # gives as *simulated* (the GPU backends), never as measured. Section 1's verify-step benchmark shows what
-# this CPU does with such a model: one ridge, {{ ridge.tokens }} tokens per step, and no stretch where extra
-# tokens are free.
+# this CPU does with such a model: one ridge, {{ ridge.tokens }} tokens per step ({{ ridge.what_ridge }}), and
+# no stretch where extra tokens are free.
 #
 # **How this notebook runs.** Running every cell never measures anything: it builds the controls and
 # draws the charts from measurements already recorded (`data/measurements/`, and your own results store)
@@ -61,7 +61,7 @@ print("recorded measurements:", recorded_path().name)
 # - **workload**: *copy-heavy* prompts, where n-gram drafts often match, or *open-ended* ones.
 # - **output length**: new tokens per request.
 # - **backend**: this machine's engine, a remote `vllm serve` (two URLs: speculation off and on), or a
-#   simulated H200, H100 or A100 serving Llama-3.1-8B.
+#   simulated H200, H100 or A100 serving Llama-3.1-8B (its *draft model* is Llama-3.2-1B, the lesson's).
 #
 # - **context tokens (simulated)**: shown with a simulated GPU, the tokens each sequence attends over
 #   (prompt plus answer so far). Each sequence reads its own KV cache every step, with speculation and
@@ -104,10 +104,12 @@ lab
 # The text under the charts takes the step at the chosen batch apart. On a simulated GPU it gives the
 # three parts of the lesson's step time: the weight reads (once per step), the KV reads (every sequence's
 # own cache, B x context, the same however many tokens it verifies) and the arithmetic of B(k+1) tokens;
-# the simulator takes the larger of the arithmetic and all the reads. While the reads set the step, the
-# draft tokens ride on them; once the arithmetic does, each verified token costs time and rejected ones
-# are wasted. The H200's ridge, about 206 tokens per step in bf16, counts the weight reads alone, so a
-# longer context pushes the point where arithmetic takes over to a larger batch. On this machine the text
+# the simulator adds the KV reads to the larger of the weight reads and the arithmetic, as the lesson's step
+# time does. While the weight reads set that larger part, the draft tokens ride on them; once the arithmetic
+# does, each verified token costs time and rejected ones are wasted. The H200's ridge, about 206 tokens per
+# step in bf16, counts the weight reads alone; the longer the context, the larger the KV reads' share of the
+# step, which speculation does not change, so the later it stops paying. A batch whose KV caches do not fit
+# the simulated GPU's memory is marked as such: it is no operating point. On this machine the text
 # quotes the recorded verify-step benchmark instead of a datasheet ridge: this CPU adds its arithmetic to
 # its reads (section 1 below).
 #
@@ -230,8 +232,8 @@ fix
 # {{ sim.speedup_64_1024 }} at 1,024; what this CPU does at batch 64 is yours to measure. Should the two
 # disagree, that is no contradiction. On the H200 a verify step of 64 x 5 = 320 tokens is past its
 # {{ sim.ridge }}-token ridge, so the simulated step waits on its arithmetic, but 64 sequences are still
-# below its crossover (near {{ sim.cross_short }} at {{ sim.short }} tokens, {{ sim.cross_1024 }} at 1,024,
-# {{ sim.cross_2048 }} from 2,048): the tokens accepted still pay for the arithmetic of the rejected ones.
+# below its crossover ({{ sim.crossovers }}): the tokens accepted still pay for the arithmetic of the
+# rejected ones.
 # On this CPU the speculative step path has a fixed cost per step (section 2), which the batch multiplies.
 # For a draft model instead of n-gram, or another model or context, the simulated numbers move (the
 # lesson's table after the quiz). The configured choice is judged on the hardware and workload it runs

@@ -61,9 +61,10 @@ from servelab.paths import data_dir
 # (the form of the scaling-book inference chapter, https://jax-ml.github.io/scaling-book/inference/, and of
 # MagicDec, https://arxiv.org/abs/2408.11049): the KV reads grow with B x C and are shared by nobody, so the
 # ridge in tokens per step is a statement about the weights alone, and the longer the context, the larger the
-# batch at which arithmetic, not reading, sets the step. The course's simulator (`servelab.simulate`) takes
-# the larger of the arithmetic and all the reads together, weights and KV, a slightly kinder model of the
-# same thing; every number it gives below names the context it assumed.
+# batch at which arithmetic, not reading, sets the step. The course's simulator (`servelab.simulate`) computes
+# this form, plus the per-step overheads and the drafter's cost; every number it gives below names the context
+# it assumed, and where a batch's KV caches do not fit in the GPU's memory after the weights, it says so:
+# such a batch is no operating point.
 #
 # **GB and GiB.** A datasheet's bandwidth and FLOP/s are decimal (10^9, 10^12), but its memory capacity
 # tracks GiB: `nvidia-smi` and vLLM's logs count MiB and GiB (2^20 and 2^30 bytes, 7.4% apart per GiB)
@@ -461,7 +462,7 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # draft model, n-gram and suffix decoding "Medium gain"; and it calls itself "a starting point", adding "Real
 # gains depend on your model family, traffic pattern, hardware, and sampling settings." That table does not
 # contradict this lesson's flip, but it does not show it either: a high QPS on a fleet whose requests carry
-# long contexts leaves each step waiting on its KV reads, where speculation keeps paying (the cell after the
+# long contexts leaves each step waiting on its KV reads, where a cheap drafter keeps paying (the cell after the
 # quiz computes where); a high QPS of short chat turns on the same GPU reaches the arithmetic, where it
 # stops. The table names no context, batch or acceptance, so it cannot settle a configuration: the
 # measurement on and off at the fleet's own batch and context can. What each drafter needs, and when each
@@ -811,8 +812,8 @@ assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()'
 # > At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
 # > step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
 # > lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model: Llama-3.1-8B
-# > on an H200, n-gram k = 4, a = 0.7, a 256-token context) at batch 256: 11.3 ms per token with
-# > speculation, 7.1 ms without. The vLLM blog post the lesson cites
+# > on an H200, n-gram k = 4, a = 0.7, a 256-token context) at batch 256: {{ sim.tpot_256_on }} per token with
+# > speculation, {{ sim.tpot_256_off }} without. The vLLM blog post the lesson cites
 # > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
 # > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
 # > nothing for nothing there. What does hold in the lesson's story is that the answer depends on the
@@ -834,8 +835,9 @@ for batch in (8, 64, 256):
 # peak, with about 200 sequences batched per replica, aggregate throughput is 15% lower than with
 # speculation disabled. What explains this, and what is the fix?
 #
-# - A) The draft model's KV cache doubles memory per sequence, shrinking the batch; the fix is to let
-#   the draft model share the target model's KV cache.
+# - A) At batch 200 the verify step still waits on memory, so its draft tokens ride free; the loss is the
+#   draft model's KV cache, which doubles the bytes each sequence reads per step; the fix is to let the
+#   draft model share the target model's KV cache.
 # - B) Batching shifts the target model's sampling distribution and lowers acceptance; the fix is greedy
 #   decoding at peak so more drafts are accepted.
 # - C) At large batch, decode is compute-bound, so verifying draft tokens that get rejected burns scarce
@@ -866,16 +868,21 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # waits on its reads (the weights, and every sequence's KV cache) and compute is idle, and still pays, at a
 # shrinking margin, a little past the ridge. At batch 200 a plain step (200 tokens) is just below the
 # 206-token ridge, but the verify step carries 200 x 5 = 1,000 tokens, well past it, and the draft model's
-# own k steps cost time besides. Whether that already loses depends on the context: by the course's
-# simulator (Llama-3.1-8B on an H200, a {{ sim.draft }} draft, k = {{ sim.k }}, a = {{ sim.a }}) speculation
-# stops paying near batch {{ sim.draft_cross_short }} at a {{ sim.short }}-token context and near
-# {{ sim.draft_cross_1024 }} at 1,024, but at 4,096 tokens it still gains {{ sim.draft_at_quiz_4096 }} at batch
-# {{ sim.quiz_batch }}, because each step then waits on its KV reads. The measured 15 % loss says this fleet's
-# steps are in the first case, short chat turns where the arithmetic sets the step: the rejected draft
-# tokens cost more than the accepted ones save, and the speculation length should adapt to load (C).
+# own k steps cost time besides. How much that loses depends on the context, since every sequence's KV
+# reads add the same time with speculation and without: by the course's simulator (Llama-3.1-8B on an H200,
+# a {{ sim.draft }} draft, k = {{ sim.k }}, a = {{ sim.a }}) speculation stops paying near batch
+# {{ sim.draft_cross_short }} at a {{ sim.short }}-token context, near {{ sim.draft_cross_1024 }} at 1,024 and near
+# {{ sim.draft_cross_2048 }} at 2,048, so at batch {{ sim.quiz_batch }} it loses at every context up to
+# {{ sim.draft_loses_up_to }} tokens ({{ sim.draft_at_quiz_short }} at {{ sim.short }}, {{ sim.draft_at_quiz_1024 }} at
+# 1,024, {{ sim.draft_at_quiz_2048 }} at 2,048); at {{ sim.draft_first_unfit }} tokens {{ sim.quiz_batch }}
+# sequences do not fit an H200 at all (at most {{ sim.draft_fit_4096 }} with the draft's weights and cache). The
+# measured 15 % loss fits this fleet: the arithmetic of the rejected draft tokens costs more than the accepted
+# ones save, and the speculation length should adapt to load (C).
 #
-# - **A** is wrong: the draft model's KV cache is real but small (a draft has a fraction of the target's
-#   layers and width); it cannot cost 15 % of fleet throughput, and sharing caches is not the fix.
+# - **A** is wrong: at batch {{ sim.quiz_batch }} the verify step carries 1,000 tokens, about five times the
+#   206-token ridge, so it waits on arithmetic, not memory, and its draft tokens do not ride free. Nor does
+#   the draft's KV cache double anything: a {{ sim.draft }} draft holds {{ sim.draft_kv_share }} of the target's
+#   KV bytes per token, so it adds a quarter to the KV reads, and sharing caches is not the fix.
 # - **B** is wrong: batching does not change the target model's output distribution; each sequence is
 #   sampled from the same distribution whatever else is in the batch, so acceptance does not drop.
 # - **D** is wrong: speculation speeds up decode, not prefill; at peak the extra cost is verification
@@ -895,9 +902,10 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # > The KV reads move it, and by far: each sequence reads its own cache every step, the same with
 # > speculation and without, so the longer the context, the more of the step is reading that the draft
 # > tokens ride on. The simulator, which adds them and the per-step overheads, puts the n-gram crossover
-# > near **{{ sim.cross_short }}** at a {{ sim.short }}-token context (its default), near {{ sim.cross_512 }} at
-# > 512, near **{{ sim.cross_1024 }}** at 1,024, and finds none up to batch 4,096 from
-# > {{ sim.first_none }} tokens on. The course's own workloads carry 600- and 1,200-token mean prompts, so for
+# > near **{{ sim.cross_short }}** at a {{ sim.short }}-token context (its default) and near {{ sim.cross_512 }} at
+# > 512, and from {{ sim.first_none }} tokens on finds none at any batch whose KV caches fit in the H200's
+# > memory (at most {{ sim.fit_first_none }} sequences at {{ sim.first_none }} tokens, fewer the longer the
+# > context). The course's own workloads carry 600- and 1,200-token mean prompts, so for
 # > them "Disabled for batch size > 64" switches speculation off well before it stops paying: even at the
 # > short {{ sim.short }}-token context it still pays {{ sim.speedup_100 }} at batch 100. A drafter that costs time
 # > pulls the crossover in instead (the table below). Settle it with the measurement the lesson asks for
@@ -924,7 +932,9 @@ print(f"simulator crossover (KV reads and overheads, context {sim.context_len}):
 # %% [markdown] id="crossover-by-context-intro"
 # **The same crossover at other contexts, and with a draft model.** Every number above holds for one
 # context. Each sequence's KV cache is read every step, with speculation and without, so a longer context
-# keeps the step on its reads to a larger batch; a draft model's own k steps pull the crossover in. The
+# makes the arithmetic a smaller share of the step; a draft model's own k steps pull the crossover in. A
+# longer context also fits fewer sequences in the GPU's memory: the search stops at the largest batch that
+# fits, and a batch that does not fit is no operating point. The
 # cell below recomputes the crossover for both drafters ({{ sim.draft }} as the draft model, the quiz's
 # case), and the speedup at the quiz's batch {{ sim.quiz_batch }} (Llama-3.1-8B on an H200, k = 4, a = 0.7,
 # simulated):
@@ -942,8 +952,10 @@ contexts, k, a = (256, 1024, 4096), 4, 0.7
 for drafter, model_sim in (("ngram", sim), ("draft_model", simulate.Simulator(llama_8b, h200, draft=draft_1b))):
     for row in simulate.crossover_by_context(model_sim, contexts, k, drafter, a, batch=200):
         cross = row["crossover_batch"]
-        print(f"{drafter:11s} context {row['context_len']:5d}: crossover "
-              f"{f'{cross:.0f}' if cross else 'none up to 4096':>16s}, speedup at batch 200 {row['speedup_at_batch']:.2f}x")
+        found = f"{cross:.0f}" if cross else f"none up to {row['searched_up_to']:.0f}"
+        at_200 = f"{row['speedup_at_batch']:.2f}x" if row["fits"] else "does not fit"
+        print(f"{drafter:11s} context {row['context_len']:5d}: crossover {found:>16s}, "
+              f"batch 200: {at_200} (at most {row['max_batch']:.0f} sequences fit)")
 
 # %% [markdown]
 # ## Extension problems (ungraded, with worked answers)
