@@ -31,7 +31,8 @@ and speculation wins. Once B(k+1) tokens pass the hardware's ridge point the mat
 every token verified costs time and the rejected ones are wasted. That is where speculation starts to
 cost, not where it loses: each sequence still keeps E = (1 - a^(k+1)) / (1 - a) of its k + 1 verified
 tokens, so past the ridge a step makes B x E tokens in the time of B(k+1) / ridge weight reads, against
-B tokens in B / ridge without it, and, leaving out the KV reads, speculation breaks even near
+B tokens in one weight read without it (while B itself is below the ridge), and, leaving out the KV reads,
+speculation breaks even near
 
     B = ridge tokens per step x E / (k + 1)
 
