@@ -153,6 +153,7 @@ class FakeMeasure:
 
 
 # --- when the lab may measure ------------------------------------------------------------
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "env, offline",
     [
@@ -460,6 +461,7 @@ def test_the_lab_starts_its_engines_when_it_opens_and_the_first_measure_measures
     assert drawn == [1, 2]  # measured here, drawn as measured (or as contended on a busy machine)
 
 
+@pytest.mark.unit
 def test_the_start_estimate_stretches_with_the_load_on_the_machine():
     from servelab.lab.speculation.engines import StartEstimate
 
@@ -592,6 +594,7 @@ def test_rep2_says_what_is_missing(make_lab):
 
 
 # --- the parts underneath ----------------------------------------------------------------------
+@pytest.mark.unit
 def test_point_book_prefers_newer_records_and_skips_what_it_cannot_draw(recorded, tmp_path):
     store = ResultsStore(tmp_path / "r.jsonl")
     store.extend([record("none", 8, 99.0), {"record": "rep2_comparison"}, record("ngram", 8, 50.0, k=2)])
@@ -605,12 +608,14 @@ def test_point_book_prefers_newer_records_and_skips_what_it_cannot_draw(recorded
     assert book.points(Settings(backend="H100"), "none") == {}
 
 
+@pytest.mark.unit
 def test_adaptive_schedule_is_vllms_form():
     assert adaptive_schedule(4, 4) == ((1, 4, 4), (5, 256, 0))
     assert adaptive_schedule(4, 0) == ((1, 256, 0),)
     assert adaptive_schedule(3, 1 << 30) == ((1, 256, 3),)
 
 
+@pytest.mark.unit
 def test_trace_ids_are_stable_per_view():
     assert drawing.trace_uids("flip")[:4] == [
         "tok_s|0|measured",
@@ -622,6 +627,7 @@ def test_trace_ids_are_stable_per_view():
     assert not [u for u in drawing.trace_uids("flip") if u.startswith(("speedup|0", "acceptance|0"))]
 
 
+@pytest.mark.unit
 def test_worker_keeps_one_slot(tmp_path):
     ran, gate = [], threading.Event()
 
@@ -644,6 +650,7 @@ def test_worker_keeps_one_slot(tmp_path):
 
 # --- the notebook ------------------------------------------------------------------------------
 # Built from grading/source/lab25/spec_decode_lab.py: tests/test_release.py checks it is current.
+@pytest.mark.unit
 def test_no_cell_measures_by_itself():
     from servelab.grading import course
     from servelab.paths import REPO_DIR
@@ -655,6 +662,7 @@ def test_no_cell_measures_by_itself():
         assert "servelab.grading" not in code.split("### BEGIN HIDDEN TESTS")[0]  # the grader flags that
 
 
+@pytest.mark.unit
 def test_the_student_version_has_no_solution():
     from servelab.paths import REPO_DIR
 
@@ -662,6 +670,7 @@ def test_the_student_version_has_no_solution():
     assert "BEGIN SOLUTION" not in text and "BEGIN HIDDEN TESTS" not in text and "'elapsed_s'" not in text
 
 
+@pytest.mark.unit
 def test_the_solutions_comparison_earns_full_marks():
     """The instructor's answer, built from the recorded measurements, passes the grader's own checker."""
     from servelab.grading import course
@@ -675,6 +684,7 @@ def test_the_solutions_comparison_earns_full_marks():
     assert points == 4, feedback
 
 
+@pytest.mark.unit
 def test_an_adaptive_run_that_never_speculates_is_its_own_curve(tmp_path):
     store = ResultsStore(tmp_path / "r.jsonl")
     real = record("adaptive", 8, 70.0, engine_config={"num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 64, 0]]})

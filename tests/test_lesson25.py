@@ -11,6 +11,8 @@ import pytest
 from servelab.grading import course
 from servelab.paths import REPO_DIR
 
+pytestmark = pytest.mark.unit
+
 LESSON = course.get("lesson25")
 SOURCE = nbformat.read(LESSON.source, as_version=4)
 STUDENT = nbformat.read(LESSON.student, as_version=4)
@@ -161,6 +163,7 @@ def test_lesson_never_starts_the_engine():
         assert "servelab.engine" not in code and "import engine" not in code and "vllm" not in code
 
 
+@pytest.mark.unit(False)  # runs the notebooks under nbval
 def test_nbval_passes_on_student_and_instructor_versions():
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
