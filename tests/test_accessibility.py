@@ -279,6 +279,7 @@ class _SlowStart:
         self.alive = False
 
 
+@pytest.mark.unit(False)  # waits through its stand-in engine's 2 s start
 def test_a_start_reports_its_phases_and_a_real_one_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVELAB_CACHE", str(tmp_path))
     log = tmp_path / "engine.log"
