@@ -19,6 +19,8 @@ from servelab.knobs.noise import NoiseBand
 from servelab.lab.knobs import predict
 from servelab.paths import REPO_DIR
 
+pytestmark = pytest.mark.unit
+
 LAB = course.get("knoblab")
 STUDENT = nbformat.read(LAB.student, as_version=4)
 CELLS = {c.get("id"): c for c in STUDENT.cells}
@@ -68,6 +70,7 @@ def test_no_section_title_gives_its_answer_away(section):
         assert not re.search(rf"\b{verdict}\b", title), title
 
 
+@pytest.mark.unit(False)  # builds the lab's charts: about 1 s of CPU
 def test_the_predictions_run_against_the_recorded_results_offline(tmp_path):
     from servelab.lab import KnobLab
     from servelab.results import ResultsStore
