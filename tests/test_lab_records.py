@@ -157,14 +157,20 @@ def test_the_simulated_curves_run_the_lessons_draft_and_the_engines_dtype():
     import json
 
     from servelab import paths
+    from servelab.lab.speculation import points
 
-    sims = Simulators(PointBook(read_store=False))
-    gpu, about = sims.get("H200")
+    book = PointBook(read_store=False)
+    gpu, about = Simulators(book).get("H200")
     assert gpu.draft.name == "meta-llama/Llama-3.2-1B-Instruct" and "Llama-3.2-1B" in about
-    cpu, _ = sims.get("local")
+    records = book.recorded_records()
+    assert records[0]["roofline"]["dtype"] == "float32" and records[0]["dtype"] == "bfloat16"
+    cpu = points.engine_roofline(records)  # what the local simulator is calibrated on
     probe = json.loads((paths.REPO_DIR / "bench" / "results" / "ridge-cpu.json").read_text())["roofline_probe"]
-    assert cpu.resolved_dtype == cpu.hardware.dtype == probe["dtype"] == "bfloat16"
-    assert cpu.hardware.peak_tflops == probe["gemm_tflops"] and cpu.hardware.bandwidth_gb_s == probe["read_gb_s"]
+    assert cpu is not None and cpu.dtype == probe["dtype"] == "bfloat16"
+    assert cpu.peak_tflops == probe["gemm_tflops"] and cpu.bandwidth_gb_s == probe["read_gb_s"]
+    # a record whose roofline is already in the engine's dtype keeps its own
+    same = [{**records[0], "roofline": {**records[0]["roofline"], "dtype": "bfloat16"}}]
+    assert points.engine_roofline(same) is None
     # a batch whose KV caches do not fit the simulated GPU is said not to fit
     from dataclasses import replace
 

