@@ -696,6 +696,12 @@ def test_a_students_server_and_kernels_are_held_to_their_limits(klass):
     assert b"jupyterhub_idle_culler" in hub_children.stdout  # the hub's service that stops idle servers
     mounts = Path(f"/proc/{pids[0]}/mountinfo").read_text()
     assert any(line.split()[4] == "/tmp" and " tmpfs " in line for line in mounts.splitlines()), mounts[-2000:]
+    # her home, as her server sees it, is its own ext4 of limits.home_mib (the machine caps both or neither)
+    assert s.home_capped[student] == s.inbound_capped[student]
+    if s.home_capped[student]:
+        home = pwd.getpwnam(student).pw_dir
+        (line,) = [line for line in mounts.splitlines() if line.split()[4] == home]
+        assert " - ext4 " in line and {"nosuid", "nodev"} <= set(line.split()[5].split(",")), line
     # Anything in her cgroups, as her: what her kernel can run.
     join = "; ".join(f"echo $$ > {folder / 'cgroup.procs'}" for folder in folders)
     hog = f"""
