@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from servelab import knobs
 
@@ -183,6 +184,48 @@ def test_add_a_model_to_the_reviewers_catalogue_as_the_recipe_says(tmp_path):
     readme.write_text(before, encoding="utf-8")
     run = run_pytest(copy, "tests/test_review.py", "-m", "unit", "-k", "readme", "-rf")
     assert run.returncode == 1 and "data/configs/README.md" in run.stdout and NEW_CASE in run.stdout, run.stdout
+
+
+# --- Add a published config to the reviewer's examples -----------------------------------------------------------
+
+
+def test_add_a_published_config_as_the_recipe_says(tmp_path):
+    steps = recipe("Add a published config to the reviewer's examples")
+    named = [
+        "data/configs/public/<case>.<ext>",
+        "data/configs/public/<case>-workload.yaml",
+        "data/configs/public/expected.yaml",
+        "data/configs/README.md",
+        "make test-unit",
+        "tests/test_review_public.py",
+    ]
+    missing = [name for name in named if name not in steps]
+    assert not missing, f"CONTRIBUTING.md's recipe 'Add a published config' no longer names {missing}"
+    copy = copy_checkout(tmp_path, "src", "data", "pyproject.toml", "tests/conftest.py", "tests/review_helpers.py")
+    shutil.copy2(REPO / "tests" / "test_review_public.py", copy / "tests" / "test_review_public.py")
+    public = copy / "data" / "configs" / "public"
+    # The published file is one the folder holds, kept under a second case name: its source comment is real.
+    source, case = "ps-basic-llama-3.1-8b", "ps-basic-llama-3.1-8b-second-copy"
+    # 1. the config as published, with its source, what it teaches and what is assumed
+    shutil.copy2(public / f"{source}.yaml", public / f"{case}.yaml")
+    # 2. the assumed workload
+    shutil.copy2(public / f"{source}-workload.yaml", public / f"{case}-workload.yaml")
+    # 3. the verdicts in expected.yaml and the README's row
+    entry = dict(yaml.safe_load((public / "expected.yaml").read_text(encoding="utf-8"))[source], config=f"{case}.yaml")
+    with (public / "expected.yaml").open("a", encoding="utf-8") as expected:
+        expected.write("\n" + yaml.safe_dump({case: entry}, sort_keys=False))
+    readme = copy / "data" / "configs" / "README.md"
+    before = readme.read_text(encoding="utf-8")
+    row = next(line for line in before.splitlines() if line.startswith(f"| {source} |"))
+    readme.write_text(before.replace(row, f"{row}\n{row.replace(source, case, 1)}", 1), encoding="utf-8")
+    # 4. the check the recipe names
+    run = run_pytest(copy, "tests/test_review_public.py", "-m", "unit", "-rf")
+    assert run.returncode == 0, f"the recipe, followed as written, fails its own check:\n{run.stdout[-4000:]}"
+    assert f"{case}.yaml" in (public / "expected.yaml").read_text(encoding="utf-8")
+    # without its README row, the lane fails and names the file to edit
+    readme.write_text(before, encoding="utf-8")
+    run = run_pytest(copy, "tests/test_review_public.py", "-m", "unit", "-k", "readme", "-rf")
+    assert run.returncode == 1 and "data/configs/README.md" in run.stdout and case in run.stdout, run.stdout
 
 
 # --- Add a knob to the knob lab ---------------------------------------------------------------------------------

@@ -90,14 +90,15 @@ def test_readme_table_lists_the_same_verdicts():
             break
         cells = dict(zip(columns, (c.strip() for c in line.strip("|").split("|"))))
         table[cells["public config"]] = cells
-    assert set(table) == set(CASES)
+    where = "data/configs/README.md's public config table (a row per case) and data/configs/public/expected.yaml"
+    assert set(table) == set(CASES), f"{where} list different cases: {sorted(set(table) ^ set(CASES))}"
     for case, expected in EXPECTED.items():
         row = table[case]
-        assert int(row["exit"]) == expected["exit"], case
+        assert int(row["exit"]) == expected["exit"], f"{case}: {where} give different exit statuses"
         listed = {k: row[k] for k in review.KNOBS if row.get(k, "—") not in ("—", "", "refused")}
         differs = expected.get("reviewer_differs") or {}
         shown = {  # a hand-worked verdict the reviewer does not reach reads "wrong (reviewer: unjustified)"
             k: f"{v} (reviewer: {differs[k]['reviewer']})" if k in differs else v
             for k, v in expected.get("verdicts", {}).items()
         }
-        assert listed == shown, case
+        assert listed == shown, f"{case}: {where} give different verdicts"
