@@ -24,11 +24,25 @@ from dataclasses import dataclass
 
 from .. import hardware
 from ..hardware import Hardware
+from .vllm_flags import release_key
 
 # vLLM 0.32.0's CacheConfig.gpu_memory_utilization default (vllm/config/cache.py, "If unspecified, will use
 # the default value of 0.92"); tests/test_review.py compares it with the installed vLLM's
 GPU_MEMORY_UTILIZATION = 0.92
 PREFIX_CACHING = True  # the V1 engine caches prefixes unless told not to
+# Before vLLM 0.8.0 the V0 engine served by default, and it cached no prefixes unless told to; 0.8.0 made V1
+# the default engine, with prefix caching on (IBM/fmwork PR #36: "With the release of VLLM 0.8.0, the V1 engine
+# is now the default. With prefix caching now default enabled").
+PREFIX_CACHING_SINCE = "0.8.0"
+
+
+def prefix_caching_default(release: str) -> tuple[bool, str]:
+    """enable-prefix-caching's default in the release a config is judged as, and that release's name for it."""
+    if release and release_key(release) < release_key(PREFIX_CACHING_SINCE):
+        return False, f"vLLM {release}'s default: its V0 engine caches no prefix unless told to (V1, from 0.8.0, does)"
+    return PREFIX_CACHING, ""
+
+
 CHUNKED_PREFILL = True  # the V1 engine chunks prefills unless told not to
 LARGEST_GIB = 160  # from here vLLM takes "the largest defaults" (B200/B300)
 LARGE_GIB = 70  # from here, except on an A100, the H100/H200 defaults

@@ -222,6 +222,7 @@ class CacheConfig:
     kv_cache_dtype: str
     prefix_caching: bool
     kv_connector: str = ""  # kv-transfer-config's kv_connector (vLLM's KVTransferConfig, vllm/config/kv_transfer.py)
+    prefix_caching_default: str = ""  # where a pinned release's default differs from vLLM 0.32's: which, and why
 
 
 @dataclass(frozen=True)
@@ -496,12 +497,14 @@ def _read_parallel(doc: Doc, get: Getter) -> ParallelConfig:
 def _read_cache(doc: Doc, get: Getter, dtype: str) -> CacheConfig:
     value, path = get("kv-cache-dtype", "auto")
     kv_dtype = dtype if str(value).lower() == "auto" else choice(doc, path, value, KV_DTYPE_NAMES, "kv-cache-dtype")
+    prefix_default, prefix_why = defaults.prefix_caching_default(doc.vllm_version)
     return CacheConfig(
         gpu_memory_utilization=as_number(
             doc, *swap(get("gpu-memory-utilization", DEFAULT_GPU_MEMORY_UTILIZATION)), above=0, maximum=1
         ),
         kv_cache_dtype=kv_dtype,
-        prefix_caching=as_bool(doc, *swap(get("enable-prefix-caching", DEFAULT_PREFIX_CACHING))),
+        prefix_caching=as_bool(doc, *swap(get("enable-prefix-caching", prefix_default))),
+        prefix_caching_default=prefix_why,
         kv_connector=_read_kv_connector(doc, *swap(get("kv-transfer-config"))),
     )
 

@@ -42,6 +42,8 @@ def check_prefix_caching(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Find
     prompt = wl.prompt.typical
     shared_reuse = min(1.0, sp.fraction * sp.tokens / prompt) if prompt and sp is not None else 0.0
     setting = cfg.knob("enable-prefix-caching", str(cfg.cache.prefix_caching).lower())
+    if cfg.cache.prefix_caching_default and "enable-prefix-caching" not in cfg.set_keys:
+        setting = setting.replace("(vLLM default)", f"({cfg.cache.prefix_caching_default})")
     parts = []
     if sp is not None:
         parts.append(
