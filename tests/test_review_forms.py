@@ -352,6 +352,47 @@ def test_long_lines_deep_nesting_and_many_documents_are_refused(tmp_path):
         review.schema.load_yaml(workload, "workload")
 
 
+DATA = REPO / "tests" / "data" / "review"
+LAUGHS = "\n".join(
+    f"x-{b}: &{b} [{', '.join([f'*{a}'] * 9)}]" for a, b in zip("abcdefgh", "bcdefghi")
+)  # nine anchors, each aliasing the last nine times: 9**9 values from a few hundred bytes
+
+
+@pytest.mark.timeout(60)
+def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
+    """PyYAML shares an alias's node with its anchor, so composing billion-laughs is cheap; every walk
+    of it (the value, its lines) expands it. Each YAML entry point counts the expanded values first."""
+    bomb = DATA / "billion-laughs.yaml"  # a vLLM YAML config whose max-num-seqs is the bomb
+    says = rf"the serving config's YAML aliases \(\*name\) expand to more than {limits.MAX_YAML_NODES:,} values"
+    with pytest.raises(review.ReviewInputError, match=rf"billion-laughs\.yaml: {says}"):
+        forms.load(bomb)
+    laughs = "x-a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + LAUGHS + "\n"
+    workload = write(tmp_path, "w.yaml", laughs + "name: chat\ndescription: *i\n")
+    with pytest.raises(review.ReviewInputError, match=r"w\.yaml: the workload's YAML aliases"):
+        review.schema.load_yaml(workload, "workload")
+    compose = laughs + "services:\n  vllm:\n    image: vllm/vllm-openai:v0.11.0\n    labels: *i\n"
+    with pytest.raises(review.ReviewInputError, match=r"compose\.yaml: the serving config's YAML aliases"):
+        forms.load(write(tmp_path, "compose.yaml", compose))
+    helm = laughs + "servingEngineSpec:\n  modelSpec:\n  - name: m\n    modelURL: m\n    labels: *i\n"
+    with pytest.raises(review.ReviewInputError, match=r"values\.yaml: the serving config's YAML aliases"):
+        forms.load(write(tmp_path, "values.yaml", helm))
+    flow = "{a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1], " + LAUGHS.replace("\n", ", ").replace(": &", ": &") + ", gpu: H100}"
+    flow = flow.replace("x-", "")
+    script = write(tmp_path, "serve.sh", f"# deployment: {flow}\nvllm serve Qwen/Qwen3-8B\n")
+    with pytest.raises(review.ReviewInputError, match=r"serve\.sh:1: the deployment comment's YAML aliases"):
+        forms.load(script)
+    endless = write(tmp_path, "self.yaml", "model: m\nx: &a [1, *a]\n")  # an anchor aliasing itself
+    with pytest.raises(review.ReviewInputError, match="YAML aliases"):
+        forms.load(endless)
+    # 300 anchors, each holding the last: the walk visits 1 + 2 + ... + 300 = 45,150 values, read;
+    # 1,000 of them are 500,500 values, refused (the count is the walk's, not the text's).
+    chain = "x0: &a0 [1]\n" + "".join(f"x{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 300)) + "model: m\n"
+    forms.load(write(tmp_path, "chain.yaml", chain))
+    longer = "x0: &a0 [1]\n" + "".join(f"x{i}: &a{i} [*a{i - 1}]\n" for i in range(1, 1000)) + "model: m\n"
+    with pytest.raises(review.ReviewInputError, match="YAML aliases"):
+        forms.load(write(tmp_path, "longer.yaml", longer))
+
+
 def test_every_public_config_is_within_the_limits():
     for path in PUBLIC.iterdir():
         limits.check_text(str(path), path.read_text(), "config")

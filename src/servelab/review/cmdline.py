@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from .. import hardware
-from . import shell, vllm_flags
+from . import limits, shell, vllm_flags
 from .schema import Doc, ReviewInputError
 from .serving import REVIEWED_KEYS
 
@@ -63,10 +63,17 @@ _BENCHMARK_ONLY = {"--ignore-eos", "--ignore_eos"}
 
 
 def _deployment_comment(name: str, number: int, text: str) -> dict:
+    loader = yaml.SafeLoader(text)
     try:
-        given = yaml.safe_load(text)
+        node = loader.get_single_node()
+        limits.check_yaml_nodes(f"{name}:{number}", [node] if node is not None else [], "deployment comment")
+        given = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError:
         given = None
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
+    finally:
+        loader.dispose()
     if not isinstance(given, dict):
         raise ReviewInputError(
             f"{name}:{number}: the deployment comment must be a YAML mapping, such as "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import yaml
 
+from . import limits
 from .manifests import _value
 from .readers import Reading
 from .schema import ReviewInputError
@@ -39,6 +40,10 @@ def _runs_vllm(service: yaml.Node) -> bool:
 
 
 def read_compose(name: str, root: yaml.MappingNode, select: str | None, variables: dict[str, str]) -> Reading:
+    try:  # forms.load's nodes are checked already (manifests._yaml_nodes); a direct caller's are not
+        limits.check_yaml_nodes(name, [root])
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
     services = _get(root, "services")
     found = [(str(_value(k)), v) for k, v in (services.value if isinstance(services, yaml.MappingNode) else [])]
     running = [(n, s) for n, s in found if _runs_vllm(s)]

@@ -109,7 +109,7 @@ def _load(
     if readers.looks_like_env_file(text):
         reading = readers.read_env_file(name, text)
         return _doc_of(reading, text, name, base_dir, deployment, variables)
-    nodes = _yaml_nodes(text)
+    nodes = _yaml_nodes(text, name)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     if len(roots) == 1 and _has_key(roots[0], "services") and readers.is_compose(_value(roots[0])):
         reading = compose.read_compose(name, roots[0], select, dict(variables or {}))
@@ -226,7 +226,7 @@ def parse(
     """The reviewed config in `text` when it is a command line, a manifest or Helm values."""
     if not text.strip():
         raise ReviewInputError(f"{name}: the serving config file is empty")
-    nodes = _yaml_nodes(text)
+    nodes = _yaml_nodes(text, name)
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     builder = _Builder(name, base_dir, variables)
     if roots and any(_has_key(n, "apiVersion") and _has_key(n, "kind") for n in roots):

@@ -11,7 +11,10 @@ file (its size is read from the file system before its text, and the text is sca
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
+
+import yaml
 
 
 class LimitError(Exception):
@@ -24,6 +27,11 @@ MAX_LINE = 16 * 1024  # characters in one line (a speculative-config JSON is a f
 MAX_LINES = 20_000
 MAX_DEPTH = 64  # brackets, braces and parentheses open at once, or YAML indentation levels
 MAX_DOCUMENTS = 200  # `---` separated YAML documents (a Helm chart's rendered manifests are tens)
+# Values in a YAML document once its aliases are expanded: PyYAML shares an alias's node with its
+# anchor, but every walk of the document (the value, its lines) visits it once per alias, so a
+# chain of nine anchors each aliasing the last nine times ("billion laughs", 441 bytes) is 9**9
+# values. The largest public config is a few hundred values; 100,000 is 100x a Helm chart's values.
+MAX_YAML_NODES = 100_000
 
 
 def check_file(path: Path, role: str) -> None:
@@ -91,3 +99,49 @@ def _too_deep(name: str, number: int) -> LimitError:
         f"{name}:{number}: nested more than {MAX_DEPTH} levels deep; a serving config nests a few "
         "levels (a speculative-config inside a manifest's args): pass the config itself"
     )
+
+
+def check_yaml_nodes(name: str, roots: Iterable[yaml.Node], role: str = "serving config") -> None:
+    """Refuse composed YAML whose aliases expand past MAX_YAML_NODES values, before anything
+    constructs or walks it. Each distinct node's expanded size is counted once (memoized by
+    identity), so the count costs time in the nodes written, not in the expansion; an anchor that
+    contains an alias to itself expands without end and is refused too."""
+    sizes: dict[int, int] = {}
+    for root in roots:
+        if _expanded_size(root, sizes) > MAX_YAML_NODES:
+            raise LimitError(
+                f"{name}: the {role}'s YAML aliases (*name) expand to more than {MAX_YAML_NODES:,} values "
+                "(a config has hundreds); write the values out, or alias each anchor once or twice, "
+                "not anchors of anchors"
+            )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _expanded_size(root: yaml.Node, sizes: dict[int, int]) -> int:
+    """Values under root with every alias expanded, capped at MAX_YAML_NODES + 1; iterative, so a
+    long chain of anchors cannot exhaust Python's stack."""
+    over = MAX_YAML_NODES + 1
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = min(over, 1 + sum(sizes[id(child)] for child in _children(node)))
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:  # an anchor holding an alias to itself: endless
+            return over
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes[id(root)]

@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 
 from .. import hardware
+from . import limits
 from .cmdline import _API_SERVER, _Builder, _from_command_text, _from_command_tokens
 from .readers import _SAGEMAKER_PREFIX
+from .schema import ReviewInputError
 
 # Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
 _CHART_ONLY_KEYS = {"v1", "extraArgs"}
@@ -28,11 +30,18 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @lru_cache(maxsize=4)  # forms.load and parse both ask for the same text's nodes
-def _yaml_nodes(text: str) -> tuple | None:
+def _yaml_nodes(text: str, name: str = "config") -> tuple | None:
+    """The text's YAML documents as nodes (None when it is not YAML), refused when their aliases
+    expand past limits.MAX_YAML_NODES: every reader walks these nodes, expanding each alias."""
     try:
-        return tuple(n for n in yaml.compose_all(text, Loader=_LOADER) if n is not None)
+        nodes = tuple(n for n in yaml.compose_all(text, Loader=_LOADER) if n is not None)
     except yaml.YAMLError:
         return None
+    try:
+        limits.check_yaml_nodes(name, nodes)
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
+    return nodes
 
 
 def _has_key(node: yaml.Node, key: str) -> bool:
@@ -51,6 +60,10 @@ def _value(node: yaml.Node | None) -> Any:
     """The plain value of a YAML node."""
     if node is None:
         return None
+    try:  # the nodes come from _yaml_nodes, checked there; this bounds any other caller's
+        limits.check_yaml_nodes("the YAML", [node])
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
     loader = yaml.SafeLoader("")
     try:
         return loader.construct_object(node, deep=True)

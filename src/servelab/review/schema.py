@@ -97,6 +97,7 @@ def load_yaml(path: str | Path, role: str) -> Doc:
         node = loader.get_single_node()
         if node is None:
             raise ReviewInputError(f"{name}: the {role} file is empty")
+        limits.check_yaml_nodes(name, [node], role)  # before anything expands its aliases
         data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -109,6 +110,8 @@ def load_yaml(path: str | Path, role: str) -> Doc:
         raise ReviewInputError(f"{where}: YAML syntax error: {problem}{column}{started}") from None
     except yaml.YAMLError as exc:
         raise ReviewInputError(f"{name}: YAML syntax error: {exc}") from None
+    except limits.LimitError as exc:
+        raise ReviewInputError(str(exc)) from None
     finally:
         loader.dispose()
 
