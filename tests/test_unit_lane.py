@@ -45,11 +45,8 @@ def _outcome(output: str, test: str) -> str:
     return lines[0]
 
 
-def test_each_guard_fails_the_unit_test_it_catches_and_names_it(tmp_path):
-    output = _pytest(
-        tmp_path,
-        {
-            "test_cases.py": """
+CASES = {
+    "test_cases.py": """
                 import subprocess, sys, time
                 import pytest
 
@@ -77,7 +74,7 @@ def test_each_guard_fails_the_unit_test_it_catches_and_names_it(tmp_path):
                 def test_outside_the_lane_may_take_its_time():
                     pass
             """,
-            "test_not_unit.py": """
+    "test_not_unit.py": """
                 import time
 
                 def test_slow_but_not_unit():
@@ -85,8 +82,11 @@ def test_each_guard_fails_the_unit_test_it_catches_and_names_it(tmp_path):
                     while time.process_time() - start < 0.4:
                         pass
             """,
-        },
-    )
+}
+
+
+def test_each_guard_fails_the_unit_test_it_catches_and_names_it(tmp_path):
+    output = _pytest(tmp_path, CASES, "-m", "unit")
     vllm = _outcome(output, "test_cases.py::test_imports_vllm")
     assert vllm.startswith("FAILED") and "test_cases.py::test_imports_vllm imported vLLM" in vllm, vllm
     for test, words in [
@@ -98,6 +98,16 @@ def test_each_guard_fails_the_unit_test_it_catches_and_names_it(tmp_path):
         assert line.startswith("FAILED") and f"test_cases.py::{test} is a unit test but took" in line, line
         assert words in line, line
     assert _outcome(output, "test_cases.py::test_quick").startswith("PASSED"), output
+
+
+def test_in_the_full_suite_only_the_vllm_guard_holds(tmp_path):
+    """The full suite runs unit tests beside servers and threads that earlier tests started: their time limits hold
+    in the lane's own run, the vLLM guard in both."""
+    output = _pytest(tmp_path, CASES)
+    vllm = _outcome(output, "test_cases.py::test_imports_vllm")
+    assert vllm.startswith("FAILED") and "test_cases.py::test_imports_vllm imported vLLM" in vllm, vllm
+    for test in ("test_computes_too_long", "test_waits_too_long", "test_quick"):
+        assert _outcome(output, f"test_cases.py::{test}").startswith("PASSED"), output
     assert _outcome(output, "test_not_unit.py::test_slow_but_not_unit").startswith("PASSED"), output
 
 
