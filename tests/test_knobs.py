@@ -20,8 +20,6 @@ from servelab.results import ResultsStore
 
 pytestmark = pytest.mark.unit
 
-pytestmark = pytest.mark.unit
-
 RECORDED = knobs.recorded_path()
 
 
@@ -278,7 +276,6 @@ def test_a_server_vllm_refuses_fails_fast_with_its_reason(tmp_path):
     assert not server.is_alive()
 
 
-@pytest.mark.unit(False)  # builds the lab's charts: about 1 s of CPU
 @pytest.mark.unit(False)  # builds the lab's charts: about 1 s of CPU
 @pytest.mark.parametrize("view", ["flip", "fix"])
 def test_the_spec_decode_charts_carry_a_legend_naming_each_series_and_how_it_was_got(view, tmp_path):

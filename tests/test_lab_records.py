@@ -18,8 +18,6 @@ from servelab.results import ResultsStore
 
 pytestmark = pytest.mark.unit
 
-pytestmark = pytest.mark.unit
-
 TICK = os.sysconf("SC_CLK_TCK")
 
 
