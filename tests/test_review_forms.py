@@ -254,10 +254,19 @@ def test_a_broken_yaml_file_still_says_yaml(tmp_path):
         ("image: vllm/vllm-openai:latest\n", None, "0.32.0"),
         ("image: vllm/vllm-openai:v0.10.0\n", {"VLLM_VERSION": "0.11.1"}, "0.11.1"),
         ("x = '123.dkr.ecr.us-west-2.amazonaws.com/vllm:0.11.2-sagemaker-v1.2'\n", None, "0.11.2"),
+        ("docker run rocm/vllm:rocm7.0.0_vllm_0.10.2_20251006 vllm serve m\n", None, "0.10.2"),
+        ("image: rocm/vllm-dev:rocm6.4.1_vllm_0.9.1.post1_20250702\n", None, "0.9.1.post1"),
     ],
 )
 def test_version_detection(text, variables, version):
     assert versions.detect(text, variables).version == version
+
+
+@pytest.mark.parametrize("service, version, line", [("vllm-server", "0.11.0", 26), ("legacy", "0.6.3.post1", 18)])
+def test_the_version_is_the_selected_services_image_not_the_first_in_the_file(service, version, line):
+    doc = forms.load(DATA / "compose-two-vllm-images.yaml", select=service, deployment={"gpu": "H100"})
+    assert doc.vllm_version == version
+    assert doc.vllm_version_source.endswith(f"(line {line})")
 
 
 def test_a_bad_vllm_version_var_is_refused(tmp_path):

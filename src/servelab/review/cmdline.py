@@ -99,6 +99,7 @@ class _Builder:
         self.benchmark: list[tuple[str, int | None]] = []
         self.form = ""
         self.unknown_gpu = ""  # a GPU the form names that servelab has no preset for
+        self.image: tuple[str, int | None] | None = None  # the read service's image (versions.detect)
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
         where = f"{self.name}:{line}" if line else self.name
@@ -233,6 +234,7 @@ class _Builder:
         doc.lines.update(self.lines)
         doc.removed_flags.extend(self.removed)
         doc.benchmark_flags.extend(self.benchmark)
+        doc.image = self.image
         for key in self.deployment:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:

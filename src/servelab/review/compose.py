@@ -72,6 +72,8 @@ def read_compose(name: str, root: yaml.MappingNode, select: str | None, variable
             reading.env[key] = value
     reading.env.update(variables)
     image = str(_value(_get(service, "image")) or "")
+    if image:
+        reading.image = (image, _line(_get(service, "image")))
     words: list[tuple[str, int]] = []
     shell_text = None
     for part in ("entrypoint", "command"):

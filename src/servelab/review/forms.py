@@ -77,11 +77,11 @@ def load(
     path = Path(path)
     name = str(path)
     text = read_text(path, "serving config", "UTF-8")
+    doc = _load(path, name, text, select, deployment, variables)
     try:
-        judged = versions.detect(text, variables)
+        judged = versions.detect(text, variables, doc.image)
     except ValueError as exc:
         raise ReviewInputError(f"{name}: {exc}") from None
-    doc = _load(path, name, text, select, deployment, variables)
     doc.vllm_version, doc.vllm_version_source = judged.version, judged.source
     return doc
 
@@ -164,6 +164,7 @@ def _doc_of(
 def _from_reading(builder: _Builder, reading: readers.Reading) -> None:
     """A reader's findings fed through the same flag parser as a command line's."""
     builder.form = reading.form
+    builder.image = reading.image
     for key, value, line in reading.kwargs:
         if key in reading.refused:
             flag, _ = vllm_flags.lookup(key)

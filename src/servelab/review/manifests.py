@@ -147,6 +147,9 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME",
         )
     name, pod, container, replicas, nodes = candidates[0]
+    image = _get(container, "image")
+    if image is not None and _value(image):
+        builder.image = (str(_value(image)), _line(image))
     env = {}
     if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
         env.update({"LWS_GROUP_SIZE": str(_count(nodes)), "LWS_WORKER_INDEX": "0"})

@@ -56,6 +56,7 @@ class Reading:
     deployment: dict[str, Any] = field(default_factory=dict)
     lines: dict[tuple, int] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)  # engine argument -> why its value is not read
+    image: tuple[str, int | None] | None = None  # the image the read service runs, and its line
 
 
 # --- Python scripts ------------------------------------------------------------------------

@@ -43,6 +43,8 @@ class Doc:
     # The vLLM release the config is judged as, and what said so (versions.detect).
     vllm_version: str = ""
     vllm_version_source: str = ""
+    # The image of the service or container read (compose, a manifest, Helm values), and its line.
+    image: tuple[str, int | None] | None = None
 
     def line(self, path: tuple) -> int | None:
         path = tuple(path)
