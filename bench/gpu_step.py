@@ -14,7 +14,8 @@ device-to-device copy bandwidth and the GEMM peak in the run's dtype.
 From the step times it computes the speedup speculation would give at acceptance
 a (expected tokens (1 - a^(k+1)) / (1 - a) per sequence, simulate.expected_tokens_per_step)
 and the crossover batch per k, and sets beside each number what servelab.simulate
-predicts for the same chip: its verify pass, max(compute, memory) + launches, with
+predicts for the same chip: its verify pass, KV reads + max(weight reads, arithmetic)
++ launches, with
 the engine's per-step costs (scheduler, sampler, drafting) left out, since a
 forward pass alone has none. Then it calibrates the simulator's efficiencies on
 half the batches and predicts the other half.
@@ -530,7 +531,7 @@ def compare(points: list[dict], spec, hw, dtype: str, context_len: int, on_gpu: 
     held_out = [p for p in points if p["half"] == "evaluate"]
     return {
         "simulator": {
-            "what": "simulate.Simulator's verify pass: max(compute, memory) + layers x layer_overhead_s; "
+            "what": "simulate.Simulator's verify pass: KV reads + max(weight reads, arithmetic) + layers x layer_overhead_s; "
             "step_overhead_s, spec_overhead_s and n-gram cost set to 0, since a forward pass pays none",
             "hardware": hw.to_dict(),
             "settings": sim.settings(),

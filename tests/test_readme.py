@@ -111,7 +111,7 @@ def run_readme(command: str, timeout: float, **env: str) -> subprocess.Completed
 def test_every_readme_command_is_run_by_a_test_or_said_why_not():
     run_here = {"make lab", "make lab LAB_PORT=9000", "make release", "make grade"}
     servelab = {c for c in readme_commands() if c.startswith(".venv/bin/servelab ")}
-    assert {c.split()[1] for c in servelab} == {"prepare-model", "sweep", "review", "simulate", "lab"}
+    assert {c.split()[1] for c in servelab} == {"prepare-model", "sweep", "review", "simulate", "lab", "practice"}
     others = set(readme_commands()) - servelab - run_here - set(NOT_RUN)
     assert not others, f"README commands no test runs: {sorted(others)}; add a test or a reason to NOT_RUN"
 
@@ -156,6 +156,28 @@ def test_readme_simulate_prints_throughput_per_batch_and_the_crossover():
     speedups = [float(r[3].rstrip("x")) for r in rows]
     assert speedups[0] > 1 > speedups[-1], "speculation should pay at batch 1 and lose at 256 on an H200"
     assert re.search(r"crossover: .* at batch \d+(\.\d+)?", result.stdout)
+
+
+def test_readme_practice_checks_answers_at_once_and_keeps_the_schedule_in_the_learners_own_file(tmp_path):
+    """The README's `servelab practice`, answered wrong at every prompt: each answer is checked at once with the
+    learner's parameters and the worked solution, and the missed questions are in the schedule under HOME."""
+    command = shlex.split(readme_command(".venv/bin/servelab practice")) + ["--rounds", "2"]
+    result = subprocess.run(
+        command,
+        cwd=REPO,
+        env=clean_env(HOME=str(tmp_path)),
+        input="1\n" * 40,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("Worked solution:") >= 2 and "Your parameters:" in result.stdout, result.stdout
+    schedule = json.loads((tmp_path / ".local" / "share" / "servelab" / "practice.json").read_text())
+    missed = result.stdout.count("Missed: next due")
+    assert missed == 2, result.stdout
+    assert [h["rating"] for h in schedule["history"]] == ["again", "again"], schedule
+    assert set(schedule["cards"]) == {h["question"] for h in schedule["history"]}, schedule
 
 
 @pytest.mark.slow
