@@ -237,6 +237,27 @@ def test_an_unknown_form_is_named_as_one_servelab_does_not_read(tmp_path, name, 
         assert form in message
 
 
+def test_a_helm_template_and_a_markdown_recipe_are_named_for_what_they_are(tmp_path):
+    """Neither reaches another format's parser (a template read as a broken command, markdown as a
+    script with unbalanced quotes): each is named, with what to pass instead."""
+    with pytest.raises(review.ReviewInputError) as info:
+        forms.load(DATA / "helm-template.yaml")
+    message = str(info.value)
+    assert message.startswith(f"{DATA / 'helm-template.yaml'}: not a form servelab reads: a Helm template (line 4")
+    assert "`helm template RELEASE CHART" in message
+    with pytest.raises(review.ReviewInputError) as info:
+        forms.load(DATA / "recipe-qwen3-next.md")  # the head of vllm-project/recipes Qwen/Qwen3-Next.md
+    message = str(info.value)
+    assert (
+        "not a form servelab reads: a markdown document; it shows 3 `vllm serve` commands (on lines 25, 39, 52)"
+        in message
+    )
+    assert "copy the command or config it shows" in message
+    # a Jinja chat template inside a command is not a Go template
+    chat = "# deployment: {gpu: L4}\nvllm serve Qwen/Qwen3-8B --chat-template '{{- bos_token }}{{ message }}'\n"
+    assert forms.load(write(tmp_path, "serve.sh", chat)).data["model"] == "Qwen/Qwen3-8B"
+
+
 def test_a_broken_yaml_file_still_says_yaml(tmp_path):
     with pytest.raises(review.ReviewInputError, match="YAML syntax error"):
         forms.load(write(tmp_path, "c.yaml", "model: [a\n"))

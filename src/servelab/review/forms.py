@@ -18,6 +18,7 @@ or the command line's --gpu / --gpus-per-node / --nodes.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -86,6 +87,43 @@ def load(
     return doc
 
 
+# Go template actions, as Helm's templates hold them: `{{ .Values.x }}`, `{{- if ... }}`, `{{ include ... }}`.
+# A Jinja chat template inside a config writes `{{ message }}` and `{% if %}`, never these.
+_GO_TEMPLATE = re.compile(
+    r"\{\{-?\s*(?:\.[A-Z]\w*|\$|(?:include|template|define|end|if|else|range|with|toYaml|tpl|default|quote)\b)"
+)
+_MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".rst")
+_FENCE = re.compile(r"^\s*(```|~~~)", re.M)
+
+
+def _refuse_other_formats(path: Path, name: str, text: str) -> None:
+    """Formats that would otherwise reach a parser of another one (a Helm template reads as a broken
+    command, a recipe's markdown as a script with unbalanced quotes): named for what they are."""
+    template = _GO_TEMPLATE.search(text)
+    if template:
+        line = text.count("\n", 0, template.start()) + 1
+        raise not_a_form(
+            name,
+            f"a Helm template (line {line}: `{template.group(0)} ...}}}}` is a Go template action, which Helm "
+            "fills in from the chart's values): render it first with `helm template RELEASE CHART -f values.yaml "
+            "> rendered.yaml` and review the rendered manifest, or review the chart's values file if it is "
+            "production-stack's or llm-d's",
+        )
+    if path.suffix.lower() in _MARKDOWN_SUFFIXES or len(_FENCE.findall(text)) >= 2:
+        shown = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"\bvllm\s+serve\b", text)]
+        where = (
+            f"; it shows {len(shown)} `vllm serve` command{'s' if len(shown) > 1 else ''} (on "
+            f"line{'s' if len(shown) > 1 else ''} {', '.join(map(str, shown[:8]))}{', ...' if len(shown) > 8 else ''})"
+            if shown
+            else ""
+        )
+        raise not_a_form(
+            name,
+            f"a markdown document{where}: copy the command or config it shows for the deployment into a file "
+            "of its own (serve.sh, config.yaml) and review that",
+        )
+
+
 def _load(
     path: Path,
     name: str,
@@ -97,6 +135,7 @@ def _load(
     base_dir = path.resolve().parent
     if not text.strip():
         raise ReviewInputError(f"{name}: the serving config file is empty")
+    _refuse_other_formats(path, name, text)
     if readers.is_systemd(text):
         reading = readers.read_systemd(name, text)
         return _doc_of(reading, text, name, base_dir, deployment, variables)
