@@ -92,6 +92,18 @@ def test_sagemaker_env_file_maps_as_the_entrypoint_does(tmp_path):
     assert readers.sagemaker_instance("ml.g5.2xlarge") == ("A10G", 1)
 
 
+def test_unquoted_json_in_an_env_file_is_the_json_as_written(tmp_path):
+    """SM_VLLM_SPECULATIVE_CONFIG={"method":"ngram",...} unquoted: the line's value as it stands (a shell
+    would strip its double quotes; the env file reaches SageMaker's entrypoint as written); quoted, the
+    same JSON."""
+    c = cfg(DATA / "sagemaker-unquoted-json.env")
+    assert (c.spec.method, c.spec.num_speculative_tokens) == ("ngram", 3)
+    quoted = (DATA / "sagemaker-unquoted-json.env").read_text().replace("={", "='{").replace("3}\n", "3}'\n")
+    assert "'{" in quoted
+    q = cfg(write(tmp_path, "quoted.env", quoted))
+    assert (q.spec.method, q.spec.num_speculative_tokens) == ("ngram", 3)
+
+
 def test_docker_compose_as_published():
     path = PUBLIC / "warehouse-mistral-7b-compose.yml"
     c = cfg(path)

@@ -34,6 +34,7 @@ flag parser every other form goes through.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -448,11 +449,25 @@ def looks_like_env_file(text: str) -> bool:
     return bool(lines) and all(_ENV_LINE.match(ln) for ln in lines) and any(_SAGEMAKER_PREFIX in ln for ln in lines)
 
 
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def read_env_file(name: str, text: str) -> Reading:
     pairs = []
     for number, line in enumerate(text.splitlines(), 1):
         match = _ENV_LINE.match(line)
         if match:
+            raw = match.group(2).strip()
+            if raw[:1] in ("{", "[") and _is_json(raw):
+                # JSON written unquoted (docker's --env-file and SageMaker take the line as it stands;
+                # a shell would strip its double quotes): the value is the JSON as written
+                pairs.append((match.group(1), raw, number))
+                continue
             try:
                 words = shlex.split(match.group(2), comments=True) or [""]
             except ValueError as exc:  # an unclosed quote
