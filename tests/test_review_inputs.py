@@ -331,6 +331,33 @@ def test_helm_values_with_several_models_need_a_selection():
     assert cfg.model_config.max_model_len == 32000 and cfg.cache.prefix_caching
 
 
+DATA = REPO / "tests" / "data" / "review"
+
+
+def test_helm_values_are_read_as_production_stacks_chart_renders_them(tmp_path):
+    """helm/templates/deployment-vllm-multi.yaml (vllm-project/production-stack@a6c01db): a vllmConfig without
+    enablePrefixCaching: true renders --no-enable-prefix-caching; keys the template never renders reach no
+    flag (a finding, not a refusal); v0: "1" is the env VLLM_USE_V1=0; the image is repository:tag."""
+    offload = read_config(forms.load(REPO / "data" / "configs" / "public" / "ps-cpu-offload-mistral-7b.yaml"))
+    assert offload.cache.prefix_caching is False and "line 23" in offload.knob("enable-prefix-caching", False)
+    dropped = forms.load(DATA / "ps-keys-the-chart-drops.yaml", deployment={"gpu": "H100"})
+    cfg = read_config(dropped)
+    assert cfg.unapplied == (("vllmConfig.kvCacheDtype", "fp8", 24), ("vllmConfig.pipelineParallelSize", 2, 25))
+    assert (cfg.cache.kv_cache_dtype, cfg.parallel.pipeline_parallel_size) == ("bfloat16", 1)
+    assert (cfg.cache.prefix_caching, cfg.scheduler.chunked_prefill) == (False, False)
+    finding = review.checks.check_unapplied_settings(cfg)
+    assert finding.verdict == "wrong" and "not applied by the chart" in finding.reason
+    assert "will not start" not in finding.reason
+    v100 = forms.load(DATA / "ps-v100-tp2.yaml", deployment={"gpu": "T4"})  # --v0 would be refused as a flag
+    assert (v100.vllm_version, v100.data["tensor-parallel-size"], v100.data["enforce-eager"]) == ("0.8.5", 2, True)
+    assert "v0" not in v100.data and not v100.unapplied
+    assert v100.vllm_version_source == "the image tag vllm/vllm-openai:v0.8.5 (line 27)"
+    empty = "# deployment: {gpu: L4}\nservingEngineSpec:\n  modelSpec:\n  - name: m\n    modelURL: Qwen/Qwen3-8B\n"
+    assert read_config(forms.parse(empty + "    vllmConfig: {}\n")).cache.prefix_caching is True  # nothing renders
+    text = empty + '    vllmConfig:\n      enablePrefixCaching: "false"\n'  # a Go template's `if` of "false": true
+    assert read_config(forms.parse(text)).cache.prefix_caching is True
+
+
 def test_manifest_without_vllm_is_refused_clearly(tmp_path):
     path = tmp_path / "web.yaml"
     path.write_text(

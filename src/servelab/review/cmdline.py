@@ -37,8 +37,6 @@ _DYNAMO_ONLY = {
     "use-vllm-tokenizer",
     "is-encode-worker",
 }
-# Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
-_CHART_ONLY_KEYS = {"v1", "extraArgs"}
 # KServe's Hugging Face server flags that map to vLLM's.
 _KSERVE_FLAGS = {
     "model_id": "model",
@@ -100,6 +98,9 @@ class _Builder:
         self.form = ""
         self.unknown_gpu = ""  # a GPU the form names that servelab has no preset for
         self.image: tuple[str, int | None] | None = None  # the read service's image (versions.detect)
+        # Settings the form holds that never reach vLLM (a Helm values key the chart does not render):
+        # (where, as written; value; line)
+        self.unapplied: list[tuple[str, Any, int | None]] = []
 
     def error(self, line: int | None, message: str) -> ReviewInputError:
         where = f"{self.name}:{line}" if line else self.name
@@ -235,6 +236,7 @@ class _Builder:
         doc.removed_flags.extend(self.removed)
         doc.benchmark_flags.extend(self.benchmark)
         doc.image = self.image
+        doc.unapplied.extend(self.unapplied)
         for key in self.deployment:
             line = self.lines.get(("deployment", key)) or self.lines.get(("deployment",))
             if line:

@@ -17,8 +17,48 @@ from .cmdline import _API_SERVER, _Builder, _from_command_text, _from_command_to
 from .readers import _SAGEMAKER_PREFIX
 from .schema import ReviewInputError
 
-# Keys of production-stack's vllmConfig that are the chart's, not vLLM flags.
-_CHART_ONLY_KEYS = {"v1", "extraArgs"}
+# What production-stack's chart renders from a modelSpec, as its template writes it
+# (helm/templates/deployment-vllm-multi.yaml, vllm-project/production-stack@a6c01db05f65f556235413ba8dbcfb0c01132fff):
+# the container runs `vllm serve {{ modelURL }}` from the image "{{ repository }}:{{ tag }}"; these modelSpec
+# keys add a flag when set (a true value, or any value for the ones that take one);
+_CHART_MODEL_FLAGS = {
+    "enableLoRA": "enable-lora",
+    "enableTool": "enable-auto-tool-choice",
+    "toolCallParser": "tool-call-parser",
+    "modelRevision": "revision",
+}
+_CHART_SWITCHES = {"enable-lora", "enable-auto-tool-choice"}
+# inside `{{- with $modelSpec.vllmConfig }}` (so only when vllmConfig is there and not empty), each of these
+# renders its flag with the value when the key is there (`hasKey`); enableChunkedPrefill renders
+# --enable-chunked-prefill or --no-enable-chunked-prefill; enablePrefixCaching is `if .enablePrefixCaching`
+# --enable-prefix-caching `else` --no-enable-prefix-caching, so left out it turns prefix caching off; each
+# extraArgs item is one more argument. Any other vllmConfig key renders nothing: vLLM never sees it.
+_CHART_VALUE_FLAGS = {
+    "maxModelLen": "max-model-len",
+    "dtype": "dtype",
+    "tensorParallelSize": "tensor-parallel-size",
+    "maxNumSeqs": "max-num-seqs",
+    "gpuMemoryUtilization": "gpu-memory-utilization",
+    "maxLoras": "max-loras",
+    "runner": "runner",
+    "convert": "convert",
+}
+# Keys of vllmConfig that are the chart's own: v0 "1" sets the env VLLM_USE_V1=0 (the V0 engine),
+# prometheusMultiprocDir an env; extraArgs is read above.
+_CHART_ONLY_KEYS = {"v0", "v1", "extraArgs", "prometheusMultiprocDir"}
+
+
+def _key_line(mapping: yaml.MappingNode, value: yaml.Node) -> int:
+    """The line of the key whose value is `value`."""
+    return next(_line_of(k) for k, v in mapping.value if v is value)
+
+
+def _go_truthy(value: Any) -> bool:
+    """A value as a Go template's `if` reads it: false, 0, "", nil and empty collections are false;
+    every other value, the string "false" included, is true."""
+    return value not in (None, False, 0, "") and value != [] and value != {}
+
+
 _GPU_RESOURCE = ("nvidia.com/gpu", "amd.com/gpu")
 
 # --- YAML helpers ----------------------------------------------------------------------
@@ -282,13 +322,32 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
     if url is None:
         raise builder.error(_line(spec), "the modelSpec has no modelURL (the model it serves)")
     builder.set("model", str(_value(url)), _line_of(url))
+    repository, tag = _get(spec, "repository"), _get(spec, "tag")
+    if repository is not None and tag is not None:  # image: "{{ repository }}:{{ tag }}"
+        builder.image = (f"{_value(repository)}:{_value(tag)}", _line_of(tag))
+    for key, flag in _CHART_MODEL_FLAGS.items():
+        node = _get(spec, key)
+        if node is not None and _go_truthy(_value(node)):
+            builder.set(flag, True if flag in _CHART_SWITCHES else str(_value(node)), _line_of(node))
     config = _get(spec, "vllmConfig")
-    if isinstance(config, yaml.MappingNode):
-        for key_node, value_node in config.value:
-            key = key_node.value
-            if key in _CHART_ONLY_KEYS:
+    # `{{- with $modelSpec.vllmConfig }}`: nothing of vllmConfig renders when it is absent or empty
+    if isinstance(config, yaml.MappingNode) and config.value:
+        given = {k.value: (k, v) for k, v in config.value if isinstance(k, yaml.ScalarNode)}
+        for key, (key_node, value_node) in given.items():
+            value = _value(value_node)
+            if key in _CHART_ONLY_KEYS or key == "enablePrefixCaching":
                 continue
-            builder.set(_camel_to_flag(key), _value(value_node), _line_of(key_node))
+            if key == "enableChunkedPrefill":  # hasKey: --enable-chunked-prefill or --no-enable-chunked-prefill
+                builder.set("enable-chunked-prefill", _go_truthy(value), _line_of(key_node))
+            elif key in _CHART_VALUE_FLAGS:
+                builder.set(_CHART_VALUE_FLAGS[key], value, _line_of(key_node))
+            else:
+                builder.unapplied.append((f"vllmConfig.{key}", value, _line_of(key_node)))
+        # `if .enablePrefixCaching` ... `else` --no-enable-prefix-caching: off unless it is set true
+        prefix = given.get("enablePrefixCaching")
+        on = prefix is not None and _go_truthy(_value(prefix[1]))
+        # (its line: the key's, else vllmConfig's, where the chart's --no-enable-prefix-caching comes from)
+        builder.set("enable-prefix-caching", on, _line_of(prefix[0]) if prefix else _key_line(spec, config))
         extra = _get(config, "extraArgs")
         if extra is not None:
             tokens = [(str(_value(item)), _line_of(item)) for item in _seq(extra)]

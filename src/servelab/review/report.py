@@ -21,6 +21,7 @@ KNOBS = (
     "lora",
     "benchmark_settings",
     "removed_flags",
+    "unapplied_settings",
 )
 VERDICTS = ("justified", "unjustified", "wrong")
 

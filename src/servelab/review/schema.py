@@ -45,6 +45,8 @@ class Doc:
     vllm_version_source: str = ""
     # The image of the service or container read (compose, a manifest, Helm values), and its line.
     image: tuple[str, int | None] | None = None
+    # Settings written that never reach vLLM (a Helm values key the chart does not render): (where, value, line).
+    unapplied: list[tuple[str, Any, int | None]] = field(default_factory=list)
 
     def line(self, path: tuple) -> int | None:
         path = tuple(path)

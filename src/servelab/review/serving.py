@@ -277,6 +277,7 @@ class ServingConfig:
     not_reviewed: tuple[str, ...] = ()  # flags vLLM accepts that no check weighs
     benchmark_flags: tuple[tuple[str, int | None], ...] = ()  # benchmark-only settings found beside the server
     removed_flags: tuple[tuple[str, Any, int | None], ...] = ()  # (flag, value, line) vLLM 0.32 no longer has
+    unapplied: tuple[tuple[str, Any, int | None], ...] = ()  # (where, value, line) written but never passed to vLLM
 
     @property
     def speculative(self) -> bool:
@@ -373,6 +374,7 @@ def read_config(doc: Doc) -> ServingConfig:
         ),
         removed_flags=tuple(doc.removed_flags),
         benchmark_flags=tuple(doc.benchmark_flags),
+        unapplied=tuple(doc.unapplied),
     )
 
 

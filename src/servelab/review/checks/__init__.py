@@ -14,7 +14,8 @@ set aside, the way a reviewer would.
 
 One module per knob family (common: thresholds and evidence matching; batching; quantization;
 parallelism; speculation; memory: prefix caching, max-model-len, gpu-memory-utilization, dtype;
-engine: enforce-eager, chunked prefill; flags: removed flags, LoRA, benchmark settings); every
+engine: enforce-eager, chunked prefill; flags: removed flags, settings the form never passes to vLLM,
+LoRA, benchmark settings); every
 name stays importable from servelab.review.checks."""
 
 from __future__ import annotations
@@ -59,7 +60,14 @@ from .engine import (  # noqa: F401
     check_chunked_prefill,
     check_enforce_eager,
 )
-from .flags import check_benchmark_settings, check_lora, check_removed_flags, lora_memory, same_model  # noqa: F401
+from .flags import (  # noqa: F401
+    check_benchmark_settings,
+    check_lora,
+    check_removed_flags,
+    check_unapplied_settings,
+    lora_memory,
+    same_model,
+)
 from .memory import (  # noqa: F401
     FP16_KERNELS,
     _multi_turn_reuse,
@@ -119,4 +127,6 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
         findings.append(check_benchmark_settings(cfg))
     if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
         findings.append(check_removed_flags(cfg))
+    if cfg.unapplied:  # written, but the form never passes them to vLLM: reviewed as it runs
+        findings.append(check_unapplied_settings(cfg))
     return findings, facts

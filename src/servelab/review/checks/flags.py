@@ -58,6 +58,31 @@ def check_removed_flags(cfg: ServingConfig) -> Finding:
     )
 
 
+# --- settings the form never passes to vLLM ---------------------------------------------
+
+
+def check_unapplied_settings(cfg: ServingConfig) -> Finding:
+    """A setting written where the deploying tool never turns it into a flag (a production-stack vllmConfig
+    key its chart's template does not render): vLLM starts without it, so the config says one thing and
+    serves another. Wrong: the rest is reviewed as vLLM runs, without it."""
+    shown = [f"{where} {value}" + (f" (line {line})" if line else "") for where, value, line in cfg.unapplied]
+    reason = (
+        f"{', '.join(shown)}: not applied by the chart: its template renders no flag from "
+        f"{'this key' if len(shown) == 1 else 'these keys'}, so vLLM starts without "
+        f"{'it' if len(shown) == 1 else 'them'} and serves its default instead."
+    )
+    evidence = (
+        "production-stack's helm/templates/deployment-vllm-multi.yaml renders from vllmConfig only "
+        "enableChunkedPrefill, enablePrefixCaching, maxModelLen, dtype, tensorParallelSize, maxNumSeqs, "
+        "gpuMemoryUtilization, maxLoras, runner, convert and extraArgs (vllm-project/production-stack@a6c01db)"
+    )
+    fix = (
+        'pass each as vLLM flags in vllmConfig.extraArgs (one list item per word: "--kv-cache-dtype", '
+        '"fp8"), or delete it; the review above weighs the config without it.'
+    )
+    return Finding("unapplied_settings", "wrong", reason, evidence, fix, ", ".join(shown))
+
+
 # --- LoRA adapters -------------------------------------------------------------------
 
 
