@@ -32,10 +32,11 @@ def prefix_finding(tmp_path: Path, image: str, flags: str = "") -> review.Findin
     return review.review_files(tmp_path / "serve.sh", tmp_path / "w.yaml").finding("prefix_caching")
 
 
-def test_before_0_8_0_prefix_caching_left_out_is_off(tmp_path):
-    finding = prefix_finding(tmp_path, "vllm/vllm-openai:v0.7.3")
+@pytest.mark.parametrize("release", ["0.7.3", "0.6.3.post1"])
+def test_before_0_8_0_prefix_caching_left_out_is_off(tmp_path, release):
+    finding = prefix_finding(tmp_path, f"vllm/vllm-openai:v{release}")
     assert finding.verdict == "wrong"
-    assert "enable-prefix-caching false (vLLM 0.7.3's default" in finding.setting
+    assert f"enable-prefix-caching false (vLLM {release}'s default" in finding.setting
 
 
 @pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.8.0", "vllm/vllm-openai:v0.10.0", "vllm/vllm-openai:latest"])
