@@ -331,6 +331,23 @@ def test_removed_flags_by_release():
     assert vllm_flags.release_key("0.6.6.post1") == (0, 6, 6)
 
 
+def test_a_flag_newer_than_the_pinned_release_is_a_finding(tmp_path):
+    """vllm/vllm-openai:v0.6.3.post1 with --speculative-config and --async-scheduling: neither flag existed yet
+    (vllm_flags.INTRODUCED_AFTER), so that vLLM will not start; on 0.32.0, or a release the table says
+    nothing of, no finding."""
+    workload = write(tmp_path, "w.yaml", "\n".join(f"{k}: {v}" for k, v in WORKLOAD.items()).replace("'", ""))
+    old = review.review_files(DATA / "flags-newer-than-0.6.3.sh", workload)
+    finding = old.finding("flags_too_new")
+    assert finding.verdict == "wrong" and "vLLM 0.6.3.post1 will not start with --async-scheduling (line 5)" in (
+        finding.reason
+    )
+    assert "--speculative-config (line 4)" in finding.reason and "PR #14434" in finding.evidence
+    for release in ("0.32.0", "0.10.0"):  # has both / has speculative-config, async-scheduling not on record
+        report = review.review_files(DATA / "flags-newer-than-0.6.3.sh", workload, variables={"VLLM_VERSION": release})
+        assert "flags_too_new" not in report.verdicts()
+    assert vllm_flags.lacked_by("async-scheduling", "0.9.1") and not vllm_flags.lacked_by("async-scheduling", "0.9.2")
+
+
 def test_enable_reasoning_is_a_finding_and_the_rest_is_reviewed(tmp_path):
     text = "# deployment: {gpu: H100}\nvllm serve Qwen/Qwen3-8B --enable-reasoning --reasoning-parser deepseek_r1 --max-model-len 8192\n"
     report = review_text(tmp_path, "r.sh", text)

@@ -21,6 +21,7 @@ KNOBS = (
     "lora",
     "benchmark_settings",
     "removed_flags",
+    "flags_too_new",
     "unapplied_settings",
 )
 VERDICTS = ("justified", "unjustified", "wrong")

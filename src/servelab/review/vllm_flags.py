@@ -112,6 +112,35 @@ REMOVAL_TABLE: dict[str, tuple[str | None, str, bool, str]] = {
         _PARSER + "; removed by vllm-project/vllm PR #37612 (March 2026; V1 had warned it was ignored)",
     ),
 }
+# Flags vLLM 0.32 has that an older release did not have yet: (the newest release on record that lacks it;
+# the source). A config judged as that release or an older one that sets the flag will not start (its
+# parser rejects an unknown flag). The release that brought each flag is not on record here, so a
+# release after the one named says nothing either way (no finding).
+INTRODUCED_AFTER: dict[str, tuple[str, str]] = {
+    "speculative-config": (
+        "0.6.3.post1",
+        '--speculative-config was added by vllm-project/vllm PR #14434 (opened 2025-03-07: "It requires users to '
+        'provide a JSON string ... with --speculative-config"), after vLLM 0.6.3.post1 was released (run in '
+        "vllm-project/vllm issue #10116, 2024-11-07)",
+    ),
+    "async-scheduling": (
+        "0.9.1",
+        '--async-scheduling was added by vllm-project/vllm PR #19970 (opened 2025-06-23: "can be enabled using '
+        'the --async-scheduling flag"), after vLLM 0.9.1 was released (main was already 0.9.2.dev121 on '
+        "2025-06-17, vllm-project/vllm issue #19775)",
+    ),
+}
+
+
+def lacked_by(name: str, judged: str) -> str | None:
+    """The source saying vLLM `judged` did not have the flag yet, else None (it had it, or it is not known)."""
+    entry = INTRODUCED_AFTER.get(name)
+    if entry is None or not judged:
+        return None
+    last_without, source = entry
+    return source if release_key(judged) <= release_key(last_without) else None
+
+
 # The older view: (release in words, what instead, takes a value).
 REMOVED = {
     name: (release or "before 0.32.0", instead, takes) for name, (release, instead, takes, _) in REMOVAL_TABLE.items()

@@ -62,9 +62,11 @@ from .engine import (  # noqa: F401
 )
 from .flags import (  # noqa: F401
     check_benchmark_settings,
+    check_flags_too_new,
     check_lora,
     check_removed_flags,
     check_unapplied_settings,
+    flags_too_new,
     lora_memory,
     same_model,
 )
@@ -127,6 +129,8 @@ def run_checks(cfg: ServingConfig, wl: WorkloadSpec) -> tuple[list[Finding], Fac
         findings.append(check_benchmark_settings(cfg))
     if cfg.removed_flags:  # vLLM would refuse to start; everything above is still reviewed
         findings.append(check_removed_flags(cfg))
+    if flags_too_new(cfg):  # the pinned release lacks them and would refuse to start
+        findings.append(check_flags_too_new(cfg))
     if cfg.unapplied:  # written, but the form never passes them to vLLM: reviewed as it runs
         findings.append(check_unapplied_settings(cfg))
     return findings, facts

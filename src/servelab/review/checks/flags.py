@@ -58,6 +58,43 @@ def check_removed_flags(cfg: ServingConfig) -> Finding:
     )
 
 
+# --- flags newer than the release judged -----------------------------------------------
+
+
+def flags_too_new(cfg: ServingConfig) -> list[tuple[str, str, str]]:
+    """(shown, name, source) for each flag the config sets that the judged release did not have yet."""
+    judged = cfg.doc.vllm_version if cfg.doc is not None else ""
+    found = []
+    for name in sorted(vllm_flags.INTRODUCED_AFTER):
+        source = vllm_flags.lacked_by(name, judged)
+        if source and name in cfg.set_keys:
+            value = cfg.doc.data.get(name) if cfg.doc is not None and isinstance(cfg.doc.data, dict) else None
+            line = cfg.doc.line((name,)) if cfg.doc is not None else None
+            written = "" if value in (True, None) or isinstance(value, dict) else f" {value}"
+            shown = f"--{name}" + (written if len(written) <= 40 else "")
+            found.append((shown + (f" (line {line})" if line else ""), name, source))
+    return found
+
+
+def check_flags_too_new(cfg: ServingConfig) -> Finding:
+    """A flag the pinned release did not have yet stops it at start, as a removed one does: wrong."""
+    found = flags_too_new(cfg)
+    judged = cfg.doc.vllm_version if cfg.doc is not None else ""
+    source = cfg.doc.vllm_version_source if cfg.doc is not None else ""
+    shown = ", ".join(s for s, _, _ in found)
+    reason = (
+        f"vLLM {judged} will not start with {shown}: the flag{'s' if len(found) > 1 else ''} came in a later "
+        "release, and its argument parser rejects a flag it does not have."
+    )
+    evidence = "; ".join(src for _, _, src in found) + f"; judged as vLLM {judged}" + (f" ({source})" if source else "")
+    fix = (
+        f"upgrade the image past vLLM {judged} (and re-review as that release), or delete "
+        + ", ".join(f"--{n}" for _, n, _ in found)
+        + f" for vLLM {judged}."
+    )
+    return Finding("flags_too_new", "wrong", reason, evidence, fix, shown)
+
+
 # --- settings the form never passes to vLLM ---------------------------------------------
 
 
