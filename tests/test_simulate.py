@@ -264,9 +264,14 @@ def test_a_batch_whose_kv_cache_does_not_fit_is_no_operating_point():
     assert LLAMA_8B.kv_bytes(8192, 200, "bfloat16") > hw.memory_gb * 1e9 - LLAMA_8B.weight_bytes("bfloat16")
     assert not sim.fits(200) and not sim.step(200, K, "ngram", A).fits
     assert sim.fits(sim.max_batch()) and sim.step(100).fits
+    # fitted against vLLM 0.32.0's default gpu_memory_utilization, 0.92 of the memory, as an engine would
+    assert sim.gpu_memory_utilization == 0.92
     assert sim.max_batch() == pytest.approx(
-        (hw.memory_gb * 1e9 - LLAMA_8B.weight_bytes("bfloat16")) / (8192 * LLAMA_8B.kv_bytes_per_token("bfloat16"))
+        (0.92 * hw.memory_gb * 1e9 - LLAMA_8B.weight_bytes("bfloat16"))
+        / (8192 * LLAMA_8B.kv_bytes_per_token("bfloat16"))
     )
+    whole = dataclasses.replace(sim, gpu_memory_utilization=1.0)
+    assert whole.max_batch() > sim.max_batch()
     # a draft model holds weights and a KV cache of its own: fewer sequences fit
     draft = modelspec.from_catalogue("meta-llama/Llama-3.2-1B-Instruct")
     assert gpu("H200", context_len=8192, draft=draft).max_batch() < sim.max_batch()
@@ -276,7 +281,7 @@ def test_a_batch_whose_kv_cache_does_not_fit_is_no_operating_point():
     cross = free.crossover_batch(K, "ngram", A)
     small = dataclasses.replace(free, hardware=dataclasses.replace(hw, memory_gb=0))
     assert small.crossover_batch(K, "ngram", A) == pytest.approx(cross)  # memory_gb 0: not checked
-    tight_gb = (LLAMA_8B.weight_bytes("bfloat16") + cross / 2 * free.kv_bytes_per_sequence()) / 1e9
+    tight_gb = (LLAMA_8B.weight_bytes("bfloat16") + cross / 2 * free.kv_bytes_per_sequence()) / 1e9 / 0.92
     tight = dataclasses.replace(free, hardware=dataclasses.replace(hw, memory_gb=tight_gb))
     assert tight.crossover_batch(K, "ngram", A) is None
     assert tight.search_limit() == math.floor(tight.max_batch()) == math.floor(cross / 2)
@@ -333,6 +338,24 @@ def test_an_adaptive_schedule_that_keeps_its_machinery_at_k0_loses_to_none():
     assert sim.output_tok_s(64, K, "adaptive", A) == pytest.approx(sim.output_tok_s(64))
     leaky = dataclasses.replace(sim, spec_overhead_at_k0=True)
     assert leaky.output_tok_s(64, K, "adaptive", A) < sim.output_tok_s(64)
+
+
+def test_an_adaptive_schedule_carries_the_last_ranges_k_into_gaps_and_past_its_end_as_vllm_does():
+    # vLLM 0.32.0 build_dynamic_sd_schedule_lookup: a gap takes the previous range's k, the tail the last one's,
+    # every k capped at num_speculative_tokens
+    sim = gpu("H200", adaptive_schedule=((1, 16, 3), (32, 128, 2)))
+    assert [sim.adaptive_k(b, K) for b in (1, 16, 17, 31, 32, 128, 129, 4096)] == [3, 3, 3, 3, 2, 2, 2, 2]
+    assert sim.adaptive_k(20, 1) == 1
+    assert sim.step(300, K, "adaptive", A).num_speculative_tokens == 2
+
+
+def test_the_simulated_gpu_turns_compute_bound_at_its_own_ridge_not_the_datasheets():
+    sim = gpu("H200")
+    ridge = hardware.get("H200").ridge_tokens_per_step(2)
+    assert sim.compute_bound_tokens() == pytest.approx(ridge * sim.compute_efficiency / sim.bandwidth_efficiency)
+    assert 179 < sim.compute_bound_tokens() < 181 < 200 < ridge
+    assert sim.step(178).bound == "memory" and sim.step(182).bound == "compute"
+    assert sim.compute_bound_batch(K) == pytest.approx(sim.compute_bound_tokens() / (K + 1))
 
 
 def test_crossover_interpolates_in_log_batch():

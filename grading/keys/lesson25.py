@@ -31,6 +31,8 @@ _DRAFT = {
 }
 _BREAK_EVEN = simulate.Simulator(_TARGET, _H200).break_even_batch(4, 0.7)
 _ASSUMED = "Llama-3.1-8B on an H200, k = 4, a = 0.7"
+# where the simulated H200 (80 % of the datasheet bandwidth, 70 % of its peak) turns compute-bound, in tokens per step
+_SIM_RIDGE = simulate.Simulator(_TARGET, _H200).compute_bound_tokens()
 _TPOT_ON, _TPOT_OFF = (
     s.tpot_ms
     for s in (
@@ -75,7 +77,9 @@ PREDICT_KEY = {
         "reveal after practice 1).",
         "cap_needs_measurement": "this one holds: a cap is justified by TTFT and TPOT measured at the workload's load.",
         "tp8_wasted": "it is worse than waste: on one 4-GPU node vLLM does not start (the reveal after practice 4).",
-        "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads.",
+        "memory_bound_pays": "this one holds: below the ridge verification rides on weight reads, so each step "
+        "yields more tokens per sequence for little more time, and TPOT falls (a verify step itself takes longer, "
+        "so the gap between streamed chunks, ITL, grows).",
         "disable_above_64": f"64 is a guess. By the simulator ({_ASSUMED}, n-gram drafts) speculation stops paying "
         f"near batch {_at(_NGRAM, 256)} at a 256-token context and near {_at(_NGRAM, 512)} at 512, and not at all "
         f"from 1,024 tokens on ({_at(_NGRAM, 1024)}); the roofline's break-even without KV reads is near "
@@ -86,8 +90,9 @@ PREDICT_KEY = {
         "alters_outputs": "vLLM's standard rejection sampler is lossless up to numerics (the reveal after practice 3).",
         "int8_shifts_outputs": "this one holds: quantization does shift outputs, which is why it gets a canary (the "
         "reveal after practice 3).",
-        "latency_improves": "at a fixed load TPOT and throughput move together: past break-even both get worse "
-        "(the reveal after practice 5).",
+        "latency_improves": "in steady state at a fixed load mean TPOT and throughput move together "
+        "(throughput = B / mean TPOT): past break-even both get worse. A median TPOT can move the other way "
+        "(bench/results/flip-cpu.json, batches 4 and 8); the claim says mean (the reveal after practice 5).",
         "util_means_compute": "utilization.gpu counts time a kernel runs, near 100% in memory-bound decode too "
         "(the reveal after practice 2).",
         "measure_on_off": "this one holds: it is the lesson's own settlement.",
@@ -214,10 +219,13 @@ PRACTICE5_KEY = {
         "b": "It comes closest, for its first half: memory-bound, verification rides on weights read "
         "anyway; compute-bound, the extra tokens compete for FLOPs and fleet throughput falls once the batch is "
         "past break-even (not at the ridge itself; how far past depends on the context, since every sequence's KV "
-        "reads add to the step, and on the drafter). Its last clause does not hold at "
-        "a fixed load: there TPOT moves with throughput (the simulator, for Llama-3.1-8B on an H200 with n-gram "
+        "reads add to the step, and on the drafter). Its last clause does not hold in "
+        "steady state at a fixed load: there mean TPOT moves with throughput, throughput = B / mean TPOT (the "
+        "simulator, for Llama-3.1-8B on an H200 with n-gram "
         f"k = 4, a = 0.7 at a 256-token context, at batch 256: {_TPOT_ON:.1f} ms per token with "
-        f"speculation, {_TPOT_OFF:.1f} ms without), so past break-even latency gets worse too.",
+        f"speculation, {_TPOT_OFF:.1f} ms without), so past break-even mean TPOT gets worse too. A median TPOT "
+        "is not bound by that and can improve while throughput falls (bench/results/flip-cpu.json, batches 4 "
+        "and 8).",
         "c": "It is the reverse: speculation pays at small batch, where the step waits on memory, and stops paying at large batch.",
         "d": "It need not reduce throughput: while the step is memory-bound it can raise throughput and cut latency together.",
     },
@@ -234,15 +242,16 @@ QUIZ_KEY = {
         "target's KV bytes per token, not as many again: it adds a quarter to the KV reads, and sharing caches "
         "is not the fix.",
         "b": "Batching does not change the target model's sampling distribution, so it cannot lower acceptance.",
-        "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the 206-token ridge (a plain step's 200 "
-        "is just below it): verifying draft tokens, rejected ones included, burns scarce FLOPs, and the draft "
+        "c": "At batch 200 the verify step carries 200 x 5 = 1,000 tokens, far past the datasheet's 206-token ridge "
+        f"and the {_SIM_RIDGE:.0f} tokens where the simulated H200 (80 % of the datasheet bandwidth, 70 % of its "
+        "peak) turns compute-bound (a plain step's 200 sits between the two, at the ridge): verifying draft tokens, rejected ones included, burns scarce FLOPs, and the draft "
         "model's own steps cost time. "
         f"By the simulator ({_ASSUMED}, a Llama-3.2-1B draft) the crossover is near batch {_at(_DRAFT, 256)} at "
-        f"256 tokens, {_at(_DRAFT, 1024)} at 1,024 and {_at(_DRAFT, 2048)} at 2,048, so batch 200 loses at every "
-        f"context up to 2,048 tokens ({_speedup(_DRAFT, 256)} at 256, {_speedup(_DRAFT, 1024)} at 1,024, "
-        f"{_speedup(_DRAFT, 2048)} at 2,048), and at 4,096 tokens 200 sequences do not fit an H200 at all "
-        f"(at most {int(_DRAFT[4096]['max_batch'])} with the draft's weights and cache). "
-        "The measured 15 % loss fits such a fleet. Scale speculation back, or off, as the batch grows.",
+        f"256 tokens, {_at(_DRAFT, 1024)} at 1,024 and {_at(_DRAFT, 2048)} at 2,048, so batch 200 loses at 256 "
+        f"tokens ({_speedup(_DRAFT, 256)}) and at the fleet's 1,024 ({_speedup(_DRAFT, 1024)}), about breaks even "
+        f"at 2,048 ({_speedup(_DRAFT, 2048)}), and at 4,096 tokens 200 sequences do not fit an H200 at all "
+        f"(at most {int(_DRAFT[4096]['max_batch'])} with the draft's weights and cache, at vLLM's default "
+        "gpu-memory-utilization of 0.92). The measured 15 % loss fits this fleet's 1,024-token context. Scale speculation back, or off, as the batch grows.",
         "d": "Speculation speeds up decode, not prefill; it adds verification work to decode steps.",
     },
 }

