@@ -331,6 +331,33 @@ def test_removed_flags_by_release():
     assert vllm_flags.release_key("0.6.6.post1") == (0, 6, 6)
 
 
+def test_dotted_json_flags_and_the_o_shorthand_read_as_vllms_parser_reads_them(tmp_path):
+    """vLLM 0.32's FlexibleArgumentParser: `-cc.pass_config.fuse_rope_kvcache=True` is one key of
+    --compilation-config (merged with the file's other dotted keys), a value JSON else text; `key+ a,b` a list;
+    -O3 / -O 3 is --optimization-level. The AMD recipe (fenced as published) is reviewed, not refused."""
+    doc = forms.load(DATA / "recipe-gpt-oss-mi355x-dotted-cc.sh", deployment={"gpu": "MI355X"})
+    assert doc.data["compilation-config"] == {
+        "pass_config": {"fuse_rope_kvcache": "True"},  # json.loads("True") fails: vLLM passes the text
+        "use_inductor_graph_partition": "True",
+    }
+    assert (doc.data["tensor-parallel-size"], doc.data["block-size"], doc.data["gpu-memory-utilization"]) == (
+        8,
+        64,
+        0.95,
+    )
+    text = (
+        "# deployment: {gpu: H100}\nvllm serve Qwen/Qwen3-8B -O3 --compilation-config.cudagraph_capture_sizes+ 1,2 "
+        "--compilation-config.cudagraph_capture_sizes+ 4 --speculative-config.method ngram "
+        "--speculative-config.num_speculative_tokens 3 --speculative-config.prompt_lookup_max 4\n"
+    )
+    cfg = read_config(forms.load(write(tmp_path, "serve.sh", text)))
+    assert cfg.doc.data["optimization-level"] == 3
+    assert cfg.doc.data["compilation-config"] == {"cudagraph_capture_sizes": ["1", "2", "4"]}
+    assert (cfg.spec.method, cfg.spec.num_speculative_tokens) == ("ngram", 3)
+    with pytest.raises(review.ReviewInputError, match=r"serve\.sh:2: --not-a-flag is not a flag"):
+        forms.load(write(tmp_path, "serve.sh", "# deployment: {gpu: H100}\nvllm serve m --not-a-flag.x 1\n"))
+
+
 def test_a_flag_newer_than_the_pinned_release_is_a_finding(tmp_path):
     """vllm/vllm-openai:v0.6.3.post1 with --speculative-config and --async-scheduling: neither flag existed yet
     (vllm_flags.INTRODUCED_AFTER), so that vLLM will not start; on 0.32.0, or a release the table says

@@ -127,10 +127,15 @@ class _Builder:
             self._resolved("model", tokens[0][0], tokens[0][1])
             self.set("model", shell.literal(tokens[0][0]), tokens[0][1])
             i = 1
+        tokens = _optimization_level(tokens)
+        dotted: dict[str, tuple[dict[str, Any], int]] = {}  # flag -> (its dotted keys merged, first line)
         while i < len(tokens):
             token, line = tokens[i]
             if token in _SEPARATORS:
                 break
+            if token.startswith("-") and "." in token.partition("=")[0]:
+                i = self._dotted(tokens, i, dotted)
+                continue
             if re.fullmatch(r"\$\{\w+\[[@*]\]\}|\$\w+\[[@*]\]", token):
                 raise self.error(
                     line,
@@ -199,6 +204,39 @@ class _Builder:
                 self._resolved(flag.name, word, line)
             self.data[flag.name] = _literal(value)
             self.lines[(flag.name,)] = line
+        for name, (merged, line) in dotted.items():  # vLLM appends them after the rest, as JSON: they win
+            self.data[name] = merged
+            self.lines[(name,)] = line
+
+    def _dotted(self, tokens: list[tuple[str, int]], i: int, dotted: dict[str, tuple[dict[str, Any], int]]) -> int:
+        """`--compilation-config.pass_config.fuse_rope_kvcache=True`, `-cc.mode 3`, `--x.list+ a,b`: one key of a
+        JSON flag, as vLLM 0.32's FlexibleArgumentParser.parse_args reads it (vllm/utils/argparse_utils.py):
+        the words after the flag name, split at '.', nest the value (JSON, else a human-readable number such as
+        80g, else text; a trailing '+' splits it at commas into a list), and every dotted key of one flag
+        merges into one JSON value passed after the other arguments. Returns the index after it."""
+        token, line = tokens[i]
+        written, has_inline, inline = token.partition("=")
+        if not has_inline and (i + 1 >= len(tokens) or tokens[i + 1][0] in _SEPARATORS):
+            raise self.error(line, f"{written} needs a value")
+        value_text, after = (inline, i + 1) if has_inline else (tokens[i + 1][0], i + 2)
+        if written.endswith("+"):
+            written, value_text = written[:-1], json.dumps(value_text.split(","))
+        name, *keys = written.lstrip("-").split(".")
+        flag, _ = vllm_flags.lookup(name)
+        if flag is None:
+            raise self.error(line, vllm_flags.unknown_message(name) + f" (in the {self.form})")
+        if not keys or not all(keys):
+            raise self.error(line, f"{written}: write the key after the dot, such as --{flag.name}.KEY VALUE")
+        try:
+            value: Any = json.loads(value_text)
+        except ValueError:
+            value = _human_readable_int(value_text)
+        for key in reversed(keys):
+            value = {key: value}
+        merged, first = dotted.get(flag.name, ({}, line))
+        _merge(merged, value)
+        dotted[flag.name] = (merged, first)
+        return after
 
     def _resolved(self, flag: str, word: Any, line: int | None) -> None:
         """A value the review weighs must not still carry a $VARIABLE the script never assigned."""
@@ -254,6 +292,41 @@ class _Builder:
                 "--gpu and --gpus-per-node to servelab review"
             )
         return doc
+
+
+def _optimization_level(tokens: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """`-O3`, `-O=3` and `-O 3` as vLLM 0.32's parser rewrites them: --optimization-level 3."""
+    out: list[tuple[str, int]] = []
+    for index, (token, line) in enumerate(tokens):
+        if token.startswith("-O") and token != "-O" and not token.startswith("-O-"):
+            out += [("--optimization-level", line), (token[3:] if token[2] == "=" else token[2:], line)]
+        elif token == "-O" and index + 1 < len(tokens) and tokens[index + 1][0] in {"0", "1", "2", "3"}:
+            out.append(("--optimization-level", line))
+        else:
+            out.append((token, line))
+    return out
+
+
+def _human_readable_int(text: str) -> Any:
+    """vLLM's human_readable_int for a dotted value that is not JSON ('80g', '1k'), else the text."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", text.strip())
+    if not match:
+        return text
+    number, suffix = match.groups()
+    if suffix in "kmgt":
+        return int(float(number) * 10 ** (3 * ("kmgt".index(suffix) + 1)))
+    return int(number) * 2 ** (10 * ("KMGT".index(suffix) + 1)) if "." not in number else text
+
+
+def _merge(original: dict[str, Any], update: dict[str, Any]) -> None:
+    """vLLM's recursive_dict_update: nested mappings merge, lists extend, the rest is replaced."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(original.get(key), dict):
+            _merge(original[key], value)
+        elif isinstance(value, list) and isinstance(original.get(key), list):
+            original[key] += value
+        else:
+            original[key] = value
 
 
 def _literal(value: Any) -> Any:

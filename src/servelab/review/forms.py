@@ -93,6 +93,8 @@ _GO_TEMPLATE = re.compile(
     r"\{\{-?\s*(?:\.[A-Z]\w*|\$|(?:include|template|define|end|if|else|range|with|toYaml|tpl|default|quote)\b)"
 )
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx", ".rst")
+# A script or config with a recipe's ``` fences pasted around its command is still that script.
+_SCRIPT_SUFFIXES = (".sh", ".bash", ".zsh", ".ps1", ".yaml", ".yml", ".py", ".env", ".service", ".sbatch", ".slurm")
 _FENCE = re.compile(r"^\s*(```|~~~)", re.M)
 
 
@@ -109,7 +111,8 @@ def _refuse_other_formats(path: Path, name: str, text: str) -> None:
             "> rendered.yaml` and review the rendered manifest, or review the chart's values file if it is "
             "production-stack's or llm-d's",
         )
-    if path.suffix.lower() in _MARKDOWN_SUFFIXES or len(_FENCE.findall(text)) >= 2:
+    fenced = len(_FENCE.findall(text)) >= 2 and path.suffix.lower() not in _SCRIPT_SUFFIXES
+    if path.suffix.lower() in _MARKDOWN_SUFFIXES or fenced:
         shown = [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r"\bvllm\s+serve\b", text)]
         where = (
             f"; it shows {len(shown)} `vllm serve` command{'s' if len(shown) > 1 else ''} (on "
