@@ -5,6 +5,8 @@ As in lab25.py beside this file, the checker grades the learner's own two record
 SLO metric they chose); it runs in the grader's process, outside the sandbox.
 """
 
+from servelab.knobs import noise
+
 # The configuration under review, knob by knob, as the rep's question states it: Practice 1's cap, vLLM's
 # default token budget, the lab's bfloat16 engine, a 1 GiB KV cache, one tensor-parallel rank, prefix caching
 # off, and n-gram speculation on.
@@ -16,9 +18,10 @@ CONFIGURED = {
     "kv_cache": "kv_cache=1GiB",
     "parallelism": "tp=1",
 }
-# The lab's own reading of its numbers: settings run minutes apart on two shared cores, so "read differences
-# of less than about 2x as possibly noise" (knob_lab.py, section 2). Inside it, the numbers show no change pays.
-NOISE_FACTOR = 2.0
+# The graders' "no difference" margin on the SLO metric: inside it, the numbers show no change pays. One home,
+# beside the measured noise band it is stated with (servelab.knobs.noise.GRADING_MARGIN, which says why it is
+# narrower than the band the lab quotes from bench/results/noise_band.json).
+NOISE_FACTOR = noise.GRADING_MARGIN
 
 TESTS = {
     "rep2-test": (

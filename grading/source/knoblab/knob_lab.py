@@ -58,7 +58,7 @@ lab = KnobLab()
 lab
 
 # %% [markdown] id="knobs-intro"
-# ## 2. What each knob did on this machine
+# ## 2. What each knob did on the course's machine
 #
 # The course's benchmark (`bench/knobs.py`, results in `bench/results/knobs-cpu.json`) measured each
 # knob's settings under the same load. Select the knob in the lab to see its charts. The settings

@@ -60,7 +60,8 @@ def _intro(r: dict) -> dict:
     m = r["machine"]
     fp = r.get("first_point") or {}
     first = (
-        f"Measured on this machine: a click the moment the lab opens shows the first setting's point after "
+        f"Recorded on the course's machine ({m['cpu']}, {m['cores']} cores): a click the moment the lab opens "
+        f"shows the first setting's point after "
         f"{fp['cold_click_s']:.0f} s (its server has to start first); a click after a minute of reading, "
         f"after {fp['warm_click_s']:.0f} s, most of it the load itself ({fp['load']})."
         if "warm_click_s" in fp
@@ -88,10 +89,13 @@ def _knobs_intro(r: dict) -> dict:
 def _noise(r: dict) -> dict:
     band = _band()
     knob_load = max(r["machine"]["loadavg_before"][0], r["machine"]["loadavg_after"][0])
+    low, high = band.run_loadavg or (min(band.loadavg), max(band.loadavg))
     busier = (
-        f" That machine was busier than during the knob runs (load average up to {knob_load:.1f}): a quieter one "
-        "may keep its runs closer together, which only measuring it shows."
-        if min(band.loadavg) > knob_load
+        f" The machine was far busier during these runs (load average {low:.1f} to {high:.1f} on "
+        f"{r['machine'].get('cores', 2)} cores) than during the knob runs (up to {knob_load:.1f}): this band "
+        "measures the shared machine's contention as much as the setting, so it is wider than a quiet machine's "
+        "would be, and a difference inside it is not shown to be noise either; only measuring again, quieter, says which."
+        if low > knob_load
         else ""
     )
     return {
@@ -123,7 +127,7 @@ def _kept(r: dict) -> str:
         return f"{name.replace('_', ' ')} (load average {after:.1f} when its run ended)"
 
     return (
-        f"Some knobs come from earlier runs of the same benchmark on this machine, under the same load: "
+        f"Some knobs come from earlier runs of the same benchmark on the course's machine, under the same load: "
         f"{', '.join(when(n) for n in kept['knobs'])}."
     )
 
@@ -244,7 +248,7 @@ def _prefix_verdict(off: dict, on: dict) -> str:
             f"Median TTFT moved {ttft:.2f}x, within the noise band too: this run shows no gain from the cache on "
             "either row."
         )
-    said = "fell" if ttft < 1 else "rose"
+    said = "fell to" if ttft < 1 else "rose to"
     return (
         f"Median TTFT {said} {ttft:.2f}x, beyond the noise band: a throughput benchmark at this rate would miss "
         "what the cache does to the latency."
@@ -366,7 +370,7 @@ def _spec_batch(off: dict, on: dict) -> str:
     side = "past" if peak > cross else "below"
     return (
         f"here at most {peak} requests ran at once, {side} the batch of {cross:.1f} where the spec-decode lab "
-        "measured n-gram speculation to stop paying on this machine (`bench/results/flip-cpu.json`), and the "
+        "measured n-gram speculation to stop paying on the course's machine (`bench/results/flip-cpu.json`), and the "
         "batch moved below and above it as requests came and went."
     )
 
@@ -559,7 +563,10 @@ def _grading_margin() -> str:
     spec.loader.exec_module(keys)
     margin, band = float(keys.NOISE_FACTOR), _band()
     wider = "wider than" if margin > band.factor else "the same as" if margin == band.factor else "narrower than"
-    return f"{margin:g}x (the grader's margin, {wider} the {band.factor:.2g}x one setting moved by in section 2)"
+    return (
+        f"{margin:g}x (the grader's margin, a grading rule {wider} the {band.factor:.2g}x one setting moved by in "
+        "section 2 on a busy machine; `servelab.knobs.noise.GRADING_MARGIN` says why)"
+    )
 
 
 def _rep2() -> dict:
