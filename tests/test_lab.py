@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import threading
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from servelab.engine import EngineConfigError, EngineError
 from servelab.grading import checkers
 from servelab.lab import PointBook, Settings, SpecDecodeLab, offline_reason, rep2
-from servelab.lab.speculation import charts, drawing
+from servelab.lab.speculation import charts, drawing, predict
 from servelab.lab.speculation.points import BATCHES, CURVE_BATCHES, METHODS, adaptive_schedule
 from servelab.lab.worker import LatestRequestWorker
 from servelab.measurement import Measurement
@@ -265,6 +266,19 @@ def test_a_prediction_is_set_beside_the_measured_and_simulated_crossovers(make_l
     assert "<table" in shown._repr_html_()
     with pytest.raises(ValueError, match="positive number"):
         lab.prediction_vs_result({"crossover_h200": "lots"})
+    # "never" is an answer: right where the simulator finds no crossover in the batches that fit (1,024 tokens),
+    # wrong where it finds one (256 tokens), and so is a batch size where there is none
+    never = {"context": 1024, "crossover_this_machine": "never", "crossover_h200": "Never"}
+    machine, h200 = lab.prediction_vs_result(never).rows
+    assert h200.result is None and "right: no crossover" in repr(lab.prediction_vs_result(never))
+    assert machine.result is not None and "wrong: speculation stops paying near batch" in predict.verdict(machine)
+    short = lab.prediction_vs_result({"context": 256, "crossover_h200": math.inf}).rows[1]
+    assert (
+        short.result is not None
+        and predict.verdict(short) == f"wrong: speculation stops paying near batch {short.result:.3g}"
+    )
+    guessed = lab.prediction_vs_result({"context": 1024, "crossover_h200": 64}).rows[1]
+    assert '(the answer was "never")' in predict.verdict(guessed)
 
 
 def test_changing_method_workload_and_backend_changes_the_trace_data(make_lab):

@@ -58,6 +58,10 @@ def _simulated() -> dict:
         "crossovers": "; ".join(cross(c) for c in (256, 1024, 2048)),
         "short": f"{simulate.CONTEXT_LEN:,}",
         "ridge": f"{hardware.get('H200').ridge_tokens_per_step():.0f}",
+        "efficiency": (
+            f"{simulate.BANDWIDTH_EFFICIENCY * 100:.0f} % of its bandwidth and "
+            f"{simulate.COMPUTE_EFFICIENCY * 100:.0f} % of its compute"
+        ),
     }
 
 
@@ -74,18 +78,34 @@ def _flip() -> dict:
     table = sorted(flip["table"], key=lambda r: r["batch_size"])
     first, last = table[0], table[-1]
 
-    # flip.py's compute share is against a float32 GEMM peak; the engine runs bfloat16, so where the
-    # verify-step benchmark measured the bfloat16 GEMM peak of the same machine class, rescale to it
-    fp32_peak = flip["roofline"]["peak_tflops"]
-    peak, peak_dtype = fp32_peak, flip["roofline"].get("dtype", "float32")
+    # flip.py's shares are against its own probe (a float32 GEMM peak and a sum's read rate); the engine runs
+    # bfloat16, so where the verify-step benchmark's roofline probe measured the bfloat16 GEMM peak and the read
+    # rate of the same machine, both shares are rescaled to that one probe, whose ratio is the lab's CPU ridge
+    flip_peak, flip_bw = flip["roofline"]["peak_tflops"], flip["roofline"]["bandwidth_gb_s"]
+    peak, bw = flip_peak, flip_bw
+    probe_words = (
+        f"{flip_bw:.1f} GB/s of reads and {flip_peak * 1000:.0f} GFLOP/s of "
+        f"{flip['roofline'].get('dtype', 'float32')} GEMM, flip.py's own probe"
+    )
     if RIDGE_RESULT.is_file():
         probe = json.loads(RIDGE_RESULT.read_text())["roofline_probe"]
-        if probe.get("dtype") == "bfloat16":
-            peak, peak_dtype = probe["gemm_tflops"], "bfloat16"
+        if probe.get("dtype") == "bfloat16" and "read_gb_s" in probe:
+            peak, bw = probe["gemm_tflops"], probe["read_gb_s"]
+            probe_words = (
+                f"{bw:.1f} GB/s of reads and {peak * 1000:,.0f} GFLOP/s of bfloat16 GEMM, both from one roofline "
+                f"probe, `{RIDGE_RESULT.relative_to(REPO_DIR).as_posix()}`"
+            )
+    scale = {"compute_fraction": flip_peak / peak, "bandwidth_fraction": flip_bw / bw}
 
     def share(r, key):
-        value = r["none_roofline"][key] * (fp32_peak / peak if key == "compute_fraction" else 1.0)
+        value = r["none_roofline"][key] * scale[key]
         return f"{value:.1%}" if value < 0.1 else f"{value:.0%}"
+
+    # the plain step's time and what of it the weight reads take, from the recording (flip.py's bandwidth share)
+    plain = {b: why[b]["plain_ms_per_step"] for b in why}
+    read_ms_flip = first["none_roofline"]["bandwidth_fraction"] * plain[str(first["batch_size"])]
+    weights_mb = read_ms_flip * flip_bw  # ms x GB/s = MB
+    lo, hi = min(plain, key=int), max(plain, key=int)
 
     return {
         "flip_machine": _machine(flip),
@@ -94,8 +114,10 @@ def _flip() -> dict:
             "batches": f"{first['batch_size']} to {last['batch_size']}",
             "bandwidth": f"{share(first, 'bandwidth_fraction')} to {share(last, 'bandwidth_fraction')}",
             "compute": f"{share(first, 'compute_fraction')} to {share(last, 'compute_fraction')}",
-            "peak": f"{peak * 1000:.0f} GFLOP/s of {peak_dtype} GEMM",
-            "read_gb_s": f"{flip['roofline']['bandwidth_gb_s']:.1f} GB/s",
+            "probe": probe_words,
+            "weights_mb": f"{weights_mb:.0f}",
+            "read_ms": f"{weights_mb / bw:.1f}",
+            "overhead": f"{plain[lo]:.0f} ms at batch {lo}, {plain[hi]:.0f} ms at {hi}",
             "crossover": f"{flip['crossover_batch']:.1f}",
         },
         "flip_tok_s": {
@@ -125,23 +147,7 @@ def _class_load() -> dict:
     n = off["together"]["students"]
     tok_s = load["student_output_tok_s"]
     pays = load["speculation_pays"]
-    if pays["alone"] and not pays["together"]:
-        verdict = (
-            "Speculation paid for one student alone and cost every student once the class was on: the flip "
-            "you found by moving the batch slider happened with nobody touching it, as the class's load grew."
-        )
-    elif pays["alone"] and pays["together"]:
-        verdict = (
-            "Speculation still paid with the whole class on here: the class's batch stayed below the "
-            "crossover. A bigger class, or longer answers, pushes it past."
-        )
-    elif not pays["alone"] and not pays["together"]:
-        verdict = (
-            "Speculation did not pay even for one student alone here: the batch a single student's loop "
-            "puts on the server is already past this pair's crossover."
-        )
-    else:
-        verdict = "Speculation lost for one student alone and paid with the class on: look at the batches above."
+    verdict = _class_verdict(pays, tok_s)
     rows = [
         _load_row("one student, no speculation", off["alone"]),
         _load_row(f"{n} students, no speculation", off["together"]),
@@ -159,6 +165,55 @@ def _class_load() -> dict:
         "together_on": f"{tok_s['together']['on']:.1f}",
         "together_off": f"{tok_s['together']['off']:.1f}",
     }
+
+
+def _class_verdict(pays: dict, tok_s: dict) -> str:
+    """What the class runs show, hedged by the measured noise band: each case is one run."""
+    from servelab import knobs
+
+    band = knobs.noise_band()
+    ratios = {case: tok_s[case]["on"] / tok_s[case]["off"] for case in ("alone", "together")}
+    spread = " and ".join(f"{max(r, 1 / r):.2f}x" for r in ratios.values())
+    if band is not None and all(band.inside(r) for r in ratios.values()):
+        return (
+            f"{_class_reading(pays)} But each case is one run, and both differences ({spread}) are inside the noise "
+            f"band one knob setting moved by against itself on the course's machine ({band.factor:.2g}x, "
+            f"`{knobs.noise.RESULT.as_posix()}`, the knob lab's section 2): one run each cannot tell them from noise. "
+            "Repeat the runs before you lean on the class's flip."
+        )
+    if band is None:
+        return (
+            f"{_class_reading(pays)} Each case is one run ({spread}), and no noise band is recorded to read it against."
+        )
+    words = {"alone": "one student alone", "together": "the whole class"}
+    inside = [words[case] for case, r in ratios.items() if band.inside(r)]
+    return f"{_class_reading(pays)} Each case is one run ({spread}); " + (
+        f"the difference for {inside[0]} is inside the {band.factor:.2g}x noise band one knob setting moved by "
+        f"against itself (`{knobs.noise.RESULT.as_posix()}`), so one run cannot tell that one from noise."
+        if inside
+        else f"both differences are beyond the {band.factor:.2g}x noise band one knob setting moved by against "
+        f"itself (`{knobs.noise.RESULT.as_posix()}`)."
+    )
+
+
+def _class_reading(pays: dict) -> str:
+    """What the one run of each case shows, in words."""
+    if pays["alone"] and not pays["together"]:
+        return (
+            "In these runs speculation paid for one student alone and cost every student once the class was on: "
+            "the flip you found by moving the batch slider, with nobody touching it, as the class's load grew."
+        )
+    if pays["alone"] and pays["together"]:
+        return (
+            "In these runs speculation still paid with the whole class on: the class's batch stayed below the "
+            "crossover. A bigger class, or longer answers, pushes it past."
+        )
+    if not pays["alone"] and not pays["together"]:
+        return (
+            "In these runs speculation did not pay even for one student alone: the batch a single student's loop "
+            "puts on the server is already past this pair's crossover."
+        )
+    return "In these runs speculation lost for one student alone and paid with the class on: look at the batches above."
 
 
 def _load_row(label: str, run: dict) -> str:

@@ -22,13 +22,14 @@
 # comparison (the lesson's real-world rep 2).
 #
 # **What this machine shows, and what it does not.** On this CPU the engine's step is not the lesson's
-# roofline step. Measured on the course's machine ({{ flip_machine }}; `bench/results/flip-cpu.json`), the
+# roofline step. Recorded on the course's machine ({{ flip_machine }}; `bench/results/flip-cpu.json`), the
 # plain decode step of the lab's 135M-parameter model reaches only {{ flip_roofline.bandwidth }} of the
-# machine's measured read bandwidth ({{ flip_roofline.read_gb_s }}) and {{ flip_roofline.compute }} of its
-# {{ flip_roofline.peak }} peak (the dtype the engine runs in), from batch {{ flip_roofline.batches }}: the
-# model's weights are small (270 MB in bfloat16), so each step is dominated by fixed per-step work
-# (scheduling, Python, sampling), not by weight reads or arithmetic. Where this machine's speculation stops
-# paying, and why, is yours to predict and then measure; section 2 takes the cost apart. The mechanism the
+# machine's read bandwidth and {{ flip_roofline.compute }} of its compute peak, from batch
+# {{ flip_roofline.batches }} ({{ flip_roofline.probe }}). The
+# model's weights are small ({{ flip_roofline.weights_mb }} MB in bfloat16), so each step is dominated by
+# per-step and per-sequence overhead that grows with the batch ({{ flip_roofline.overhead }}; computed from
+# the recording), far above the {{ flip_roofline.read_ms }} ms of weight reads, and not by the arithmetic
+# either. Where this machine's speculation stops paying, and why, is yours to predict and then measure; section 2 takes the cost apart. The mechanism the
 # lesson teaches, weights read once per step so that extra tokens ride on the reads until the arithmetic
 # catches up, needs a model whose reads dominate the step: a GPU serving an 8B model, whose numbers this lab
 # gives as *simulated* (the GPU backends), never as measured. Section 1's verify-step benchmark shows what
@@ -79,15 +80,16 @@ print("recorded measurements:", recorded_path().name)
 # backend: where n-gram speculation with k = 4 stops paying (its throughput falls below the plain engine's)
 # on *this machine's* engine, on the copy-heavy workload; and where it stops paying on a simulated H200
 # serving Llama-3.1-8B, at a context you choose (256, 512, 1,024, 2,048, 4,096 or 8,192 tokens; the lesson's
-# step time says what the context does). Leave a value `None` if you have no guess; after the charts,
+# step time says what the context does). If you think it never stops paying (speculation pays at every batch
+# whose KV caches fit), write `"never"`. Leave a value `None` if you have no guess; after the charts,
 # `lab.prediction_vs_result(prediction)` sets each beside the result. Nothing here is graded: a prediction
 # is for finding out which part of your model of the step was off.
 
 # %% id="prediction"
 prediction = {
     "context": 1024,  # tokens per sequence for the simulated H200
-    "crossover_this_machine": None,  # batch where n-gram k=4 stops paying here
-    "crossover_h200": None,  # batch where it stops paying on the H200 at that context
+    "crossover_this_machine": None,  # batch where n-gram k=4 stops paying here, or "never"
+    "crossover_h200": None,  # batch where it stops paying on the H200 at that context, or "never"
 }
 
 # %% id="flip-lab"
@@ -95,8 +97,11 @@ lab = SpecDecodeLab()
 lab
 
 # %% [markdown] id="flip-reading"
-# **Reading the charts.** Markers are measured points; dashed lines are the roofline simulator
-# (calibrated on this machine's measured points, or a GPU's datasheet). Top left: output tokens per
+# **Reading the charts.** Filled markers joined by a line are points measured here; hollow diamonds are
+# points recorded on the course's machine (until you measure your own); a grey cross is a point measured
+# while this machine was busy, left out of the fit. Dashed lines are the roofline simulator: calibrated on
+# this machine's points, or, for a simulated GPU, its datasheet at {{ sim.efficiency }}, plus per-step
+# overheads (`servelab.simulate`). Top left: output tokens per
 # second across all requests. Top right: speedup, speculation over no speculation, with the 1.0 line and
 # the crossover batch where speculation stops paying. Bottom left: TPOT, the time per output token of one
 # request, the latency speculation improves. Bottom right: the acceptance rate of draft tokens.
@@ -180,7 +185,7 @@ print(acceptance.table(acceptance.from_records(records, hw=hardware.get("H200"))
 # speculates with k = 4 up to batch 2 and with k = 0 above. The lab sets the switch batch from the
 # measured crossover (or the simulator's, before anything is measured).
 #
-# Measured on this machine ({{ flip_machine }}; `bench/results/flip-cpu.json`): load-adaptive k does not get
+# Recorded on the course's machine ({{ flip_machine }}; `bench/results/flip-cpu.json`): load-adaptive k does not get
 # back to the baseline. At batch 1 / 8 / 64 it made {{ flip_tok_s.adaptive_tok_s }} tok/s, against
 # {{ flip_tok_s.none_tok_s }} without speculation and {{ flip_tok_s.ngram_tok_s }} with plain n-gram k = 4.
 #
@@ -335,7 +340,7 @@ lab.save_comparison(comparison)
 # %% [markdown] id="class-load"
 # **On a shared server the batch is the class's.** `servelab class servers` starts such a pair for a
 # class, and the hub hands every student its URLs. Your batch slider then sets only how many of *your*
-# requests are in flight; the server batches everybody's. Measured on this machine ({{ class_load.machine }};
+# requests are in flight; the server batches everybody's. Recorded on the course's machine ({{ class_load.machine }};
 # `bench/results/class.json`, `python bench/class.py --students {{ class_load.students }}`): simulated students each moved the
 # batch slider to {{ class_load.batch_sizes }} and measured a point at each, one student alone
 # and then {{ class_load.students }} at once, on the server without speculation and then on the one with it.

@@ -435,7 +435,8 @@ def cpu_step_html() -> str:
         f"grows {growth:.2f} ms per token up to it ({last['tokens_per_step']} tokens take "
         f"{last['step_ms'] / first['step_ms']:.2f}x the {first['tokens_per_step']}-token step's "
         f"{first['step_ms']:.0f} ms), where the ideal roofline would not grow at all. This engine's small model "
-        "spends most of each step on fixed per-step work besides (section 2), so its flip is not this ridge's."
+        "spends most of each step on per-step and per-sequence overhead that grows with the batch, far above its "
+        "weight reads (the lab's introduction and section 2), so its flip is not this ridge's."
     )
 
 

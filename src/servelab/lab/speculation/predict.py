@@ -4,6 +4,11 @@ The spec-decode lab asks for two numbers before anything is measured: the batch 
 stops paying on this machine's engine, and on a simulated H200 serving Llama-3.1-8B at a context the
 learner chooses. compare() sets them beside the measured crossover (from the points measured here or
 recorded) and the simulated one at that context, and says by how much each prediction was off.
+
+A crossover prediction may also be "never" (or "none", or math.inf): speculation pays at every batch there is.
+That is a real answer: at a long context the simulated H200 finds no crossover in the batches whose KV caches
+fit, and it is judged as right exactly there (where the result has no crossover either), and wrong where one
+is found.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from ...measure import crossover_batch
 from .points import PointBook, Settings, Simulators
 
 FIELDS = ("context", "crossover_this_machine", "crossover_h200")
+NEVER = math.inf  # a predicted crossover of "never": speculation pays at every batch looked at
+NEVER_WORDS = ("never", "none")
 
 
 @dataclass(frozen=True)
 class Row:
     what: str
-    predicted: float | None
+    predicted: float | None  # NEVER: "speculation pays at every batch"
     result: float | None  # None: speculation paid (or lost) at every batch looked at
     source: str  # where the result comes from, in words
 
@@ -33,8 +40,24 @@ def _number(prediction: dict, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"prediction[{key!r}] should be a positive number (a batch size), or None; got {value!r}.")
+        raise ValueError(f"prediction[{key!r}] should be a positive number, or None; got {value!r}.")
     return float(value)
+
+
+def _crossover(prediction: dict, key: str) -> float | None:
+    """A predicted crossover: a positive batch size, NEVER ("never", "none", math.inf), or None (no guess)."""
+    value = prediction.get(key)
+    if isinstance(value, str) and value.strip().lower() in NEVER_WORDS:
+        return NEVER
+    if isinstance(value, float) and value == math.inf:
+        return NEVER
+    try:
+        return _number(prediction, key)
+    except ValueError:
+        raise ValueError(
+            f'prediction[{key!r}] should be a positive number (a batch size), "never" (speculation pays at every '
+            f"batch), or None (no guess); got {value!r}."
+        ) from None
 
 
 def compare(prediction: dict, book: PointBook, sims: Simulators, settings: Settings | None = None) -> list[Row]:
@@ -68,7 +91,9 @@ def compare(prediction: dict, book: PointBook, sims: Simulators, settings: Setti
         at = replace(sim, context_len=context)
         simulated = at.crossover_batch(s.k, "ngram", simulate.ACCEPTANCE_RATE)
         sim_where = (
-            f"simulated (H200 datasheet, {sim.model.name} in {sim.resolved_dtype}), n-gram k={s.k}, "
+            f"simulated (the H200's datasheet at {sim.bandwidth_efficiency:.0%} of its bandwidth and "
+            f"{sim.compute_efficiency:.0%} of its compute, plus per-step overheads; {sim.model.name} in "
+            f"{sim.resolved_dtype}), n-gram k={s.k}, "
             f"a = {simulate.ACCEPTANCE_RATE:g}, context {context:,} tokens"
             + (
                 f"; speculation pays at every batch up to {at.search_limit():,.0f}"
@@ -78,21 +103,32 @@ def compare(prediction: dict, book: PointBook, sims: Simulators, settings: Setti
             )
         )
     return [
-        Row("crossover on this machine", _number(prediction, "crossover_this_machine"), measured, where),
-        Row(f"crossover on an H200 at {context:,} tokens", _number(prediction, "crossover_h200"), simulated, sim_where),
+        Row("crossover on this machine", _crossover(prediction, "crossover_this_machine"), measured, where),
+        Row(
+            f"crossover on an H200 at {context:,} tokens",
+            _crossover(prediction, "crossover_h200"),
+            simulated,
+            sim_where,
+        ),
     ]
 
 
 def _fmt(value: float | None, none: str) -> str:
-    return none if value is None else f"{value:.3g}"
+    if value is None:
+        return none
+    return "never" if value == NEVER else f"{value:.3g}"
 
 
 def verdict(row: Row) -> str:
     """How far off a prediction was: a factor, since a crossover is a batch size on a log scale."""
     if row.predicted is None:
         return "no prediction given"
+    if row.predicted == NEVER:
+        if row.result is None:
+            return "right: no crossover, speculation pays at every batch looked at"
+        return f"wrong: speculation stops paying near batch {row.result:.3g}"
     if row.result is None:
-        return "no crossover to compare with"
+        return 'no crossover: speculation pays at every batch looked at (the answer was "never")'
     factor = row.predicted / row.result
     if 1 / 1.5 <= factor <= 1.5:
         return f"close: within 1.5x ({factor:.2f}x the result)"
