@@ -358,6 +358,26 @@ def test_helm_values_are_read_as_production_stacks_chart_renders_them(tmp_path):
     assert read_config(forms.parse(text)).cache.prefix_caching is True
 
 
+def test_aibrix_stormservice_roles_are_workloads_and_kserve_llmisvc_is_named():
+    """An AIBrix StormService's roles (prefill, decode) each run vLLM in a pod template of their own; a KServe
+    LLMInferenceService whose container holds no vLLM command is named as a form servelab does not read."""
+    storm = DATA / "aibrix-stormservice-1p1d.yaml"
+    with pytest.raises(review.ReviewInputError, match=r"2 containers run vLLM here \(prefill, decode\)"):
+        forms.load(storm, deployment={"gpu": "H100"})
+    doc = forms.load(storm, select="decode", deployment={"gpu": "H100"})
+    assert (doc.data["model"], doc.data["served-model-name"], doc.vllm_version) == (
+        "/models/Qwen3-8B",
+        "qwen3-8B",
+        "0.10.0",
+    )
+    assert doc.data["deployment"]["gpus-per-node"] == 1
+    with pytest.raises(review.ReviewInputError) as info:
+        forms.load(DATA / "kserve-llmisvc-single-gpu.yaml")
+    message = str(info.value)
+    assert "not a form servelab reads: a KServe LLMInferenceService whose container states no vLLM command" in message
+    assert "kubectl get pod NAME -o yaml" in message and "It reads:" in message
+
+
 def test_manifest_without_vllm_is_refused_clearly(tmp_path):
     path = tmp_path / "web.yaml"
     path.write_text(

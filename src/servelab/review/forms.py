@@ -36,6 +36,7 @@ from .cmdline import (
     _looks_like_command,
 )
 from .manifests import (
+    NoVllmContainer,
     _from_helm,
     _from_llm_d,
     _from_manifest,
@@ -55,7 +56,8 @@ FORMS_READ = (
     "or a Ray Serve LLMConfig(...); a Ray Serve LLM config (applications: ... llm_configs); a docker "
     "compose file; a SageMaker SM_VLLM_* environment (an env file, or a model's env= in Python); a "
     "systemd unit; a Kubernetes manifest whose container runs vLLM (Deployment, StatefulSet, Pod, "
-    "LeaderWorkerSet, KServe InferenceService, AIBrix RayClusterFleet); production-stack or llm-d Helm "
+    "LeaderWorkerSet, KServe InferenceService, AIBrix RayClusterFleet or StormService); production-stack or "
+    "llm-d Helm "
     "values; a SkyPilot task"
 )
 
@@ -273,7 +275,19 @@ def parse(
     roots = [n for n in nodes if isinstance(n, yaml.MappingNode)] if nodes is not None else []
     builder = _Builder(name, base_dir, variables)
     if roots and any(_has_key(n, "apiVersion") and _has_key(n, "kind") for n in roots):
-        _from_manifest(builder, roots, select)
+        try:
+            _from_manifest(builder, roots, select)
+        except NoVllmContainer as exc:
+            if "LLMInferenceService" not in exc.kinds:
+                raise
+            raise not_a_form(
+                name,
+                "a KServe LLMInferenceService whose container states no vLLM command: KServe's controller "
+                "fills in the `vllm serve` command from its LLMInferenceServiceConfig template when it renders "
+                "the pod (the model from spec.model, extra flags from VLLM_ADDITIONAL_ARGS), so this file does not "
+                "hold it. Review the rendered pod (`kubectl get pod NAME -o yaml`), or write the command as a "
+                "`vllm serve` line",
+            ) from None
     elif roots and any(_has_key(n, "servingEngineSpec") for n in roots):
         _from_helm(builder, roots[0], select)
     elif roots and _has_key(roots[0], "modelArtifacts"):

@@ -129,7 +129,8 @@ def _seq(node: yaml.Node | None) -> list[yaml.Node]:
 
 def _pod_specs(roots: list[yaml.MappingNode]) -> list[tuple[str, Any, Any, Any]]:
     """Each workload's (name, pod spec, replicas, nodes): Deployment, StatefulSet, ReplicaSet, Job, Pod,
-    LeaderWorkerSet (nodes: the group's size), KServe InferenceService, AIBrix RayClusterFleet."""
+    LeaderWorkerSet (nodes: the group's size), KServe InferenceService and LLMInferenceService, AIBrix
+    RayClusterFleet and StormService (one workload per role, named by the role)."""
     found = []
     for root in roots:
         kind = str(_value(_get(root, "kind")) or "")
@@ -148,6 +149,14 @@ def _pod_specs(roots: list[yaml.MappingNode]) -> list[tuple[str, Any, Any, Any]]
             predictor = _get(root, "spec", "predictor")
             replicas = _value(_get(predictor, "minReplicas")) or 1
             found.append((name, predictor, replicas, 1))
+        elif kind == "StormService":  # AIBrix: each role (prefill, decode, ...) is a pod template of its own
+            for role in _seq(_get(root, "spec", "template", "spec", "roles")):
+                role_name = str(_value(_get(role, "name")) or name)
+                role_replicas = _count(_value(_get(role, "replicas")) or 1)
+                total = _count(replicas) * role_replicas if isinstance(_count(replicas), int) else role_replicas
+                found.append((role_name, _get(role, "template", "spec"), total, 1))
+        elif kind == "LLMInferenceService":  # KServe: spec.template is the pod spec
+            found.append((name, _get(root, "spec", "template"), replicas, 1))
         elif kind == "RayClusterFleet":
             cluster = _get(root, "spec", "template", "spec")
             workers = sum(
@@ -157,6 +166,14 @@ def _pod_specs(roots: list[yaml.MappingNode]) -> list[tuple[str, Any, Any, Any]]
             )
             found.append((name, _get(cluster, "headGroupSpec", "template", "spec"), replicas, 1 + workers))
     return found
+
+
+class NoVllmContainer(ReviewInputError):
+    """A manifest none of whose containers states a vLLM command or image; `kinds` are its documents' kinds."""
+
+    def __init__(self, message: str, kinds: set[str]):
+        super().__init__(message)
+        self.kinds = kinds
 
 
 def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
@@ -175,10 +192,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             )
         candidates = chosen
     if not candidates:
-        raise builder.error(
-            _line(roots[0]),
-            "no container in this manifest runs vLLM (a `vllm serve` or "
+        kinds = {str(_value(_get(r, "kind")) or "") for r in roots}
+        raise NoVllmContainer(
+            f"{builder.name}:{_line(roots[0])}: no container in this manifest runs vLLM (a `vllm serve` or "
             f"`{_API_SERVER}` command, or a vllm/vllm-openai image)",
+            kinds,
         )
     if len(candidates) > 1:
         raise builder.error(
