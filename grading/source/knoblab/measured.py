@@ -301,7 +301,7 @@ def _float32_seen(bf: dict, fp: dict) -> str:
     ratio = fp["output_tok_s"] / bf["output_tok_s"]
     said = f"Here float32 served {_f(fp['output_tok_s'])} against bfloat16's {_f(bf['output_tok_s'])} output tok/s ({ratio:.2f}x)"
     if _band().inside(ratio):
-        return said + ", within the noise band: no difference shown by one run."
+        return said + ", within the noise band: one run cannot tell it from one setting's own spread, either way."
     return (
         said
         + (", outside the noise band: slower in the wider type" if ratio < 1 else ", outside the noise band: faster")
@@ -412,8 +412,9 @@ def _spec_seen(off: dict, on: dict) -> str:
         )
     if within:
         parts.append(
-            f"These moved by less than the noise band ({band.factor:.2g}x, section 2), no difference shown by one "
-            "run: " + ", ".join(within) + "."
+            f"These moved by less than the noise band ({band.factor:.2g}x, section 2): one run cannot tell them from "
+            "one setting's own spread on that busy machine, so they are not shown either way (they may be real: "
+            "measure again, on a quieter machine): " + ", ".join(within) + "."
         )
     if n and n < 100:
         parts.append(
