@@ -358,6 +358,33 @@ def test_dotted_json_flags_and_the_o_shorthand_read_as_vllms_parser_reads_them(t
         forms.load(write(tmp_path, "serve.sh", "# deployment: {gpu: H100}\nvllm serve m --not-a-flag.x 1\n"))
 
 
+def test_a_config_file_the_command_names_is_merged_as_vllm_merges_it(tmp_path):
+    """`vllm serve M --config ${YAML_CONFIG} --tensor-parallel-size 1` (vLLM's recipe for Llama 3.3 70B FP8):
+    the YAML's keys are flags put right after the model, so the command line wins over the file."""
+    folder = DATA / "recipe-llama-3.3-config"
+    doc = forms.load(folder / "serve.sh")
+    assert {k: v for k, v in doc.data.items() if k != "deployment"} == {
+        "model": "nvidia/Llama-3.3-70B-Instruct-FP8",
+        "kv-cache-dtype": "fp8",
+        "async-scheduling": True,
+        "enable-prefix-caching": False,  # no-enable-prefix-caching: true in the file
+        "max-num-batched-tokens": 8192,
+        "tensor-parallel-size": 1,
+    }
+    assert doc.line(("kv-cache-dtype",)) == 6  # the --config line
+    text = "# deployment: {gpu: H100}\nvllm serve m --max-num-seqs 8 --config $CFG --max-num-batched-tokens 4096\n"
+    write(
+        tmp_path, "c.yaml", "max-num-seqs: 64\nmax-num-batched-tokens: 2048\nmodel: other\ndisable-log-stats: false\n"
+    )
+    merged = forms.load(write(tmp_path, "serve.sh", text), variables={"CFG": "c.yaml"})
+    assert (merged.data["model"], merged.data["max-num-seqs"], merged.data["max-num-batched-tokens"]) == ("m", 8, 4096)
+    assert "disable-log-stats" not in merged.data  # false, and the flag has no --no- form: vLLM passes nothing
+    with pytest.raises(review.ReviewInputError, match=r"serve\.sh:2: --config \$CFG: .*--var CFG=VALUE"):
+        forms.load(tmp_path / "serve.sh")
+    with pytest.raises(review.ReviewInputError, match=r"--config gone\.yaml: vLLM reads its flags from that YAML file"):
+        forms.load(tmp_path / "serve.sh", variables={"CFG": "gone.yaml"})
+
+
 def test_a_flag_newer_than_the_pinned_release_is_a_finding(tmp_path):
     """vllm/vllm-openai:v0.6.3.post1 with --speculative-config and --async-scheduling: neither flag existed yet
     (vllm_flags.INTRODUCED_AFTER), so that vLLM will not start; on 0.32.0, or a release the table says

@@ -18,7 +18,7 @@ import yaml
 
 from .. import hardware
 from . import limits, shell, vllm_flags
-from .schema import Doc, ReviewInputError
+from .schema import Doc, ReviewInputError, load_yaml
 from .serving import REVIEWED_KEYS
 
 _DEPLOYMENT_COMMENT = re.compile(r"^\s*#\s*deployment:\s*(\{.*\})\s*$")
@@ -127,7 +127,7 @@ class _Builder:
             self._resolved("model", tokens[0][0], tokens[0][1])
             self.set("model", shell.literal(tokens[0][0]), tokens[0][1])
             i = 1
-        tokens = _optimization_level(tokens)
+        tokens = self._with_config_file(_optimization_level(tokens), i)
         dotted: dict[str, tuple[dict[str, Any], int]] = {}  # flag -> (its dotted keys merged, first line)
         while i < len(tokens):
             token, line = tokens[i]
@@ -179,8 +179,7 @@ class _Builder:
             if flag.name == "config":
                 raise self.error(
                     line,
-                    "--config points at another file: review that YAML file itself "
-                    "(servelab review CONFIG.yaml), with these flags added to it",
+                    "a second --config: vLLM takes one config file (More than one config file specified!)",
                 )
             if not flag.takes_value or negated:
                 value = not negated
@@ -207,6 +206,61 @@ class _Builder:
         for name, (merged, line) in dotted.items():  # vLLM appends them after the rest, as JSON: they win
             self.data[name] = merged
             self.lines[(name,)] = line
+
+    def _with_config_file(self, tokens: list[tuple[str, int]], start: int) -> list[tuple[str, int]]:
+        """`--config FILE.yaml`, as vLLM 0.32's FlexibleArgumentParser._pull_args_from_config reads it
+        (vllm/utils/argparse_utils.py): the file's keys become flags (true: --key; false: --no-key where the
+        flag has one; a list: --key item ...; a mapping: --key JSON; else --key value), put right after the
+        model, so every flag on the command line, before --config or after it, wins over the file's. The file
+        is looked for beside the config reviewed (vLLM opens it from the server's working directory)."""
+        at = next((n for n, (t, _) in enumerate(tokens) if n >= start and re.fullmatch(r"--config(=.*)?", t)), None)
+        if at is None:
+            return tokens
+        token, line = tokens[at]
+        if "=" in token:
+            written, rest = token.partition("=")[2], tokens[at + 1 :]
+        elif at + 1 < len(tokens):
+            written, rest = tokens[at + 1][0], tokens[at + 2 :]
+        else:
+            raise self.error(line, "--config needs the YAML file it reads")
+        missing = shell.unresolved(written)
+        if missing:
+            raise self.error(line, f"--config {written}: " + shell.how_to_pass(missing, self.shell_notes))
+        path = Path(written).expanduser()
+        if not path.is_absolute() and self.base_dir is not None:
+            path = self.base_dir / path
+        if not path.is_file():
+            raise self.error(
+                line,
+                f"--config {written}: vLLM reads its flags from that YAML file, and it is not beside this config "
+                f"(looked for {path}): put the file there, or pass its path with --var NAME=PATH where the command "
+                "names it by a variable, so the review merges it as vLLM does (the command line over the file)",
+            )
+        given = load_yaml(path, "--config file").data
+        if not isinstance(given, dict):
+            raise self.error(
+                line, f"--config {written}: the file must be a YAML mapping of flags, such as max-num-seqs: 64"
+            )
+        model_given = start > 0
+        from_file: list[tuple[str, int]] = []
+        for key, value in given.items():
+            name = str(key)
+            if name.replace("_", "-") == "model" and model_given:
+                continue  # the positional model wins (vllm serve takes model_tag over --model)
+            if isinstance(value, bool):
+                flag, _ = vllm_flags.lookup(name)
+                if value:
+                    from_file.append((f"--{name}", line))
+                elif flag is not None and flag.negatable:
+                    from_file.append((f"--no-{name}", line))
+            elif isinstance(value, list):
+                if value:
+                    from_file += [(f"--{name}", line)] + [(str(item), line) for item in value]
+            elif isinstance(value, dict):
+                from_file += [(f"--{name}", line), (json.dumps(value), line)]
+            elif value is not None:
+                from_file += [(f"--{name}", line), (str(value), line)]
+        return tokens[:start] + from_file + tokens[start:at] + rest
 
     def _dotted(self, tokens: list[tuple[str, int]], i: int, dotted: dict[str, tuple[dict[str, Any], int]]) -> int:
         """`--compilation-config.pass_config.fuse_rope_kvcache=True`, `-cc.mode 3`, `--x.list+ a,b`: one key of a
