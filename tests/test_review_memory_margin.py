@@ -12,7 +12,9 @@ from servelab import review
 pytestmark = pytest.mark.unit
 
 
-def memory_finding(peak: int, util: float = 0.9, batched_tokens: int = 16384) -> review.Finding:
+def memory_finding(
+    peak: int, util: float = 0.9, batched_tokens: int = 16384, enforce_eager: bool = False
+) -> review.Finding:
     """Llama 3.1 8B on one L4: 24.15 GB x 0.9 = 21.7 GB less 16.1 GB of weights leaves 5.7 GB of KV cache."""
     config = {
         "model": "meta-llama/Llama-3.1-8B-Instruct",
@@ -20,6 +22,7 @@ def memory_finding(peak: int, util: float = 0.9, batched_tokens: int = 16384) ->
         "max-num-batched-tokens": batched_tokens,
         "max-model-len": 8192,
         "gpu-memory-utilization": util,
+        "enforce-eager": enforce_eager,
         "deployment": {"gpu": "L4", "gpus-per-node": 1, "nodes": 1},
     }
     workload = {
@@ -60,3 +63,17 @@ def test_a_setting_near_one_is_unjustified_with_room_to_lower_it(util):
 
 def test_the_ceiling_itself_is_justified():
     assert memory_finding(10, util=0.95).verdict == "justified"
+
+
+def test_a_peak_that_leaves_the_cuda_graphs_less_than_the_activations_is_unjustified():
+    """34 x 1,200 tokens x 131,072 B = 5.3 GB: 5.7 GB less 0.21 GB of activations holds it with about 0.11 GB
+    left, and vLLM 0.32 takes its CUDA graphs (measured at start by capturing them: gpu_worker's
+    determine_available_memory subtracts profile_cudagraph_memory) from that too: the bound is stated, not
+    assumed. Eager, no graphs are captured and the same peak fits."""
+    finding = memory_finding(34, batched_tokens=2048)
+    assert finding.verdict == "unjustified"
+    assert "only if the CUDA graphs vLLM captures at start take under 0.11 GB" in finding.reason
+    assert "'CUDA graph pool memory'" in finding.fix
+    assert memory_finding(34, batched_tokens=2048, enforce_eager=True).verdict == "justified"
+    roomy = memory_finding(30, batched_tokens=2048)  # more room after the activations than they take
+    assert roomy.verdict == "justified" and "the CUDA graphs vLLM captures at start come out of the" in roomy.reason

@@ -347,9 +347,37 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
             + _or(memory_savers(cfg)[1:] + ["more GPUs per replica", "more replicas"])
         )
         return Finding("gpu_memory_utilization", "unjustified", reason, arithmetic, fix + ".", setting)
+    # vLLM 0.32 also takes its CUDA graphs out of the KV cache budget: determine_available_memory
+    # (vllm/v1/worker/gpu_worker.py) sets available_kv_cache_memory_bytes = requested_memory -
+    # non_kv_cache_memory - cudagraph_memory_estimate, the estimate measured by capturing the first graphs
+    # of each mode at start (GPUModelRunner.profile_cudagraph_memory, gpu_model_runner.py;
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default). servelab cannot capture them, so it states
+    # the bound: the peak fits if they take under what is left. A graph's pool holds the activations of its
+    # batch, at most 512 tokens by default (max_cudagraph_capture_size), a slice of the profile run's: where
+    # what is left is under the profile run's activations, the graphs may well not fit, and nothing cited
+    # says they do.
+    spare = f.kv_budget_gb - margin_gb - f.kv_gb_peak
+    if not cfg.model_config.enforce_eager and spare < margin_gb:
+        reason = (
+            f"the KV cache left after the profile run's activations, about {gb(f.kv_budget_gb - margin_gb)}, holds "
+            f"the peak's {gb(f.kv_gb_peak)} only if the CUDA graphs vLLM captures at start take under "
+            f"{gb(max(spare, 0))}: vLLM takes them from the same budget, servelab cannot measure them, and the "
+            "room left is under the activations themselves, so nothing shows the peak fits."
+        )
+        fix = (
+            f"cite the server's start log at this setting (its 'Available KV cache memory' and 'CUDA graph pool "
+            f"memory' lines) showing at least {gb(f.kv_gb_peak)} of KV cache, or "
+            + _fit_fix(cfg, (f.rank_weight_gb + f.kv_gb_peak + 2 * margin_gb) / total)
+        )
+        return Finding("gpu_memory_utilization", "unjustified", reason, arithmetic, fix + ".", setting)
+    bound = (
+        f"; the CUDA graphs vLLM captures at start come out of the {gb(spare)} left"
+        if not cfg.model_config.enforce_eager
+        else ""
+    )
     reason = (
         f"gpu-memory-utilization {u} leaves {gb(f.kv_budget_gb)} of KV cache, enough for the peak's {gb(f.kv_gb_peak)} "
-        f"with the profile run's activations (about {gb(margin_gb)}) set aside."
+        f"with the profile run's activations (about {gb(margin_gb)}) set aside{bound}."
     )
     return Finding("gpu_memory_utilization", "justified", reason, arithmetic, "none.", setting)
 
