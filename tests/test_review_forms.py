@@ -329,6 +329,12 @@ def test_removed_flags_by_release():
     assert vllm_flags.removed_by("device", "0.10.0") is None  # its release is not on record
     assert vllm_flags.removed_by("device", "0.32.0") is True
     assert vllm_flags.release_key("0.6.6.post1") == (0, 6, 6)
+    # a release known to still have a flag whose removing release is not on record (vllm_flags.STILL_IN)
+    assert vllm_flags.removed_by("num-scheduler-steps", "0.9.2") is False
+    assert vllm_flags.removed_by("num-scheduler-steps", "0.10.2") is None
+    assert vllm_flags.removed_by("use-v2-block-manager", "0.6.3.post1") is False
+    assert set(vllm_flags.STILL_IN) <= set(vllm_flags.REMOVAL_TABLE)
+    assert all(vllm_flags.REMOVAL_TABLE[n][0] is None for n in vllm_flags.STILL_IN)
 
 
 def test_dotted_json_flags_and_the_o_shorthand_read_as_vllms_parser_reads_them(tmp_path):

@@ -47,7 +47,8 @@ REMOVAL_TABLE: dict[str, tuple[str | None, str, bool, str]] = {
         None,
         "delete it: block manager v2 became the only one (deprecated by vLLM PR #8704)",
         False,
-        _PARSER + "; deprecated by vllm-project/vllm PR #8704",
+        _PARSER + "; deprecated by vllm-project/vllm PR #8704; still listed in vLLM 0.6.3.post1's engine "
+        "arguments (docs.vllm.ai/en/v0.6.3.post1/models/engine_args.html)",
     ),
     "disable-log-requests": (
         "0.12.0",
@@ -64,7 +65,14 @@ REMOVAL_TABLE: dict[str, tuple[str | None, str, bool, str]] = {
         "EngineArgs has swap_space through 0.17.1 and not from 0.18.0 (every release from 0.15.0 to "
         "0.29.0 installed and inspected: unslothai/unsloth-zoo issue #1210)",
     ),
-    "num-scheduler-steps": (None, "delete it: the V1 engine has no multi-step scheduling", True, _PARSER),
+    "num-scheduler-steps": (
+        None,
+        "delete it: the V1 engine has no multi-step scheduling",
+        True,
+        _PARSER + "; its arguments removed by vllm-project/vllm PR #22779 (2025-08-13, after PR #22138 removed "
+        "multi-step scheduling on 2025-08-03), after vLLM 0.9.2 was out (vllm-project/vllm-ascend PR #1820, "
+        "2025-07-16, tested on it); the first release without it is not on record",
+    ),
     "max-seq-len-to-capture": (None, "use max-cudagraph-capture-size", True, _PARSER),
     "guided-decoding-backend": (None, "use structured-outputs-config", True, _PARSER),
     "preemption-mode": (None, "delete it: the V1 engine always recomputes", True, _PARSER),
@@ -141,6 +149,14 @@ def lacked_by(name: str, judged: str) -> str | None:
     return source if release_key(judged) <= release_key(last_without) else None
 
 
+# Removed flags whose removing release is not on record, but a release known to still have them is: a config
+# judged as that release or an older one still starts with the flag. (the newest release on record with it;
+# the source is in REMOVAL_TABLE's entry.)
+STILL_IN: dict[str, str] = {
+    "use-v2-block-manager": "0.6.3.post1",
+    "num-scheduler-steps": "0.9.2",
+}
+
 # The older view: (release in words, what instead, takes a value).
 REMOVED = {
     name: (release or "before 0.32.0", instead, takes) for name, (release, instead, takes, _) in REMOVAL_TABLE.items()
@@ -182,6 +198,8 @@ def removed_by(name: str, judged: str) -> bool | None:
     release = REMOVAL_TABLE[name][0]
     if release is not None:
         return release_key(judged) >= release_key(release)
+    if name in STILL_IN and release_key(judged) <= release_key(STILL_IN[name]):
+        return False
     return True if release_key(judged) >= release_key(version()) else None
 
 
