@@ -348,10 +348,10 @@ def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts)
         )
         return Finding("gpu_memory_utilization", "unjustified", reason, arithmetic, fix + ".", setting)
     # vLLM 0.32 also takes its CUDA graphs out of the KV cache budget: determine_available_memory
-    # (vllm/v1/worker/gpu_worker.py) sets available_kv_cache_memory_bytes = requested_memory -
-    # non_kv_cache_memory - cudagraph_memory_estimate, the estimate measured by capturing the first graphs
-    # of each mode at start (GPUModelRunner.profile_cudagraph_memory, gpu_model_runner.py;
-    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default). servelab cannot capture them, so it states
+    # (vllm/v1/worker/gpu_worker.py, lines 695-743 of the installed 0.32.0) sets available_kv_cache_memory_bytes
+    # = requested_memory - non_kv_cache_memory - cudagraph_memory_estimate, the estimate measured by capturing
+    # the first two graphs of each mode at start (GPUModelRunner.profile_cudagraph_memory, gpu_model_runner.py
+    # from line 6333; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default, vllm/envs.py). servelab cannot capture them, so it states
     # the bound: the peak fits if they take under what is left. A graph's pool holds the activations of its
     # batch, at most 512 tokens by default (max_cudagraph_capture_size), a slice of the profile run's: where
     # what is left is under the profile run's activations, the graphs may well not fit, and nothing cited
