@@ -220,6 +220,15 @@ def test_python_environment_reads_take_var_then_default(tmp_path):
     assert cfg(write(tmp_path, "a.py", text), variables={"LEN": "2048"}).model_config.max_model_len == 2048
 
 
+def test_int_of_an_environment_read_takes_var_then_default(tmp_path):
+    """tensor_parallel_size=int(os.environ.get("TP", "1")): the default, or --var TP=2, converted as Python does."""
+    path = DATA / "python-int-of-environ.py"
+    assert cfg(path).parallel.tensor_parallel_size == 1
+    assert cfg(path, variables={"TP": "2"}).parallel.tensor_parallel_size == 2
+    with pytest.raises(review.ReviewInputError, match=r"int\('two'\) fails in Python"):
+        forms.load(path, variables={"TP": "two"})
+
+
 def test_two_engines_in_one_script_ask_for_select(tmp_path):
     text = "# deployment: {gpu: H100}\nfrom vllm import LLM\na = LLM(model='Qwen/Qwen3-8B')\nb = LLM(model='Qwen/Qwen3-32B')\n"
     with pytest.raises(review.ReviewInputError, match="2 vLLM engines are built here .*--select LINE"):

@@ -6,7 +6,7 @@ each read without running anything and handed to forms.py as vLLM's own argument
   engine_kwargs=..., accelerator_type=...)`, served with `build_openai_app`). The script is
   parsed with `ast` and never imported: a value is read only when it is a literal, a name the
   module binds once to a literal, `dict(...)` of literals, or `os.environ.get("NAME", default)`
-  (`--var NAME=VALUE`, else the default); anything else is refused by name where a reviewed
+  (`--var NAME=VALUE`, else the default), or `int(...)`, `float(...)`, `str(...)` of those; anything else is refused by name where a reviewed
   knob needs it. Ray Serve LLM's fields are those of `ray.serve.llm.LLMConfig`: the model is
   `model_loading_config.model_source` (else `model_id`), `engine_kwargs` are vLLM's engine
   arguments, `accelerator_type` the GPU (docs.ray.io, "Serving LLMs", Ray 2.4x);
@@ -69,6 +69,25 @@ _SAGEMAKER_PREFIX = "SM_VLLM_"
 
 class NoEngine(ReviewInputError):
     """A Python script that builds no engine: forms.py refuses it as a form it does not read."""
+
+
+_CONVERSIONS = ("int", "float", "str", "bool")
+
+
+def _convert(node: ast.Call, called: str, value: Any) -> Any:
+    """int(...), float(...), str(...) of a value the reviewer read (an environment variable's text, mostly:
+    int(os.environ.get("TP", "1"))), as Python converts it; bool of text is refused: bool("0") is True,
+    which is seldom what the script meant, so the reviewer does not guess."""
+    if called == "str" and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    if called in ("int", "float") and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        try:
+            return int(value) if called == "int" else float(value)
+        except ValueError:
+            raise _NotLiteral(node, f"{called}({value!r}) fails in Python") from None
+    if called == "bool" and isinstance(value, (bool, int)):
+        return bool(value)
+    raise _NotLiteral(node, f"{called}() of {value!r}")
 
 
 class _NotLiteral(Exception):
@@ -186,7 +205,8 @@ def _refusal(key: str, exc: _NotLiteral) -> str:
     why = f" ({exc.why})" if exc.why else ""
     return (
         f"{key}={shown}: the reviewer reads a Python script without running it, so it evaluates only "
-        f"literals, names bound once to a literal, dict(...) and os.environ.get(NAME, default){why}: "
+        f"literals, names bound once to a literal, dict(...), os.environ.get(NAME, default) and int/float/str of "
+        f"those{why}: "
         "write the value deployed, or pass it with --var NAME=VALUE where the script reads it from the environment"
     )
 
@@ -265,6 +285,8 @@ class _Scope:
             env = self._environment(node, depth)
             if env is not None:
                 return env
+            if called in _CONVERSIONS and len(node.args) == 1 and not node.keywords:
+                return _convert(node, called, self._eval(node.args[0], depth + 1))
         raise _NotLiteral(node)
 
     def _environment(self, node: ast.Call, depth: int) -> Any:
