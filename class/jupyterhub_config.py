@@ -13,7 +13,13 @@ from pathlib import Path
 
 from servelab.classroom import limits
 from servelab.classroom import servers as class_servers
-from servelab.classroom.hub import ClassSettings, lab_environment, single_user_command
+from servelab.classroom.hub import (
+    CULL_IDLE_DEFAULT_S,
+    CULL_MAX_AGE_DEFAULT_S,
+    ClassSettings,
+    lab_environment,
+    single_user_command,
+)
 from servelab.paths import REPO_DIR
 
 c = get_config()  # noqa: F821 - provided by JupyterHub when it loads this file
@@ -52,11 +58,21 @@ c.Spawner.http_timeout = 180
 c.Spawner.env_keep = ["PATH", "PYTHONPATH", "LANG", "LC_ALL"]  # each user's own cache: see lab_environment
 
 # Idle servers stopped by jupyterhub-idle-culler, a hub service with only the scopes it needs (its README).
-CULL_IDLE_S = int(os.environ.get("SERVELAB_CULL_IDLE_S", "3600"))
+# Activity is reported by the user's own server (its token may post any last_activity the hub accepts),
+# so it is not trusted alone: --max-age stops every server that old, active or not.
+CULL_IDLE_S = int(os.environ.get("SERVELAB_CULL_IDLE_S", str(CULL_IDLE_DEFAULT_S)))
+CULL_MAX_AGE_S = int(os.environ.get("SERVELAB_CULL_MAX_AGE_S", str(CULL_MAX_AGE_DEFAULT_S)))
 c.JupyterHub.services = [
     {
         "name": "idle-culler",
-        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={CULL_IDLE_S}", "--cull-every=300"],
+        "command": [
+            sys.executable,
+            "-m",
+            "jupyterhub_idle_culler",
+            f"--timeout={CULL_IDLE_S}",
+            f"--max-age={CULL_MAX_AGE_S}",
+            "--cull-every=300",
+        ],
     }
 ]
 c.JupyterHub.load_roles = [

@@ -511,6 +511,20 @@ def test_same_single_user_server():
     )  # the local hub's groups are its roster; the cluster's, the provider's
 
 
+def test_every_server_is_stopped_after_a_school_day_whatever_activity_it_reports():
+    """The culler's idle timeout trusts activity the user's own server reports; --max-age does not."""
+    import sys
+
+    from servelab.classroom import hub
+
+    local_hub = (REPO / "class" / "jupyterhub_config.py").read_text()
+    assert 'f"--max-age={CULL_MAX_AGE_S}"' in local_hub
+    assert hub.CULL_MAX_AGE_DEFAULT_S == 8 * 3600 and hub.CULL_IDLE_DEFAULT_S == 3600
+    assert VALUES["cull"] == {"enabled": True, "timeout": 3600, "every": 300, "maxAge": hub.CULL_MAX_AGE_DEFAULT_S}
+    helped = subprocess.run([sys.executable, "-m", "jupyterhub_idle_culler", "--help"], capture_output=True, text=True)
+    assert "--max-age" in helped.stdout + helped.stderr
+
+
 def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     """lay_out() writes each role's files from the same functions the values are checked against."""
     from servelab.classroom import hub

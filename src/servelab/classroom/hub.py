@@ -63,6 +63,10 @@ HUB_PORT = 8000
 DEFAULT_STATE = Path("/var/lib/servelab-class")
 CHECKOUT_GROUP = "servelab-instructors"  # who may read the checkout while a class runs
 START_TIMEOUT_S = 180  # until the hub answers; a cold hub on 2 busy cores takes 5 to 20 s
+CULL_IDLE_DEFAULT_S = 3600  # jupyterhub-idle-culler --timeout (SERVELAB_CULL_IDLE_S; z2jh cull.timeout)
+# --max-age (SERVELAB_CULL_MAX_AGE_S; z2jh cull.maxAge): a server is stopped this long after it started, whatever
+# activity it reports (its own token may post a last_activity ahead of the clock); a school day
+CULL_MAX_AGE_DEFAULT_S = 8 * 3600
 STUDENT_EXTENSIONS = ("assignment_list", "validate_assignment")
 INSTRUCTOR_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
 ALL_EXTENSIONS = ("assignment_list", "validate_assignment", "formgrader", "course_list")
