@@ -220,6 +220,13 @@ def test_python_environment_reads_take_var_then_default(tmp_path):
     assert cfg(write(tmp_path, "a.py", text), variables={"LEN": "2048"}).model_config.max_model_len == 2048
 
 
+def test_a_sagemaker_models_deploy_call_gives_its_instance():
+    """model = Model(image_uri=..., env={SM_VLLM_*}); model.deploy(instance_type="ml.g6e.xlarge"): one L40S."""
+    c = cfg(DATA / "sagemaker-model-deploy.py")
+    assert (c.deployment.hardware.name, c.deployment.gpus_per_node, c.scheduler.max_num_seqs) == ("L40S", 1, 128)
+    assert c.doc.line(("deployment", "gpu")) == 18
+
+
 def test_int_of_an_environment_read_takes_var_then_default(tmp_path):
     """tensor_parallel_size=int(os.environ.get("TP", "1")): the default, or --var TP=2, converted as Python does."""
     path = DATA / "python-int-of-environ.py"

@@ -156,7 +156,16 @@ def read_python(name: str, text: str, variables: dict[str, str], select: str | N
     called, node = calls[0]
     if called == "SageMaker":
         env_node = _sagemaker_env(node, scope)
-        return _sagemaker_from_dict(name, env_node, scope, node)
+        reading = _sagemaker_from_dict(name, env_node, scope, node)
+        deploy = _deploy_call(tree, node)  # the SDK's model.deploy(instance_type="ml.g6e.xlarge", ...)
+        if deploy is not None and "gpu-name" not in reading.deployment:
+            for kw in deploy.keywords:
+                if kw.arg == "instance_type":
+                    try:
+                        _instance(reading, str(scope.value(kw.value, kw.arg, name)), kw.value.lineno)
+                    except ReviewInputError:
+                        pass
+        return reading
     if called in _RAY_CALLS:
         values = {kw.arg: kw.value for kw in node.keywords if kw.arg}
         reading = Reading(form="Ray Serve LLM app (LLMConfig)")
@@ -418,6 +427,24 @@ def _sagemaker_env(node: ast.Call, scope: _Scope) -> ast.AST | None:
                 target = scope.bound[target.id]
             if isinstance(target, ast.Dict) and _has_sagemaker_key(target):
                 return target
+    return None
+
+
+def _deploy_call(tree: ast.AST, model_call: ast.Call) -> ast.Call | None:
+    """The `.deploy(...)` of a SageMaker model: `Model(...).deploy(...)`, or `m = Model(...)` then
+    `m.deploy(...)` (the SDK's Model.deploy takes instance_type, the instance that runs the container)."""
+    names = {
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and node.value is model_call
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "deploy":
+            owner = node.func.value
+            if owner is model_call or (isinstance(owner, ast.Name) and owner.id in names):
+                return node
     return None
 
 
