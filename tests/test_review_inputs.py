@@ -404,6 +404,12 @@ def test_kv_cache_dtype_fp8_is_a_quantization_that_needs_accuracy():
     q = report.finding("quantization")
     assert q.verdict == "unjustified" and "kv-cache-dtype fp8" in q.reason
     assert "65,536 B per token" in q.evidence  # half of bf16's 131,072
+    # max-num-seqs left to the H100's default 1,024: the fix names the peak's batch (16), not the cap
+    uncapped = review.review(
+        {k: v for k, v in BASE.items() if k != "max-num-seqs"} | {"kv-cache-dtype": "fp8"}, WORKLOAD
+    )
+    assert "at the peak's batch of 16" in uncapped.finding("quantization").fix
+    assert "1024" not in uncapped.finding("quantization").fix
     measured = {
         **WORKLOAD,
         "slo": {**WORKLOAD["slo"], "max-accuracy-drop": 1},

@@ -86,7 +86,7 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
             )
             fix = (
                 f"serve {cfg.model_config.dtype} weights ({gb(bf16_gb)}) or try an 8-bit scheme (fp8), "
-                f"measuring accuracy on {task} at batch {cfg.scheduler.max_num_seqs}."
+                f"measuring accuracy on {task} at the peak's batch of {f.running_batch_peak}."
             )
             return Finding("quantization", "wrong", reason, evidence, fix, setting)
         limit = f", within the {_points(tolerance)} tolerated" if tolerance is not None else ""
@@ -110,12 +110,12 @@ def check_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Findin
         reason = f"{q} scores a measured {fmt(worst)}% on {task}, above the {fmt(floor)}% required."
         return Finding("quantization", "justified", reason, evidence, "none.", setting)
 
-    reason = (
-        f"{what} was adopted without a measured accuracy impact on {task} at batch {cfg.scheduler.max_num_seqs}"
-        + (" (the numbers cited were measured elsewhere)." if set_aside else ".")
+    reason = f"{what} was adopted without a measured accuracy impact on {task}" + (
+        " (the numbers cited were measured elsewhere)." if set_aside else "."
     )
     fix = (
-        f"measure task accuracy on {task} with {q} and with {cfg.model_config.dtype} weights at batch {cfg.scheduler.max_num_seqs}, "
+        f"measure task accuracy on {task} with {q} and with {cfg.model_config.dtype} weights at the peak's batch "
+        f"of {f.running_batch_peak}, "
         "cite the drop, and state the drop the task tolerates (slo.max-accuracy-drop)."
     )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
@@ -203,7 +203,8 @@ def _check_kv_quantization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Fi
         + (" (the numbers cited were measured elsewhere)." if set_aside else ".")
     )
     fix = (
-        f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at batch {cfg.scheduler.max_num_seqs}, cite "
+        f"measure accuracy on {task} with kv-cache-dtype {kv} and with auto at the peak's batch of "
+        f"{f.running_batch_peak}, cite "
         "both, and state the drop the task tolerates (slo.max-accuracy-drop); or set kv-cache-dtype auto."
     )
     return Finding("quantization", "unjustified", reason, evidence, fix, setting)
