@@ -39,6 +39,7 @@ import json
 import os
 import pwd
 import re
+import shutil
 import stat
 import zipfile
 from dataclasses import dataclass
@@ -392,35 +393,68 @@ def copy_tree(src: str | Path, dest: str | Path) -> list[str]:
     folder swapped for a link between the listing and the descent is refused, and
     a deep tree never makes a path too long.
     """
-    src, dest = Path(src), Path(dest)
+    return _walk(src, dest, strict=False)[0]
+
+
+def copy_hand_in(src: str | Path, dest: str | Path | None) -> tuple[list[str], datetime.datetime]:
+    """`copy_tree` for an exchange hand-in, and the latest ctime of exactly what it copied.
+
+    The time is the latest ctime of every folder and file the walk took, each looked at
+    as it was copied (a file after it was read too, so a write during the copy counts);
+    nothing is taken whose time was not looked at. A hand-in past a cap (the names in a
+    folder, the files, the bytes, the depth) is Refused whole, never copied in part.
+    With `dest` None, the same walk reads and copies nothing out (the time a copy would have).
+    """
+    left_out, latest = _walk(src, dest, strict=True)
+    return left_out, datetime.datetime.fromtimestamp(latest / 1e9, datetime.timezone.utc)
+
+
+def _walk(src: str | Path, dest: str | Path | None, strict: bool) -> tuple[list[str], int]:
+    src = Path(src)
     try:
         top = os.open(src, _DIR_FLAGS)
-    except OSError:
+    except OSError as opening:
         try:
-            kind = _kind(os.lstat(src).st_mode)
+            mode = os.lstat(src).st_mode
         except OSError as exc:
-            kind = f"not readable ({exc.strerror})"
-        raise Refused(f"{shown(src.name)} is {kind}, not a hand-in folder") from None
-    dest.mkdir(parents=True, exist_ok=True)
+            raise Refused(f"{shown(src.name)} is not readable ({exc.strerror}), not a hand-in folder") from None
+        if stat.S_ISDIR(mode):  # a folder its student closed (chmod 700): theirs to hand in again
+            raise Refused(
+                f"{shown(src.name)} could not be opened ({opening.strerror}): hand in again, without changing "
+                "the hand-in's permissions"
+            ) from None
+        raise Refused(f"{shown(src.name)} is {_kind(mode)}, not a hand-in folder") from None
     left_out: list[str] = []
-    budget = {"files": 0, "bytes": 0}
+    budget = {"files": 0, "bytes": 0, "latest": 0}
     try:
-        out = os.open(dest, _DIR_FLAGS)
-        try:
-            _copy_folder(top, out, "", 0, budget, left_out)
-        finally:
-            os.close(out)
+        if dest is None:
+            _copy_folder(top, None, "", 0, budget, left_out, strict)
+        else:
+            Path(dest).mkdir(parents=True, exist_ok=True)
+            out = os.open(dest, _DIR_FLAGS)
+            try:
+                _copy_folder(top, out, "", 0, budget, left_out, strict)
+            finally:
+                os.close(out)
     finally:
         os.close(top)
-    return left_out
+    return left_out, budget["latest"]
 
 
-def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, left_out: list[str]) -> None:
+def _copy_folder(
+    src_fd: int, dest_fd: int | None, rel: str, depth: int, budget: dict, left_out: list[str], strict: bool
+) -> None:
+    def over(why: str) -> None:
+        if strict:
+            raise Refused(f"{why}: a hand-in past the class's caps is not collected; hand in the notebook alone")
+        left_out.append(why)
+
+    budget["latest"] = max(budget["latest"], os.fstat(src_fd).st_ctime_ns)
     names: list[str] = []
     with os.scandir(src_fd) as listing:
         for entry in listing:
             if len(names) == MAX_FOLDER_ENTRIES:
-                left_out.append(
+                over(
                     f"{shown(rel or '.')}: more than {MAX_FOLDER_ENTRIES:,} names in one folder; "
                     "the rest were not looked at"
                 )
@@ -432,13 +466,14 @@ def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, 
             left_out.append(f"{shown(path)}: a file name outside {NAME_RULE.split(',')[0]}, '.', '-'")
             continue
         try:
-            mode = os.stat(name, dir_fd=src_fd, follow_symlinks=False).st_mode
+            looked = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
         except OSError as exc:
             left_out.append(f"{shown(path)}: it could not be looked at ({exc.strerror})")
             continue
+        mode = looked.st_mode
         if stat.S_ISDIR(mode):
             if depth >= MAX_TREE_DEPTH:
-                left_out.append(f"{shown(path)}: folders nested more than {MAX_TREE_DEPTH} deep in one hand-in")
+                over(f"{shown(path)}: folders nested more than {MAX_TREE_DEPTH} deep in one hand-in")
                 continue
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=src_fd)
@@ -446,32 +481,43 @@ def _copy_folder(src_fd: int, dest_fd: int, rel: str, depth: int, budget: dict, 
                 left_out.append(f"{shown(path)}: it changed while it was being copied ({exc.strerror})")
                 continue
             try:
+                if dest_fd is None:
+                    _copy_folder(child, None, path, depth + 1, budget, left_out, strict)
+                    continue
                 os.mkdir(name, dir_fd=dest_fd)
                 made = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
                 try:
-                    _copy_folder(child, made, path, depth + 1, budget, left_out)
+                    _copy_folder(child, made, path, depth + 1, budget, left_out, strict)
                 finally:
                     os.close(made)
             finally:
                 os.close(child)
             continue
         if budget["files"] >= MAX_TREE_FILES:  # counted before opening, so empty files cost nothing
-            left_out.append(f"{shown(path)}: more than {MAX_TREE_FILES} files in one hand-in")
+            over(f"{shown(path)}: more than {MAX_TREE_FILES} files in one hand-in")
             continue
         room = MAX_TREE_BYTES - budget["bytes"]
         if room <= 0:
-            left_out.append(f"{shown(path)}: past {MAX_TREE_BYTES:,} bytes in one hand-in")
+            over(f"{shown(path)}: past {MAX_TREE_BYTES:,} bytes in one hand-in")
             continue
         budget["files"] += 1
         try:
             data = read_regular(name, min(MAX_NOTEBOOK_BYTES, room), dir_fd=src_fd)
+            after = os.stat(name, dir_fd=src_fd, follow_symlinks=False)  # a write while it was read counts
         except Refused as exc:
             left_out.append(f"{shown(path)}: {exc}")
             continue
+        except OSError as exc:
+            left_out.append(f"{shown(path)}: it changed while it was being copied ({exc.strerror})")
+            continue
+        budget["latest"] = max(budget["latest"], looked.st_ctime_ns, after.st_ctime_ns)
         budget["bytes"] += len(data)
+        if dest_fd is None:
+            continue
         target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dest_fd)
         with os.fdopen(target, "wb") as f:
             f.write(data)
+    budget["latest"] = max(budget["latest"], os.fstat(src_fd).st_ctime_ns)  # a name added or taken meanwhile
 
 
 class SafeExchangeCollect(ExchangeCollect):
@@ -489,10 +535,12 @@ class SafeExchangeCollect(ExchangeCollect):
       and collects it), unless `CollectApp.check_owner` is off (hand-ins copied in by root).
     - the class hub's (servelab.classroom.exchange: `inbound/<student>/<hand-in>/`, each
       student's folder theirs alone): the student is the verified owner of the folder and
-      of the hand-in, and the time is the latest ctime in the hand-in, which no user can set
-      back; the name's time and the hand-in's timestamp.txt are the student's and are
-      ignored (the collected timestamp.txt says the file system's time). A hand-in named
-      for another student is refused with a flag.
+      of the hand-in, and the time is the latest ctime of exactly what is copied (folders
+      included: `copy_hand_in`), which no user can set back; the name's time and the
+      hand-in's timestamp.txt are the student's and are ignored (the collected timestamp.txt
+      says the file system's time, in nbgrader's own format, so `collect --update` compares
+      it). A hand-in named for another student, one past the caps, or one that cannot be
+      read or copied is refused with a flag, and the rest of the class is collected.
 
     Every refusal is logged and appended to REFUSALS in the course directory, one JSON
     object a line: the assignment, the hand-in, whom it claims, who owns it, why.
@@ -608,7 +656,11 @@ class SafeExchangeCollect(ExchangeCollect):
                 if len(parts) not in (3, 4) or parts[1] != self.coursedir.assignment_id:
                     continue  # another assignment's hand-in, or not a hand-in at all
                 name = f"{student}/{entry.name}"
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    self._refuse(name, student, student, f"it could not be looked at ({exc.strerror})")
+                    continue
                 if parts[0] != student:
                     self._refuse(name, parts[0], student, "handed in under another student's name")
                     continue
@@ -619,10 +671,19 @@ class SafeExchangeCollect(ExchangeCollect):
                     self.log.error("Not collected from %s: %s is %s", shown(student), shown(name), _kind(st.st_mode))
                     continue
                 src = os.path.join(self.inbound_path, name)
-                timestamp = _latest_change(src)
-                self._server_time[src] = timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z")
-                records.append({"username": student, "filename": name, "timestamp": timestamp})
+                try:  # the walk the copy makes, copying nothing: its time, or why it is not taken
+                    _, when = copy_hand_in(src, None)
+                except (Refused, OSError) as exc:
+                    self._refuse(name, student, student, _why(exc))
+                    continue
+                self._server_time[src] = self._stamp(when)
+                records.append({"username": student, "filename": name, "timestamp": parse_utc(when)})
         return records
+
+    def _stamp(self, when: datetime.datetime) -> str:
+        """A time as nbgrader writes a hand-in's timestamp.txt (Exchange.timestamp_format) and reads it back
+        (parse_utc, naive UTC), so `collect --update` and the due date compare it with nbgrader's own."""
+        return when.astimezone(datetime.timezone.utc).strftime(self.timestamp_format)
 
     def _refuse(self, hand_in: str, claims: str, owner: str, reason: str) -> None:
         self.log.error(
@@ -649,17 +710,37 @@ class SafeExchangeCollect(ExchangeCollect):
         with open(os.path.join(self.coursedir.root, self.REFUSALS), "a") as f:
             for refusal in self._refusals:
                 f.write(json.dumps(refusal) + "\n")
+        self._refusals = []
 
     def do_copy(self, src, dest, log=None):
-        for why in copy_tree(src, dest):
-            self.log.warning("Not collected from %s: %s", shown(os.path.basename(src)), why)
-        when = getattr(self, "_server_time", {}).get(src)
-        if when is not None:  # the file system's time, over whatever the student wrote there
-            stamp = os.path.join(dest, "timestamp.txt")
-            if os.path.lexists(stamp):
-                os.unlink(stamp)
-            with open(stamp, "x") as f:
-                f.write(when)
+        """One hand-in copied; whatever fails in it is a refusal with a flag, and the class goes on."""
+        hub_layout = src in getattr(self, "_server_time", {})
+        try:
+            if hub_layout:  # the time is that of exactly what was copied, over whatever the student wrote there
+                left_out, when = copy_hand_in(src, dest)
+            else:
+                left_out, when = copy_tree(src, dest), None
+            for why in left_out:
+                self.log.warning("Not collected from %s: %s", shown(os.path.basename(src)), why)
+            if when is not None:
+                stamp = os.path.join(dest, "timestamp.txt")
+                if os.path.lexists(stamp):
+                    os.unlink(stamp)
+                with open(stamp, "x") as f:
+                    f.write(self._stamp(when))
+        except (Refused, OSError) as exc:
+            shutil.rmtree(dest, ignore_errors=True)
+            name = os.path.relpath(src, self.inbound_path)
+            student = name.split("/", 1)[0].split("+", 1)[0]
+            self._refusals = getattr(self, "_refusals", [])
+            self._refuse(name, student, student, _why(exc))
+            self._write_refusals()
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, Refused):
+        return str(exc)
+    return f"it could not be copied ({getattr(exc, 'strerror', None) or exc})"
 
 
 def _owner(st: os.stat_result) -> str:
@@ -667,19 +748,3 @@ def _owner(st: os.stat_result) -> str:
         return pwd.getpwuid(st.st_uid).pw_name
     except KeyError:
         return f"uid {st.st_uid}"
-
-
-def _latest_change(top: str) -> datetime.datetime:
-    """The latest ctime of a hand-in folder and everything in it, links not followed (bounded as copy_tree)."""
-    latest = os.stat(top, follow_symlinks=False).st_ctime_ns
-    seen = 0
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            seen += 1
-            if seen > MAX_TREE_FILES * 10:
-                break
-            try:
-                latest = max(latest, os.stat(os.path.join(folder, name), follow_symlinks=False).st_ctime_ns)
-            except OSError:
-                pass
-    return datetime.datetime.fromtimestamp(latest / 1e9, datetime.timezone.utc)
