@@ -30,6 +30,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from nbgrader.utils import parse_utc
 
 from servelab.classroom import capfs, exchange, hub, limits, studentenv
 from servelab.classroom.journal import Journal
@@ -354,3 +355,115 @@ def test_a_killed_class_up_is_put_back_by_class_down(cls):
             os.killpg(proc.pid, signal.SIGKILL)
         subprocess.run([servelab, "class", "down", "--state", str(state / "class")], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_a_hand_in_that_cannot_be_taken_is_flagged_and_the_class_is_collected_again(cls):
+    """After the first collect: ana hands in again, then once more with more names in one folder than
+    collection lists (which would hide a later edit from a partial scan); bo hands in again and closes that
+    hand-in to the instructor (chmod 700). `collect --update` refuses both with a flag, collects ana's
+    readable later hand-in over her first (the collected time stamp is nbgrader's own, so it compares),
+    keeps bo's first, and exits 0."""
+    from servelab.grading import collection
+
+    s = cls["settings"]
+    inbound = s.exchange / s.course_id / "inbound"
+    submitted = s.course_dir / "submitted"
+    refusals = s.course_dir / SafeExchangeCollect.REFUSALS
+    seen_before = len(refusals.read_text().splitlines())
+    first = {n: (submitted / n / "lesson25" / "timestamp.txt").read_text() for n in (ANA, BO)}
+
+    hand_in(cls, ANA, sample("perfect"))
+    hand_in(cls, ANA, sample("partial"))
+    newest = max((inbound / ANA).glob(f"{ANA}+lesson25+*"), key=lambda p: p.stat().st_mtime_ns)
+    many = collection.MAX_FOLDER_ENTRIES + 1
+    made = as_user(cls, ANA, "bash", "-c", f"cd '{newest}' && mkdir $(seq -f d%g 1 {many})")
+    assert made.returncode == 0, made.stderr
+    hand_in(cls, BO, sample("partial"))
+    bo_newest = max((inbound / BO).glob(f"{BO}+lesson25+*"), key=lambda p: p.stat().st_mtime_ns)
+    assert as_user(cls, BO, "chmod", "700", str(bo_newest)).returncode == 0
+
+    collected = nbgrader(cls, TEACH, "collect", "--update", "lesson25")
+    log = collected.stdout + collected.stderr
+    assert "Traceback" not in log, log[-3000:]
+    flags = {
+        (r["hand_in"], r["claims"], r["owner"]): r["flag"]
+        for r in map(json.loads, refusals.read_text().splitlines()[seen_before:])
+    }
+    assert f"more than {collection.MAX_FOLDER_ENTRIES:,} names" in flags.pop((f"{ANA}/{newest.name}", ANA, ANA))
+    assert "could not be opened (Permission denied)" in flags.pop((f"{BO}/{bo_newest.name}", BO, BO))
+    assert set(flags.values()) == {"handed in under another student's name"}, flags  # ana's forgery, again
+    assert (submitted / ANA / "lesson25" / LESSON.notebook).read_bytes() == sample("perfect")
+    again = {n: (submitted / n / "lesson25" / "timestamp.txt").read_text() for n in (ANA, BO)}
+    assert again[BO] == first[BO] and (submitted / BO / "lesson25" / LESSON.notebook).read_bytes() == sample("perfect")
+    assert parse_utc(again[ANA]) > parse_utc(first[ANA]) and again[ANA].endswith(" UTC"), again
+
+
+def test_class_down_stops_the_servers_a_killed_class_servers_left(tmp_path):
+    """`class servers` records its servers (the engines' user and folder) before they start; killed (SIGKILL),
+    it leaves them running, and `class down` stops them all: each server's processes, found by the folder
+    they name, and the rest of its process group (nginx's workers name nothing). Stand-ins: shells as the
+    engines' user, one naming the folder in its working folder (vLLM's EngineCore), one in its arguments."""
+    from servelab.classroom.journal import SERVERS_FILE
+    from servelab.classroom.servers import _engine_ids
+
+    ids = _engine_ids()
+    if ids is None:
+        pytest.skip("the engines' user is made by root")
+    state = tmp_path / "class"
+    folder = state / "engines"
+    (folder / "home").mkdir(parents=True)
+    tmp_path.chmod(0o755)
+    launcher = f"""
+import subprocess, sys, time
+from servelab.classroom.journal import Journal
+Journal({str(state / SERVERS_FILE)!r}).record("engines", uid={ids[0]}, folder={str(folder)!r})
+kw = dict(user={ids[0]}, group={ids[1]}, extra_groups=[], start_new_session=True)
+subprocess.Popen(["bash", "-c", "sleep 600 & wait", "vllm"], cwd={str(folder / "home")!r}, **kw)
+subprocess.Popen(["bash", "-c", "sleep 601 & wait", "nginx", "-p", {str(folder)!r}], cwd="/", **kw)
+print("up", flush=True)
+time.sleep(600)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
+    servers: list[tuple[int, str, str]] = []
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        deadline = time.monotonic() + 30
+        while len(servers) < 4 and time.monotonic() < deadline:  # two shells, each with its sleep
+            found = _engines_processes(ids[0])
+            servers = [p for p in found if p[1] in ("600", "601", "vllm") or str(folder) in p[2]]
+        assert len(servers) == 4, servers
+        proc.kill()
+        proc.wait()
+        assert all(os.path.exists(f"/proc/{pid}") for pid, *_ in servers)  # left running by the kill
+        servelab = str(Path(sys.executable).parent / "servelab")
+        down = subprocess.run([servelab, "class", "down", "--state", str(state)], capture_output=True, text=True)
+        assert down.returncode == 0 and f"the class's servers in {folder} stopped" in down.stdout, down.stdout
+        alive = [p for p in servers if _running(p[0])]
+        assert alive == [], alive
+        again = subprocess.run([servelab, "class", "down", "--state", str(state)], capture_output=True, text=True)
+        assert "Nothing to put back" in again.stdout
+    finally:
+        proc.kill()
+        for pid, *_ in servers:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _engines_processes(uid: int) -> list[tuple[int, str, str]]:
+    """(pid, the last argument, the whole command line) of each process of `uid`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and proc.stat().st_uid == uid:
+                args = (proc / "cmdline").read_bytes().decode().split("\0")
+                found.append((int(proc.name), args[-2] if len(args) > 1 else "", " ".join(args)))
+        except OSError:
+            continue
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -107,9 +107,14 @@ def _wait_for_stop() -> None:
 
 
 def cmd_servers(args) -> int:
+    from .journal import SERVERS_FILE, Journal
     from .servers import ClassServers
 
     args.state.mkdir(parents=True, exist_ok=True)
+    journal = Journal(args.state.resolve() / SERVERS_FILE)
+    if journal:  # servers a killed `class servers` left running
+        print(f"Stopping what the last `class servers` in {args.state} left ({journal.path}):")
+        journal.undo()
     servers = ClassServers(
         model=args.model,
         off_port=args.off_port,
@@ -118,6 +123,7 @@ def cmd_servers(args) -> int:
         log_dir=args.state / "logs",
         state=args.state.resolve(),
         per_student=args.per_student,
+        record=journal.record,
     )
     print(
         f"Starting two vLLM servers ({args.model or 'the bundled model, CPU'}): this takes a minute or more ...",
@@ -136,6 +142,7 @@ def cmd_servers(args) -> int:
         _wait_for_stop()
     finally:
         servers.stop()
+        journal.undo(log=lambda line: None)  # nothing is left to stop: the record goes
     return 0
 
 
@@ -192,14 +199,17 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
-    from .journal import Journal
+    from .journal import SERVERS_FILE, Journal
 
+    engines = Journal(args.state.resolve() / SERVERS_FILE)  # what `class servers` started
     journal = Journal.of(args.state.resolve())
-    if not journal:
-        print(f"Nothing to put back: no class's changes are recorded in {journal.path}.")
+    if not journal and not engines:
+        print(f"Nothing to put back: no class's changes are recorded in {journal.path} or {engines.path}.")
         return 0
-    print(f"Putting back what the class in {args.state} changed ({journal.path}):")
-    journal.undo()
+    for record in (engines, journal):
+        if record:
+            print(f"Putting back what the class in {args.state} changed ({record.path}):")
+            record.undo()
     print("done.")
     return 0
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 FILE = "changes.json"
+SERVERS_FILE = "servers-changes.json"  # `class servers`' own record, beside a running `class up`'s
 
 
 class Journal:
@@ -178,6 +179,61 @@ def _undo_process(e: dict) -> str:
     return f"{e['what']} (pid {pid}) did not stop"
 
 
+def _processes_of(uid: int, folder: str) -> dict[int, int]:
+    """pid -> process group of every process of `uid` that names `folder` (its command line or working folder)."""
+    found = {}
+    inside = folder.rstrip("/") + "/"
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            if proc.stat().st_uid != uid:
+                continue
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            try:
+                cwd = os.readlink(proc / "cwd") + "/"
+            except OSError:
+                cwd = ""
+            if inside in cmdline + " " or folder + " " in cmdline + " " or cwd.startswith(inside):
+                found[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def _undo_engines(e: dict) -> str:
+    """Stop the class's servers (vLLM and what it started, nginx and its workers) wherever their starter went.
+
+    Recorded before they start: each is the engines' user's (`uid`) and names the engines' folder, in its
+    command line or as its working folder; its whole process group (each server starts its own) goes too."""
+    uid, folder = e["uid"], e["folder"]
+    stopped: set[int] = set()
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        found = _processes_of(uid, folder)
+        if not found:
+            break
+        stopped |= set(found)
+        for group in set(found.values()) - {os.getpgrp()}:
+            try:
+                os.killpg(group, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in found:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while _processes_of(uid, folder) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if not stopped:
+        return ""
+    left = _processes_of(uid, folder)
+    if left:
+        return f"the class's servers in {folder}: pids {sorted(left)} did not stop"
+    return f"the class's servers in {folder} stopped ({len(stopped)} processes)"
+
+
 def _undo_postgres(e: dict) -> str:
     from .postgres import Postgres
 
@@ -196,6 +252,7 @@ UNDO = {
     "cgroup": _undo_cgroup,
     "process": _undo_process,
     "postgres": _undo_postgres,
+    "engines": _undo_engines,
 }
 
 

@@ -48,6 +48,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -359,6 +360,7 @@ class ClassServers:
     state: Path | None = None  # where keys, sockets and the engines' environment live (default: a new temp folder)
     per_student: int = PER_STUDENT
     per_student_rate: int = PER_STUDENT_RATE
+    record: Callable[..., None] | None = None  # journal.record: told of the servers before they start
 
     def __post_init__(self):
         self._own_state = self.state is None  # a temporary state goes when the servers stop
@@ -452,6 +454,7 @@ class ClassServers:
                 command + ["-g", "daemon off;"],
                 stdout=subprocess.DEVNULL,
                 stderr=errors,
+                cwd=str(self.folder),  # where `class down` finds it and its workers (journal._undo_engines)
                 start_new_session=True,
                 user=uid,
                 group=gid,
@@ -477,6 +480,8 @@ class ClassServers:
             require_port(self.off_port, "server without speculation", "--off-port")
             require_port(self.on_port, "server with speculation", "--on-port")
             self._lay_out()
+            if self.record is not None:  # `class down` finds them by this, whatever happens to their starter
+                self.record("engines", uid=self.ids[0] if self.ids else os.getuid(), folder=str(self.folder))
             self.off.start()
             self.on.start()
             self._start_proxy()
