@@ -118,9 +118,14 @@ def _summary_for(book_and_sims, view="flip", **settings) -> str:
 @pytest.mark.unit(False)  # builds the lab's charts: about 1 s of CPU
 def test_a_simulated_summary_names_only_the_sliders_batches_and_the_charts_crossover(book_and_sims):
     # batch 256, k=8, output 128: nothing measured there, the simulator's curve runs through 1.19, 1.41, ...
-    text = _summary_for(book_and_sims, batch_size=256, num_speculative_tokens=8, output_len=128)
+    from servelab.lab.speculation.points import Settings
+
+    settings = Settings(batch_size=256, num_speculative_tokens=8, output_len=128)
+    marked = drawing.compute("flip", settings, *book_and_sims).crossover_simulated  # the batch the chart marks
+    text = drawing.summary(drawing.compute("flip", settings, *book_and_sims))
     assert "up to batch 2 and slower from batch 4 (simulated" in text, text
-    assert "crossover at batch 2.97" in text, text
+    assert marked is not None and 2 < marked < 4, marked  # between the last faster and the first slower batch
+    assert f"crossover at batch {marked:.3g}" in text, text
     assert "2.8284" not in text and "3.3636" not in text
 
 
