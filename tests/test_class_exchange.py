@@ -467,3 +467,37 @@ def _running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_every_folder_anyone_may_write_is_private_and_capped_in_a_students_server(cls):
+    """As her server starts (limits.enter, with the folders `class up` finds), /var/tmp, /run/lock and every
+    other world-writable folder are a tmpfs of her own: she writes there, fills it at tmp_mib, and nothing
+    of it reaches the machine's disk."""
+    shared = limits.shared_dirs()
+    assert {"/var/tmp", "/run/lock"} <= set(shared), shared
+    name = f"fill-{os.getpid()}"
+    script = f"""
+import errno, os, pwd
+from servelab.classroom import limits
+limits.enter([], 8, (), {tuple(shared)!r})
+user = pwd.getpwnam({ANA!r})
+os.setgroups([]); os.setgid(user.pw_gid); os.setuid(user.pw_uid)
+for folder in {tuple(shared)!r}:
+    path = os.path.join(folder, {name!r})
+    try:
+        with open(path, "wb") as f:
+            f.write(b"mine")
+            f.flush()
+            print(folder, "wrote", flush=True)
+            for _ in range(16):
+                f.write(bytes(2**20))
+                f.flush()
+        print(folder, "all")
+    except OSError as exc:
+        print(folder, errno.errorcode[exc.errno])
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    for folder in shared:
+        assert f"{folder} wrote\n{folder} ENOSPC\n" in ran.stdout, ran.stdout
+        assert not os.path.exists(os.path.join(folder, name))  # the machine's folder never saw it

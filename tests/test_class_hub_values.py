@@ -544,7 +544,12 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     laid_out = []
     monkeypatch.setattr(hub.exchange, "lay_out", lambda *a, **k: laid_out.append(a) or {})
     monkeypatch.setattr(hub.limits, "make_class", lambda state, record: [])
+    scanned = []
+    monkeypatch.setattr(hub.limits, "shared_dirs", lambda skip: scanned.append(skip) or ["/run/lock", "/var/tmp"])
     hub.ClassHub(local).lay_out()
+    # the world-writable folders each student's server gets privately, found once, outside the class's own
+    assert scanned and str(local.state.resolve()) in scanned[0]
+    assert json.loads((local.state / "class.json").read_text())["limits"]["shared_dirs"] == ["/run/lock", "/var/tmp"]
     assert laid_out == [
         (
             local.exchange,

@@ -408,6 +408,9 @@ class ClassHub:
             if not capped
         ]
         limits.make_class(s.state, record=self.journal.record)
+        # Every folder any user may write, made private in each student's server as /tmp is (limits.enter).
+        homes = tuple(pwd.getpwnam(name).pw_dir for name in s.instructors + s.students)
+        s.limits = {**s.limits, "shared_dirs": limits.shared_dirs(skip=(str(s.state.resolve()), *homes))}
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
             course.make(s.course_dir)

@@ -11,8 +11,11 @@ Which mechanism applies where:
   cgroup, so the server and every kernel and process it starts are inside it. cgroup v1
   (memory, pids and cpu hierarchies under /sys/fs/cgroup/<controller>/) or the unified
   cgroup v2 (memory.max, pids.max, cpu.max), whichever the machine has with its controllers.
-- Each student's server also gets its own mount namespace with a private tmpfs on /tmp and
-  /dev/shm of `tmp_mib` (a shared /tmp is a place where others' files live); tmpfs pages
+- Each student's server also gets its own mount namespace with a private tmpfs of `tmp_mib` on
+  /tmp, /dev/shm and every other folder any user may write on the machine's file systems
+  (`shared_dirs`, found by `servelab class up`: /var/tmp, /run/lock and whatever else is
+  world-writable), each with its folder's own mode: a shared writable folder is a place where
+  others' files live and where one student could fill the disk the gradebook is on. tmpfs pages
   count against the student's memory limit too.
 - Each student's home folder is its own ext4 of `home_mib` where the machine can loop-mount,
   mounted by `servelab class up` (servelab.classroom.capfs, hub.cap_home), not by the spawner.
@@ -27,6 +30,7 @@ import ctypes
 import ctypes.util
 import hashlib
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,7 @@ class Limits:
     pids: int = 512  # processes and threads: JupyterLab's and each kernel's threads fit in tens
     tmp_mib: int = 512  # the private /tmp and /dev/shm, each
     home_mib: int = 1024  # the home folder, its own ext4 where the machine can loop-mount (servelab.classroom.capfs)
+    shared_dirs: tuple[str, ...] = ()  # world-writable folders besides /tmp and /dev/shm, each made private too
 
     def as_json(self) -> dict:
         return {
@@ -54,7 +59,50 @@ class Limits:
             "pids": self.pids,
             "tmp_mib": self.tmp_mib,
             "home_mib": self.home_mib,
+            "shared_dirs": list(self.shared_dirs),
         }
+
+
+PRIVATE = ("/tmp", "/dev/shm")  # always private
+ALWAYS_SHARED = ("/var/tmp", "/run/lock")  # world-writable on every Debian, looked at even where find misses them
+LOCAL_FS = {"ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "overlay", "tmpfs", "vfat", "jfs", "reiserfs"}
+NOT_SCANNED = ("/proc", "/sys", "/dev")
+
+
+def shared_dirs(skip: tuple[str, ...] = ()) -> list[str]:
+    """Every folder any user may write (mode o+w) on the machine's local file systems, but /tmp and /dev/shm
+    (always private), what lies under /proc, /sys, /dev and `skip` (the class's own state, its users' homes),
+    and folders inside one already listed (its tmpfs hides them): `find MOUNT -xdev -type d -perm -0002`."""
+    mounts = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point, fstype = fields[4], fields[fields.index("-") + 1]
+        if fstype in LOCAL_FS:
+            mounts.append(point.encode().decode("unicode_escape"))
+    out: set[str] = set()
+    outside = NOT_SCANNED + PRIVATE + tuple(skip)
+    prune: list[str] = []
+    for path in outside:
+        prune += ["-path", path, "-o"]
+    for point in sorted(set(mounts)):
+        if _under(point, outside):
+            continue
+        found = subprocess.run(
+            ["find", point, "-xdev", "(", *prune[:-1], ")", "-prune", "-o", "-type", "d", "-perm", "-0002", "-print0"],
+            capture_output=True,
+            text=True,
+        )
+        out.update(p for p in found.stdout.split("\0") if p)
+    out.update(p for p in ALWAYS_SHARED if os.path.isdir(p) and not os.path.islink(p) and os.stat(p).st_mode & 0o002)
+    listed: list[str] = []
+    for path in sorted(out):
+        if not _under(path, outside) and not _under(path, tuple(listed)):
+            listed.append(path)
+    return listed
+
+
+def _under(path: str, tops: tuple[str, ...]) -> bool:
+    return any(path == top or path.startswith(top.rstrip("/") + "/") for top in tops)
 
 
 def hierarchy() -> str:
@@ -157,11 +205,12 @@ def _check(ret: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = ()) -> None:
-    """Join the student's cgroups and give this process a mount namespace with private /tmp and /dev/shm.
+def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = (), shared: tuple[str, ...] = ()) -> None:
+    """Join the student's cgroups and give this process a mount namespace with private /tmp, /dev/shm and
+    `shared` (each a tmpfs of `tmp_mib` with its folder's mode and owner).
 
-    `keep`: folders the server needs that may lie under /tmp (a class whose state folder is there): each is
-    bound back at its own path inside the private /tmp."""
+    `keep`: folders the server needs that may lie under one of them (a class whose state folder is in /tmp):
+    each is bound back at its own path inside the private folder."""
     pid = str(os.getpid()).encode()
     for folder in folders:
         fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
@@ -174,13 +223,16 @@ def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = ()) -> None
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Nothing mounted here propagates back to the machine's namespace.
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    targets = [t for t in dict.fromkeys(PRIVATE + tuple(shared)) if os.path.isdir(t) and not os.path.islink(t)]
     held = {}
-    for target in (b"/tmp", b"/dev/shm"):
-        held.update({p: os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in keep if p.encode().startswith(target + b"/")})
-    for target, mode in ((b"/tmp", b"1777"), (b"/dev/shm", b"1777")):
-        if os.path.isdir(target):
-            options = b"size=%dm,mode=%s" % (tmp_mib, mode)
-            _check(_libc.mount(b"tmpfs", target, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs {target!r}")
+    for target in targets:
+        held.update({p: os.open(p, os.O_RDONLY | os.O_DIRECTORY) for p in keep if p.startswith(target + "/")})
+    for target in targets:
+        st = os.stat(target)
+        mode = 0o1777 if target in PRIVATE else st.st_mode & 0o7777
+        options = b"size=%dm,mode=%o,uid=%d,gid=%d" % (tmp_mib, mode, st.st_uid, st.st_gid)
+        where = target.encode()
+        _check(_libc.mount(b"tmpfs", where, b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs {target!r}")
     for path, fd in held.items():
         os.makedirs(path, mode=0o755, exist_ok=True)
         source = f"/proc/self/fd/{fd}".encode()
@@ -208,9 +260,10 @@ def spawner_class():
             folders = make_student(Path(self.class_state), name, limits if self.limited else None)
             tmp_mib = limits.tmp_mib if self.limited else 0
             keep = (os.path.realpath(self.class_state),)
+            shared = tuple(limits.shared_dirs) if self.limited else ()
 
             def preexec():
-                enter(folders, tmp_mib, keep)
+                enter(folders, tmp_mib, keep, shared)
                 setuid()
 
             return preexec
