@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+from ..measurement import METRIC_DIRECTIONS
+
 
 class _Scored(NamedTuple):
     points: float
@@ -650,14 +652,6 @@ def knob_audit(answer: Any, key: dict) -> Result:
 # --------------------------------------------------------------------------- measured comparison
 
 # Which way is better for each metric a Measurement carries.
-METRIC_DIRECTIONS = {
-    "output_tok_s": "higher",
-    "request_throughput": "higher",
-    "ttft_ms_p50": "lower",
-    "ttft_ms_p99": "lower",
-    "tpot_ms_p50": "lower",
-    "tpot_ms_p99": "lower",
-}
 SAME_FIELDS = ("workload", "model", "hardware")
 # The slips the measured comparison recognises, by id (Result.slips).
 COMPARISON_SLIPS = {

@@ -22,19 +22,12 @@ import math
 import pprint
 from pathlib import Path
 
-from ..measurement import Measurement
+from ..measurement import METRIC_DIRECTIONS, Measurement
 from ..results import ResultsStore
 from .common import clean
 
 # Measurement fields an SLO can be stated in, and which way is better (the checker's list).
-SLO_METRICS = {
-    "output_tok_s": "higher",
-    "request_throughput": "higher",
-    "ttft_ms_p50": "lower",
-    "ttft_ms_p99": "lower",
-    "tpot_ms_p50": "lower",
-    "tpot_ms_p99": "lower",
-}
+SLO_METRICS = METRIC_DIRECTIONS  # the metrics an SLO can name, and which way is better
 SHOWN = (
     "knob",
     "knob_setting",

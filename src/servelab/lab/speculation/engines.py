@@ -36,10 +36,10 @@ from ...engine import Engine, EngineConfig
 from ...measurement import Measurement
 from ...routing import Router, Threshold
 from ...workload import PromptSet
-from .points import Settings, adaptive_schedule
+from .points import BATCHES, Settings, adaptive_schedule
 
 POOL_SIZE = 2
-MAX_NUM_SEQS = 256  # the largest batch on the slider: a batch never restarts the engine
+MAX_NUM_SEQS = max(BATCHES)  # the engine's cap is the slider's top batch: moving the slider never restarts it
 # What the status line promises before this machine has recorded a start of its own: eager starts on
 # 2 cores took 28.7 s without speculation and 44.5 s with n-gram (bench/results/compiled-cpu.json).
 START_SECONDS = {False: 29.0, True: 45.0}
