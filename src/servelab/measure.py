@@ -10,14 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-from . import __version__, cpu_usage
+from . import cpu_usage
 from .cpu_usage import machine_fingerprint
 from .engine import DRAFTED, BatchResult, Engine, EngineConfig
 from .hardware import this_machine
-from .measurement import Measurement, percentile
+from .measurement import Measurement, latency_fields, speculation_fields, stamped, throughput_fields
 from .results import ResultsStore
 from .workload import PromptSet, load
 
@@ -43,7 +42,7 @@ def to_measurement(
     draft_tokens = result.spec_counters.get("num_draft_tokens", 0)
     accepted = result.spec_counters.get("num_accepted_tokens", 0)
     speculative = config.spec_method != "none"
-    return Measurement(
+    return stamped(
         method=config.method_label(),
         num_speculative_tokens=config.num_speculative_tokens,
         batch_size=batch_size or len(result.texts),
@@ -52,18 +51,9 @@ def to_measurement(
         num_requests=len(result.texts),
         prompt_tokens=sum(result.prompt_tokens),
         output_tokens=out_tokens,
-        elapsed_s=round(result.elapsed_s, 6),
-        output_tok_s=round(out_tokens / result.elapsed_s, 3),
-        request_throughput=round(len(result.texts) / result.elapsed_s, 4),
-        ttft_ms_p50=round(percentile(ttft_ms, 50), 3),
-        ttft_ms_p99=round(percentile(ttft_ms, 99), 3),
-        tpot_ms_p50=round(percentile(tpot_ms, 50), 3) if tpot_ms else math.nan,
-        tpot_ms_p99=round(percentile(tpot_ms, 99), 3) if tpot_ms else math.nan,
-        acceptance_rate=round(accepted / draft_tokens, 4) if speculative and draft_tokens else None,
-        mean_acceptance_length=round(1 + accepted / drafts, 4) if speculative and drafts else None,
-        num_drafts=drafts if speculative else None,
-        num_draft_tokens=draft_tokens if speculative else None,
-        num_accepted_tokens=accepted if speculative else None,
+        **throughput_fields(out_tokens, len(result.texts), result.elapsed_s),
+        **latency_fields(ttft_ms, tpot_ms),
+        **speculation_fields(speculative, drafts, draft_tokens, accepted),
         prefix_cache_hit_tokens=result.spec_counters.get("prefix_cache_hit_tokens"),
         backend="local",
         model=_model_name(info.get("model", config.resolved_model())),
@@ -76,8 +66,6 @@ def to_measurement(
         cores=info.get("cores", 0),
         vllm_version=info.get("vllm_version", ""),
         torch_version=info.get("torch_version", ""),
-        servelab_version=__version__,
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         engine_config=config.to_dict(),
         roofline=info.get("roofline", {}),
         machine=machine_fingerprint(info.get("hardware", ""), info.get("cores", 0)),

@@ -119,3 +119,49 @@ def percentile(values: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+# --- building a record: what every path that measures fills the same way (the engine's batches in measure.py,
+# a remote server's requests in remote.py, vLLM's serving benchmark in knobs/records.py) ----------------------
+
+
+def throughput_fields(output_tokens: int, num_requests: int, elapsed_s: float) -> dict:
+    """elapsed_s, output_tok_s and request_throughput, rounded as every record rounds them."""
+    return {
+        "elapsed_s": round(elapsed_s, 6),
+        "output_tok_s": round(output_tokens / elapsed_s, 3),
+        "request_throughput": round(num_requests / elapsed_s, 4),
+    }
+
+
+def latency_fields(ttft_ms: list[float], tpot_ms: list[float]) -> dict:
+    """TTFT and TPOT p50 / p99 from per-request times in ms (NaN TPOT where no request made a second token)."""
+    return {
+        "ttft_ms_p50": round(percentile(ttft_ms, 50), 3),
+        "ttft_ms_p99": round(percentile(ttft_ms, 99), 3),
+        "tpot_ms_p50": round(percentile(tpot_ms, 50), 3) if tpot_ms else math.nan,
+        "tpot_ms_p99": round(percentile(tpot_ms, 99), 3) if tpot_ms else math.nan,
+    }
+
+
+def speculation_fields(known: bool, drafts: int, proposed: int, accepted: int) -> dict:
+    """The speculative counters as a record holds them, from vLLM's: acceptance rate = accepted / proposed,
+    mean acceptance length = 1 + accepted / drafts; all None where speculation was off or the counters unknown."""
+    return {
+        "acceptance_rate": round(accepted / proposed, 4) if known and proposed else None,
+        "mean_acceptance_length": round(1 + accepted / drafts, 4) if known and drafts else None,
+        "num_drafts": drafts if known else None,
+        "num_draft_tokens": proposed if known else None,
+        "num_accepted_tokens": accepted if known else None,
+    }
+
+
+def stamped(**fields) -> Measurement:
+    """A Measurement of these fields, stamped with this servelab's version and the time (UTC, to the second)."""
+    from datetime import datetime, timezone
+
+    from . import __version__
+
+    return Measurement(
+        servelab_version=__version__, timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields
+    )

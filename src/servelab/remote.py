@@ -29,13 +29,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import httpx
 
-from . import __version__
-from .measurement import Measurement, percentile
+from .measurement import Measurement, latency_fields, percentile, speculation_fields, stamped, throughput_fields
 from .metrics import parse_prometheus, spec_counters
 from .workload import PromptSet, load
 
@@ -304,7 +302,7 @@ class RemoteServer:
                 if counters is not None
                 else "; the server has no /metrics, so acceptance is unknown"
             )
-        return Measurement(
+        return stamped(
             method=self.method,
             num_speculative_tokens=self.num_speculative_tokens if speculative else 0,
             batch_size=batch_size,
@@ -313,26 +311,15 @@ class RemoteServer:
             num_requests=len(timings),
             prompt_tokens=sum(t.prompt_tokens for t in timings),
             output_tokens=out_tokens,
-            elapsed_s=round(elapsed, 6),
-            output_tok_s=round(out_tokens / elapsed, 3),
-            request_throughput=round(len(timings) / elapsed, 4),
-            ttft_ms_p50=round(percentile(ttft, 50), 3),
-            ttft_ms_p99=round(percentile(ttft, 99), 3),
-            tpot_ms_p50=round(percentile(tpot, 50), 3) if tpot else math.nan,
-            tpot_ms_p99=round(percentile(tpot, 99), 3) if tpot else math.nan,
-            acceptance_rate=round(accepted / proposed, 4) if known and proposed else None,
-            mean_acceptance_length=round(1 + accepted / drafts, 4) if known and drafts else None,
-            num_drafts=drafts if known else None,
-            num_draft_tokens=proposed if known else None,
-            num_accepted_tokens=accepted if known else None,
+            **throughput_fields(out_tokens, len(timings), elapsed),
+            **latency_fields(ttft, tpot),
+            **speculation_fields(known, drafts, proposed, accepted),
             backend="remote",
             model=info["model"].rstrip("/").rsplit("/", 1)[-1],
             dtype="",
             enforce_eager=False,  # vllm serve's default: compiled, CUDA graphs
             hardware=self.hardware or f"remote {urlsplit(self.url).netloc}",
             vllm_version=info.get("vllm_version", ""),
-            servelab_version=__version__,
-            timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
             engine_config=self.describe(),
             note=f"{note}; {where}" if note else where,
         )

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
 from importlib.metadata import version
 from pathlib import Path
 
-from .. import __version__, paths
+from .. import paths
 from ..hardware import cpu_cores, cpu_name, package_version, this_machine
-from ..measurement import Measurement
+from ..measurement import Measurement, speculation_fields, stamped
 from .plan import Plan
 from .runner import Run
 
@@ -27,7 +26,7 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = "") -> M
     queries, hits = int(c.get("prefix_cache_queries", 0)), int(c.get("prefix_cache_hits", 0))
     queued = c.get("queue_time_count", 0)
     load = plan.load
-    return Measurement(
+    return stamped(
         method=spec_cfg.get("method", "none"),
         num_speculative_tokens=k,
         batch_size=load.max_concurrency or load.num_prompts,
@@ -43,11 +42,7 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = "") -> M
         ttft_ms_p99=_ms(r, "p99_ttft_ms"),
         tpot_ms_p50=_ms(r, "p50_tpot_ms"),
         tpot_ms_p99=_ms(r, "p99_tpot_ms"),
-        acceptance_rate=round(accepted / proposed, 4) if k and proposed else None,
-        mean_acceptance_length=round(1 + accepted / drafts, 4) if k and drafts else None,
-        num_drafts=drafts if k else None,
-        num_draft_tokens=proposed if k else None,
-        num_accepted_tokens=accepted if k else None,
+        **speculation_fields(bool(k), drafts, proposed, accepted),
         prefix_cache_hit_tokens=hits,
         knob=plan.knob,
         knob_setting=plan.setting,
@@ -73,8 +68,6 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = "") -> M
         cores=server_info.get("cores", 0),
         vllm_version=server_info.get("vllm_version", ""),
         torch_version=server_info.get("torch_version", ""),
-        servelab_version=__version__,
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         engine_config={
             "server": "python -m vllm.entrypoints.openai.api_server",
             "server_args": recorded_args(plan.server_args),
