@@ -769,3 +769,61 @@ def test_the_clusters_engines_take_each_users_key_and_share_from_the_roster(hub_
     test = f"mount --bind {hosts} /etc/hosts && {servers.NGINX} -t -p {folder} -e {folder}/run/error.log -c {folder}/conf/nginx.conf"
     checked = subprocess.run(["unshare", "--mount", "sh", "-c", test], capture_output=True, text=True, timeout=60)
     assert checked.returncode == 0 and "test is successful" in checked.stderr, checked.stderr
+
+
+def test_a_class_server_takes_one_sequence_per_request(tmp_path):
+    """vLLM's --middleware on both engines (servelab.classroom.gate): a batch of prompts, n or best_of above 1,
+    beam search or max_tokens past the cap is answered 400 before vLLM; one prompt (text or token ids) reaches
+    vLLM with its body as sent, however it was chunked. (Checked against vLLM 0.32 itself by hand: README.)"""
+    from servelab.classroom import gate, servers
+
+    assert ["--middleware", servers.GATE] == servers.ClassServers(state=tmp_path).args[-2:]
+    assert servers.GATE == f"{gate.__name__}.{gate.OneSequencePerRequest.__name__}"
+
+    def call(body: bytes, path: str = "/v1/completions") -> tuple[int, bytes]:
+        seen: list = []
+
+        async def app(scope, receive, send):
+            got = b""
+            while True:
+                message = await receive()
+                got += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            seen.append(got)
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+        chunks = [body[:7], body[7:]]
+        messages = [{"type": "http.request", "body": c, "more_body": i == 0} for i, c in enumerate(chunks)]
+        sent: list = []
+
+        async def receive():
+            return messages.pop(0)
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": path}
+        asyncio.run(gate.OneSequencePerRequest(app)(scope, receive, send))
+        assert seen in ([], [body])
+        return sent[0]["status"], sent[1]["body"]
+
+    ok = [{"prompt": "The capital of France is", "max_tokens": 64}, {"prompt": [1, 2, 3], "n": 1}]
+    for body in ok:
+        assert call(json.dumps(body).encode())[0] == 200, body
+    assert call(b"not json")[0] == 200  # vLLM answers what it cannot parse itself
+    refused = [
+        {"prompt": ["a story"] * 64, "max_tokens": 128, "ignore_eos": True},
+        {"prompt": [[1, 2], [3, 4]]},
+        {"messages": [{"role": "user", "content": "hi"}], "n": 4},
+        {"prompt": "x", "best_of": 2},
+        {"prompt": "x", "use_beam_search": True},
+        {"prompt": "x", "max_tokens": gate.MAX_TOKENS + 1},
+    ]
+    for body in refused:
+        status, answer = call(
+            json.dumps(body).encode(), "/v1/chat/completions" if "messages" in body else "/v1/completions"
+        )
+        assert status == 400 and json.loads(answer)["error"]["message"], body
+    assert call(b'{"prompt": "x", "n": 1, "n": 3}')[0] == 400  # the last of a repeated key, as vLLM reads it

@@ -61,6 +61,7 @@ CPU_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "1024", 
 ENGINE_USER = "servelab-engines"  # the system user the servers run as when root starts them
 PER_STUDENT = 8  # requests one student may have at an engine at once (running or queued in vLLM)
 PER_STUDENT_RATE = 20  # new requests a second per student (nginx limit_req), with a burst of 2 * PER_STUDENT
+GATE = "servelab.classroom.gate.OneSequencePerRequest"  # vLLM's --middleware: a request asks for one sequence
 NGINX = "/usr/sbin/nginx"  # Debian's nginx (`make class-deps`: apt-get install nginx-light)
 PATHS = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/version", "/metrics")  # what the lab uses
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")  # a hub user name a key may be issued to
@@ -371,7 +372,8 @@ class ClassServers:
         self.folder = engines_dir(self.state)
         self.ids: tuple[int, int] | None = None
         self.nginx: subprocess.Popen | None = None
-        self.args = list(self.extra_args) + ["--no-enable-prefix-caching"]
+        # one sequence per request (servelab.classroom.gate): nginx's share counts requests, vLLM's batch sequences
+        self.args = list(self.extra_args) + ["--no-enable-prefix-caching", "--middleware", GATE]
         if not self.model:
             self.args = CPU_ARGS + self.args
         self.off = self._engine("off", self.args)

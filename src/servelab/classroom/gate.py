@@ -1,0 +1,91 @@
+"""One request, one sequence: what a class server refuses before vLLM schedules it.
+
+The class's nginx bounds each student's requests at once (limit_conn), but one request
+can ask vLLM for many sequences: a list of prompts on /v1/completions, `n` or `best_of`
+above 1, beam search. Eight such requests from one key filled the engine's batch and a
+classmate waited minutes for a first token. nginx cannot read JSON (Debian's nginx-light
+has no njs), so the bound is in vLLM's own server, through its `--middleware` option
+(vllm/entrypoints/serve/middleware/register.py: an ASGI class added to its app), which
+`servelab class servers` passes to both engines:
+
+    vllm serve ... --middleware servelab.classroom.gate.OneSequencePerRequest
+
+A generation request's body (at most nginx's client_max_body_size, MAX_BODY here) is read
+whole and parsed as vLLM parses it (json.loads: the last of a repeated key counts), then
+refused with 400 when it asks for more than one sequence or more than MAX_TOKENS new
+tokens; anything else, malformed bodies included, goes to vLLM unchanged, which answers
+them itself. The lab sends one chat or completion prompt per request with `max_tokens`
+of its output length.
+"""
+
+from __future__ import annotations
+
+import json
+
+GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+MAX_BODY = 256 * 1024  # nginx's client_max_body_size in front of the engines (servers.nginx_config)
+MAX_TOKENS = 1024  # new tokens one request may ask for: the CPU engines' whole context (--max-model-len)
+ONE = {"n", "best_of"}  # each must be absent, null or 1
+
+
+def problem(body: bytes) -> str | None:
+    """Why a generation request is refused, or None (vLLM parses and answers everything else)."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(request, dict):
+        return None
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        return "one prompt per request (a list of prompts is a batch): send each as its own request"
+    for key in sorted(ONE):
+        if request.get(key) not in (None, 1):
+            return f"`{key}` must be 1 on a class server: one sequence per request"
+    if request.get("use_beam_search"):
+        return "beam search asks for several sequences per request: not on a class server"
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = request.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_TOKENS:
+            return f"`{key}` is at most {MAX_TOKENS} on a class server"
+    return None
+
+
+class OneSequencePerRequest:
+    """ASGI middleware: a generation request that asks for more than one sequence is answered 400."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in GENERATION_PATHS:
+            await self.app(scope, receive, send)
+            return
+        received, body = [], b""
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY:
+                await _answer(send, 413, f"a request body is at most {MAX_BODY:,} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        why = problem(body)
+        if why is not None:
+            await _answer(send, 400, why)
+            return
+
+        async def replay():
+            return received.pop(0) if received else await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _answer(send, status: int, message: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": "BadRequestError", "code": status}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
