@@ -398,75 +398,78 @@ def test_a_hand_in_that_cannot_be_taken_is_flagged_and_the_class_is_collected_ag
     assert parse_utc(again[ANA]) > parse_utc(first[ANA]) and again[ANA].endswith(" UTC"), again
 
 
-def test_class_down_stops_the_servers_a_killed_class_servers_left(tmp_path):
+def test_class_down_stops_the_servers_a_killed_class_servers_left():
     """`class servers` records its servers (the engines' user and folder) before they start; killed (SIGKILL),
-    it leaves them running, and `class down` stops them all: each server's processes, found by the folder
-    they name, and the rest of its process group (nginx's workers name nothing). Stand-ins: shells as the
-    engines' user, one naming the folder in its working folder (vLLM's EngineCore), one in its arguments."""
+    it leaves them running, and `class down` stops them all: each engine and what it started, nginx and its
+    workers. ClassServers itself, with the class's nginx; each engine a stand-in (vLLM is the servers' test):
+    a process with the engine's command-line tail that starts a child, as vLLM starts its EngineCore."""
+    from servelab.classroom.errors import port_free
     from servelab.classroom.journal import SERVERS_FILE
     from servelab.classroom.servers import _engine_ids
 
     ids = _engine_ids()
     if ids is None:
         pytest.skip("the engines' user is made by root")
-    state = tmp_path / "class"
-    folder = state / "engines"
-    (folder / "home").mkdir(parents=True)
-    tmp_path.chmod(0o755)
+    top = Path(tempfile.mkdtemp(prefix="servelab-servers-"))
+    top.chmod(0o755)  # the engines' user passes through it
+    state = top / "class"
+    port = _free_run(2)
     launcher = f"""
-import subprocess, sys, time
+from servelab.classroom import servers
 from servelab.classroom.journal import Journal
-Journal({str(state / SERVERS_FILE)!r}).record("engines", uid={ids[0]}, folder={str(folder)!r})
-kw = dict(user={ids[0]}, group={ids[1]}, extra_groups=[], start_new_session=True)
-subprocess.Popen(["bash", "-c", "sleep 600 & wait", "vllm"], cwd={str(folder / "home")!r}, **kw)
-subprocess.Popen(["bash", "-c", "sleep 601 & wait", "nginx", "-p", {str(folder)!r}], cwd="/", **kw)
-print("up", flush=True)
-time.sleep(600)
+engine = "import subprocess, time; subprocess.Popen(['sleep', '600']); time.sleep(600)"
+servers.EngineServer.command = lambda self: [self.python, "-c", engine, "--uds", str(self.socket_path)]
+pair = servers.ClassServers(model="stand-in", off_port={port}, on_port={port + 1}, state=servers.Path({str(state)!r}),
+                            record=Journal(servers.Path({str(state / SERVERS_FILE)!r})).record)
+pair.start()
 """
-    proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True)
-    servers: list[tuple[int, str, str]] = []
+    proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    groups: set[int] = set()
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-        deadline = time.monotonic() + 30
-        while len(servers) < 4 and time.monotonic() < deadline:  # two shells, each with its sleep
-            found = _engines_processes(ids[0])
-            servers = [p for p in found if p[1] in ("600", "601", "vllm") or str(folder) in p[2]]
-        assert len(servers) == 4, servers
-        proc.kill()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # both engines and their children, nginx on both ports
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            mine = _engines_processes(ids[0])
+            engines = [p for p in mine if "--uds" in p[2]]
+            groups = {g for _, g, _ in engines}
+            if len(groups) == 2 and sum(g in groups for _, g, _ in mine) >= 4 and not port_free(port + 1):
+                break
+            time.sleep(0.5)
+        nginx = [p for p in _engines_processes(ids[0]) if "nginx" in p[2]]
+        assert len(groups) == 2 and nginx, _engines_processes(ids[0])
+        groups |= {g for _, g, _ in nginx}
+        proc.kill()  # as `kill -9` of `servelab class servers`
         proc.wait()
-        assert all(os.path.exists(f"/proc/{pid}") for pid, *_ in servers)  # left running by the kill
+        left = [p for p in _engines_processes(ids[0]) if p[1] in groups]
+        assert len(left) >= 6 and not port_free(port), left  # all still running: two engines, two children, nginx
         servelab = str(Path(sys.executable).parent / "servelab")
         down = subprocess.run([servelab, "class", "down", "--state", str(state)], capture_output=True, text=True)
-        assert down.returncode == 0 and f"the class's servers in {folder} stopped" in down.stdout, down.stdout
-        alive = [p for p in servers if _running(p[0])]
-        assert alive == [], alive
+        assert down.returncode == 0 and "the class's servers in" in down.stdout, down.stdout + down.stderr
+        assert [p for p in _engines_processes(ids[0]) if p[1] in groups] == []
+        assert port_free(port) and port_free(port + 1)
         again = subprocess.run([servelab, "class", "down", "--state", str(state)], capture_output=True, text=True)
         assert "Nothing to put back" in again.stdout
     finally:
         proc.kill()
-        for pid, *_ in servers:
-            if _running(pid):
+        for pid, group, _ in _engines_processes(ids[0]):
+            if group in groups:
                 os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(top, ignore_errors=True)
 
 
-def _engines_processes(uid: int) -> list[tuple[int, str, str]]:
-    """(pid, the last argument, the whole command line) of each process of `uid`."""
+def _engines_processes(uid: int) -> list[tuple[int, int, str]]:
+    """(pid, process group, command line) of each running process of `uid`."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and proc.stat().st_uid == uid:
-                args = (proc / "cmdline").read_bytes().decode().split("\0")
-                found.append((int(proc.name), args[-2] if len(args) > 1 else "", " ".join(args)))
-        except OSError:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z":
+                    args = (proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+                    found.append((int(proc.name), int(fields[2]), args))
+        except (OSError, IndexError, ValueError):
             continue
     return found
-
-
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_every_folder_anyone_may_write_is_private_and_capped_in_a_students_server(cls):
