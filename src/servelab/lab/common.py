@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Callable
 
 
 def offline_reason(environ=None) -> str:
@@ -26,3 +27,30 @@ def clean(record: dict) -> dict:
         for k, v in record.items()
         if not k.startswith("_")
     }
+
+
+# --- predict, then reveal: what both labs do with a learner's prediction ---------------------------------------
+
+
+def positive_number(prediction: dict, key: str, what: str = "") -> float | None:
+    """prediction[key] as a float, None where the learner gave none; anything but a positive finite number is a
+    ValueError that says what to write (`what` adds how the number reads, e.g. a factor)."""
+    value = prediction.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"prediction[{key!r}] should be a positive number{what}, or None; got {value!r}.")
+    return float(value)
+
+
+class Shown:
+    """A prediction set beside its result as a notebook shows it: the table (HTML) and the same in plain text."""
+
+    def __init__(self, rows: list, html: Callable[[list], str], text: Callable[[list], str]):
+        self.rows, self._html, self._text = rows, html, text
+
+    def _repr_html_(self) -> str:
+        return self._html(self.rows)
+
+    def __repr__(self) -> str:
+        return self._text(self.rows)

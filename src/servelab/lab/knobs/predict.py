@@ -11,13 +11,14 @@ no difference shown, and a prediction is read the same way.
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 from ... import knobs
 from ...knobs import parallel
 from ...knobs.noise import NoiseBand
+from .. import common
+from ..common import positive_number
 
 
 @dataclass(frozen=True)
@@ -85,15 +86,7 @@ Find = Callable[[str], "tuple[dict | None, str]"]  # setting -> (its record, whe
 
 
 def _number(prediction: dict, key: str) -> float | None:
-    value = prediction.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(
-            f"prediction[{key!r}] should be a positive number (a factor: 1 = no change, 2 = twice as much, "
-            f"0.5 = half), or None; got {value!r}."
-        )
-    return float(value)
+    return positive_number(prediction, key, " (a factor: 1 = no change, 2 = twice as much, 0.5 = half)")
 
 
 def compare(knob: str, prediction: dict, find: Find, band: NoiseBand | None) -> list[Row]:
@@ -198,14 +191,8 @@ def table_text(rows: list[Row]) -> str:
     return "\n".join([*lines, band_note(rows[0].band if rows else None)])
 
 
-class Shown:
+class Shown(common.Shown):
     """The comparison as a notebook shows it: a table, and the same in plain text."""
 
     def __init__(self, rows: list[Row]):
-        self.rows = rows
-
-    def _repr_html_(self) -> str:
-        return table_html(self.rows)
-
-    def __repr__(self) -> str:
-        return table_text(self.rows)
+        super().__init__(rows, table_html, table_text)

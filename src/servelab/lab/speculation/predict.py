@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from ... import simulate
 from ...measure import compare as pair_sweeps
 from ...measure import crossover_batch
+from .. import common
+from ..common import positive_number
 from .points import PointBook, Settings, Simulators
 
 FIELDS = ("context", "crossover_this_machine", "crossover_h200")
@@ -36,12 +38,7 @@ class Row:
 
 
 def _number(prediction: dict, key: str) -> float | None:
-    value = prediction.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"prediction[{key!r}] should be a positive number, or None; got {value!r}.")
-    return float(value)
+    return positive_number(prediction, key)
 
 
 def _crossover(prediction: dict, key: str) -> float | None:
@@ -149,17 +146,11 @@ def table_html(rows: list[Row]) -> str:
     )
 
 
-class Shown:
+class Shown(common.Shown):
     """The comparison as a notebook shows it: a table, and the same in plain text."""
 
     def __init__(self, rows: list[Row]):
-        self.rows = rows
-
-    def _repr_html_(self) -> str:
-        return table_html(self.rows)
-
-    def __repr__(self) -> str:
-        return table_text(self.rows)
+        super().__init__(rows, table_html, table_text)
 
 
 def table_text(rows: list[Row]) -> str:
