@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import sys
 import time
 from datetime import datetime, timezone
@@ -79,13 +78,7 @@ def main() -> int:
         "benchmark": "compiled-cpu",
         "what": f"vLLM offline generate compiled (enforce_eager=False) against eager (bench/results/flip-cpu.json), "
         f"SmolLM2-135M-Instruct, greedy, {OUTPUT_LEN} new tokens, '{WORKLOAD}' workload, n-gram k={K}",
-        "machine": {
-            "cpu": hardware.cpu_name(),
-            "cores": hardware.cpu_cores(),
-            "python": platform.python_version(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": hardware.run_machine(load_before),
         "versions": {
             "vllm": info.get("vllm_version", ""),
             "torch": info.get("torch_version", ""),

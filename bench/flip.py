@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -142,13 +141,7 @@ def main() -> int:
         "what": "vLLM offline generate, SmolLM2-135M-Instruct, greedy, every request exactly "
         f"{OUTPUT_LEN} new tokens, '{WORKLOAD}' workload; n-gram k={K}; small batches run several "
         "rounds (at least 8 requests per point)",
-        "machine": {
-            "cpu": hardware.cpu_name(),
-            "cores": hardware.cpu_cores(),
-            "python": platform.python_version(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": hardware.run_machine(load_before),
         "versions": {
             "vllm": info["vllm_version"],
             "torch": info["torch_version"],

@@ -22,14 +22,13 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from servelab import __version__, knobs, paths, simulate
+from servelab import __version__, hardware, knobs, paths, simulate
 from servelab.results import ResultsStore
 from servelab.server import ServerError
 
@@ -187,13 +186,7 @@ def main() -> int:
         "benchmark": "knobs-cpu",
         "what": "each checklist knob's two settings on a real vLLM OpenAI server, the same load for both, loaded "
         "by vLLM's serving benchmark (vllm.benchmarks.serve), with the server's /metrics counters",
-        "machine": {
-            "cpu": info["hardware"],
-            "cores": info["cores"],
-            "python": platform.python_version(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": hardware.run_machine(load_before, info["hardware"], info["cores"]),
         "versions": {"vllm": info["vllm_version"], "torch": info["torch_version"], "servelab": __version__},
         "model": Path(model).name,
         "server": {

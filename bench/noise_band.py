@@ -21,13 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from servelab import __version__, knobs
+from servelab import __version__, hardware, knobs
 from servelab.results import ResultsStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,13 +138,7 @@ def main() -> int:
         "servers": args.servers,
         "runs_per_server": args.runs,
         "repeats": len(runs) + len(repeats),
-        "machine": {
-            "cpu": info["hardware"],
-            "cores": info["cores"],
-            "python": platform.python_version(),
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": hardware.run_machine(load_before, info["hardware"], info["cores"]),
         "versions": {"vllm": info["vllm_version"], "torch": info["torch_version"], "servelab": __version__},
         "model": Path(model).name,
         "recorded": recorded,

@@ -433,3 +433,15 @@ def from_dict(d: dict) -> Hardware:
 def load_measured(path: str) -> Hardware:
     with open(path) as f:
         return from_dict(json.load(f))
+
+
+def run_machine(load_before: tuple[float, ...] | list[float], cpu: str = "", cores: int = 0) -> dict:
+    """The machine block a benchmark's result carries: the CPU, its cores, Python, and the load average (1, 5 and 15
+    minutes) before the run and now, after it, so a number from a busy machine says so."""
+    return {
+        "cpu": cpu or cpu_name(),
+        "cores": cores or cpu_cores(),
+        "python": platform.python_version(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
