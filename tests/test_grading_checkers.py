@@ -3,10 +3,10 @@
 import math
 
 import pytest
+from records_helpers import comparison_record
 
 from servelab import hardware, modelspec, simulate
 from servelab.grading import checkers, keys
-from servelab.measurement import Measurement
 
 pytestmark = pytest.mark.unit
 
@@ -284,32 +284,7 @@ def test_knob_audit_grades_a_repeated_fault_once():
 # --------------------------------------------------------------------------- measured comparison
 
 
-def _record(method, k, tok_s, **overrides) -> dict:
-    output_tokens = 64 * 8
-    elapsed = output_tokens / tok_s
-    record = Measurement(
-        method=method,
-        num_speculative_tokens=k,
-        batch_size=8,
-        workload="copy",
-        output_len=64,
-        num_requests=8,
-        prompt_tokens=400,
-        output_tokens=output_tokens,
-        elapsed_s=round(elapsed, 4),
-        output_tok_s=tok_s,
-        request_throughput=8 / elapsed,
-        ttft_ms_p50=100,
-        ttft_ms_p99=150,
-        tpot_ms_p50=90 if k == 0 else 110,
-        tpot_ms_p99=120,
-        model="SmolLM2-135M-Instruct",
-        dtype="float32",
-        hardware="Intel(R) Xeon(R) Processor",
-        acceptance_rate=0.63 if k else None,
-    ).to_dict()
-    record.update(overrides)
-    return record
+_record = comparison_record
 
 
 def _comparison(**overrides) -> dict:
