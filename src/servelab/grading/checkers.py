@@ -1078,6 +1078,9 @@ ROLLOUT_SLIPS = {
 def rollout_plan(answer: Any, key: dict) -> Result:
     """The structure of a staged rollout: canary, watched metrics, rollback triggers, who is told.
 
+    One piece: each part of the plan is scored in turn against the same key, and the feedback lists them in that
+    order.
+
     answer: {"change": text, "canary_fraction": 0 < f <= 0.25, "canary_hours": 24 to 168,
              "stages": increasing fractions ending at 1.0,
              "metrics": [metric names], "rollback_triggers": [{"metric", "threshold", "direction"}],

@@ -739,7 +739,8 @@ def _question(question: str, choices: Choices, batch: float | None) -> tuple[int
 def recommended(conclusion: str, choices: Choices, batch: float | None = None) -> int | str | None:
     """The setting a conclusion recommends: 0 or 1, "both" (a hedge or a contradiction), or None (neither).
 
-    Only the first MAX_CHARS characters are read."""
+    Only the first MAX_CHARS characters are read. One piece: it reads the clauses in order, each one's reading
+    depending on what the clauses before it said (`said`, `labels`, `previous`)."""
     said: set[int] = set()
     labels: set[int] = set()
     previous: int | None = None

@@ -176,6 +176,9 @@ class _AnswerPipe:
 
 
 def run(timeout: int) -> int:
+    """Run the notebook on stdin cell by cell, printing each cell's line as it finishes and one done line. One
+    piece: the output caps, the answer pipe and the kernel share one run's lifetime and its counters, so each
+    failure is reported with what came before it."""
     # a 2.5-second import nbformat never needs (see nbgrader_cli.py)
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # typeshed: modules only; None is valid
     import nbformat

@@ -83,6 +83,8 @@ class KnobLab:
 
     # --- widgets --------------------------------------------------------------------------------
     def _build_widgets(self, knob: str) -> None:
+        """The knob's controls, in the order the page shows them. One piece: it is the page's layout read top to
+        bottom, each control beside the ones it sits with; split, one layout would live in several functions."""
         import ipywidgets as w
 
         k = knobs.KNOBS[knob]

@@ -134,6 +134,8 @@ class SpecDecodeLab:
 
     # --- widgets ----------------------------------------------------------------------------
     def _build_widgets(self, s: Settings) -> None:
+        """The lab's controls, in the order the page shows them. One piece: it is the page's layout read top to
+        bottom, each control beside the ones it sits with; split, one layout would live in several functions."""
         import ipywidgets as w
 
         wide = {"description_width": "170px"}

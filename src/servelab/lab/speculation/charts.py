@@ -43,7 +43,9 @@ def panel_title(panel: str) -> str:
 
 
 def build(view: str):
-    """An empty FigureWidget with every trace of the view in place (no data yet)."""
+    """An empty FigureWidget with every trace of the view in place (no data yet).
+
+    One piece: the traces' order is the order the update fills them in and the legend lists them."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 

@@ -100,7 +100,10 @@ def methods_of(view: str, settings: Settings) -> list[str]:
 def compute(
     view: str, settings: Settings, book: PointBook, sims: Simulators, threshold: tuple[int, str] | None = None
 ) -> Drawing:
-    """Everything the charts and the regime text show for this setting."""
+    """Everything the charts and the regime text show for this setting.
+
+    One piece: the measured points, the simulated curves, the busy points and the crossover are read from one
+    choice of simulator and context, made at the top; split, each part would have to make that choice again."""
     methods = methods_of(view, settings)
     sim, sim_about = sims.get(settings.backend)
     if sim is not None and settings.simulated and sim.context_len != settings.context_len:
