@@ -121,7 +121,10 @@ class _Builder:
             self.lines[(flag.name,)] = line
 
     def argv(self, tokens: list[tuple[str, int]], model_positional: bool = True) -> None:
-        """vLLM's arguments: an optional positional model, then flags."""
+        """vLLM's arguments: an optional positional model, then flags.
+
+        One piece: one pass over the tokens, as vLLM's parser makes it, where how many tokens a flag takes
+        depends on the flag (removed, a form's own, boolean, multiple), so each case moves the same cursor."""
         i = 0
         if model_positional and tokens and not tokens[0][0].startswith("-"):
             self._resolved("model", tokens[0][0], tokens[0][1])

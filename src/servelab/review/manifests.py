@@ -178,6 +178,38 @@ class NoVllmContainer(ReviewInputError):
 
 def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> None:
     builder.form = "Kubernetes manifest"
+    _, pod, container, replicas, nodes = _vllm_container(builder, roots, select)
+    image = _get(container, "image")
+    if image is not None and _value(image):
+        builder.image = (str(_value(image)), _line(image))
+    env = _container_env(builder, container, nodes)
+    words = _container_words(container, env)
+    shell = (
+        len(words) >= 2
+        and words[0][0].split("/")[-1] in ("sh", "bash")
+        and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
+    )
+    if shell:
+        script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
+        text, line = words[script_index]
+        _from_command_text(builder, text, line, env)
+    elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
+        builder.argv(words, model_positional=False)
+    else:
+        joined = [w for w, _ in words]
+        if any(w.endswith("vllm") for w in joined) or _API_SERVER in joined:
+            _from_command_tokens(builder, words)
+        else:  # the vllm-openai image's entrypoint is vLLM's server: args are its flags
+            builder.argv(words)
+    if _sagemaker_words(container):
+        builder.argv(_sagemaker_words(container), model_positional=False)
+    if "model" not in builder.data and "MODEL_ID" in env:
+        builder.set("model", env["MODEL_ID"], None)
+    _deployment_from_pod(builder, pod, container, replicas, nodes)
+
+
+def _vllm_container(builder: _Builder, roots: list[yaml.MappingNode], select: str | None) -> tuple:
+    """The one (workload name, pod spec, container, replicas, nodes) that runs vLLM, or --select's."""
     candidates = []
     for name, pod, replicas, nodes in _pod_specs(roots):
         for container in _seq(_get(pod, "containers")) + ([_get(pod, "model")] if _get(pod, "model") else []):
@@ -204,10 +236,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
             f"{len(candidates)} containers run vLLM here "
             f"({', '.join(c[0] for c in candidates)}); pick one with --select NAME",
         )
-    name, pod, container, replicas, nodes = candidates[0]
-    image = _get(container, "image")
-    if image is not None and _value(image):
-        builder.image = (str(_value(image)), _line(image))
+    return candidates[0]
+
+
+def _container_env(builder: _Builder, container: yaml.Node, nodes: Any) -> dict[str, str]:
+    """The container's environment as its command sees it: LeaderWorkerSet's, its own env:, then --var."""
     env = {}
     if _count(nodes) != 1:  # LeaderWorkerSet tells each pod its group's size; the leader is index 0
         env.update({"LWS_GROUP_SIZE": str(_count(nodes)), "LWS_WORKER_INDEX": "0"})
@@ -216,6 +249,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
         if key is not None and value is not None:
             env[str(key)] = str(value)
     env.update(builder.variables)  # --var NAME=VALUE stands in for what the cluster injects
+    return env
+
+
+def _container_words(container: yaml.Node, env: dict[str, str]) -> list[tuple[str, int]]:
+    """command: then args:, each word with its line, $(VAR) expanded as Kubernetes expands it."""
     words: list[tuple[str, int]] = []
     for part in ("command", "args"):
         node = _get(container, part)
@@ -223,27 +261,11 @@ def _from_manifest(builder: _Builder, roots: list[yaml.MappingNode], select: str
         for item in items:
             text = re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), str(_value(item)))
             words.append((text, _line_of(item)))
-    shell = (
-        len(words) >= 2
-        and words[0][0].split("/")[-1] in ("sh", "bash")
-        and any(w.startswith("-") and "c" in w for w, _ in words[1:3])
-    )
-    if shell:
-        script_index = max(i for i, (w, _) in enumerate(words) if not w.startswith("-") or i == len(words) - 1)
-        text, line = words[script_index]
-        _from_command_text(builder, text, line, env)
-    elif _get(container, "modelFormat") is not None:  # KServe's Hugging Face runtime takes vLLM's flags
-        builder.argv(words, model_positional=False)
-    else:
-        joined = [w for w, _ in words]
-        if any(w.endswith("vllm") for w in joined) or _API_SERVER in joined:
-            _from_command_tokens(builder, words)
-        else:  # the vllm-openai image's entrypoint is vLLM's server: args are its flags
-            builder.argv(words)
-    if _sagemaker_words(container):
-        builder.argv(_sagemaker_words(container), model_positional=False)
-    if "model" not in builder.data and "MODEL_ID" in env:
-        builder.set("model", env["MODEL_ID"], None)
+    return words
+
+
+def _deployment_from_pod(builder: _Builder, pod: yaml.Node, container: yaml.Node, replicas: Any, nodes: Any) -> None:
+    """GPUs per node from the container's resources, nodes and replicas, and the GPU from the pod's selectors."""
     gpus = None
     for section in ("limits", "requests"):
         for resource in _GPU_RESOURCE:
@@ -321,21 +343,7 @@ def _camel_to_flag(key: str) -> str:
 
 def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) -> None:
     builder.form = "production-stack Helm values"
-    specs = _seq(_get(root, "servingEngineSpec", "modelSpec"))
-    if not specs:
-        raise builder.error(_line(root), "servingEngineSpec.modelSpec lists no model")
-    names = [str(_value(_get(s, "name"))) for s in specs]
-    if select:
-        if select not in names:
-            raise builder.error(None, f"no modelSpec named {select!r}; found: {', '.join(names)}")
-        spec = specs[names.index(select)]
-    elif len(specs) > 1:
-        raise builder.error(
-            _line(specs[1]),
-            f"servingEngineSpec.modelSpec lists {len(specs)} models ({', '.join(names)}); pick one with --select NAME",
-        )
-    else:
-        spec = specs[0]
+    spec = _chart_model_spec(builder, root, select)
     url = _get(spec, "modelURL")
     if url is None:
         raise builder.error(_line(spec), "the modelSpec has no modelURL (the model it serves)")
@@ -347,7 +355,30 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
         node = _get(spec, key)
         if node is not None and _go_truthy(_value(node)):
             builder.set(flag, True if flag in _CHART_SWITCHES else str(_value(node)), _line_of(node))
-    config = _get(spec, "vllmConfig")
+    _chart_vllm_config(builder, spec, _get(spec, "vllmConfig"))
+    _chart_deployment(builder, spec)
+
+
+def _chart_model_spec(builder: _Builder, root: yaml.MappingNode, select: str | None) -> yaml.Node:
+    """The one servingEngineSpec.modelSpec entry reviewed, or --select's."""
+    specs = _seq(_get(root, "servingEngineSpec", "modelSpec"))
+    if not specs:
+        raise builder.error(_line(root), "servingEngineSpec.modelSpec lists no model")
+    names = [str(_value(_get(s, "name"))) for s in specs]
+    if select:
+        if select not in names:
+            raise builder.error(None, f"no modelSpec named {select!r}; found: {', '.join(names)}")
+        return specs[names.index(select)]
+    if len(specs) > 1:
+        raise builder.error(
+            _line(specs[1]),
+            f"servingEngineSpec.modelSpec lists {len(specs)} models ({', '.join(names)}); pick one with --select NAME",
+        )
+    return specs[0]
+
+
+def _chart_vllm_config(builder: _Builder, spec: yaml.Node, config: yaml.Node | None) -> None:
+    """vllmConfig as deployment-vllm-multi.yaml renders it into vLLM's flags (and what it never renders)."""
     # `{{- with $modelSpec.vllmConfig }}`: nothing of vllmConfig renders when it is absent or empty
     if isinstance(config, yaml.MappingNode) and config.value:
         given = {k.value: (k, v) for k, v in config.value if isinstance(k, yaml.ScalarNode)}
@@ -373,6 +404,10 @@ def _from_helm(builder: _Builder, root: yaml.MappingNode, select: str | None) ->
             for token, line in tokens:  # "--flag value" in one list item is two words
                 split += [(word, line) for word in shlex.split(token)] if " " in token else [(token, line)]
             builder.argv(split, model_positional=False)
+
+
+def _chart_deployment(builder: _Builder, spec: yaml.Node) -> None:
+    """GPUs per replica, replicas and the GPU type from the modelSpec's requests and node selector terms."""
     gpus = _get(spec, "requestGPU")
     if gpus is not None:
         builder.deployment["gpus-per-node"] = _count(_value(gpus))

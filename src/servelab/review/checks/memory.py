@@ -279,7 +279,10 @@ def profile_activation_gb(cfg: ServingConfig, f: Facts) -> tuple[float, str]:
 
 def check_gpu_memory_utilization(cfg: ServingConfig, wl: WorkloadSpec, f: Facts) -> Finding:
     """Whether the memory vLLM may take leaves the KV cache the peak load needs, once vLLM has set aside its
-    profile run's activations, and leaves the GPU the headroom outside it that graph capture and start need."""
+    profile run's activations, and leaves the GPU the headroom outside it that graph capture and start need.
+
+    One piece: its verdicts are one ordered ladder over the same memory arithmetic (the first rung that holds
+    decides), and split, the order of the rungs would live in two places."""
     u = cfg.cache.gpu_memory_utilization
     setting = cfg.knob("gpu-memory-utilization", u)
     hw = cfg.deployment.hardware
