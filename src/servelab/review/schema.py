@@ -9,6 +9,7 @@ with these validators.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -307,3 +308,15 @@ def required(doc: Doc, fields: dict, key: str, parent: tuple) -> tuple[tuple, An
         raise doc.error(parent, f"{label(parent)}: '{key}' is required")
     value, path = fields[key]
     return path, value
+
+
+def json_or_mapping(doc: Doc, path: tuple, value: Any) -> Any:
+    """A JSON-valued flag as either form writes it: the command line's JSON string parsed, YAML's mapping as is."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise doc.error(
+            path, f"{label(path)}: not valid JSON ({exc.msg}); write it as a YAML mapping instead"
+        ) from None

@@ -30,6 +30,7 @@ from .schema import (
     as_number,
     as_str,
     choice,
+    json_or_mapping,
     label,
     mapping,
     required,
@@ -607,13 +608,7 @@ def _read_kv_connector(doc: Doc, path: tuple, value: Any) -> str:
     """kv-transfer-config's kv_connector (JSON on the command line, a mapping in YAML)."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise doc.error(
-                path, f"{label(path)}: not valid JSON ({exc.msg}); write it as a YAML mapping instead"
-            ) from None
+    value = json_or_mapping(doc, path, value)
     if not isinstance(value, dict):
         raise doc.error(path, f"{label(path)}: must be a mapping with kv_connector and kv_role")
     connector = value.get("kv_connector") or ""

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import Doc, as_int, as_str, label, mapping, show
+from .schema import Doc, as_int, as_str, json_or_mapping, label, mapping, show
 
 # vLLM's speculative_config is JSON with underscore keys.
 SPECULATIVE_KEYS = (
@@ -96,13 +96,7 @@ def speculative_config(doc: Doc, get) -> tuple[tuple, Any]:
 def read_spec(doc: Doc, path: tuple, value: Any) -> SpecConfig | None:
     if value is None:
         return None
-    if isinstance(value, str):  # the CLI form: a JSON string
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise doc.error(
-                path, f"{label(path)}: not valid JSON ({exc.msg}); write it as a YAML mapping instead"
-            ) from None
+    value = json_or_mapping(doc, path, value)  # the CLI form is a JSON string
     fields = mapping(doc, path, value, SPECULATIVE_KEYS, "speculative-config", sep="_")
 
     def get(key: str, default: Any = None) -> tuple[tuple, Any]:
