@@ -25,8 +25,9 @@ from nbgrader's default exchange only in where a hand-in goes (`inbound/<login n
 whatever student id the command line names) and in never asking for a writable
 exchange root. Collection (servelab.grading.collection.SafeExchangeCollect) takes the
 student from the folder's verified owner and the time from the file system (the
-latest ctime in the hand-in, which no user can set back), never from a name or
-a file the student wrote; a hand-in named for someone else is refused with a flag.
+latest ctime of what it copies, which no user can set back), never from a name or
+a file the student wrote; a hand-in named for someone else, past the caps, or one it
+cannot read is refused with a flag, and the rest of the class is collected.
 """
 
 from __future__ import annotations

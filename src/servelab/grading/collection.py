@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import itertools
 import json
 import os
 import pwd
@@ -643,41 +644,47 @@ class SafeExchangeCollect(ExchangeCollect):
         try:
             listing = os.scandir(path)
         except OSError as exc:
-            self.log.error(
-                "Not collected from %s: its inbound folder cannot be read (%s)", shown(student), exc.strerror
-            )
+            self._refuse(student + "/", student, owner, f"the inbound of {student} cannot be read ({exc.strerror})")
             return []
         with listing:
-            for n, entry in enumerate(listing):
-                if n == MAX_FOLDER_ENTRIES:
-                    self.log.error("Not collected from %s: more than %d names in their inbound", shown(student), n)
-                    break
-                parts = entry.name.split("+", 3)
-                if len(parts) not in (3, 4) or parts[1] != self.coursedir.assignment_id:
-                    continue  # another assignment's hand-in, or not a hand-in at all
-                name = f"{student}/{entry.name}"
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError as exc:
-                    self._refuse(name, student, student, f"it could not be looked at ({exc.strerror})")
-                    continue
-                if parts[0] != student:
-                    self._refuse(name, parts[0], student, "handed in under another student's name")
-                    continue
-                if _owner(st) != student:
-                    self._refuse(name, student, _owner(st), f"a hand-in in {student}'s inbound owned by {_owner(st)}")
-                    continue
-                if not stat.S_ISDIR(st.st_mode):
-                    self.log.error("Not collected from %s: %s is %s", shown(student), shown(name), _kind(st.st_mode))
-                    continue
-                src = os.path.join(self.inbound_path, name)
-                try:  # the walk the copy makes, copying nothing: its time, or why it is not taken
-                    _, when = copy_hand_in(src, None)
-                except (Refused, OSError) as exc:
-                    self._refuse(name, student, student, _why(exc))
-                    continue
-                self._server_time[src] = self._stamp(when)
-                records.append({"username": student, "filename": name, "timestamp": parse_utc(when)})
+            entries = list(itertools.islice(listing, MAX_FOLDER_ENTRIES + 1))
+        if len(entries) > MAX_FOLDER_ENTRIES:  # never a choice among the hand-ins that happened to be listed
+            self._refuse(
+                student + "/",
+                student,
+                student,
+                f"more than {MAX_FOLDER_ENTRIES:,} names in the inbound of {student}: keep fewer hand-ins there",
+            )
+            return []
+        for entry in entries:
+            parts = entry.name.split("+", 3)
+            if len(parts) not in (3, 4) or parts[1] != self.coursedir.assignment_id:
+                continue  # another assignment's hand-in, or not a hand-in at all
+            name = f"{student}/{entry.name}"
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                self._refuse(name, student, student, f"it could not be looked at ({exc.strerror})")
+                continue
+            if parts[0] != student:
+                self._refuse(name, parts[0], student, "handed in under another student's name")
+                continue
+            if _owner(st) != student:
+                self._refuse(name, student, _owner(st), f"a hand-in in {student}'s inbound owned by {_owner(st)}")
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                self._refuse(
+                    name, student, student, f"{shown(entry.name)} is {_kind(st.st_mode)}, not a hand-in folder"
+                )
+                continue
+            src = os.path.join(self.inbound_path, name)
+            try:  # the walk the copy makes, copying nothing: its time, or why it is not taken
+                _, when = copy_hand_in(src, None)
+            except (Refused, OSError) as exc:
+                self._refuse(name, student, student, _why(exc))
+                continue
+            self._server_time[src] = self._stamp(when)
+            records.append({"username": student, "filename": name, "timestamp": parse_utc(when)})
         return records
 
     def _stamp(self, when: datetime.datetime) -> str:
