@@ -135,7 +135,10 @@ class ClassData:
 
 
 def read_class(assignment: str, course_dir: Path, db_url: str | None = None) -> ClassData:
-    """The assignment's graded submissions: the gradebook's scores and the grader's per-test records."""
+    """The assignment's graded submissions: the gradebook's scores and the grader's per-test records.
+
+    One piece: the gradebook's rows and the grader's records are joined submission by submission, and a
+    submission with one unreadable record counts as without any, so no half-read submission reaches the report."""
     from nbgrader.api import (
         Grade,
         Gradebook,

@@ -202,6 +202,8 @@ def nginx_config(
 ) -> str:
     """nginx.conf for the class: one server block per engine, each student's share keyed on their key's name.
 
+    One piece: it is the configuration file read top to bottom, as nginx reads it.
+
     Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
     2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
     look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
