@@ -153,7 +153,9 @@ def test_add_a_model_to_the_reviewers_catalogue_as_the_recipe_says(tmp_path):
     ]
     missing = [name for name in named if f"`{name}`" not in steps and name not in steps]
     assert not missing, f"CONTRIBUTING.md's recipe 'Add a model to the reviewer's catalogue' no longer names {missing}"
-    copy = copy_checkout(tmp_path, "src", "data", "pyproject.toml", "tests/conftest.py", "tests/review_helpers.py")
+    copy = copy_checkout(
+        tmp_path, "src", "data", "pyproject.toml", "tests/conftest.py", "tests/review_helpers.py", "tests/data/review"
+    )
     for test in ("test_review_inputs.py", "test_review.py"):
         shutil.copy2(REPO / "tests" / test, copy / "tests" / test)
 
