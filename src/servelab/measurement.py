@@ -11,6 +11,9 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from . import __version__
 
 SCHEMA_VERSION = 1
 METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3", "adaptive", "routed")
@@ -158,10 +161,6 @@ def speculation_fields(known: bool, drafts: int, proposed: int, accepted: int) -
 
 def stamped(**fields) -> Measurement:
     """A Measurement of these fields, stamped with this servelab's version and the time (UTC, to the second)."""
-    from datetime import datetime, timezone
-
-    from . import __version__
-
     return Measurement(
         servelab_version=__version__, timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"), **fields
     )

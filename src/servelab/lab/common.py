@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 import os
 from typing import Callable
@@ -54,3 +55,28 @@ class Shown:
 
     def __repr__(self) -> str:
         return self._text(self.rows)
+
+
+def prediction_table(rows: list, fmt: Callable, verdict: Callable, heads: tuple[str, str], note: str = "") -> str:
+    """The prediction-against-result table: a row a prediction (what, predicted, result, how close, where the
+    result comes from), `heads` naming the first two columns, `note` a paragraph under it."""
+    body = "".join(
+        f"<tr><td>{html.escape(r.what)}</td><td>{fmt(r.predicted, 'not given')}</td>"
+        f"<td>{fmt(r.result, 'none')}</td><td>{html.escape(verdict(r))}</td><td>{html.escape(r.source)}</td></tr>"
+        for r in rows
+    )
+    return (
+        "<table class='servelab-prediction'><caption>Your prediction against the result</caption>"
+        f"<thead><tr><th scope='col'>{heads[0]}</th><th scope='col'>{heads[1]}</th><th scope='col'>result</th>"
+        "<th scope='col'>how close</th><th scope='col'>where the result comes from</th></tr></thead>"
+        f"<tbody>{body}</tbody></table>" + (f"<p>{html.escape(note)}</p>" if note else "")
+    )
+
+
+def prediction_lines(rows: list, fmt: Callable, verdict: Callable) -> list[str]:
+    """The same table in plain text, a line a row."""
+    return [
+        f"{r.what}: predicted {fmt(r.predicted, 'not given')}, result {fmt(r.result, 'none')} ({verdict(r)}); "
+        f"{r.source}"
+        for r in rows
+    ]

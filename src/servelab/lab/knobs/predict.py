@@ -10,7 +10,6 @@ no difference shown, and a prediction is read the same way.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Callable
 
@@ -168,27 +167,12 @@ def band_note(band: NoiseBand | None) -> str:
 
 
 def table_html(rows: list[Row]) -> str:
-    body = "".join(
-        f"<tr><td>{html.escape(r.what)}</td><td>{_fmt(r.predicted, 'not given')}</td>"
-        f"<td>{_fmt(r.result, 'none')}</td><td>{html.escape(verdict(r))}</td><td>{html.escape(r.source)}</td></tr>"
-        for r in rows
-    )
     band = rows[0].band if rows else None
-    return (
-        "<table class='servelab-prediction'><caption>Your prediction against the result</caption>"
-        "<thead><tr><th scope='col'>factor</th><th scope='col'>predicted</th><th scope='col'>result</th>"
-        "<th scope='col'>how close</th><th scope='col'>where the result comes from</th></tr></thead>"
-        f"<tbody>{body}</tbody></table><p>{html.escape(band_note(band))}</p>"
-    )
+    return common.prediction_table(rows, _fmt, verdict, ("factor", "predicted"), band_note(band))
 
 
 def table_text(rows: list[Row]) -> str:
-    lines = [
-        f"{r.what}: predicted {_fmt(r.predicted, 'not given')}, result {_fmt(r.result, 'none')} ({verdict(r)}); "
-        f"{r.source}"
-        for r in rows
-    ]
-    return "\n".join([*lines, band_note(rows[0].band if rows else None)])
+    return "\n".join([*common.prediction_lines(rows, _fmt, verdict), band_note(rows[0].band if rows else None)])
 
 
 class Shown(common.Shown):

@@ -13,7 +13,6 @@ is found.
 
 from __future__ import annotations
 
-import html
 import math
 from dataclasses import dataclass, replace
 
@@ -133,17 +132,7 @@ def verdict(row: Row) -> str:
 
 
 def table_html(rows: list[Row]) -> str:
-    body = "".join(
-        f"<tr><td>{html.escape(r.what)}</td><td>{_fmt(r.predicted, 'not given')}</td>"
-        f"<td>{_fmt(r.result, 'none')}</td><td>{html.escape(verdict(r))}</td><td>{html.escape(r.source)}</td></tr>"
-        for r in rows
-    )
-    return (
-        "<table class='servelab-prediction'><caption>Your prediction against the result</caption>"
-        "<thead><tr><th scope='col'>crossover</th><th scope='col'>predicted batch</th><th scope='col'>result</th>"
-        "<th scope='col'>how close</th><th scope='col'>where the result comes from</th></tr></thead>"
-        f"<tbody>{body}</tbody></table>"
-    )
+    return common.prediction_table(rows, _fmt, verdict, ("crossover", "predicted batch"))
 
 
 class Shown(common.Shown):
@@ -154,8 +143,4 @@ class Shown(common.Shown):
 
 
 def table_text(rows: list[Row]) -> str:
-    return "\n".join(
-        f"{r.what}: predicted {_fmt(r.predicted, 'not given')}, result {_fmt(r.result, 'none')} ({verdict(r)}); "
-        f"{r.source}"
-        for r in rows
-    )
+    return "\n".join(common.prediction_lines(rows, _fmt, verdict))
