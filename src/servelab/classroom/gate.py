@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
-MAX_BODY = 256 * 1024  # nginx's client_max_body_size in front of the engines (servers.nginx_config)
-MAX_TOKENS = 1024  # new tokens one request may ask for: the CPU engines' whole context (--max-model-len)
+MAX_BODY = 256 * 1024  # also nginx's client_max_body_size in front of the engines (servers.nginx_config reads it)
+MAX_TOKENS = 1024  # new tokens one request may ask for; servers.CPU_ARGS gives the CPU engines this context
 ONE = {"n", "best_of"}  # each must be absent, null or 1
 
 

@@ -53,11 +53,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..server import ServerError, VllmServer
+from . import gate
 from .errors import ClassError, require_port
 
 OFF_PORT, ON_PORT = 8100, 8101
 NGRAM_K = 4  # num_speculative_tokens on the speculating server
-CPU_ARGS = ["--dtype", "float32", "--enforce-eager", "--max-model-len", "1024", "--kv-cache-memory-bytes", str(1 << 30)]
+CPU_ARGS = [  # the CPU engines' context is the most new tokens the gate lets one request ask for
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--max-model-len",
+    str(gate.MAX_TOKENS),
+    "--kv-cache-memory-bytes",
+    str(1 << 30),
+]
 ENGINE_USER = "servelab-engines"  # the system user the servers run as when root starts them
 PER_STUDENT = 8  # requests one student may have at an engine at once (running or queued in vLLM)
 PER_STUDENT_RATE = 20  # new requests a second per student (nginx limit_req), with a burst of 2 * PER_STUDENT
@@ -268,7 +277,7 @@ events {{ worker_connections 4096; }}
 http {{
 {temp}
   access_log {access_log};
-  client_max_body_size 256k;
+  client_max_body_size {gate.MAX_BODY // 1024}k;
   map $http_authorization $student {{
     default "";
     include {conf / "keys.map"};
