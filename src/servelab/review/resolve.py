@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 from .. import hardware, modelspec
 from ..hardware import Hardware
@@ -24,12 +25,24 @@ DTYPE_NAMES = {
 }
 
 
+def read_json(doc: Doc, file: Path, path: tuple, missing: str) -> object:
+    """The JSON a serving config names by a file path (its hardware file, its model's config.json), or the error a
+    reviewer reads: `missing` when there is no such file, the file's line and the config line that names it when it
+    is not valid JSON."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise doc.error(path, missing) from None
+    except json.JSONDecodeError as exc:
+        raise ReviewInputError(f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); named by {doc.where(path)}") from None
+
+
 def read_hardware(doc: Doc, deployment: dict) -> Hardware:
     if "hardware-file" in deployment:
         value, path = deployment["hardware-file"]
         file = doc.resolve(as_str(doc, path, value))
         try:
-            hw = hardware.load_measured(str(file))
+            hw = hardware.from_dict(read_json(doc, file, path, f"{label(path)}: no such file: {file}"))
             for name in ("memory_gb", "bandwidth_gb_s", "peak_tflops"):
                 number = getattr(hw, name)
                 if isinstance(number, bool) or not isinstance(number, (int, float)) or number <= 0:
@@ -41,12 +54,6 @@ def read_hardware(doc: Doc, deployment: dict) -> Hardware:
                     path, f"{label(path)}: {file}: unknown dtype {hw.dtype!r}; known: {', '.join(hardware.DTYPE_BYTES)}"
                 )
             return hw
-        except FileNotFoundError:
-            raise doc.error(path, f"{label(path)}: no such file: {file}") from None
-        except json.JSONDecodeError as exc:
-            raise ReviewInputError(
-                f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); named by {doc.where(path)}"
-            ) from None
         except (TypeError, AttributeError, OSError):
             raise doc.error(
                 path,
@@ -141,14 +148,7 @@ def read_model(doc: Doc, model_name: str, deployment: dict) -> tuple[ModelSpec, 
             config_path = local
     if config_path is not None:
         file = config_path / "config.json" if config_path.is_dir() else config_path
-        try:
-            config = json.loads(file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise doc.error(path, f"{label(path)}: no config.json in {config_path}") from None
-        except json.JSONDecodeError as exc:
-            raise ReviewInputError(
-                f"{file}:{exc.lineno}: not valid JSON ({exc.msg}); named by {doc.where(path)}"
-            ) from None
+        config = read_json(doc, file, path, f"{label(path)}: no config.json in {config_path}")
         if not isinstance(config, dict):
             raise doc.error(path, f"{label(path)}: {file} is not a model config.json")
         try:
