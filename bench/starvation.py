@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from servelab import hardware
+from servelab.classroom import gate
 from servelab.classroom.servers import ClassServers
 from servelab.metrics import parse_prometheus
 from servelab.remote import RemoteServer
@@ -218,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             "model": "bundled SmolLM2-135M-Instruct, float32, eager, CPU",
             "per_student": args.per_student,
             "per_student_rate": servers.per_student_rate,
+            "max_tokens_per_request": gate.MAX_TOKENS,
+            "engine_args": servers.args,
             "flood_outstanding": args.attack,
             "flood_re_sends_refused": args.retry_refused,
             "flood_output_tokens": FLOOD_OUTPUT_LEN,

@@ -777,7 +777,12 @@ def test_a_class_server_takes_one_sequence_per_request(tmp_path):
     vLLM with its body as sent, however it was chunked. (Checked against vLLM 0.32 itself by hand: README.)"""
     from servelab.classroom import gate, servers
 
-    assert ["--middleware", servers.GATE] == servers.ClassServers(state=tmp_path).args[-2:]
+    args = servers.ClassServers(state=tmp_path).args
+    assert ["--middleware", servers.GATE] == args[-2:] == servers.engine_bounds()[-2:]
+    # a request that names no max_tokens gets the cap as vLLM's default, not the rest of the context
+    defaults = json.loads(args[args.index("--override-generation-config") + 1])
+    assert defaults == {"max_new_tokens": gate.MAX_TOKENS} and gate.MAX_TOKENS < gate.CONTEXT
+    assert args[args.index("--max-model-len") + 1] == str(gate.CONTEXT)
     assert servers.GATE == f"{gate.__name__}.{gate.OneSequencePerRequest.__name__}"
 
     def call(body: bytes, path: str = "/v1/completions") -> tuple[int, bytes]:
@@ -809,7 +814,14 @@ def test_a_class_server_takes_one_sequence_per_request(tmp_path):
         assert seen in ([], [body])
         return sent[0]["status"], sent[1]["body"]
 
-    ok = [{"prompt": "The capital of France is", "max_tokens": 64}, {"prompt": [1, 2, 3], "n": 1}]
+    from servelab.lab.speculation.points import OUTPUT_LENS
+
+    assert max(OUTPUT_LENS) <= gate.MAX_TOKENS  # the speculation lab's longest output passes, as the cap itself
+    ok = [
+        {"prompt": "The capital of France is", "max_tokens": 64},
+        {"prompt": [1, 2, 3], "n": 1},
+        {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": gate.MAX_TOKENS},
+    ]
     for body in ok:
         assert call(json.dumps(body).encode())[0] == 200, body
     assert call(b"not json")[0] == 200  # vLLM answers what it cannot parse itself

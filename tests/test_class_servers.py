@@ -102,6 +102,11 @@ def test_a_request_without_a_class_key_is_refused_and_one_students_share_is_boun
     assert len(refused) >= 4 and len(hers) - len(refused) <= share, hers
     assert all("429" in str(r) and f"at most {share} requests" in str(r) for r in refused)
     assert not isinstance(his, BaseException) and his[0].output_tokens == 4  # the classmate was served
+    # a refusal is cheap: no line in either of nginx's logs (a retry storm would write one for each)
+    logs = servers.folder / "logs"
+    answered = (logs / "nginx-access.log").read_text()
+    assert '" 200 ' in answered and '" 429 ' not in answered
+    assert "limiting" not in (logs / "nginx-error.log").read_text()
 
 
 def test_only_the_lab_s_paths_pass_and_vllm_is_reached_only_through_the_proxy(servers, keys):

@@ -13,9 +13,13 @@ has no njs), so the bound is in vLLM's own server, through its `--middleware` op
 A generation request's body (at most nginx's client_max_body_size, MAX_BODY here) is read
 whole and parsed as vLLM parses it (json.loads: the last of a repeated key counts), then
 refused with 400 when it asks for more than one sequence or more than MAX_TOKENS new
-tokens; anything else, malformed bodies included, goes to vLLM unchanged, which answers
-them itself. The lab sends one chat or completion prompt per request with `max_tokens`
-of its output length.
+tokens. A request that names no `max_tokens` (nor `max_completion_tokens`) would run to the
+end of the context (CONTEXT), holding one of its student's slots all that while: the engines
+take MAX_TOKENS as their default (vLLM's --override-generation-config with max_new_tokens,
+DEFAULTS here; servers.engine_bounds() gives both options to the class's and the cluster's
+engines). Anything else, malformed bodies included, goes to vLLM as sent, which answers them
+itself. The lab sends one chat or completion prompt per request with `max_tokens` of its
+output length: at most 256 (the knobs lab's slider; the speculation lab's go to 128).
 """
 
 from __future__ import annotations
@@ -24,7 +28,12 @@ import json
 
 GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
 MAX_BODY = 256 * 1024  # also nginx's client_max_body_size in front of the engines (servers.nginx_config reads it)
-MAX_TOKENS = 1024  # new tokens one request may ask for; servers.CPU_ARGS gives the CPU engines this context
+CONTEXT = 1024  # prompt and output of one request: servers.CPU_ARGS gives the CPU engines this context
+MAX_TOKENS = 256  # new tokens one request may ask for, and what one that names none gets: the labs' longest output
+LENGTHS = ("max_tokens", "max_completion_tokens")
+DEFAULTS = json.dumps(
+    {"max_new_tokens": MAX_TOKENS}, separators=(",", ":")
+)  # vLLM's --override-generation-config: a request's default
 ONE = {"n", "best_of"}  # each must be absent, null or 1
 
 
@@ -44,7 +53,7 @@ def problem(body: bytes) -> str | None:
             return f"`{key}` must be 1 on a class server: one sequence per request"
     if request.get("use_beam_search"):
         return "beam search asks for several sequences per request: not on a class server"
-    for key in ("max_tokens", "max_completion_tokens"):
+    for key in LENGTHS:
         value = request.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_TOKENS:
             return f"`{key}` is at most {MAX_TOKENS} on a class server"

@@ -14,7 +14,8 @@ Who may use them, and how much, is decided in front of vLLM by Debian's nginx
                                        most `per_student` requests at the engine, running or waiting in
                                        vLLM's queue (limit_conn), and at most `per_student_rate` new
                                        ones a second with a burst of twice the share (limit_req);
-                                       beyond that nginx answers 429 at once. Only the paths the lab
+                                       beyond that nginx answers 429 at once, before vLLM and without
+                                       a line in either log. Only the paths the lab
                                        uses are passed on (models, completions, chat completions,
                                        version, metrics); everything else is 404.
     <state>/engines/run/vllm-*.sock    vLLM's API servers (--uds): Unix sockets in a folder only the
@@ -58,12 +59,12 @@ from .errors import ClassError, require_port
 
 OFF_PORT, ON_PORT = 8100, 8101
 NGRAM_K = 4  # num_speculative_tokens on the speculating server
-CPU_ARGS = [  # the CPU engines' context is the most new tokens the gate lets one request ask for
+CPU_ARGS = [  # the CPU engines' context is the gate's (a request's prompt and its at most gate.MAX_TOKENS new tokens)
     "--dtype",
     "float32",
     "--enforce-eager",
     "--max-model-len",
-    str(gate.MAX_TOKENS),
+    str(gate.CONTEXT),
     "--kv-cache-memory-bytes",
     str(1 << 30),
 ]
@@ -74,6 +75,11 @@ GATE = "servelab.classroom.gate.OneSequencePerRequest"  # vLLM's --middleware: a
 NGINX = "/usr/sbin/nginx"  # Debian's nginx (`make class-deps`: apt-get install nginx-light)
 PATHS = ("/v1/models", "/v1/completions", "/v1/chat/completions", "/version", "/metrics")  # what the lab uses
 NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")  # a hub user name a key may be issued to
+
+
+def engine_bounds() -> list[str]:
+    """vLLM's own options that bound one request (servelab.classroom.gate), on the class's and the cluster's engines."""
+    return ["--override-generation-config", gate.DEFAULTS, "--middleware", GATE]
 
 
 def speculative_config(k: int = NGRAM_K) -> str:
@@ -276,7 +282,7 @@ error_log {error_log} warn;
 events {{ worker_connections 4096; }}
 http {{
 {temp}
-  access_log {access_log};
+  access_log {access_log} combined if=$answered;
   client_max_body_size {gate.MAX_BODY // 1024}k;
   map $http_authorization $student {{
     default "";
@@ -287,8 +293,12 @@ http {{
   limit_req_zone $student zone=per_student_reads:1m rate=20r/s;
   limit_conn_status 429;
   limit_req_status 429;
-  limit_req_log_level warn;
-  limit_conn_log_level warn;
+  map $status $answered {{  # a refusal over a share is not written down: a retry storm is one write less each
+    429 0;
+    default 1;
+  }}
+  limit_req_log_level info;  # below error_log's warn: refused requests cost no log line either
+  limit_conn_log_level info;
 {"".join(servers)}
 }}
 """
@@ -383,8 +393,9 @@ class ClassServers:
         self.folder = engines_dir(self.state)
         self.ids: tuple[int, int] | None = None
         self.nginx: subprocess.Popen | None = None
-        # one sequence per request (servelab.classroom.gate): nginx's share counts requests, vLLM's batch sequences
-        self.args = list(self.extra_args) + ["--no-enable-prefix-caching", "--middleware", GATE]
+        # one sequence per request (servelab.classroom.gate): nginx's share counts requests, vLLM's batch sequences;
+        # a request that names no max_tokens gets the gate's cap, not the rest of the context
+        self.args = list(self.extra_args) + ["--no-enable-prefix-caching"] + engine_bounds()
         if not self.model:
             self.args = CPU_ARGS + self.args
         self.off = self._engine("off", self.args)
