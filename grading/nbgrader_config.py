@@ -8,11 +8,13 @@ nbgrader by hand can do the same: `cd grading/course && nbgrader ...`.
 
 import os
 
+from servelab.grading.course import COURSE_ID
+
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 
 # One course, two assignments: lesson25 (solutions/lesson25/lesson25.ipynb) and
 # lab25 (solutions/lab25/spec_decode_lab.ipynb).
-c.CourseDirectory.course_id = "servelab"
+c.CourseDirectory.course_id = COURSE_ID
 
 # The gradebook. SQLite in the course directory is right for one instructor and a
 # class of a few hundred. For a large class graded by several people at once, use

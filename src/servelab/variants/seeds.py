@@ -25,9 +25,9 @@ import secrets
 import stat
 from pathlib import Path
 
+from ..grading.course import COURSE_ID
 from .questions import QUESTIONS, Params, question_of, render
 
-COURSE_ID = "servelab"  # nbgrader's CourseDirectory.course_id (grading/nbgrader_config.py)
 ASSIGNMENT = "lesson25"
 VERSION = b"servelab-variant-v1"
 
