@@ -921,7 +921,7 @@ def serving_lab(lesson: Path, runtime_dir: str | None = None) -> tuple[str, Path
     return url, root
 
 
-HUB_COURSE = "servelab"  # `servelab class up` makes the course in the first instructor's home (hub.ClassSettings)
+HUB_COURSE = course.COURSE_ID  # `servelab class up` makes the course in the first instructor's home (hub.ClassSettings)
 
 
 def default_course() -> Path:
