@@ -491,6 +491,40 @@ def test_the_student_image_holds_the_wheel_and_nothing_of_the_course_folder():
     assert VALUES["singleuser"]["image"]["name"].endswith("/student")
 
 
+def test_the_clusters_engines_bound_each_request_as_the_local_class_does():
+    """Each modelSpec, read as production-stack's chart renders it into vLLM's flags (servelab.review's reader
+    of deployment-vllm-multi.yaml), carries the local engines' bounds (servers.engine_bounds): the gate's
+    middleware and its max_tokens default; its image is vLLM's with servelab's wheel, where the middleware
+    imports with nothing but Python's standard library (the wheel goes in without dependencies)."""
+    from servelab.classroom import gate, servers
+    from servelab.review import forms
+
+    bounds = servers.engine_bounds()
+    wanted = dict(zip(bounds[::2], bounds[1::2]))
+    deployment = {"gpu": "H100", "gpus-per-node": 1, "nodes": 1}
+    for spec in STACK["servingEngineSpec"]["modelSpec"]:
+        rendered = forms.load(REPO / "class" / "vllm-stack-values.yaml", select=spec["name"], deployment=deployment)
+        assert rendered.data["middleware"] == wanted["--middleware"] == servers.GATE, spec["name"]
+        defaults = json.loads(rendered.data["override-generation-config"])
+        assert defaults == json.loads(wanted["--override-generation-config"]) == {"max_new_tokens": gate.MAX_TOKENS}
+        assert defaults["max_new_tokens"] < rendered.data["max-model-len"] and not rendered.unapplied
+        image, _line = rendered.image
+        assert image == f"{spec['repository']}:{spec['tag']}" and image.startswith(
+            "registry.example.edu/servelab/engine:"
+        )
+    assert build_context("engine.Dockerfile") == ["dist/servelab-0.1.0-py3-none-any.whl"]
+    dockerfile = (REPO / "class" / "engine.Dockerfile").read_text()
+    assert re.search(r"^FROM vllm/vllm-openai:v\S+$", dockerfile, re.M)
+    assert re.search(r"pip install .*--no-deps .*\.whl", dockerfile.replace("${SERVELAB_WHEEL}", "x.whl"))
+    bare = subprocess.run(  # -S: no site-packages, as in vLLM's image where only servelab's wheel is added
+        ["python3", "-S", "-c", f"import sys; sys.path.insert(0, {str(REPO / 'src')!r}); import {gate.__name__}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bare.returncode == 0, bare.stderr
+
+
 def test_the_instructor_image_holds_the_keys_and_solutions_for_the_grader():
     context = build_context("instructor.Dockerfile")
     assert "grading/keys/lesson25.py" in context and "solutions/lesson25/lesson25.ipynb" in context
