@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -272,7 +273,7 @@ def test_a_students_pod_reads_releases_and_feedback_and_writes_only_its_own_inbo
         "feedback",
         "inbound/ada",
     }
-    assert exchange["/srv/nbgrader/exchange/servelab/inbound/ada"]["subPath"] == "exchange/servelab/inbound/ada"
+    assert exchange["/srv/nbgrader/exchange/servelab/inbound/ada"]["name"] == "inbound"  # her own claim
     assert all(m.get("readOnly") for path, m in exchange.items() if not path.endswith("/inbound/ada"))
     assert "/srv/nbgrader/exchange/servelab/inbound/bo" in mounts_of(bo)  # the hub's name, not hers
     uids = {name: container(pod)["securityContext"]["runAsUser"] for name, pod in spawned.items()}
@@ -285,6 +286,58 @@ def test_a_students_pod_reads_releases_and_feedback_and_writes_only_its_own_inbo
         args = container(pod)["args"]
         assert args[:4] == ["python", "-m", "servelab.classroom.cluster", "pod-start"]
         assert args[-2:] == ["--", "jupyterhub-singleuser"] and env_of(pod)["JUPYTERHUB_USER"] == name
+
+
+def test_each_users_hand_ins_are_a_claim_of_their_own_of_the_local_inbound_cap(hub_env):
+    """`cluster inbound-claims` makes one claim per roster user, of the local class's inbound cap; the hook names
+    it as the command does (its own copy: the hub's image has no servelab), mounts it as the student's inbound
+    folder, made theirs (2750) by a root step before the server, and mounts every one read-only for instructors.
+    A user the roster does not list gets no inbound."""
+    import yaml
+
+    from servelab.classroom import cluster, exchange
+
+    roster = [*ROSTER, "cy_d", "e.f"]
+    (hub_env / "keys.json").write_text(json.dumps(cluster.engine_keys(roster)))
+    out = subprocess.run(
+        [sys.executable, "-m", "servelab.classroom.cluster", "inbound-claims", "--users", ",".join(roster)]
+        + ["--storage-class", "cephfs"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    claims = {c["metadata"]["annotations"]["servelab.example.edu/user"]: c for c in yaml.safe_load_all(out.stdout)}
+    assert list(claims) == roster
+    for name, claim in claims.items():
+        assert claim["kind"] == "PersistentVolumeClaim" and claim["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert claim["spec"]["resources"]["requests"]["storage"] == f"{exchange.INBOUND_CAP_MIB}Mi"
+        assert claim["spec"]["storageClassName"] == "cephfs"
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", claim["metadata"]["name"]), name  # a Kubernetes name
+    assert len({c["metadata"]["name"] for c in claims.values()}) == len(roster)
+    assert claims["ada"]["metadata"]["name"] == "servelab-inbound-ada"
+    spawned = pods(("student", 7, "ada"), ("student", 8, "cy_d"), ("student", 9, "zed"), ("instructor", 1, "teacher"))
+
+    def claim_at(pod: dict, path: str) -> str:
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        return volumes[mounts_of(pod)[path]["name"]]["persistentVolumeClaim"]["claimName"]
+
+    inbound = "/srv/nbgrader/exchange/servelab/inbound"
+    for name in ("ada", "cy_d"):
+        pod = spawned[name]
+        assert claim_at(pod, f"{inbound}/{name}") == claims[name]["metadata"]["name"]
+        assert not mounts_of(pod)[f"{inbound}/{name}"].get("readOnly")
+        (step,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "servelab-inbound"]
+        uid = container(pod)["securityContext"]["runAsUser"]
+        assert step["command"][-1] == f"chown {uid}:100 /inbound && chmod 2750 /inbound"
+        assert step["volumeMounts"] == [{"name": mounts_of(pod)[f"{inbound}/{name}"]["name"], "mountPath": "/inbound"}]
+        assert step["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+        assert not any(p.startswith(inbound) and p != f"{inbound}/{name}" for p in mounts_of(pod))  # no classmate's
+    assert not any(p.startswith(inbound) for p in mounts_of(spawned["zed"]))  # not on the roster: no inbound
+    teacher = spawned["teacher"]
+    for name, claim in claims.items():
+        assert claim_at(teacher, f"{inbound}/{name}") == claim["metadata"]["name"]
+        assert mounts_of(teacher)[f"{inbound}/{name}"]["readOnly"] is True
 
 
 def test_a_pods_uid_gets_a_passwd_entry_named_by_the_hub_so_nbgrader_knows_the_student(hub_env):
@@ -578,9 +631,14 @@ def test_the_hub_writes_what_the_tests_compare(local, monkeypatch):
     laid_out = []
     monkeypatch.setattr(hub.exchange, "lay_out", lambda *a, **k: laid_out.append(a) or {})
     monkeypatch.setattr(hub.limits, "make_class", lambda state, record: [])
+    handed = []  # each student's own numbers go to their home as root (test_class_hub.py walks them)
+    monkeypatch.setattr(hub.ClassHub, "hand_out_variants", lambda self: handed.append(self.settings.students))
     scanned = []
     monkeypatch.setattr(hub.limits, "shared_dirs", lambda skip: scanned.append(skip) or ["/run/lock", "/var/tmp"])
     hub.ClassHub(local).lay_out()
+    assert handed == [local.students]
+    assert hub.nbgrader_settings(local, "instructor")["ScoreAnswers"]["variants"] is True
+    assert "ScoreAnswers" not in hub.nbgrader_settings(local, "student")
     # the world-writable folders each student's server gets privately, found once, outside the class's own
     assert scanned and str(local.state.resolve()) in scanned[0]
     assert json.loads((local.state / "class.json").read_text())["limits"]["shared_dirs"] == ["/run/lock", "/var/tmp"]

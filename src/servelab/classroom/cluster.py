@@ -32,6 +32,13 @@ user's pod SERVELAB_REMOTE_API_KEY; keys.map, nginx's map of those keys) and a C
 its upstreams), which class/engine-gateway.yaml's nginx runs. `--keys` keeps the keys
 already handed out (`kubectl get secret servelab-engine-keys -o jsonpath='{.data.keys\\.json}' | base64 -d`).
 
+    python -m servelab.classroom.cluster inbound-claims --users ada,bo [--size-mib 256] [--storage-class X] | kubectl apply -n servelab -f -
+
+one ReadWriteMany claim per user, servelab-inbound-<user> (inbound_claim), of the local class's
+inbound cap (exchange.INBOUND_CAP_MIB): the user's hand-ins, mounted by their pod as
+exchange/servelab/inbound/<user>/ and read by instructors' pods (class/z2jh-values.yaml), so a
+full one stops that user's hand-ins and nobody else's, as the local class's own ext4 does.
+
 `lay-out` makes the course directory from this package's course config when it
 is missing (servelab.grading.course.make), then loads nbgrader's config the way
 nbgrader's own apps and the formgrader do (nbgrader.apps.NbGrader.load_config_file:
@@ -242,6 +249,51 @@ def gateway_manifests(keys: dict[str, str], per_student: int | None = None) -> l
     ]
 
 
+INBOUND_CLAIM = "servelab-inbound-"  # each user's hand-ins: a claim of its own (hub.extraConfig.servelab-roles)
+KUBE_NAME = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")  # a user name that is a Kubernetes object's name as is
+
+
+def inbound_claim(user: str) -> str:
+    """The name of a user's inbound claim: theirs where it can name a Kubernetes object, else a hash of it after
+    a second dash (no user name starts with one, so the two kinds never meet). hub.extraConfig.servelab-roles
+    names it the same way: the hub's image has no servelab."""
+    if KUBE_NAME.match(user) and len(user) <= 63:
+        return INBOUND_CLAIM + user
+    import hashlib
+
+    return INBOUND_CLAIM + "-" + hashlib.sha256(user.encode()).hexdigest()[:16]
+
+
+def inbound_claims(users: list[str], size_mib: int | None = None, storage_class: str | None = None) -> list[dict]:
+    """One ReadWriteMany claim of `size_mib` (default: the local class's inbound cap) per user: their pod mounts
+    it as exchange/servelab/inbound/<user>/, instructors' pods read it; a full one stops that user's hand-ins."""
+    from .exchange import INBOUND_CAP_MIB
+
+    claims = []
+    for name in users:
+        if not PASSWD_NAME.match(name):
+            raise SystemExit(f"{name!r} is not a user name the hub allows (username_pattern): no inbound")
+        spec: dict = {
+            "accessModes": ["ReadWriteMany"],
+            "resources": {"requests": {"storage": f"{size_mib or INBOUND_CAP_MIB}Mi"}},
+        }
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": inbound_claim(name),
+                    "labels": {"app.kubernetes.io/part-of": "servelab", "app.kubernetes.io/component": "inbound"},
+                    "annotations": {"servelab.example.edu/user": name},
+                },
+                "spec": spec,
+            }
+        )
+    return claims
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m servelab.classroom.cluster", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -255,7 +307,17 @@ def main(argv: list[str] | None = None) -> int:
     gate.add_argument("--users", required=True, help="the hub's user names that get a key, comma-separated")
     gate.add_argument("--keys", type=Path, help="keys.json of the keys already handed out (kept)")
     gate.add_argument("--per-student", type=int, help="requests one user may have at an engine at once")
+    inbound = sub.add_parser("inbound-claims", help="each user's inbound volume claim, of a size (YAML on stdout)")
+    inbound.add_argument("--users", required=True, help="the hub's user names, comma-separated (the roster)")
+    inbound.add_argument("--size-mib", type=int, help="each user's inbound, MiB (default: the local class's cap)")
+    inbound.add_argument("--storage-class", help="a storage class whose provisioner enforces the size")
     args = parser.parse_args(argv)
+    if args.command == "inbound-claims":
+        import yaml
+
+        users = [n.strip() for n in args.users.split(",") if n.strip()]
+        print(yaml.safe_dump_all(inbound_claims(users, args.size_mib, args.storage_class), sort_keys=False), end="")
+        return 0
     if args.command == "engine-keys":
         import json
 
