@@ -35,4 +35,7 @@ NAMES = False  # True lists the students who made each slip
 
 built = report.build(ASSIGNMENT, COURSE, names=NAMES)
 page, table = report.write(built, COURSE / "class-reports")
-Markdown(report.reteach_markdown(built, Path.cwd()) + f"\n\nThe whole report: `{page}`, and its numbers in `{table}`.")
+Markdown(
+    "\n\n".join(part for part in (report.reteach_markdown(built, Path.cwd()), report.variants_markdown(built)) if part)
+    + f"\n\nThe whole report: `{page}`, and its numbers in `{table}`."
+)

@@ -731,3 +731,157 @@ def test_a_long_slip_description_in_a_record_is_cut_between_words(tmp_path):
     shown = report._read_record(tmp_path / "course", "lesson25", "s1", "lesson25")["q1"]["slips"]["kv-once"]
     assert len(shown) <= 600 and shown.endswith("…") and about.startswith(shown[:-1])
     assert about[len(shown) - 1] in " ,.;:" or shown[-2] in ".,;:"  # no word is cut
+
+
+# --------------------------------------------------------------------------- variant questions
+
+VARIANT_SECRET = b"0123456789abcdef0123456789abcdef-report-course"
+
+
+def variant_class(n, points_of, secret=VARIANT_SECRET):
+    """n students (v00, v01, ...) on warmup1's two parts and warmup3's three, each part's points
+    points_of(question, student, params): the params are the student's, from their id and the secret."""
+    from servelab.variants import BY_ID, params_for
+
+    qs = [report.Question(p.id, "lesson25", 1.0, True) for q in ("warmup1", "warmup3") for p in BY_ID[q].parts]
+    subs = []
+    for i in range(n):
+        student = f"v{i:02d}"
+        points = {}
+        for q in ("warmup1", "warmup3"):
+            score = points_of(q, student, params_for(q, student, secret=secret), i)
+            points.update({p.id: score for p in BY_ID[q].parts})
+        subs.append(report.Submission(student, points))
+    return report.ClassData("lesson25", qs, subs, [])
+
+
+@pytest.mark.unit
+def test_a_variant_range_that_scores_lower_is_reported_harder_and_an_even_one_is_not(tmp_path):
+    from servelab.variants import params_for
+
+    n = 40
+    tokens = sorted(params_for("warmup1", f"v{i:02d}", secret=VARIANT_SECRET)["tokens_per_sequence"] for i in range(n))
+    cut = tokens[(n - 1) // 2]
+
+    def points_of(q, student, params, i):
+        if q == "warmup1":  # the long contexts get it wrong (a byte count past 2^31, say), but one
+            return 0.0 if params["tokens_per_sequence"] > cut and i != 39 else 1.0
+        return float(i % 2)  # warmup3: half of each range right, whatever its batch
+
+    data = variant_class(n, points_of)
+    stats = {v.question: v for v in report.variant_stats(data, VARIANT_SECRET, names=True)}
+    assert set(stats) == {"warmup1", "warmup3"}  # the questions this assignment grades, and only those
+    w1 = stats["warmup1"]
+    low, high = w1.groups
+
+    # grouped by the parameters the secret gives each id: the split params_for gives
+    def split(secret):
+        values = {f"v{i:02d}": params_for("warmup1", f"v{i:02d}", secret=secret) for i in range(n)}
+        ordered = sorted(v["tokens_per_sequence"] for v in values.values())
+        return sorted(s for s, v in values.items() if v["tokens_per_sequence"] <= ordered[(n - 1) // 2])
+
+    assert low.students == split(VARIANT_SECRET) and low.n + high.n == n
+    assert high.label.startswith("tokens_per_sequence ") and w1.harder == high.label
+    assert high.mean < 0.2 < 0.8 < low.mean and low.low <= low.mean <= low.high
+    assert w1.difference[0] > 0 and w1.verdict.startswith(f"{high.label} is harder: mean")
+    w3 = stats["warmup3"]
+    assert w3.harder is None and w3.verdict.startswith("no range is clearly harder")
+    assert w3.difference[0] < 0 < w3.difference[1]
+    # another course secret gives other variants, so another grouping: the params come from id and secret
+    another = b"another-course-secret-of-32-bytes!!"
+    other = report.variant_stats(variant_class(n, points_of), another, names=True)[0]
+    assert other.groups[0].students == split(another) != low.students
+    r = report.ClassReport("lesson25", n, 5.0, 0.0, [], [], 0, False, variants=list(stats.values()))
+    page = " ".join(report.render_html(r, tmp_path).split())
+    assert 'id="variants-heading"' in page and f"{high.label} is harder" in page
+    assert f"(`warmup1`): {report._md(high.label)} is harder" in report.variants_markdown(r)
+    assert report.variants_markdown(report.ClassReport("lesson25", n, 5.0, 0.0, [], [], 0, False)) == ""
+    rows = [row for row in csv.DictReader(io.StringIO(report.render_csv(r))) if row["kind"] == "variant range"]
+    assert len(rows) == 4 and {row["range"] for row in rows[:2]} == {low.label, high.label}
+    assert float(rows[1]["range_low"]) <= float(rows[1]["range_mean"]) <= float(rows[1]["range_high"])
+
+
+@pytest.mark.unit
+def test_a_class_of_three_is_too_small_to_judge_its_variant_ranges():
+    data = variant_class(3, lambda q, s, params, i: float(i == 0))
+    for v in report.variant_stats(data, VARIANT_SECRET):
+        assert v.harder is None and v.difference is None
+        assert v.verdict.startswith("too few or too alike to judge ("), v.verdict
+        assert f"fewer than {report.VARIANT_MIN_GROUP} in a range" in v.verdict or "same value" in v.verdict
+
+
+@pytest.mark.unit
+def test_the_groups_follow_the_parameter_low_and_high_or_by_value():
+    halves = report.variant_groups({"a": 10, "b": 20, "c": 30, "d": 40, "e": 40})
+    assert halves == [("10 to 30", ["a", "b", "c"]), ("40 to 40", ["d", "e"])]
+    assert report.variant_groups({"a": "fp8", "b": "bfloat16", "c": "fp8"}) == [
+        ("= bfloat16", ["b"]),
+        ("= fp8", ["a", "c"]),
+    ]
+    assert report.variant_groups({"a": 2, "b": 4, "c": 2}) == [("= 2", ["a", "c"]), ("= 4", ["b"])]
+
+
+@pytest.mark.unit
+def test_without_variants_the_report_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVELAB_VARIANT_SECRET_FILE", str(tmp_path / "none"))
+    assert report.course_variant_secret() is None
+    data = variant_class(12, lambda q, s, params, i: 1.0)
+    assert report.variant_stats(data, None) == [] and report.copied_answers(data) == []
+    stats = report.question_stats(data)
+    r = report.ClassReport("lesson25", 12, 5.0, 5.0, stats, report.reteach(stats), 0, False)
+    page = report.render_html(r, tmp_path)
+    assert "Variant questions" not in page and "variants-heading" not in page
+    assert next(csv.reader(io.StringIO(report.render_csv(r)))) == list(report.CSV_FIELDS)
+    # a secret there, read (never made) as the grader reads it: the variant section's input
+    secret = tmp_path / "secret"
+    secret.write_text("f" * 64 + "\n")
+    secret.chmod(0o600)
+    monkeypatch.setenv("SERVELAB_VARIANT_SECRET_FILE", str(secret))
+    assert report.course_variant_secret() == b"f" * 64
+
+
+@pytest.mark.unit
+def test_an_answer_flagged_copied_from_is_listed_and_names_only_with_names(tmp_path):
+    folder = tmp_path / "course" / trusted.REPORT_DIR / "lesson25"
+    tests = {
+        "warmup1-batch": {"points": 0, "slips": {}, "answered": True, "answer": "1", "copied_from": ["v07", "v09"]},
+        "warmup1-per-token": {"points": 0, "slips": {}, "answered": True, "answer": "2", "copied_from": {"x": 1}},
+        "warmup3-tokens": {"points": 1, "slips": {}, "answered": True, "answer": "3", "copied_from": [5, ""]},
+    }
+    (folder / "v03").mkdir(parents=True)
+    (folder / "v03" / "lesson25.json").write_text(json.dumps({"tests": tests}))
+    record = report._read_record(tmp_path / "course", "lesson25", "v03", "lesson25")
+    assert [record[g]["copied_from"] for g in tests] == [["v07", "v09"], [], []]  # only a list of ids is one
+    data = variant_class(12, lambda q, s, params, i: 1.0)
+    data.submissions[3].tests = record
+    copied = report.copied_answers(data)
+    assert copied == [report.CopiedAnswer("warmup1-batch", "v03", ("v07", "v09"))]
+    for names in (False, True):
+        r = report.ClassReport("lesson25", 12, 5.0, 5.0, [], [], 0, names, copied=copied)
+        page = " ".join(report.render_html(r, tmp_path).split())
+        assert "Answers that fit a classmate's variant" in page and "1 answers missed their own variant" in page
+        assert ("v03" in page and "v07, v09" in page) == names and ("v07" in page) == names
+        shown = report.variants_markdown(r)
+        assert "1 answers fit a classmate's variant" in shown and ("v03" in shown) == names
+        assert shown.endswith("v07, v09" if names else "2 classmates")
+
+
+@pytest.mark.unit
+def test_ranges_that_differ_by_chance_alone_are_not_called_harder_across_the_questions(monkeypatch):
+    """300 students scoring 0 or 1 at random on every part of the 11 variant questions: at 95% each, one of the
+    11 comparisons (capacity-bandwidth, on this seed) calls a range harder; read together, none does."""
+    import random
+
+    from servelab.variants import QUESTIONS
+
+    qs = [report.Question(p.id, "lesson25", 1.0, True) for q in QUESTIONS for p in q.parts]
+    rng = random.Random(1)
+    subs = [report.Submission(f"s{i:03d}", {q.grade_id: float(rng.random() < 0.6) for q in qs}) for i in range(300)]
+    data = report.ClassData("lesson25", qs, subs, [])
+    stats = report.variant_stats(data, VARIANT_SECRET)
+    assert len(stats) == len(QUESTIONS)
+    assert [v.question for v in stats if v.harder] == []
+    assert all("% interval over 11 questions" in v.verdict for v in stats)
+    each = report._verdict
+    monkeypatch.setattr(report, "_verdict", lambda groups, draws, compared: each(groups, draws, 1))
+    assert [v.question for v in report.variant_stats(data, VARIANT_SECRET) if v.harder] == ["capacity-bandwidth"]

@@ -40,8 +40,10 @@ import stat
 import tempfile
 import unicodedata
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from servelab.grading import course, trusted
@@ -330,8 +332,20 @@ def _read_record(course_dir: Path, assignment: str, student: str, notebook: str)
             "answer": _text(
                 record.get("answer") if isinstance(record.get("answer"), str) else "", trusted.REPORT_ANSWER_CHARS
             ),
+            "copied_from": _ids(record.get("copied_from")),
         }
     return out
+
+
+COPIED_IDS = 50  # classmates named on one answer's copied_from: more than this is not a record of one answer
+
+
+def _ids(value) -> list[str]:
+    """A record's copied_from (the classmates whose variant the answer fits: servelab.variants.grading.check)
+    as plain student ids; anything but a list of strings is none."""
+    if not isinstance(value, list):
+        return []
+    return [_text(v, 200) for v in value[:COPIED_IDS] if isinstance(v, str) and v]
 
 
 _MISSING = object()
@@ -870,6 +884,198 @@ def reteach(stats: list[QuestionStats], n: int = RETEACH) -> list[Reteach]:
     return sorted(out, key=lambda r: (-r.points_lost, -r.count, first[r.slip], r.slip))[:n]
 
 
+# --------------------------------------------------------------------------- 4b. variants
+
+# The parameter each variant question's students are grouped by: the one its generator draws that most
+# changes the work (servelab.variants.questions). A number with more than VARIANT_VALUES values is cut at the
+# class's median into a low and a high range; a string, or a number with few values, groups by value.
+VARIANT_BY = {
+    "warmup1": "tokens_per_sequence",
+    "warmup2": "dtype",
+    "warmup3": "batch",
+    "practice1": "users",
+    "practice4": "tensor_parallel_size",
+    "capacity-context": "new_context",
+    "capacity-sessions": "context",
+    "capacity-bandwidth": "dtype",
+    "capacity-transfer": "prompt_tokens",
+    "break-even": "k",
+    "littles-law": "in_flight",
+}
+VARIANT_VALUES = 3
+# Fewer students than this in a range and the ranges are not compared: a mean of four scores of 0 or 1 moves by a
+# quarter with one student.
+VARIANT_MIN_GROUP = 8
+
+
+@dataclass
+class VariantGroup:
+    """The students whose variant's parameter falls in one range, and how they scored on the question."""
+
+    label: str  # "tokens_per_sequence 1,024 to 60,416", "dtype = fp8"
+    n: int
+    mean: float  # share of the question's points (0 to 1)
+    low: float | None = None  # the CONFIDENCE bootstrap interval of the mean
+    high: float | None = None
+    students: list[str] = field(default_factory=list)  # only filled with names=True
+
+
+@dataclass
+class VariantStats:
+    """One variant question: its students grouped by a drawn parameter, and whether one range is harder."""
+
+    question: str  # the variant question's id (servelab.variants.questions)
+    title: str
+    parameter: str
+    grade_ids: list[str]  # its parts that this assignment grades
+    groups: list[VariantGroup]
+    verdict: str
+    harder: str | None = None  # the label of the range that is clearly harder, else None
+    difference: tuple[float, float] | None = None  # the bootstrap interval of (easiest mean - hardest mean)
+
+
+@dataclass(frozen=True)
+class CopiedAnswer:
+    """An answer that missed its own variant but fits a classmate's in full (the grader's copied_from)."""
+
+    grade_id: str
+    student: str
+    copied_from: tuple[str, ...]
+
+
+def course_variant_secret() -> bytes | None:
+    """The course secret the release made the variants with, or None where there is none here (a course
+    released without variants: the report then shows no variant section)."""
+    from servelab.variants import seeds
+
+    try:
+        return seeds.course_secret(create=False)
+    except seeds.SecretError:
+        return None
+
+
+def variant_groups(values: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """Students grouped by one parameter's value (student -> value): by value for a string or a number with at
+    most VARIANT_VALUES values, else a low and a high range cut at the median (the median's own students low)."""
+    distinct = sorted(set(values.values()), key=lambda v: (isinstance(v, str), v))
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in distinct)
+    if not numeric or len(distinct) <= VARIANT_VALUES:
+        return [(f"= {v}", sorted(s for s, x in values.items() if x == v)) for v in distinct]
+    ordered = sorted(values.values())
+    cut = ordered[(len(ordered) - 1) // 2]
+    out = []
+    for members in ([s for s, v in values.items() if v <= cut], [s for s, v in values.items() if v > cut]):
+        vs = [values[s] for s in members]
+        out.append((f"{_value(min(vs))} to {_value(max(vs))}", sorted(members)))
+    return out
+
+
+def _value(v) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:,g}"
+
+
+def _bootstrap_means(scores: list[float], rng) -> Any:
+    import numpy as np
+
+    x = np.asarray(scores, float)
+    return x[rng.integers(0, len(x), size=(BOOTSTRAP_RESAMPLES, len(x)))].mean(axis=1)
+
+
+def _verdict(
+    groups: list[VariantGroup], draws: dict[str, Any], compared: int = 1
+) -> tuple[str, str | None, tuple | None]:
+    """What the groups say, in one phrase (the words of QuestionStats.verdict for a class too small or too alike).
+    The difference's interval is widened for the `compared` questions read together (Bonferroni: each at
+    1 - (1 - CONFIDENCE) / compared), so a class whose ranges differ by chance alone calls none harder, at 95%."""
+    import numpy as np
+
+    if len(groups) < 2:
+        return "too few or too alike to judge (every student drew the same value)", None, None
+    small = [g for g in groups if g.n < VARIANT_MIN_GROUP]
+    if small:
+        why = "; ".join(f"{g.label}: {g.n} students" for g in small)
+        return f"too few or too alike to judge ({why}, fewer than {VARIANT_MIN_GROUP} in a range)", None, None
+    hardest = min(groups, key=lambda g: (g.mean, g.label))
+    easiest = max(groups, key=lambda g: (g.mean, g.label))
+    if easiest.mean - hardest.mean <= 1e-12:
+        return "too few or too alike to judge (every range scored the same mean)", None, None
+    tail = (1 - CONFIDENCE) / 2 / max(compared, 1) * 100
+    low, high = (float(v) for v in np.percentile(draws[easiest.label] - draws[hardest.label], [tail, 100 - tail]))
+    shown = f"{100 - 2 * tail:.4g}% interval" + (f" over {compared} questions" if compared > 1 else "")
+    interval = f"difference {_num(easiest.mean - hardest.mean)}, {shown} {_num(low)} to {_num(high)}"
+    if low > 0:
+        return (
+            f"{hardest.label} is harder: mean {_num(hardest.mean)} against {_num(easiest.mean)} for {easiest.label} "
+            f"({interval})",
+            hardest.label,
+            (low, high),
+        )
+    return f"no range is clearly harder ({interval}, which includes 0)", None, (low, high)
+
+
+def variant_stats(
+    data: ClassData, secret: bytes | None, names: bool = False, by: dict[str, str] | None = None
+) -> list[VariantStats]:
+    """Per variant question that the assignment grades: its students grouped by a drawn parameter (VARIANT_BY),
+    each group's mean share of the question's points with its n and bootstrap interval, and whether one range is
+    clearly harder. Each student's parameters come from their gradebook id and the course secret
+    (servelab.variants.params_for), never from anything in a hand-in. None without a secret: no variants."""
+    import numpy as np
+
+    from servelab.variants import QUESTIONS, params_for
+
+    if secret is None:
+        return []
+    by = VARIANT_BY if by is None else by
+    graded = {q.grade_id: q for q in data.questions if q.autograded}
+    out: list[VariantStats] = []
+    kept: list[dict] = []  # each question's bootstrap draws of its groups' means
+    for vq in QUESTIONS:
+        parts = [p.id for p in vq.parts if p.id in graded]
+        if not parts or vq.id not in by:
+            continue
+        full = sum(graded[g].max_points for g in parts)
+        scores: dict[str, float] = {}
+        for sub in data.submissions:
+            got = [sub.points.get(g) for g in parts]
+            if full > 0 and all(p is not None for p in got):
+                scores[sub.student] = sum(p for p in got if p is not None) / full
+        if not scores:
+            continue
+        values = {s: params_for(vq.id, s, secret=secret, assignment=data.assignment)[by[vq.id]] for s in scores}
+        rng = np.random.default_rng(BOOTSTRAP_SEED)
+        groups, draws = [], {}
+        tail = (1 - CONFIDENCE) / 2 * 100
+        for label, members in variant_groups(values):
+            label = f"{by[vq.id]} {label}"
+            own = [scores[s] for s in members]
+            draws[label] = _bootstrap_means(own, rng)
+            low, high = (float(v) for v in np.percentile(draws[label], [tail, 100 - tail]))
+            groups.append(
+                VariantGroup(
+                    label, len(own), sum(own) / len(own), low, high, [shown_id(s) for s in members] if names else []
+                )
+            )
+        out.append(VariantStats(vq.id, vq.title, by[vq.id], parts, groups, "", None, None))
+        kept.append(draws)
+    for v, draws in zip(out, kept):
+        v.verdict, v.harder, v.difference = _verdict(v.groups, draws, len(out))
+    return out
+
+
+def copied_answers(data: ClassData) -> list[CopiedAnswer]:
+    """Every answer the grader found fitting a classmate's variant instead of its own (its record's copied_from),
+    in the order the notebook asks the questions, then by student."""
+    order = {q.grade_id: i for i, q in enumerate(data.questions)}
+    found = [
+        CopiedAnswer(grade_id, sub.student, tuple(record["copied_from"]))
+        for sub in data.submissions
+        for grade_id, record in sub.tests.items()
+        if record.get("copied_from")
+    ]
+    return sorted(found, key=lambda c: (order.get(c.grade_id, len(order)), c.grade_id, c.student))
+
+
 # --------------------------------------------------------------------------- the report
 
 
@@ -890,6 +1096,8 @@ class ClassReport:
     hand_grading_done: bool = True  # else discrimination is against the autograded points only
     gradebook: str = ""  # the gradebook read, without its password
     patterns: int = 0  # different score patterns among the submissions (copies of one hand-in count once)
+    variants: list[VariantStats] = field(default_factory=list)  # empty where the course has no variants
+    copied: list[CopiedAnswer] = field(default_factory=list)  # answers that fit a classmate's variant
 
     @property
     def too_small(self) -> bool:
@@ -953,12 +1161,16 @@ def build(
     names: bool = False,
     lab_url: str | None = None,
     lab_root: Path | None = None,
+    secret: bytes | None = None,
 ) -> ClassReport:
     """Read the class and compute every number the page and the CSV show. The page's links open the lesson
     in the JupyterLab at lab_url serving lab_root. By default: on the hub, this user's server
     (JUPYTERHUB_SERVICE_PREFIX, serving the home folder); else a JupyterLab of this user's running on this
-    machine that serves the lesson (`make lab` serves the checkout); else "/" serving the home folder."""
+    machine that serves the lesson (`make lab` serves the checkout); else "/" serving the home folder.
+    The variant statistics group students by the parameters the course secret gives their ids (`secret`, else
+    the course's: course_variant_secret()); without one the report has no variant section."""
     data = read_class(assignment, course_dir, db_url)
+    secret = secret if secret is not None else course_variant_secret()
     lesson = lesson_copy(course_dir)
     if lab_url is None and lab_root is None and not os.environ.get("JUPYTERHUB_SERVICE_PREFIX"):
         lab_url, lab_root = serving_lab(lesson) or (None, None)
@@ -980,6 +1192,8 @@ def build(
         hand_grading_done(data),
         data.gradebook,
         score_patterns(data),
+        variant_stats(data, secret, names),
+        copied_answers(data),
     )
 
 
@@ -1091,6 +1305,8 @@ def render_html(report: ClassReport, out_dir: Path) -> str:
         min_discrimination=DISCRIMINATION_MIN,
         very_easy=VERY_EASY,
         min_patterns=MIN_PATTERNS,
+        variant_min_group=VARIANT_MIN_GROUP,
+        shown_id=shown_id,
         section_id=lambda gid: "q-" + re.sub(r"[^A-Za-z0-9_-]", "-", gid),
         Markup=jinja2.utils.markupsafe.Markup,
     )
@@ -1119,9 +1335,14 @@ CSV_FIELDS = (
 )
 
 
+# A course with variants adds a row per range of each variant question (kind "variant range"), with these columns.
+# range_mean and its interval (range_low, range_high) are the range's mean share of the question's points, 0 to 1.
+VARIANT_CSV_FIELDS = ("parameter", "range", "range_mean", "range_low", "range_high", "verdict")
+
+
 def render_csv(report: ClassReport) -> str:
     buf = io.StringIO()
-    w = _SafeWriter(buf, CSV_FIELDS)
+    w = _SafeWriter(buf, CSV_FIELDS + (VARIANT_CSV_FIELDS if report.variants else ()))
     w.writeheader()
     for q in report.questions:
         base = {
@@ -1155,6 +1376,23 @@ def render_csv(report: ClassReport) -> str:
                     "points_lost": s.points_lost,
                     "teaches": s.section,
                     "students": " ".join(s.students),
+                }
+            )
+    for v in report.variants:
+        for g in v.groups:
+            w.writerow(
+                {
+                    "assignment": report.assignment,
+                    "grade_id": " ".join(v.grade_ids),
+                    "kind": "variant range",
+                    "graded": g.n,
+                    "parameter": v.parameter,
+                    "range_mean": round(g.mean, 4),
+                    "range": g.label,
+                    "range_low": "" if g.low is None else round(g.low, 4),
+                    "range_high": "" if g.high is None else round(g.high, 4),
+                    "verdict": v.verdict,
+                    "students": " ".join(g.students),
                 }
             )
     return buf.getvalue()
@@ -1216,3 +1454,23 @@ def reteach_markdown(report: ClassReport, from_dir: Path) -> str:
 
 def _md(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", text)
+
+
+def variants_markdown(report: ClassReport) -> str:
+    """The variant questions' verdicts and the answers that fit a classmate's variant, as Markdown (the
+    instructor notebook's cell); "" where the course has neither."""
+    lines = []
+    if report.variants:
+        lines += [f"**Variant questions of {report.assignment}**, by one drawn parameter:", ""]
+        lines += [f"- {_md(v.title)} (`{v.question}`): {_md(v.verdict)}." for v in report.variants]
+    if report.copied:
+        who = "" if report.names else " (`NAMES = True` shows whose)"
+        lines += ["", f"**{len(report.copied)} answers fit a classmate's variant instead of their own**{who}:", ""]
+        for c in report.copied:
+            mine = f"{_md(shown_id(c.student))}'s " if report.names else "an "
+            theirs = ", ".join(_md(shown_id(s)) for s in c.copied_from) if report.names else f"{len(c.copied_from)}"
+            lines.append(
+                f"- {mine}answer to `{c.grade_id}` fits the variant of {theirs}"
+                + ("" if report.names else " classmates")
+            )
+    return "\n".join(lines).strip("\n")
