@@ -192,11 +192,13 @@ nbval: setup
 
 # Every generated notebook from the course's text sources (grading/source/<assignment>/<notebook>.py):
 # build the instructor notebooks in solutions/ (measured parts filled from bench/results/), release the
-# student versions to lessons/ and labs/ (nbgrader generate_assignment), write the sample submissions.
+# student versions to lessons/ and labs/ (nbgrader generate_assignment), write the sample submissions, and build
+# the practice notebook (grading/source/practice/practice.py -> lessons/practice.ipynb: not an assignment).
 notebooks: setup
 	$(PY) -m servelab.grading.author
 	$(PY) -m servelab.grading.release
 	$(PY) -m servelab.grading.samples
+	$(PY) -m servelab.variants.notebook
 
 release: setup
 	$(PY) -m servelab.grading.release
