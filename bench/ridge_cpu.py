@@ -15,8 +15,9 @@ datasheet.
 
     python bench/ridge_cpu.py            # about 1-2 minutes on 2 quiet cores; writes bench/results/ridge-cpu.json
 
-The roofline probe beside it reads a 256 MB tensor (a sum, as servelab.hardware.measure_this_machine
-does: read bandwidth, the traffic a step's weight reads make) and times a GEMM in the same dtype.
+The roofline probe beside it is servelab.hardware.probe_cpu, the one every CPU roofline in servelab
+comes from: the lab's model's weight reads at one token and one of its layers' GEMMs at a verify step's
+tokens, in the same dtype, repeated until two rounds agree; its rounds, spread and load are recorded.
 
 The load average before and after is recorded: on a shared machine the knee moves, so quote it with it.
 """
@@ -47,39 +48,17 @@ DTYPE_BYTES = {"bfloat16": 2, "float32": 4}
 
 
 def default_dtype() -> str:
-    """The engine's dtype on this CPU: bfloat16 with a fast path for it (servelab.engine's test), else float32."""
-    from servelab.engine import cpu_has_native_bf16
+    """The engine's dtype on this CPU (servelab.hardware.engine_cpu_dtype): bfloat16 with a fast path for it, else float32."""
+    from servelab.hardware import engine_cpu_dtype
 
-    return "bfloat16" if cpu_has_native_bf16() else "float32"
+    return engine_cpu_dtype()
 
 
-def read_probe(dtype, seconds: float = 0.5) -> dict:
-    """Read bandwidth (a sum over 256 MB, far larger than any cache) and GEMM peak (M=256) in `dtype`."""
-    import torch
+def read_probe(dtype_name: str) -> dict:
+    """This CPU's roofline probe in `dtype_name`: servelab.hardware.probe_cpu, the one the simulator and labs read."""
+    from servelab.hardware import probe_cpu
 
-    def best_s(fn) -> float:
-        fn()
-        best, deadline = math.inf, time.perf_counter() + seconds
-        while time.perf_counter() < deadline:
-            t0 = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t0)
-        return best
-
-    nbytes = 256 << 20
-    big = torch.ones(nbytes // dtype.itemsize, dtype=dtype)
-    read_gb_s = nbytes / best_s(lambda: big.sum().item()) / 1e9
-    big = None
-    m, n, kk = 256, 2048, 2048
-    a, b = torch.randn(m, kk, dtype=dtype), torch.randn(kk, n, dtype=dtype)
-    gemm_tflops = 2 * m * n * kk / best_s(lambda: torch.mm(a, b)) / 1e12
-    return {
-        "read_gb_s": round(read_gb_s, 1),
-        "read_bytes": nbytes,
-        "gemm_tflops": round(gemm_tflops, 3),
-        "gemm_shape_mnk": [m, n, kk],
-        "dtype": str(dtype).replace("torch.", ""),
-    }
+    return probe_cpu(dtype=dtype_name).to_dict()
 
 
 def slope_below(points: list[dict], ridge_tokens: float) -> float | None:
@@ -210,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]
     model = build(gpu_step, args.layers, dtype)
     params = sum(p.numel() for p in model.parameters())
-    roofline = read_probe(dtype)
+    roofline = read_probe(dtype_name)
     points = []
     with torch.inference_mode():
         for batch in args.batches:

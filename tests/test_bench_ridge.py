@@ -62,12 +62,15 @@ def test_the_intercept_carries_its_uncertainty_and_one_token_count_is_refused():
 
 def test_the_default_dtype_is_the_engines(monkeypatch):
     import servelab.engine
+    import servelab.hardware
 
     ridge = _ridge_cpu()
-    monkeypatch.setattr(servelab.engine, "cpu_has_native_bf16", lambda: True)
-    assert ridge.default_dtype() == "bfloat16"
-    monkeypatch.setattr(servelab.engine, "cpu_has_native_bf16", lambda: False)
-    assert ridge.default_dtype() == "float32"
+    config = servelab.engine.EngineConfig(dtype="auto")
+    monkeypatch.setattr(servelab.engine, "on_gpu", lambda: False)
+    monkeypatch.setattr(servelab.hardware, "cpu_has_native_bf16", lambda: True)
+    assert ridge.default_dtype() == config.resolved_dtype() == "bfloat16"
+    monkeypatch.setattr(servelab.hardware, "cpu_has_native_bf16", lambda: False)
+    assert ridge.default_dtype() == config.resolved_dtype() == "float32"
 
 
 def test_the_slope_below_the_ridge_tells_flat_from_added():

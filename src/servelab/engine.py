@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import model, paths
-from .hardware import DTYPE_BYTES, cpu_name
+from .hardware import DTYPE_BYTES, cpu_name, engine_cpu_dtype
 from .metrics import SPEC_COUNTERS
 from .modelspec import ModelSpec
 
@@ -146,7 +146,7 @@ class EngineConfig:
             return self.dtype
         if on_gpu():
             return "auto"
-        return "bfloat16" if cpu_has_native_bf16() else "float32"
+        return engine_cpu_dtype()
 
     def method_label(self) -> str:
         if self.spec_method == "none":
@@ -263,16 +263,6 @@ def on_gpu() -> bool:
         return torch.cuda.is_available()
     except ImportError:
         return False
-
-
-def cpu_has_native_bf16() -> bool:
-    """AVX-512 BF16 or AMX: without them vLLM's CPU bf16 path falls back to slow kernels."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 @dataclass

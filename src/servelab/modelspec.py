@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
-from .hardware import DTYPE_BYTES
+from .dtypes import DTYPE_BYTES
 
 # Bytes per weight a checkpoint's quantization_config leaves, by quant_method and bits.
 # mxfp4: 4-bit values plus one 8-bit scale per 32 (4.25 bits).
