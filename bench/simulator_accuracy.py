@@ -15,7 +15,17 @@ Targets: mean absolute percentage error of tok/s on the evaluation half at most
 15 %; the predicted crossover batch within one sweep step (a factor 2 for a
 doubling sweep) of the measured one.
 
+With --held-out SWEEP, a second sweep of other batch sizes (e.g. 3, 12, 24, 48, 96) is the
+evaluation half and the whole --input sweep calibrates.
+
+The roofline: a record carries the one its run measured (servelab.hardware.this_machine), which
+older sweeps measured in float32 while the engine ran bfloat16. --roofline names the one to use:
+a result JSON holding servelab.hardware.probe_cpu's roofline_probe (default
+bench/results/ridge-cpu.json, where it was probed on the sweep's CPU in the sweep's dtype),
+"this" (probe this machine now) or "records" (each record's own).
+
     python bench/simulator_accuracy.py [--input data/measurements/flip-cpu.jsonl]
+                                       [--held-out SWEEP] [--roofline PATH|this|records]
                                        [--output bench/results/simulator-accuracy.json]
 writes bench/results/simulator-accuracy.json. Exits 2 when the input is missing
 or unusable; with --check, exits 1 when a target is missed.
@@ -39,6 +49,7 @@ from servelab.results import ResultsStore
 
 DEFAULT_INPUT = paths.data_dir() / "measurements" / "flip-cpu.jsonl"
 DEFAULT_OUTPUT = paths.REPO_DIR / "bench" / "results" / "simulator-accuracy.json"
+DEFAULT_ROOFLINE = paths.REPO_DIR / "bench" / "results" / "ridge-cpu.json"  # probe_cpu's recorded roofline_probe
 TARGET_MAPE_PCT = 15.0
 SPEC_METHODS = ("ngram", "draft_model")
 
@@ -127,12 +138,80 @@ def versions() -> dict:
     return found
 
 
-def evaluate(path: Path, method: str | None = None, k: int | None = None, workload: str | None = None) -> dict:
+def roofline_for(records: list[dict], choice: str | Path | None) -> tuple[dict | None, str]:
+    """(the roofline every record is predicted with, where it came from); (None, ...) keeps the records' own.
+
+    choice: None or a path: a result JSON's roofline_probe (probe_cpu's), used where it was probed on the
+    sweep's CPU in the sweep's dtype (the default file silently steps aside otherwise; a named one is an
+    error); "this": probe this machine now; "records": each record's own.
+    """
+    if choice == "records":
+        return None, "each record's own (servelab.hardware.this_machine when it ran)"
+    first = records[0]
+    dtype = simulate._dtype(first.get("dtype"), simulate.DESIGN_CPU)
+    if choice == "this":
+        probe = hardware.probe_cpu(dtype=dtype)
+        return probe.hardware.to_dict(), f"servelab.hardware.probe_cpu now: {probe.to_dict()}"
+    path = Path(choice) if choice else DEFAULT_ROOFLINE
+    try:
+        result = json.loads(path.read_text())
+        probe = result["roofline_probe"]
+        cpu = result["machine"]["cpu"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if choice:
+            raise BenchError(f"{path} holds no roofline_probe to predict with ({exc}).") from exc
+        return None, "each record's own (no recorded probe at the default path)"
+    if probe.get("dtype") != dtype or cpu != first.get("hardware") or "rounds" not in probe:
+        why = f"{path.name} was probed on {cpu} in {probe.get('dtype')}, the sweep ran on {first.get('hardware')} in {dtype}"
+        if choice:
+            raise BenchError(why + (" (or by an older probe without rounds)" if "rounds" not in probe else ""))
+        return None, f"each record's own ({why})"
+    roofline = {
+        "bandwidth_gb_s": probe["read_gb_s"],
+        "peak_tflops": probe["gemm_tflops"],
+        "dtype": probe["dtype"],
+        "source": f"{_relative(path)}: servelab.hardware.probe_cpu, {probe['rounds']} rounds, "
+        f"stable {probe['stable']}, spread {probe['spread_pct']}, load before {probe['loadavg_before']}",
+    }
+    return roofline, f"{_relative(path)} (recorded {result.get('timestamp')})"
+
+
+def with_roofline(records: list[dict], roofline: dict | None) -> list[dict]:
+    """The records with `roofline` in place of the one each carries (unchanged for None)."""
+    if roofline is None:
+        return records
+    return [
+        {**r, "roofline": roofline, "engine_config": {**(r.get("engine_config") or {}), "roofline": roofline}}
+        for r in records
+    ]
+
+
+def evaluate(
+    path: Path,
+    method: str | None = None,
+    k: int | None = None,
+    workload: str | None = None,
+    held_out_path: Path | None = None,
+    roofline: str | Path | None = None,
+) -> dict:
     records, method, k = load(path, method, k, workload)
+    chosen_roofline, roofline_from = roofline_for(records, roofline)
+    records = with_roofline(records, chosen_roofline)
+    if held_out_path is not None:
+        extra, _, _ = load(held_out_path, method, k, records[0].get("workload"))
+        extra = with_roofline(extra, chosen_roofline)
+        cal_batches = sorted({r["batch_size"] for r in records})
+        eval_batches = sorted({r["batch_size"] for r in extra} - set(cal_batches))
+        cal = records
+        held_out = [r for r in extra if r["batch_size"] in eval_batches]
+        records = records + held_out
+        rule = f"calibrate on every batch of {_relative(path)}, evaluate on {_relative(held_out_path)}'s other batches"
+    else:
+        cal_batches, eval_batches = split_batches({r["batch_size"] for r in records})
+        cal = [r for r in records if r["batch_size"] in cal_batches]
+        held_out = [r for r in records if r["batch_size"] in eval_batches]
+        rule = "distinct batch sizes sorted; odd-indexed (0-based) calibrate, even-indexed evaluate"
     batches = sorted({r["batch_size"] for r in records})
-    cal_batches, eval_batches = split_batches(batches)
-    cal = [r for r in records if r["batch_size"] in cal_batches]
-    held_out = [r for r in records if r["batch_size"] in eval_batches]
 
     sim = simulate.for_record(cal[0], records=cal)
     errors = simulate.prediction_errors(sim, held_out)
@@ -165,12 +244,14 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
             "vllm_version": first.get("vllm_version"),
         },
         "split": {
-            "rule": "distinct batch sizes sorted; odd-indexed (0-based) calibrate, even-indexed evaluate",
+            "rule": rule,
             "calibrate_batches": cal_batches,
             "evaluate_batches": eval_batches,
         },
         "fitted": {name: getattr(sim, name) for name in simulate.FITTABLE},
+        "at_bound": at_bound(sim),
         "hardware_roofline": sim.hardware.to_dict(),
+        "roofline_from": roofline_from,
         "context_len": sim.context_len,
         "calibration_mape_pct": statistics.fmean(abs(e["error_pct"]) for e in fit_errors),
         "mape_pct": mape,
@@ -193,6 +274,17 @@ def evaluate(path: Path, method: str | None = None, k: int | None = None, worklo
     }
 
 
+def at_bound(sim: simulate.Simulator, within: float = 0.01) -> list[str]:
+    """The fitted settings that sit at (within 1 % of) one of calibrate's bounds: the fit wanted beyond them."""
+    found = []
+    for name in simulate.FITTABLE:
+        lo, hi = simulate.BOUNDS[name]
+        value = getattr(sim, name)
+        if value <= lo * (1 + within) or value >= hi * (1 - within):
+            found.append(name)
+    return found
+
+
 def _relative(path: Path) -> str:
     """An input inside the repository is named relative to it, so a result does not carry one machine's paths."""
     resolved = Path(path).resolve()
@@ -210,10 +302,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--k", type=int, default=None, help="num_speculative_tokens (default: the most recorded)")
     parser.add_argument("--workload", default=None, help="only records of this workload (default: the most recorded)")
+    parser.add_argument(
+        "--held-out",
+        type=Path,
+        default=None,
+        help="a second sweep (other batch sizes) to evaluate on; the whole --input sweep then calibrates",
+    )
+    parser.add_argument(
+        "--roofline",
+        default=None,
+        help="a result JSON with probe_cpu's roofline_probe (default bench/results/ridge-cpu.json where it "
+        "matches the sweep's CPU and dtype), 'this' to probe now, or 'records' for each record's own",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     try:
-        result = evaluate(args.input, args.method, args.k, args.workload)
+        result = evaluate(args.input, args.method, args.k, args.workload, args.held_out, args.roofline)
     except BenchError as exc:
         print(f"simulator_accuracy: {exc}", file=sys.stderr)
         return 2

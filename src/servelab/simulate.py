@@ -807,9 +807,12 @@ def calibrate(
     each predicted the way it was counted (predict: prefill included when the record
     has prompt and output lengths).
     Which settings are fitted follows from the records: spec_overhead_s needs
-    speculative records, ngram_s_per_token n-gram ones. layer_overhead_s stays at
-    its starting value unless asked for: with one model it is indistinguishable
-    from step_overhead_s. Uses numpy only (Levenberg-Marquardt with bounds).
+    speculative records, ngram_s_per_token n-gram ones; step_overhead_s and
+    layer_overhead_s always. Without draft-model records (a second layer count) the two
+    only ever add to one fixed cost a step, step_overhead_s + layers x layer_overhead_s,
+    which the records set and nothing splits: they are fitted as that one cost, scaled
+    together from their starting split. Draft-model records tell them apart, and then
+    each is fitted on its own. Uses numpy only (Levenberg-Marquardt with bounds).
     """
     import numpy as np
 
@@ -825,16 +828,21 @@ def calibrate(
     )
     if params is None:
         methods = {p["method"] for p in points if p["k"] > 0}
-        params = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s")
+        params = ("bandwidth_efficiency", "compute_efficiency", "step_overhead_s", "layer_overhead_s")
         params += ("spec_overhead_s",) if methods else ()
         params += ("ngram_s_per_token",) if "ngram" in methods else ()
-    lo = np.log([BOUNDS[p][0] for p in params])
-    hi = np.log([BOUNDS[p][1] for p in params])
-    x_start = np.clip(np.log([getattr(base, p) for p in params]), lo, hi)
+    free, ratio, bounds = _fit_space(params, base, points)
+    tied = ratio is not None
+    lo = np.log([bounds[p][0] for p in free])
+    hi = np.log([bounds[p][1] for p in free])
+    x_start = np.clip(np.log([getattr(base, p) for p in free]), lo, hi)
     measured = np.log([p["measured_tok_s"] for p in points])
 
     def simulator_at(x) -> Simulator:
-        return dataclasses.replace(base, **dict(zip(params, np.exp(x).tolist())))
+        values = dict(zip(free, np.exp(x).tolist()))
+        if tied:
+            values["layer_overhead_s"] = values["step_overhead_s"] * cast(float, ratio)
+        return dataclasses.replace(base, **values)
 
     def residuals(x):
         sim = simulator_at(x)
@@ -842,13 +850,40 @@ def calibrate(
         return np.concatenate([predicted - measured, PRIOR_WEIGHT * (x - x_start)])
 
     best = None
-    for shift in _starts(len(params)):
+    for shift in _starts(len(free)):
         x, cost = _levenberg_marquardt(residuals, np.clip(x_start + shift, lo, hi), lo, hi)
         if best is None or cost < best[1]:
             best = (x, cost)
     if best is None:  # _starts yields at least one start
         raise RuntimeError("calibrate tried no starting point.")
     return simulator_at(best[0])
+
+
+def _fit_space(
+    params: tuple[str, ...], base: Simulator, points: list[dict]
+) -> tuple[tuple[str, ...], float | None, dict[str, tuple[float, float]]]:
+    """(the settings fitted, layer_overhead_s / step_overhead_s where the two are fitted as one cost, bounds).
+
+    Without draft-model records the two overheads only ever add to one fixed cost a step: step_overhead_s
+    stands for both, layer_overhead_s follows it at its starting share, and step_overhead_s's bounds keep
+    layer_overhead_s inside its own. ratio None: each is its own setting.
+    """
+    tied = (
+        "step_overhead_s" in params
+        and "layer_overhead_s" in params
+        and base.step_overhead_s > 0
+        and base.layer_overhead_s > 0
+        and not any(p["method"] == "draft_model" for p in points)
+    )
+    if not tied:
+        return params, None, {p: BOUNDS[p] for p in params}
+    free = tuple(p for p in params if p != "layer_overhead_s")
+    ratio = base.layer_overhead_s / base.step_overhead_s
+    bounds = {p: BOUNDS[p] for p in free}
+    layer_lo, layer_hi = BOUNDS["layer_overhead_s"]
+    step_lo, step_hi = BOUNDS["step_overhead_s"]
+    bounds["step_overhead_s"] = (max(step_lo, layer_lo / ratio), min(step_hi, layer_hi / ratio))
+    return free, ratio, bounds
 
 
 def _fit_points(records, with_draft: bool = True) -> list[dict]:
@@ -1129,7 +1164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hardware",
         default="H200",
         help="a GPU preset (H200, H100, A100, L40S, L4), 'cpu' for the fallback CPU numbers, "
-        "or 'this' to measure this machine (a few seconds)",
+        "or 'this' to probe this machine in the engine's dtype (about ten seconds)",
     )
     parser.add_argument("--model", default="Llama-3.1-8B", help="model preset: SmolLM2-135M, Llama-3.1-8B, Llama-3-70B")
     parser.add_argument("--draft", default="", help="draft model preset, for --method draft_model")
