@@ -11,7 +11,6 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from servelab.grading import trusted
 from servelab.variants import grading, practice
 
 pytestmark = pytest.mark.unit
@@ -91,7 +90,7 @@ def test_the_schedule_survives_a_reload_and_is_written_whole(schedule):
 
 
 def test_practice_refuses_without_the_solver(tmp_path, monkeypatch, schedule):
-    monkeypatch.setattr(trusted, "KEYS_DIR", tmp_path / "no-keys")
+    monkeypatch.setattr(grading, "KEYS_DIR", tmp_path / "no-keys")
     with pytest.raises(grading.SolverMissing, match="clone of servelab"):
         practice.Practice(schedule)
     out: list[str] = []

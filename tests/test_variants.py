@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import re
 import stat
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from servelab import hardware, modelspec, simulate
 from servelab.classroom import studentenv
 from servelab.grading import checkers, keys, trusted
 from servelab.paths import REPO_DIR
-from servelab.variants import QUESTIONS, grading, questions, seeds
+from servelab.variants import QUESTIONS, grading, lesson, questions, seeds
 
 pytestmark = pytest.mark.unit
 
@@ -312,3 +313,145 @@ def test_a_students_released_parameters_render_their_questions():
     namespace: dict = {}
     exec(questions.params_source(mine["break-even"]), namespace)
     assert namespace["params"] == mine["break-even"]
+
+
+# --------------------------------------------------------------------------- the lesson and its grader
+
+
+def _lesson_statement(question_id: str) -> str:
+    """What the lesson states in a question's markdown cell, from its "Compute" on (the released notebook)."""
+    import nbformat
+
+    from servelab.grading import course
+
+    nb = nbformat.read(course.get("lesson25").student, as_version=4)
+    (cell,) = [c for c in nb.cells if c.get("id") == f"{question_id}-question"]
+    return cell.source[cell.source.index("Compute") :]
+
+
+NUMBER = re.compile(r"(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w.-]?\w)")
+
+
+@pytest.mark.parametrize("question_id", lesson.LESSON_QUESTIONS)
+def test_the_lessons_standard_numbers_are_the_ones_it_states_and_its_fixed_keys(question_id):
+    question = questions.BY_ID[question_id]
+    assert question.standard is not None
+    rendered = questions.render(question_id, question.standard)
+    stated = NUMBER.findall(_lesson_statement(question_id))
+    assert stated and all(n in NUMBER.findall(rendered) for n in stated), (stated, rendered)
+    # Graded at its standard numbers, each part's key is the fixed lesson's: the samples' grades hold.
+    fixed = trusted.load_tests("lesson25")
+    for part in question.parts:
+        want = fixed[part.id][1]["value"]
+        got = _expected(part.id, question.standard)
+        assert got == pytest.approx(want) and type(got) is type(want) or isinstance(want, (int, float)), part.id
+
+
+def test_a_question_cell_prints_the_students_numbers_and_the_lessons_without_a_file(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "lesson25.json"
+    monkeypatch.setenv("SERVELAB_VARIANT_PARAMS", str(path))
+    lesson.show("warmup1")  # no file: the lesson's own numbers
+    assert capsys.readouterr().out == questions.render("warmup1", questions.BY_ID["warmup1"].standard) + "\n"
+    assert "32 sequences of 8,192 tokens" in questions.render("warmup1", questions.BY_ID["warmup1"].standard)
+    path.write_text(json.dumps(seeds.all_params("student03", secret=SECRET)))
+    for qid in lesson.LESSON_QUESTIONS:
+        lesson.show(qid)
+        assert capsys.readouterr().out == seeds.text_for(qid, "student03", secret=SECRET) + "\n"
+    assert lesson.text("warmup1") != lesson.text("warmup1", tmp_path / "absent.json")
+    path.write_text('{"warmup1": {"layers": 3}}')  # a file that does not fit the question: the lesson's numbers
+    assert lesson.numbers("warmup1") == questions.BY_ID["warmup1"].standard
+
+
+def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("the hand-out chowns to root and the student, as `servelab class up` runs it (as root)")
+    import pwd
+
+    entry = pwd.getpwnam("nobody")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    path = lesson.hand_out("nobody", secret=SECRET, home=home)
+    assert path == home / ".servelab" / "variants" / "lesson25.json"
+    st = path.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, entry.pw_gid, 0o440)
+    folder = path.parent.stat()
+    assert (folder.st_uid, stat.S_IMODE(folder.st_mode)) == (0, 0o755)  # nobody but root writes in it
+    assert path.parent.parent.stat().st_uid == entry.pw_uid  # ~/.servelab stays the student's own
+    assert lesson.mine(path) == {q: seeds.params_for(q, "nobody", secret=SECRET) for q in lesson.LESSON_QUESTIONS}
+    lesson.hand_out("nobody", secret=SECRET, home=home)  # a second class up writes it again
+    assert lesson.mine(path)["warmup1"] == seeds.params_for("warmup1", "nobody", secret=SECRET)
+    shown = lesson.instructor_view("nobody", secret=SECRET, solver=SOLVER)
+    assert seeds.text_for("warmup1", "nobody", secret=SECRET) in shown and "warmup1-batch:" in shown
+
+
+def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben")):
+    """ScoreAnswers on a notebook of the warm-up 1 test cells, as nbgrader runs it for `student`'s hand-in."""
+    import nbformat
+
+    secret_file = tmp_path / "secret"
+    if not secret_file.exists():
+        secret_file.write_text(SECRET.decode() + "\n")
+        secret_file.chmod(0o600)
+    cells = []
+    for grade_id in ("warmup1-per-token", "warmup1-batch"):
+        cell = nbformat.v4.new_code_cell("")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": grade_id, "points": 1}
+        cells.append(cell)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    resources = {
+        "nbgrader": {"assignment": "lesson25", "student": student, "notebook": "lesson25", "db_url": "sqlite://"},
+        "servelab": {
+            "answers": {i: json.dumps(answers[c.metadata.nbgrader["grade_id"]]) for i, c in enumerate(cells)},
+            "status": "ok",
+            "detail": "",
+            "errors": {},
+        },
+    }
+    scorer = trusted.ScoreAnswers(
+        variants=variants, variant_secret_file=str(secret_file), report_dir=str(tmp_path / "reports")
+    )
+    original = grading.roster
+    grading.roster = lambda db_url: list(roster)  # nbgrader's gradebook students
+    try:
+        nb, _ = scorer.preprocess(nb, resources)
+    finally:
+        grading.roster = original
+    path = tmp_path / "reports" / "lesson25" / student / "lesson25.json"
+    report = json.loads(path.read_text())
+    path.unlink()  # the next hand-in's report starts afresh, as RestoreCells writes it
+    return report, [c.outputs[0]["text"] for c in nb.cells]
+
+
+def test_the_grader_scores_each_student_against_their_own_variant_and_flags_a_classmates(tmp_path):
+    def right(student):
+        params = seeds.params_for("warmup1", student, secret=SECRET)
+        return {p: _expected(p, params) for p in ("warmup1-per-token", "warmup1-batch")}
+
+    ana, ben = right("sl-ana"), right("sl-ben")
+    assert ana != ben
+    report, feedback = _score(tmp_path, "sl-ana", ana)
+    assert {g: t["points"] for g, t in report["tests"].items()} == {"warmup1-per-token": 1, "warmup1-batch": 1}
+    params = seeds.params_for("warmup1", "sl-ana", secret=SECRET)
+    assert f"layers = {params['layers']}" in feedback[0] and "Worked solution:" in feedback[0]
+    assert report["flags"] == []
+    # sl-ben hands in sl-ana's answers: nothing for him, and the instructor is told whose variant they fit.
+    report, feedback = _score(tmp_path, "sl-ben", ana)
+    assert {g: t["points"] for g, t in report["tests"].items()} == {"warmup1-per-token": 0, "warmup1-batch": 0}
+    assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
+    assert any("sl-ana" in f and "warmup1-batch" in f for f in report["flags"]), report["flags"]
+    assert not any("sl-ana" in text for text in feedback)  # the student's feedback names nobody
+    report, _ = _score(tmp_path, "sl-ben", ben)
+    assert all(t["points"] == 1 for t in report["tests"].values()) and report["flags"] == []
+
+
+def test_without_variants_the_grader_keeps_the_lessons_own_numbers(tmp_path):
+    standard = questions.BY_ID["warmup1"].standard
+    answers = {p: _expected(p, standard) for p in ("warmup1-per-token", "warmup1-batch")}
+    report, feedback = _score(tmp_path, "sl-ben", answers, variants=False)
+    assert all(t["points"] == 1 and "copied_from" not in t for t in report["tests"].values())
+    assert not any("Your parameters" in text for text in feedback)
+
+
+def test_the_solver_is_read_from_the_folder_the_grader_reads_every_key_from():
+    assert grading.KEYS_DIR == Path(trusted.KEYS_DIR)

@@ -1,4 +1,4 @@
-"""servelab's command line: prepare-model | sweep | simulate | review | lab | class | practice."""
+"""servelab's command line: prepare-model | sweep | simulate | review | lab | class | practice | variants."""
 
 from __future__ import annotations
 
@@ -175,6 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("practice", help="fresh variants of the lesson's numeric questions; missed ones come back")
     practice.add_arguments(p)
     p.set_defaults(func=practice.run)
+
+    from .variants import lesson as variant_lesson
+
+    p = sub.add_parser("variants", help="a student's own numbers of the lesson's variant questions (instructors)")
+    variant_lesson.add_arguments(p)
+    p.set_defaults(func=variant_lesson.run)
 
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)

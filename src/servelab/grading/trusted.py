@@ -14,6 +14,11 @@ the execution, which happens in the sandbox (sandbox.py), never here:
   kernel runs) compares the captured answer with the key. The test cell's
   outputs become the checker's feedback and its points, which nbgrader's
   SaveAutoGrades then writes to the gradebook. Nothing the kernel printed counts.
+  Where the course runs variants (`ScoreAnswers.variants`, on in a class `servelab class up` lays out,
+  off by default), a part of a question the lesson asks each student with their own numbers
+  (servelab.variants.lesson.LESSON_QUESTIONS) is checked against the variant of nbgrader's student of
+  the hand-in (servelab.variants.grading.check), never a name the notebook gives; an answer that fits
+  a classmate's variant instead is a flag for a person, and their names stay out of the feedback.
 
 Each notebook's flags, status and per-test feedback go to a report file,
 <report_dir>/<assignment>/<student>/<notebook>.json, which the pipeline reads.
@@ -364,10 +369,50 @@ class ScoreAnswers(NbGraderPreprocessor):
 
     keys_dir = Unicode(str(KEYS_DIR), help="Folder of the instructor-only key files, <assignment>.py.").tag(config=True)
     report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
+    variants = Bool(
+        False,
+        help="Grade the lesson's variant questions against each student's own numbers (the course's secret); "
+        "off: against the lesson's own numbers, as a learner on their own is asked them.",
+    ).tag(config=True)
+    variant_secret_file = Unicode(
+        "",
+        help="The course secret the variants were handed out under (default: servelab.variants.seeds.secret_path()).",
+    ).tag(config=True)
+
+    def _variant_grader(self, info):
+        """grade_id -> a function of the answer that grades it against this student's own variant; {} when off."""
+        if not self.variants or info["assignment"] != "lesson25":
+            return {}
+        from servelab.variants import PARTS, course_secret
+        from servelab.variants import grading as vgrading
+        from servelab.variants.lesson import LESSON_QUESTIONS
+
+        student = info["student"]  # nbgrader's student of the hand-in: the collected folder's verified owner
+        secret = course_secret(Path(self.variant_secret_file) if self.variant_secret_file else None, create=False)
+        solver = vgrading.load_solver(self.keys_dir)
+        try:
+            roster = vgrading.roster(info["db_url"])
+        except Exception:  # noqa: BLE001 - without the roster nothing is named, and the grade is the same
+            roster = []
+
+        def grader(grade_id):
+            def check(answer):
+                graded = vgrading.check(grade_id, student, answer, roster=roster, secret=secret, solver=solver)
+                flag = (
+                    f"{grade_id}: the answer fits the variant of {', '.join(graded.copied_from)}, not {student}'s own"
+                    if graded.copied_from
+                    else ""
+                )
+                return graded.points, graded.feedback, flag, dict(graded.slips), list(graded.copied_from)
+
+            return check
+
+        return {g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS}
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         tests = load_tests(info["assignment"], self.keys_dir)
+        variant = self._variant_grader(info)
         run = resources.get("servelab", {"answers": {}, "status": "not run", "detail": "", "errors": {}})
         results, flags = {}, []
         for index, cell in enumerate(nb.cells):
@@ -381,8 +426,12 @@ class ScoreAnswers(NbGraderPreprocessor):
                     "every autograded test needs a checker and a key there."
                 )
             slips: dict = {}
+            copied: list[str] = []
             try:
-                points, feedback, flag, slips = self._score(tests[grade_id], run, grade_id, index, cell)
+                points, feedback, flag, slips, *more = self._score(
+                    tests[grade_id], run, grade_id, index, cell, variant.get(grade_id)
+                )
+                copied = more[0] if more else []
                 points = min(max(float(points), 0.0), max_points) if points == points else 0.0
             except Exception as exc:  # noqa: BLE001 - one test's failure costs that test, never the submission
                 points, flag = 0.0, f"{grade_id}: scoring failed ({type(exc).__name__}); scored 0"
@@ -411,6 +460,8 @@ class ScoreAnswers(NbGraderPreprocessor):
                 "answered": index in run["answers"],
                 "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS],
             }
+            if grade_id in variant:  # for the instructor (the class report): whose variant the answer fits
+                results[grade_id]["copied_from"] = copied
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["tests"] = results
@@ -419,8 +470,9 @@ class ScoreAnswers(NbGraderPreprocessor):
         return nb, resources
 
     @staticmethod
-    def _score(spec, run, grade_id, index, cell) -> tuple[float, str, str, dict]:
-        """(points, feedback, a flag for a person or "", the slips the checker named) for one test."""
+    def _score(spec, run, grade_id, index, cell, variant=None) -> tuple:
+        """(points, feedback, a flag for a person or "", the slips the checker named) for one test; with
+        `variant` (a function of the answer: _variant_grader's), its five, the classmates named last."""
         check_name, key = spec
         name = key.get("name", grade_id)
         text = run["answers"].get(index)
@@ -454,6 +506,8 @@ class ScoreAnswers(NbGraderPreprocessor):
             )
         check = getattr(checkers, check_name)
         try:
+            if variant is not None:
+                return variant(answer)
             result = check(answer, key)
             points, feedback = result
             return points, feedback, "", dict(getattr(result, "slips", {}))

@@ -9,23 +9,27 @@ them. An answer that misses its own variant but fits a classmate's (a roster of 
 with `copied_from`, for the instructor: the feedback to the student does not name anyone.
 
 The solver is grading/keys/lesson25_variants.py in the checkout, loaded as the grader loads every key
-(servelab.grading.trusted.load_key_module); where it is absent (an installed wheel: the students'
+(run as a file, its names in a namespace: servelab.grading.trusted.load_key_module, which imports this
+module to grade variants, so the few lines are repeated here rather than imported); where it is absent (an installed wheel: the students'
 environment) `load_solver` raises SolverMissing, and nothing here can grade or show an answer.
 """
 
 from __future__ import annotations
 
+import runpy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from servelab.grading import checkers
+from servelab.paths import REPO_DIR
 
 from . import seeds
 from .questions import PARTS, Params
 
 SOLVER_NAME = "lesson25_variants"
+KEYS_DIR = REPO_DIR / "grading" / "keys"  # servelab.grading.trusted.KEYS_DIR: every key's folder
 
 
 class SolverMissing(RuntimeError):
@@ -37,9 +41,7 @@ def load_solver(keys_dir: str | Path | None = None) -> SimpleNamespace:
 
     keys_dir: the folder the grader reads every key from (servelab.grading.trusted.KEYS_DIR: the checkout's
     grading/keys/)."""
-    from servelab.grading import trusted  # nbgrader's preprocessors: imported only when a solver is wanted
-
-    keys_dir = Path(keys_dir) if keys_dir is not None else trusted.KEYS_DIR
+    keys_dir = Path(keys_dir) if keys_dir is not None else KEYS_DIR
     path = keys_dir / f"{SOLVER_NAME}.py"
     if not path.is_file():
         raise SolverMissing(
@@ -47,7 +49,7 @@ def load_solver(keys_dir: str | Path | None = None) -> SimpleNamespace:
             "the course's checkout, with its other keys. Practice where you may see answers, in a clone of "
             "servelab (`servelab practice` from its .venv); graded work is checked when it is graded."
         )
-    return trusted.load_key_module(SOLVER_NAME, keys_dir)
+    return SimpleNamespace(**runpy.run_path(str(path)))
 
 
 class Graded(NamedTuple):

@@ -46,6 +46,9 @@ class Question:
     generate: Callable[[random.Random], Params]
     text: str  # str.format with the parameters (render() adds the derived display values)
     parts: tuple[Part, ...] = field(default_factory=tuple)
+    # The lesson's own numbers (what it states without a variant: offline learners, nbval, the samples);
+    # None for a question the lesson does not ask with numbers of its own.
+    standard: Params | None = None
 
 
 def _grid(rng: random.Random, low: float, high: float, step: float) -> float:
@@ -222,6 +225,16 @@ QUESTIONS: tuple[Question, ...] = (
             ),
             Part("warmup1-batch", "warmup1_kv_bytes_batch", "KV cache bytes for the batch", "bytes", low=1, high=1e15),
         ),
+        standard={
+            "layers": 32,
+            "kv_heads": 8,
+            "heads": 32,
+            "head_dim": 128,
+            "dtype": "bfloat16",
+            "bytes_per_value": 2,
+            "tokens_per_sequence": 8192,
+            "batch": 32,
+        },
     ),
     Question(
         "warmup2",
@@ -242,6 +255,7 @@ QUESTIONS: tuple[Question, ...] = (
                 high=600,
             ),
         ),
+        standard={"peak_tflops": 989, "bandwidth_gb_s": 4800, "dtype": "bfloat16", "bytes_per_param": 2},
     ),
     Question(
         "warmup3",
@@ -273,6 +287,7 @@ QUESTIONS: tuple[Question, ...] = (
             ),
             Part("warmup3-bound", "warmup3_compute_bound", "compute-bound?", kind="bool", low=0, high=1),
         ),
+        standard={"peak_tflops": 989, "bandwidth_gb_s": 4800, "k": 4, "a": 0.7, "batch": 64, "dtype": "bfloat16"},
     ),
     Question(
         "practice1",

@@ -1,0 +1,153 @@
+"""The lesson's side of the variants: each student's parameters file, and the question cells that print from it.
+
+In a class, the release hands each student their own parameters (`hand_out`, run by `servelab class up`
+as root): ``all_params(student, secret=...)`` as JSON at ``~<student>/.servelab/variants/lesson25.json``,
+owned by root, group the student's own, mode 0440, in their home (mode 700 in a class): the student reads
+it, nobody else of the class does, and nobody writes it. Grading never reads it (the grader derives each
+student's parameters from the hand-in's owner, servelab.variants.grading), so a changed copy changes only
+the text its reader sees.
+
+The lesson's question cells call `show(question_id)`: the question's text with the student's numbers
+when their file is there, with the lesson's own numbers (`Question.standard`) when it is not (a learner
+on their own, nbval, the sample submissions).
+
+    SERVELAB_VARIANT_PARAMS   another path for the file (a test's, or a deployment's own layout)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+from pathlib import Path
+
+from .questions import Params, question_of, render
+from .seeds import ASSIGNMENT, all_params
+
+# The questions the lesson asks each student with their own numbers, and grades against them.
+LESSON_QUESTIONS = ("warmup1", "warmup2", "warmup3")
+FILE_NAME = f"{ASSIGNMENT}.json"
+
+
+def params_path(home: str | Path | None = None) -> Path:
+    """Where a student's parameters file is: $SERVELAB_VARIANT_PARAMS, else ~/.servelab/variants/lesson25.json."""
+    if home is None and os.environ.get("SERVELAB_VARIANT_PARAMS"):
+        return Path(os.environ["SERVELAB_VARIANT_PARAMS"])
+    return Path(home if home is not None else Path.home()) / ".servelab" / "variants" / FILE_NAME
+
+
+def mine(path: Path | None = None) -> dict[str, Params]:
+    """The parameters handed out to this user (question id -> parameters); {} when there are none to read."""
+    try:
+        data = json.loads((path or params_path()).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def numbers(question_id: str, path: Path | None = None) -> Params:
+    """This user's parameters of a question, or the lesson's own where none were handed out (or they do not fit)."""
+    question = question_of(question_id)
+    params = mine(path).get(question.id)
+    if isinstance(params, dict):
+        try:
+            render(question.id, params)
+            return params
+        except (KeyError, ValueError, IndexError):
+            pass
+    if question.standard is None:
+        raise KeyError(f"{question.id} has no numbers of the lesson's own")
+    return dict(question.standard)
+
+
+def text(question_id: str, path: Path | None = None) -> str:
+    """The question's text as this user is asked it."""
+    return render(question_id, numbers(question_id, path))
+
+
+def show(question_id: str, path: Path | None = None) -> None:
+    """What a question cell prints: its text, with this user's numbers (or the lesson's)."""
+    print(text(question_id, path))
+
+
+def hand_out(student: str, *, secret: bytes, home: Path | None = None) -> Path:
+    """Write one student's parameters where only they read them (as root); the path written.
+
+    ~/.servelab is the student's (made theirs if absent), ~/.servelab/variants root's, 0755, and the file
+    root's, group the student's own, 0440. Every step goes through an open folder, never a path the student
+    could swap for a link while it is written."""
+    entry = pwd.getpwnam(student)
+    home = Path(home) if home is not None else Path(entry.pw_dir)
+    path = params_path(home)
+    params = {qid: p for qid, p in all_params(student, secret=secret).items() if qid in LESSON_QUESTIONS}
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    opened: list[int] = []
+    try:
+        at = os.open(home, flags)
+        opened.append(at)
+        for name, owner, mode in ((path.parent.parent.name, entry.pw_uid, 0o700), (path.parent.name, 0, 0o755)):
+            made = False
+            try:
+                os.mkdir(name, mode, dir_fd=at)
+                made = True
+            except FileExistsError:
+                pass
+            at = os.open(name, flags, dir_fd=at)
+            opened.append(at)
+            if made or owner == 0:
+                os.fchown(at, owner, 0 if owner == 0 else entry.pw_gid)
+                os.fchmod(at, mode)
+        tmp = f".{FILE_NAME}.tmp"
+        try:
+            os.unlink(tmp, dir_fd=at)
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=at)
+        with os.fdopen(fd, "w") as f:
+            os.fchown(fd, 0, entry.pw_gid)
+            os.fchmod(fd, 0o440)
+            f.write(json.dumps(params, indent=1) + "\n")
+        os.replace(tmp, FILE_NAME, src_dir_fd=at, dst_dir_fd=at)
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
+    return path
+
+
+def instructor_view(student: str, *, secret: bytes, solver=None) -> str:
+    """A student's variant as the instructor sees it: each question's text with their numbers, the worked
+    solution of each part for them where the instructor-only solver is here (servelab.variants.grading)."""
+    from .grading import SolverMissing, load_solver, solution
+    from .questions import BY_ID
+    from .seeds import params_for
+
+    try:
+        solver = solver or load_solver()
+    except SolverMissing:
+        solver = None
+    lines = [f"{student}'s numbers ({ASSIGNMENT}):"]
+    for qid in LESSON_QUESTIONS:
+        params = params_for(qid, student, secret=secret)
+        lines += ["", f"## {BY_ID[qid].title} ({qid})", render(qid, params)]
+        for part in BY_ID[qid].parts if solver is not None else ():
+            lines.append(f"  {part.id}: {solution(part.id, params, solver)['worked']}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="variants_command", required=True)
+    show_p = sub.add_parser("show", help="a student's own numbers and worked solutions, as the instructor sees them")
+    show_p.add_argument("student", help="the student's id (their login on the class's hub)")
+    show_p.add_argument("--secret-file", type=Path, help="the course secret (default: the class's, else seeds')")
+
+
+def run(args) -> int:
+    from .seeds import SecretError, course_secret
+
+    try:
+        secret = course_secret(args.secret_file, create=False)
+    except SecretError as exc:
+        print(exc)
+        return 1
+    print(instructor_view(args.student, secret=secret))
+    return 0
