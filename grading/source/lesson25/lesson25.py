@@ -32,6 +32,7 @@
 
 # %% id="imports"
 from servelab import hardware, modelspec, simulate
+from servelab.variants import lesson as variants
 from servelab.paths import data_dir
 
 # %% [markdown] id="recap"
@@ -117,6 +118,10 @@ print(h200)
 #
 # Answer each warm-up by computing with the formulas above. Use the model's config values
 # (`llama_8b.num_layers`, `llama_8b.num_kv_heads`, ...) but write the formula out yourself.
+#
+# In a class, each student is handed numbers of their own: the cell under each warm-up's question
+# prints the question with yours, and your answers are graded against those. On your own, it prints
+# the numbers stated here.
 
 # %% [markdown] id="warmup1-question"
 # **1. ▢** Lesson 2 named the formula that governs a serving configuration's memory footprint. What
@@ -125,6 +130,9 @@ print(h200)
 # Compute for Llama-3.1-8B in bfloat16 (2 bytes per value):
 # - `warmup1_kv_bytes_per_token`: KV cache bytes one token adds;
 # - `warmup1_kv_bytes_batch`: KV cache bytes for a batch of 32 sequences of 8,192 tokens each.
+
+# %% id="warmup1-numbers"
+variants.show("warmup1")
 
 # %% nbgrader={"grade": false, "grade_id": "warmup1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
 ### BEGIN SOLUTION
@@ -167,6 +175,9 @@ assert isinstance(warmup1_kv_bytes_batch, numbers.Real) and type(warmup1_kv_byte
 # - `warmup2_ridge_flop_per_byte`: the roofline ridge point, FLOP per byte;
 # - `warmup2_ridge_tokens_per_step`: the tokens a bf16 decode step must carry before it turns
 #   compute-bound (2 FLOP per parameter per token, 2 bytes per parameter read once per step).
+
+# %% id="warmup2-numbers"
+variants.show("warmup2")
 
 # %% nbgrader={"grade": false, "grade_id": "warmup2-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
 ### BEGIN SOLUTION
@@ -235,6 +246,9 @@ for batch in (1, 8, 32):
 # - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
 #   at batch 64;
 # - `warmup3_compute_bound`: `True` if that step is past the H200's ridge (warm-up 2), else `False`.
+
+# %% id="warmup3-numbers"
+variants.show("warmup3")
 
 # %% nbgrader={"grade": false, "grade_id": "warmup3-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
 ### BEGIN SOLUTION
