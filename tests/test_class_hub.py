@@ -68,6 +68,10 @@ ANSWERS = {
     "sl-ben": ("partial", "conclusion_contradicts"),
     "sl-cat": ("typed", "empty"),
 }
+# The class runs variants: each student's warm-ups have numbers of their own. sl-ana hands in her own right
+# answers; sl-ben hands in hers (copied), which fit her numbers, not his.
+WARMUPS = ("warmup1", "warmup2", "warmup3")
+COPIES = {"sl-ben": "sl-ana"}
 TYPED = ("practice5-answer", 'practice5_answer = "b"', "practice5-test")  # the cell, what is typed, the test it passes
 LAB_FILE = {"lesson25": "lesson25/lesson25.ipynb", "lab25": "lab25/spec_decode_lab.ipynb"}
 
@@ -84,6 +88,103 @@ def expected(assignment: str, sample: str) -> float:
     if sample == "typed":
         return points(assignment, TYPED[2])
     return json.loads(samples.EXPECTED.read_text())[assignment][sample]
+
+
+def variant_secret(klass) -> bytes:
+    from servelab.variants import course_secret
+
+    return course_secret(klass["settings"].variant_secret, create=False)
+
+
+def warmup_answers(klass, student: str) -> dict[str, object]:
+    """grade_id -> the right answer to each warm-up part for `student`'s own numbers (the instructor's solver)."""
+    from servelab.variants import BY_ID, params_for
+    from servelab.variants import grading as vgrading
+
+    solver, secret = vgrading.load_solver(), variant_secret(klass)
+    return {
+        part.id: vgrading.solution(part.id, params_for(qid, student, secret=secret), solver)["key"]["value"]
+        for qid in WARMUPS
+        for part in BY_ID[qid].parts
+    }
+
+
+def with_warmups(nb: dict, klass, student: str) -> dict:
+    """The notebook with its warm-up answer cells set to `student`'s right answers, as literals."""
+    from servelab.variants import BY_ID
+
+    answers = warmup_answers(klass, student)
+    cells = {
+        f"{qid}-answer": "\n".join(f"{p.variable} = {answers[p.id]!r}" for p in BY_ID[qid].parts) for qid in WARMUPS
+    }
+    for cell in nb["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in cells:
+            cell["source"] = cells[grade_id]
+    return nb
+
+
+def expected_in_class(klass, student: str, assignment: str, sample: str) -> float:
+    """What a hand-in scores in the class, where the warm-ups are graded against each student's own numbers:
+    sl-ana's own answers score what the sample does; sl-ben's copied ones lose what partial earned there and
+    earn only where sl-ana's answer is right for his numbers too (a True or False they share by chance)."""
+    base = expected(assignment, sample)
+    if assignment != "lesson25" or student not in COPIES:
+        return base
+    import runpy
+
+    from servelab.variants import grading as vgrading
+
+    earned = runpy.run_path(str(REPO_DIR / "grading" / "samples" / "lesson25.py"))["LESSON25_PARTIAL_POINTS"]
+    copied = warmup_answers(klass, COPIES[student])
+    secret, solver = variant_secret(klass), vgrading.load_solver()
+    lost = sum(earned[part] for part in copied)
+    gained = sum(vgrading.check(p, student, a, secret=secret, solver=solver).points for p, a in copied.items())
+    return base - lost + gained
+
+
+def each_student_sees_their_own_numbers(klass) -> dict[str, str]:
+    """Each student's kernel (the students' environment) prints warm-up 1 with their own numbers, the ones
+    the instructor's view names; nobody else of the class can read a student's numbers."""
+    from servelab.variants import text_for
+
+    shown = {}
+    for student in ANSWERS:
+        ran = as_user(
+            student,
+            klass["settings"].student_python,
+            "-c",
+            "from servelab.variants import lesson; lesson.show('warmup1')",
+        )
+        assert ran.returncode == 0, ran.stderr
+        shown[student] = ran.stdout
+        assert ran.stdout == text_for("warmup1", student, secret=variant_secret(klass)) + "\n", ran.stdout
+    assert len(set(shown.values())) == len(ANSWERS), shown  # the same question, each with other numbers
+    theirs = Path(pwd.getpwnam("sl-ana").pw_dir) / ".servelab" / "variants" / "lesson25.json"
+    peek = as_user("sl-ben", "cat", str(theirs))
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek.stdout[:200]
+    return shown
+
+
+def copies_are_flagged(klass) -> None:
+    """sl-ben's report names whose variant his warm-up 1 answers fit; the instructor sees any student's numbers."""
+    s = klass["settings"]
+    report = json.loads((s.course_dir / "servelab-reports" / "lesson25" / "sl-ben" / "lesson25.json").read_text())
+    for part in ("warmup1-per-token", "warmup1-batch"):
+        assert report["tests"][part]["points"] == 0 and report["tests"][part]["copied_from"] == ["sl-ana"], part
+        assert "sl-ana" not in report["tests"][part]["feedback"]  # the student's feedback names nobody
+    assert any("sl-ana" in f for f in report["flags"]), report["flags"]
+    mine = json.loads((s.course_dir / "servelab-reports" / "lesson25" / "sl-ana" / "lesson25.json").read_text())
+    assert all(
+        mine["tests"][p]["points"] == 1 and not mine["tests"][p]["copied_from"] for p in warmup_answers(klass, "sl-ana")
+    )
+    assert "Worked solution:" in mine["tests"]["warmup1-batch"]["feedback"]
+    env = {
+        "SERVELAB_VARIANT_SECRET_FILE": str(s.variant_secret),
+        "PATH": f"{Path(s.instructor_python).parent}:/usr/bin:/bin",
+    }
+    shown = as_user(INSTRUCTOR, s.instructor_python, "-m", "servelab.cli", "variants", "show", "sl-ben", env=env)
+    assert shown.returncode == 0 and "warmup1-batch:" in shown.stdout, shown.stdout[-500:] + shown.stderr[-1000:]
 
 
 LIMITS = Limits(memory_mib=2048, cpus=1.0, pids=400, tmp_mib=64)  # each student's server, in this class
@@ -368,6 +469,7 @@ def test_a_week_of_class(klass):
         instructor_nbgrader(klass, "generate_assignment", assignment, "--force")
         instructor_nbgrader(klass, "release_assignment", assignment, "--force")
     assert (s.exchange / s.course_id / "outbound" / "lesson25").is_dir()
+    each_student_sees_their_own_numbers(klass)
 
     with sync_playwright() as pw, chromium(pw) as browser_context:
         # Each student, in a browser of their own: log in, fetch, answer, submit.
@@ -386,7 +488,7 @@ def test_a_week_of_class(klass):
                 type_the_answer(page, klass, student)
             else:
                 answer = json.loads((samples.SUBMISSIONS / "lesson25" / f"{lesson}.ipynb").read_text())
-                save_as_student(page, LAB_FILE["lesson25"], answer)
+                save_as_student(page, LAB_FILE["lesson25"], with_warmups(answer, klass, COPIES.get(student, student)))
             if lab != "empty":
                 answer = json.loads((samples.SUBMISSIONS / "lab25" / f"{lab}.ipynb").read_text())
                 save_as_student(page, LAB_FILE["lab25"], answer)
@@ -442,7 +544,9 @@ def test_a_week_of_class(klass):
             for student, sample in ANSWERS.items():
                 for assignment, handed_in in zip(("lesson25", "lab25"), sample):
                     score = gb.find_submission(assignment, student).score
-                    assert score == pytest.approx(expected(assignment, handed_in)), (student, assignment)
+                    want = expected_in_class(klass, student, assignment, handed_in)
+                    assert score == pytest.approx(want), (student, assignment)
+        copies_are_flagged(klass)
 
         # Outside the browser: a student's account cannot read another's work, the exchange's inbound, or the course.
         exchange = s.exchange / s.course_id
@@ -493,7 +597,8 @@ def test_a_week_of_class(klass):
                 )
                 text = feedback.inner_text("body")
                 score = float(re.search(r"Score:\s*([\d.]+)", text).group(1))
-                assert score == pytest.approx(expected(assignment, handed_in), abs=0.01), (student, text[:300])
+                want = expected_in_class(klass, student, assignment, handed_in)
+                assert score == pytest.approx(want, abs=0.01), (student, text[:300])
                 screenshot(
                     feedback,
                     f"class-5-{student}-feedback"

@@ -15,6 +15,9 @@ node and configurable-http-proxy, free ports, the users), then lays out:
                                       in a venv every user can read (classroom/studentenv.py), and the
                                       instructors' venv that sees this checkout's packages
     <state>/class.json                the settings class/jupyterhub_config.py reads
+    ~<student>/.servelab/variants/    the student's own numbers of the lesson's variant questions, root's,
+                                      readable by them alone (servelab.variants.lesson); the course secret
+                                      they are drawn under is in the course directory (variant-secret)
     <state>/changes.json              every change made outside the state folder, written before it is made
                                       (classroom/journal.py): `class down` or the next `class up` puts it back
 
@@ -96,6 +99,12 @@ class ClassSettings:
     limits: dict = field(default_factory=lambda: limits.Limits().as_json())  # each student's server (limits.Limits)
     inbound_capped: dict = field(default_factory=dict)  # student -> whether their inbound is a capped file system
     home_capped: dict = field(default_factory=dict)  # student -> whether their home is a capped file system
+    variants: bool = True  # each student's own numbers in the lesson's variant questions, graded against them
+
+    @property
+    def variant_secret(self) -> Path:
+        """The course secret the variants are drawn under: in the course directory, the instructors' alone."""
+        return self.course_dir / "variant-secret"
 
     @property
     def exchange(self) -> Path:
@@ -140,13 +149,15 @@ def disabled_lab_plugins(role: str) -> list[str]:
 
 def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
     """The nbgrader config a role's server reads, as {section: {trait: value}}."""
-    config = {
+    config: dict[str, dict] = {
         "CourseDirectory": {"course_id": settings.course_id},
         "Exchange": {"root": str(settings.exchange)},
         "ExchangeFactory": exchange.factory_settings(),  # the class's layout (collect: the course's own config)
     }
     if role == "instructor":
         config["CourseDirectory"].update(root=str(settings.course_dir), source_directory=str(course.SOLUTIONS))
+        if settings.variants:  # the grader checks each student's answers against their own numbers
+            config["ScoreAnswers"] = {"variants": True, "variant_secret_file": str(settings.variant_secret)}
     return config
 
 
@@ -184,6 +195,8 @@ def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
         env["SERVELAB_GRADEBOOK_URL"] = settings.gradebook_url
     if role == "instructor":
         env["SERVELAB_SANDBOX_PACKAGE"] = settings.student_package  # submissions run the students' servelab
+    if role == "instructor" and settings.variants and settings.instructors:
+        env["SERVELAB_VARIANT_SECRET_FILE"] = str(settings.variant_secret)  # `servelab variants show`, the report
     if role == "student" and settings.student_python:
         # Nothing of the checkout's venv on a student's PATH: its folders are closed to them.
         env["PATH"] = os.pathsep.join([str(Path(settings.student_python).parent), "/usr/local/bin", "/usr/bin", "/bin"])
@@ -414,6 +427,8 @@ class ClassHub:
         owner = s.instructors[0]
         if not (s.course_dir / "nbgrader_config.py").exists():
             course.make(s.course_dir)
+        if s.variants:
+            self.hand_out_variants()
         subprocess.run(["chown", "-R", f"{owner}:", str(s.course_dir)], check=True)
         s.course_dir.chmod(0o700)  # the gradebook's copies and the submissions are the instructor's alone
         hub = s.state / "hub"
@@ -421,6 +436,16 @@ class ClassHub:
         hub.chmod(0o700)
         (s.state / "class.json").write_text(s.to_json())
         (s.state / "class.json").chmod(0o600)  # it holds the gradebook's password
+
+    def hand_out_variants(self) -> None:
+        """Each student's own numbers for the lesson's variant questions, in their home where only they read
+        them (servelab.variants.lesson.hand_out), drawn under the course secret (made on the first class)."""
+        from ..variants import course_secret
+        from ..variants.lesson import hand_out
+
+        secret = course_secret(self.settings.variant_secret)  # owned by the first instructor below (chown -R)
+        for name in self.settings.students:
+            hand_out(name, secret=secret)
 
     def close_checkout(self, checkout: Path = REPO_DIR) -> None:
         """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold
