@@ -73,18 +73,18 @@ class Session:
         self.round = self.practice.draw(question, rng)
         return self.round
 
-    def names(self) -> dict[str, Any]:
-        """The answers the drawn question asks for, by name, each None: a dict to fill in."""
-        parts = self._round().parts
+    def names(self, round_: Round | None = None) -> dict[str, Any]:
+        """The answers the drawn question (or `round_`) asks for, by name, each None: a dict to fill in."""
+        parts = (round_ or self._round()).parts
         return {p.variable: ({f: None for f in p.fields} if p.kind == "fields" else None) for p in parts}
 
-    def check(self, answers: dict[str, Any], now: datetime | None = None) -> Checked:
-        """Check the answers to the drawn question with the grader's checkers and reschedule it (saved).
-        Answers all missing check nothing and change nothing."""
-        round_ = self._round()
+    def check(self, answers: dict[str, Any], now: datetime | None = None, round_: Round | None = None) -> Checked:
+        """Check the answers to the drawn question (or `round_`: the form's own) with the grader's checkers and
+        reschedule it (saved). Answers all missing check nothing and change nothing."""
+        round_ = round_ or self._round()
         by_part = {p.id: _given(p, answers) for p in round_.parts}
         if all(_missing(v) for v in by_part.values()):
-            names = ", ".join(f"`{n}`" for n in self.names())
+            names = ", ".join(f"`{n}`" for n in self.names(round_))
             return Checked([], False, None, f"Nothing checked: give your answers as {names}, then check again.")
         results, right = self.practice.answer(round_, by_part, now)
         due = self.practice.due(round_.question)
@@ -112,16 +112,20 @@ class Session:
 
     # ------------------------------------------------------------------ the form
     def widget(self):
-        """The form: the question, one box per answer, Check (the same check), Next (the next question)."""
+        """The form: the question, one box per answer, Check (the same check), Next (the next question). The form
+        keeps its own question, so the plain cells can draw another beside it."""
         import ipywidgets as w
 
         question, result = w.HTML(), w.HTML()
         boxes = w.VBox()
         check, again = w.Button(description="Check", button_style="primary"), w.Button(description="Next question")
         fields: dict[tuple[str, str | None], w.Text] = {}
+        shown: list[Round] = []  # the form's question
 
         def show(_=None) -> None:
-            round_ = self.next()
+            question_id = self.practice.next_question(among=self.questions)
+            round_ = self.practice.draw(question_id)
+            shown[:] = [round_]
             question.value = (
                 f"<h3>{html.escape(BY_ID[round_.question].title)}</h3>"
                 f"<pre style='white-space: pre-wrap'>{html.escape(round_.text)}</pre>"
@@ -136,17 +140,25 @@ class Session:
 
         def on_check(_=None) -> None:
             try:
-                answers = _read_boxes(self._round().parts, {k: box.value for k, box in fields.items()})
+                answers = _read_boxes(shown[0].parts, {k: box.value for k, box in fields.items()})
             except ValueError as exc:
                 result.value = f"<p>{html.escape(str(exc))}</p>"
                 return
-            result.value = f"<pre style='white-space: pre-wrap'>{html.escape(self.check(answers).text)}</pre>"
+            checked = self.check(answers, round_=shown[0])
+            result.value = f"<pre style='white-space: pre-wrap'>{html.escape(checked.text)}</pre>"
 
         check.on_click(on_check)
         again.on_click(show)
         show()
         form = w.VBox([question, boxes, w.HBox([check, again]), result])
-        form.servelab = {"question": question, "fields": fields, "check": check, "next": again, "result": result}
+        form.servelab = {
+            "question": question,
+            "fields": fields,
+            "check": check,
+            "next": again,
+            "result": result,
+            "round": shown,
+        }
         return form
 
 
