@@ -680,3 +680,19 @@ def test_a_malformed_speculation_schedule_is_refused_with_what_it_got(rows, says
     with pytest.raises(review.ReviewInputError) as info:
         read_config(forms.load(path))
     assert says in str(info.value)
+
+
+def test_a_hardware_file_and_a_model_config_that_do_not_parse_say_so_alike(tmp_path):
+    """The two JSON files a config names are read by one reader: the file's line, then the config line naming it."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"name": "H200",\n "memory_gb": }\n')
+    for deployment in ({"hardware-file": str(bad)}, {"gpu": "H100", "model-config": str(bad)}):
+        with pytest.raises(review.ReviewInputError, match=rf"^{bad}:2: not valid JSON \(Expecting value\); named by "):
+            cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", **deployment)
+    with pytest.raises(review.ReviewInputError, match=r"hardware-file: no such file: .*missing\.json"):
+        cfg_of("vllm serve meta-llama/Llama-3.1-8B-Instruct", **{"hardware-file": str(tmp_path / "missing.json")})
+    (tmp_path / "model").mkdir()
+    with pytest.raises(review.ReviewInputError, match=r"model-config: no config.json in .*model"):
+        cfg_of(
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct", **{"gpu": "H100", "model-config": str(tmp_path / "model")}
+        )

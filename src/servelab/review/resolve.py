@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 from .. import hardware, modelspec
 from ..hardware import Hardware
@@ -25,7 +26,7 @@ DTYPE_NAMES = {
 }
 
 
-def read_json(doc: Doc, file: Path, path: tuple, missing: str) -> object:
+def read_json(doc: Doc, file: Path, path: tuple, missing: str) -> Any:
     """The JSON a serving config names by a file path (its hardware file, its model's config.json), or the error a
     reviewer reads: `missing` when there is no such file, the file's line and the config line that names it when it
     is not valid JSON."""
