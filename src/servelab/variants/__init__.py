@@ -6,6 +6,8 @@
     grading.py     check(part_id, student_id, answer): the student's variant, solved by the
                    instructor-only solver (grading/keys/lesson25_variants.py), checked by the lesson's
                    own checkers; answers that fit a classmate's variant instead are named (copied_from)
+    lesson.py      the lesson's side: each student's parameters file (hand_out, at `servelab class up`),
+                   the question cells' show(question_id), the instructor's view (`servelab variants show`)
     practice.py    `servelab practice`: fresh variants, checked at once, missed questions brought back
                    by an FSRS schedule in the learner's own file
 
@@ -13,13 +15,14 @@ The generators and texts ship to students; the solver never does (it lives in gr
 students' wheel is built without). Nothing here reads a name a notebook writes: the student id is the
 grader's (nbgrader's student of the hand-in).
 
-How the lesson uses it (grading/source/lesson25/lesson25.py, once the variants are released):
+How the lesson uses it (grading/source/lesson25/lesson25.py; warm-ups 1 to 3 so far, lesson.LESSON_QUESTIONS):
 
 1. nbgrader releases one notebook to the whole class, and a student's kernel has no course secret, so
    the release hands each student their parameters beside it: ``all_params(student,
    secret=course_secret())`` (question id -> parameters, JSON; the course secret is made here, on first
-   use) written where only that student reads it (their inbound-side folder of the class exchange, or
-   their home on the hub). The question cells then print their text from it:
+   use) written where only that student reads it (their home on the hub: lesson.hand_out; the class keeps
+   the secret in its course directory). The question cells then print their text from it (lesson.show;
+   the lesson's own numbers, Question.standard, where no file was handed out):
    ``render("warmup1", mine["warmup1"])`` is warm-up 1's "Compute for a model with ... layers" text, the
    same format string for every student with their numbers in it (``text_for(question_id, student,
    secret=...)`` is the same text, for an instructor's view). The answer cells keep their names
@@ -28,7 +31,9 @@ How the lesson uses it (grading/source/lesson25/lesson25.py, once the variants a
 2. At grading, the key for a variant part is not the fixed TESTS entry of grading/keys/lesson25.py but
    ``check(grade_id, student, answer, roster=grading.roster(db_url))``, with the student nbgrader
    grades (never one the notebook names); its points and feedback go where the checker's Result goes
-   today, and ``copied_from`` goes to the instructor's report.
+   today, and ``copied_from`` goes to the instructor's report (servelab.grading.trusted.ScoreAnswers, with
+   ``ScoreAnswers.variants``: on in a class, off by default, so a course graded offline keeps the lesson's
+   numbers).
 3. The lesson's code cells that compute with `llama_8b`, `h200` compute with the student's parameters
    instead (``params_source(params)`` writes them as ``params = {...}`` for a cell that needs a literal).
    Editing one's parameters file changes only the text one reads: grading derives them from the id.
