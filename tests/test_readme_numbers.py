@@ -201,7 +201,7 @@ NOT_A_RECORD: list[tuple[str, str, str]] = [
         "prefix cache on against off, on one engine: measured once, by hand, and not recorded",
     ),
     ("README.md", "1 %", "prefix cache on against off, on one engine: measured once, by hand, and not recorded"),
-    ("README.md", "512 MiB", "a limit: each student's private /tmp (classroom.limits)"),
+    ("README.md", "512 MiB", "a limit: each student's private /tmp and /dev/shm (classroom.limits)"),
     ("README.md", "10 s", "the students' environment's build time: measured once, by hand, and not recorded"),
     ("README.md", "4 GB", "the size of the dependencies the students' environment links"),
     (
@@ -228,7 +228,7 @@ NOT_A_RECORD: list[tuple[str, str, str]] = [
     ),
     ("bench/README.md", "30 s", "a setting: servelab.hardware.PROBE_MAX_S, the roofline probe's time cap"),
     ("bench/README.md", "360 s", "a setting: bench/gpu_step.py's --budget-s default"),
-    ("bench/README.md", "8 minutes", "a budget: the GPU step benchmark's limit on a device"),
+    ("bench/README.md", "8 minutes", "a bound: bench/gpu_step.py's own budget for the whole command, not a run"),
     ("grading/README.md", "120 s", "a setting: the autograde step's margin and --feedback-timeout's default"),
     ("grading/README.md", "1.5 s", "a lesson's feedback page: measured once, by hand, and not recorded"),
     (
@@ -240,7 +240,7 @@ NOT_A_RECORD: list[tuple[str, str, str]] = [
     ("grading/README.md", "12.9 s", "formgrader drawing a capped notebook: measured once, by hand, and not recorded"),
     ("grading/README.md", "102 s", "formgrader before the view's caps: measured once, by hand, and not recorded"),
     ("grading/README.md", "6.5 minutes", "formgrader before the view's caps: measured once, by hand, and not recorded"),
-    ("grading/README.md", "20 MiB", "a limit: the notebook size cap"),
+    ("grading/README.md", "20 MiB", "a limit: the size cap on a hand-in's notebook"),
     (
         "grading/README.md",
         "6 minutes",
@@ -265,7 +265,11 @@ NOT_A_RECORD: list[tuple[str, str, str]] = [
         "741 MB",
         "an output flood before the runner counted outputs: measured once, by hand, and not recorded",
     ),
-    ("grading/README.md", "4 MB", "a limit: the outputs a capped run keeps (500 outputs, 100,000 characters)"),
+    (
+        "grading/README.md",
+        "4 MB",
+        "worked out from the runner's caps (runner.MAX_*: 4,000,000 characters per run), not a run",
+    ),
     (
         "data/measurements/README.md",
         "46 / 22 / 36 %",
