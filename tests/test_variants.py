@@ -455,3 +455,20 @@ def test_without_variants_the_grader_keeps_the_lessons_own_numbers(tmp_path):
 
 def test_the_solver_is_read_from_the_folder_the_grader_reads_every_key_from():
     assert grading.KEYS_DIR == Path(trusted.KEYS_DIR)
+
+
+def test_a_class_turns_variants_on_for_its_grader_and_the_course_leaves_them_off(tmp_path):
+    """What `servelab class up` writes for the instructors' nbgrader, read as nbgrader reads it, turns the
+    variants on with the class's secret; the course's own config (a course graded offline) leaves them off."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from servelab.classroom import hub
+
+    settings = hub.ClassSettings(state=tmp_path / "class", instructors=["root"], students=["sl-ana"])
+    (tmp_path / "nbgrader_config.py").write_text(hub.python_config(hub.nbgrader_settings(settings, "instructor")))
+    scorer = trusted.ScoreAnswers(config=PyFileConfigLoader("nbgrader_config.py", str(tmp_path)).load_config())
+    assert scorer.variants and scorer.variant_secret_file == str(settings.variant_secret)
+    assert settings.variant_secret.parent == settings.course_dir  # the instructors' alone (mode 700)
+    assert "SERVELAB_VARIANT_SECRET_FILE" not in hub.lab_environment(settings, "student")
+    course = PyFileConfigLoader("nbgrader_config.py", str(REPO_DIR / "grading")).load_config()
+    assert not trusted.ScoreAnswers(config=course).variants
