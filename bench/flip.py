@@ -306,6 +306,19 @@ def transformers_peer_subprocess() -> dict:
 def transformers_peer(dtype: str) -> dict:
     """Hugging Face generate on the same folder: greedy, exactly OUTPUT_LEN new tokens, in float32
     (transformers' default dtype, what a user running it on a CPU gets)."""
+    run = transformers_runner(dtype)
+    run(1, 1)  # warm-up
+    return {
+        "dtype": dtype,
+        "batch_1": run(1, 4),
+        "batch_1_prompt_lookup": run(1, 4, prompt_lookup_num_tokens=K),
+        "batch_64": run(64, 1),
+    }
+
+
+def transformers_runner(dtype: str, workload: str = WORKLOAD, output_len: int = OUTPUT_LEN):
+    """run(batch, rounds, **generate_kwargs) -> tok/s: Hugging Face generate on the bundled model in `dtype`,
+    greedy, exactly output_len new tokens per request, on the workload's prompts in the chat template."""
     import torch  # in the peer's own process only (transformers_peer_subprocess)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -315,7 +328,7 @@ def transformers_peer(dtype: str) -> dict:
     tok.padding_side = "left"
     torch_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(dtype, torch.float32)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype).eval()
-    prompts = load(WORKLOAD).prompts
+    prompts = load(workload).prompts
 
     def chat(p):
         return tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
@@ -329,8 +342,8 @@ def transformers_peer(dtype: str) -> dict:
             with torch.no_grad():
                 out = model.generate(
                     **enc,
-                    max_new_tokens=OUTPUT_LEN,
-                    min_new_tokens=OUTPUT_LEN,
+                    max_new_tokens=output_len,
+                    min_new_tokens=output_len,
                     do_sample=False,
                     pad_token_id=tok.pad_token_id or tok.eos_token_id,
                     **kw,
@@ -339,13 +352,7 @@ def transformers_peer(dtype: str) -> dict:
             tokens += (out.shape[1] - enc["input_ids"].shape[1]) * batch
         return {"output_tok_s": round(tokens / elapsed, 2), "requests": batch * rounds, "elapsed_s": round(elapsed, 2)}
 
-    run(1, 1)  # warm-up
-    return {
-        "dtype": dtype,
-        "batch_1": run(1, 4),
-        "batch_1_prompt_lookup": run(1, 4, prompt_lookup_num_tokens=K),
-        "batch_64": run(64, 1),
-    }
+    return run
 
 
 if __name__ == "__main__":
