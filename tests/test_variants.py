@@ -385,7 +385,7 @@ def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
     assert seeds.text_for("warmup1", "nobody", secret=SECRET) in shown and "warmup1-batch:" in shown
 
 
-def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben")):
+def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"), class_roster=()):
     """ScoreAnswers on a notebook of the warm-up 1 test cells, as nbgrader runs it for `student`'s hand-in."""
     import nbformat
 
@@ -409,7 +409,10 @@ def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"
         },
     }
     scorer = trusted.ScoreAnswers(
-        variants=variants, variant_secret_file=str(secret_file), report_dir=str(tmp_path / "reports")
+        variants=variants,
+        variant_secret_file=str(secret_file),
+        variant_roster=list(class_roster),
+        report_dir=str(tmp_path / "reports"),
     )
     original = grading.roster
     grading.roster = lambda db_url: list(roster)  # nbgrader's gradebook students
@@ -443,6 +446,11 @@ def test_the_grader_scores_each_student_against_their_own_variant_and_flags_a_cl
     assert not any("sl-ana" in text for text in feedback)  # the student's feedback names nobody
     report, _ = _score(tmp_path, "sl-ben", ben)
     assert all(t["points"] == 1 for t in report["tests"].values()) and report["flags"] == []
+    # graded before sl-ana is in the gradebook: the class's roster still names her
+    report, _ = _score(tmp_path, "sl-ben", ana, roster=(), class_roster=("sl-ana", "sl-ben"))
+    assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
+    report, _ = _score(tmp_path, "sl-ben", ana, roster=())
+    assert report["tests"]["warmup1-batch"]["copied_from"] == []  # nobody to compare with, nobody named
 
 
 def test_without_variants_the_grader_keeps_the_lessons_own_numbers(tmp_path):
@@ -468,6 +476,7 @@ def test_a_class_turns_variants_on_for_its_grader_and_the_course_leaves_them_off
     (tmp_path / "nbgrader_config.py").write_text(hub.python_config(hub.nbgrader_settings(settings, "instructor")))
     scorer = trusted.ScoreAnswers(config=PyFileConfigLoader("nbgrader_config.py", str(tmp_path)).load_config())
     assert scorer.variants and scorer.variant_secret_file == str(settings.variant_secret)
+    assert scorer.variant_roster == ["sl-ana"]  # copies are looked for among the whole class, graded or not
     assert settings.variant_secret.parent == settings.course_dir  # the instructors' alone (mode 700)
     assert "SERVELAB_VARIANT_SECRET_FILE" not in hub.lab_environment(settings, "student")
     course = PyFileConfigLoader("nbgrader_config.py", str(REPO_DIR / "grading")).load_config()

@@ -157,7 +157,11 @@ def nbgrader_settings(settings: ClassSettings, role: str) -> dict[str, dict]:
     if role == "instructor":
         config["CourseDirectory"].update(root=str(settings.course_dir), source_directory=str(course.SOLUTIONS))
         if settings.variants:  # the grader checks each student's answers against their own numbers
-            config["ScoreAnswers"] = {"variants": True, "variant_secret_file": str(settings.variant_secret)}
+            config["ScoreAnswers"] = {
+                "variants": True,
+                "variant_secret_file": str(settings.variant_secret),
+                "variant_roster": list(settings.students),  # whose variants a copied answer is looked for among
+            }
     return config
 
 

@@ -36,7 +36,7 @@ from nbformat.v4 import new_output
 from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Integer, List, Unicode
 
 from servelab.grading import capture, checkers, sandbox
 from servelab.grading.console import printable
@@ -379,6 +379,12 @@ class ScoreAnswers(NbGraderPreprocessor):
         help="The course secret the variants were handed out under (default: servelab.variants.seeds.secret_path()).",
     ).tag(config=True)
 
+    variant_roster = List(
+        Unicode(),
+        help="The class's student ids, whose variants a copied answer is looked for among (with the gradebook's "
+        "students, which are only those graded so far).",
+    ).tag(config=True)
+
     def _variant_grader(self, info):
         """grade_id -> a function of the answer that grades it against this student's own variant; {} when off."""
         if not self.variants or info["assignment"] != "lesson25":
@@ -391,9 +397,10 @@ class ScoreAnswers(NbGraderPreprocessor):
         secret = course_secret(Path(self.variant_secret_file) if self.variant_secret_file else None, create=False)
         solver = vgrading.load_solver(self.keys_dir)
         try:
-            roster = vgrading.roster(info["db_url"])
-        except Exception:  # noqa: BLE001 - without the roster nothing is named, and the grade is the same
-            roster = []
+            graded = vgrading.roster(info["db_url"])
+        except Exception:  # noqa: BLE001 - without the gradebook's, the class's roster names the copies alone
+            graded = []
+        roster = sorted({*self.variant_roster, *graded})
 
         def grader(grade_id):
             def check(answer):
