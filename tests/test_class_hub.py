@@ -183,7 +183,10 @@ def copies_are_flagged(klass) -> None:
         "SERVELAB_VARIANT_SECRET_FILE": str(s.variant_secret),
         "PATH": f"{Path(s.instructor_python).parent}:/usr/bin:/bin",
     }
-    shown = as_user(INSTRUCTOR, s.instructor_python, "-m", "servelab.cli", "variants", "show", "sl-ben", env=env)
+    # from / : in the instructor's home, ~/servelab (the course) would shadow the package for `python -m`
+    shown = as_user(
+        INSTRUCTOR, s.instructor_python, "-m", "servelab.cli", "variants", "show", "sl-ben", env=env, cwd=Path("/")
+    )
     assert shown.returncode == 0 and "warmup1-batch:" in shown.stdout, shown.stdout[-500:] + shown.stderr[-1000:]
 
 
