@@ -175,7 +175,11 @@ def test_the_simulated_curves_run_the_lessons_draft_and_the_engines_dtype():
     long = replace(gpu, context_len=8192)
     assert "does not fit" in drawing.simulated_step_html(long, 200, 4, "ngram")
     assert "does not fit" not in drawing.simulated_step_html(long, 64, 4, "ngram")
-    assert "not a knee" in drawing.cpu_step_html() and "flat" not in drawing.cpu_step_html()
+    # the ridge the recording chose, and where from: its probe's ratio, or the knee of its steps
+    chosen = json.loads((paths.REPO_DIR / "bench" / "results" / "ridge-cpu.json").read_text())["ridge"]
+    said = "not a knee" if chosen["from"] == "probe" else "the knee read off the recorded steps"
+    assert said in drawing.cpu_step_html() and "flat" not in drawing.cpu_step_html()
+    assert f"{chosen['tokens_per_step']:.0f} tokens per step" in drawing.cpu_step_html()
 
 
 def test_a_simulated_curve_ends_at_the_largest_batch_that_fits():
