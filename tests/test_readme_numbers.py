@@ -226,7 +226,6 @@ NOT_A_RECORD: list[tuple[str, str, str]] = [
         "514 MB",
         "the reviewer before its input limits: review-inputs.json records only what came after",
     ),
-    ("bench/README.md", "30 s", "a setting: servelab.hardware.PROBE_MAX_S, the roofline probe's time cap"),
     ("bench/README.md", "360 s", "a setting: bench/gpu_step.py's --budget-s default"),
     ("bench/README.md", "8 minutes", "a bound: bench/gpu_step.py's own budget for the whole command, not a run"),
     ("grading/README.md", "120 s", "a setting: the autograde step's margin and --feedback-timeout's default"),
