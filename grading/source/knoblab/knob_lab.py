@@ -112,7 +112,7 @@ prediction_batching = {  # p99 TTFT, as a multiple of max_num_seqs=256's
 # %% [markdown] id="knob-batching-measured"
 # Measured:
 #
-# | | max_num_seqs=256 | max_num_seqs=4 |{{ batching.head }}
+# | metric | max_num_seqs=256 | max_num_seqs=4 |{{ batching.head }}
 # |---|---|---|{{ batching.rule }}
 # {{ batching.table }}
 #
@@ -142,7 +142,7 @@ prediction_prefix = {  # median TTFT, as a multiple of prefix caching off's
 # %% [markdown] id="knob-prefix-measured"
 # Measured:
 #
-# | | off | on |
+# | metric | off | on |
 # |---|---|---|
 # {{ prefix.table }}
 #
@@ -175,7 +175,7 @@ prediction_precision = {  # output tok/s, as a multiple of bfloat16's
 # %% [markdown] id="knob-precision-measured"
 # Measured:
 #
-# | | bfloat16 | float32 |{{ precision.head }}
+# | metric | bfloat16 | float32 |{{ precision.head }}
 # |---|---|---|{{ precision.rule }}
 # {{ precision.table }}
 #
@@ -207,7 +207,7 @@ prediction_speculation = {  # n-gram k=4, as a multiple of no speculation's
 # %% [markdown] id="knob-speculation-measured"
 # Measured:
 #
-# | | no speculation | n-gram k=4 |
+# | metric | no speculation | n-gram k=4 |
 # |---|---|---|
 # {{ speculation.table }}
 #
@@ -239,7 +239,7 @@ prediction_kv = {  # p99 TTFT, as a multiple of kv_cache=1GiB's
 # %% [markdown] id="knob-kv-measured"
 # Measured:
 #
-# | | 1 GiB | 16 MiB |
+# | metric | 1 GiB | 16 MiB |
 # |---|---|---|
 # {{ kv.table }}
 #

@@ -345,7 +345,7 @@ lab.save_comparison(comparison)
 # batch slider to {{ class_load.batch_sizes }} and measured a point at each, one student alone
 # and then {{ class_load.students }} at once, on the server without speculation and then on the one with it.
 #
-# | | server's batch (peak) | TTFT p99 | tok/s per student |
+# | run | server's batch (peak) | TTFT p99 | tok/s per student |
 # |---|---|---|---|
 # {{ class_load.rows }}
 #
