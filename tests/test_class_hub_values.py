@@ -332,6 +332,7 @@ def test_each_users_hand_ins_are_a_claim_of_their_own_of_the_local_inbound_cap(h
         assert step["command"][-1] == f"chown {uid}:100 /inbound && chmod 2750 /inbound"
         assert step["volumeMounts"] == [{"name": mounts_of(pod)[f"{inbound}/{name}"]["name"], "mountPath": "/inbound"}]
         assert step["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+        assert step["securityContext"]["runAsGroup"] == 100  # chmod keeps 2750's setgid bit for the group's member
         assert not any(p.startswith(inbound) and p != f"{inbound}/{name}" for p in mounts_of(pod))  # no classmate's
     assert not any(p.startswith(inbound) for p in mounts_of(spawned["zed"]))  # not on the roster: no inbound
     teacher = spawned["teacher"]
