@@ -37,16 +37,21 @@ def say(message: str) -> None:
 
 
 @contextlib.contextmanager
-def step(log, what: str, heartbeat_s: float = HEARTBEAT_S):
-    """Say what is starting, then every heartbeat_s that it is still going, then how long it took. transformers
-    draws progress bars for the weights only; reading the tokenizer out of the GGUF and importing torch print
-    nothing for most of a minute on 2 cores."""
+def step(log, what: str, heartbeat_s: float | None = None, own_bar=None):
+    """Say what is starting, then every heartbeat_s (HEARTBEAT_S unless given) that it is still going, then how
+    long it took. transformers draws progress bars for the weights only; reading the tokenizer out of the GGUF
+    and importing torch print nothing for most of a minute on 2 cores, and so does reading the weights before
+    their bar starts. own_bar: for a step that draws a bar of its own, a function that says whether it has
+    started; the heartbeat stops for good once it has, so it never writes over the bar."""
+    every_s = HEARTBEAT_S if heartbeat_s is None else heartbeat_s
     log(f"{what} ...")
     start = time.monotonic()
     done = threading.Event()
 
     def beat() -> None:
-        while not done.wait(heartbeat_s):
+        while not done.wait(every_s):
+            if own_bar is not None and own_bar():
+                return
             log(f"  {what}: {time.monotonic() - start:.0f} s so far")
 
     beater = threading.Thread(target=beat, name="prepare-model-progress", daemon=True)
@@ -57,6 +62,15 @@ def step(log, what: str, heartbeat_s: float = HEARTBEAT_S):
         done.set()
         beater.join()
     log(f"  {what}: done in {time.monotonic() - start:.0f} s")
+
+
+def a_bar_is_drawn() -> bool:
+    """Whether a tqdm progress bar is on the terminal now (transformers draws its bars with tqdm; every bar, of
+    tqdm.auto's classes too, is in tqdm's own set of live bars until it closes)."""
+    import sys
+
+    std = sys.modules.get("tqdm.std")
+    return std is not None and len(getattr(std.tqdm, "_instances", ())) > 0
 
 
 class ModelError(RuntimeError):
@@ -173,8 +187,10 @@ def _load_gguf(source: Path, log=say):
     try:
         with step(log, "Reading the tokenizer out of the GGUF"):
             tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        log("Reading the weights out of the GGUF (transformers' progress bar follows) ...")
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
+        with step(
+            log, "Reading the weights out of the GGUF (transformers' progress bar follows)", own_bar=a_bar_is_drawn
+        ):
+            model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
     except Exception as exc:  # the gguf reader raises many types on a damaged file
         raise ModelError(
             f"Could not read {source}: {exc}. The file may be corrupt: reinstall it with "
