@@ -885,3 +885,22 @@ def test_ranges_that_differ_by_chance_alone_are_not_called_harder_across_the_que
     each = report._verdict
     monkeypatch.setattr(report, "_verdict", lambda groups, draws, compared: each(groups, draws, 1))
     assert [v.question for v in report.variant_stats(data, VARIANT_SECRET) if v.harder] == ["capacity-bandwidth"]
+
+
+@pytest.mark.unit
+def test_the_commands_summary_cuts_a_long_slip_between_words(tmp_path, monkeypatch, capsys):
+    """`servelab class report` prints each re-teach item in one line: a long description ends at a word, with "…"."""
+    about = (
+        "Reads the KV cache as one tensor for K and V together, so weight each token's bytes by one, not two, "
+        "and the budget comes out twice what fits"
+    )
+    item = report.Reteach("kv-once", about, 7, 5.5, ["warmup3-tokens", "warmup3-batch"], ["The checklist"])
+    built = report.ClassReport("lesson25", 12, 5.0, 3.0, [], [item], 0, False, gradebook="sqlite:///g.db")
+    monkeypatch.setattr(report, "build", lambda *a, **k: built)
+    monkeypatch.setattr(report, "write", lambda r, out: (out / "page.html", out / "table.csv"))
+    assert cli.main(["class", "report", "lesson25", "--course", str(tmp_path), "--out", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  re-teach 1: "))
+    shown = line.removeprefix("  re-teach 1: ").split(" (warmup3-tokens, warmup3-batch, 7 students")[0]
+    assert shown.endswith("…") and len(shown) <= 90, line
+    assert about.startswith(shown[:-1]) and about[len(shown) - 1] == " ", line  # a whole word, then the cut
+    assert line.endswith("5.5 points) -> The checklist")

@@ -13,6 +13,8 @@ from pathlib import Path
 from .errors import ClassError
 from .hub import DEFAULT_STATE
 
+RETEACH_CHARS = 90  # of a re-teach item's description in `class report`'s summary, cut between words
+
 
 def _names(text: str) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
@@ -231,7 +233,7 @@ def cmd_report(args) -> int:
     print(f"  gradebook: {built.gradebook}")
     for i, s in enumerate(built.reteach, 1):
         print(
-            f"  re-teach {i}: {s.about[:90]} ({', '.join(s.grade_ids)}, {s.count} students, "
+            f"  re-teach {i}: {report.shorten(s.about, RETEACH_CHARS)} ({', '.join(s.grade_ids)}, {s.count} students, "
             f"{s.points_lost:g} points) -> {'; '.join(s.sections)}"
         )
     return 0
