@@ -122,7 +122,7 @@ def test_stop_mid_sweep_keeps_what_was_measured(tmp_path):
     lab = _lab(
         tmp_path, measure_point=slow_point, settings=Settings(method="none", batch_size=256, output_len=OUTPUT_LEN)
     )
-    lab.measure()
+    planned = [p.batch_size for p in lab.measure()]  # quickest first: 8, 16, ..., 256, then 4, 2, 1
     deadline = time.monotonic() + 10
     while not lab.store.read() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -133,7 +133,7 @@ def test_stop_mid_sweep_keeps_what_was_measured(tmp_path):
         time.sleep(0.05)
     assert lab.state == "stopped", lab.status_text
     stored = [r["batch_size"] for r in lab.store.read()]
-    assert 1 <= len(stored) <= 3 and stored == list(BATCHES[: len(stored)])
+    assert 1 <= len(stored) <= 3 and stored == planned[: len(stored)]
     assert [r.batch_size for r in lab.measured] == stored  # what the lab says it measured is what is stored
 
 
@@ -299,7 +299,7 @@ def test_engine_killed_mid_sweep_keeps_the_points_and_the_next_measure_restarts_
             os.killpg(engine.pid, signal.SIGKILL)
 
     planned = lab.measure()
-    assert [(p.method, p.batch_size) for p in planned] == [("none", 1), ("none", 2)]
+    assert [(p.method, p.batch_size) for p in planned] == [("none", 2), ("none", 1)]  # quickest first
     assert watch(lambda: killed and not lab.worker.busy, 400, kill_after_first_point), (states, lab.status_text)
     assert "starting" in states and "measuring" in states
     assert lab.state == "failed", lab.status_text
@@ -307,13 +307,13 @@ def test_engine_killed_mid_sweep_keeps_the_points_and_the_next_measure_restarts_
     assert "kept in the results store" in lab.status_text
     assert "data-state='failed'" in lab.status.value
     kept = lab.store.read()
-    assert [r["batch_size"] for r in kept] == [1], "the kill should land while batch 2 is measured"
+    assert [r["batch_size"] for r in kept] == [2], "the kill should land while batch 1 is measured"
     assert [r["batch_size"] for r in kept] == [r.batch_size for r in lab.measured]
 
     # The next click starts the engine again and measures only the missing points.
     states.clear()
     again = lab.measure()
-    assert [p.batch_size for p in again] == [2]
+    assert [p.batch_size for p in again] == [1]
     assert watch(lambda: not lab.worker.busy, 400), (states, lab.status_text)
     assert "starting" in states
     assert lab.state == "idle" and "measured" in lab.status_text, lab.status_text

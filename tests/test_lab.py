@@ -197,7 +197,8 @@ def test_points_recorded_on_the_course_machine_are_drawn_as_such_and_never_count
     assert lab.last_drawing.crossover_measured is None  # the recording is not this machine's crossover
     # the first Measure measures this machine: every point up to the batch, none counted as done
     lab.batch_slider.value = 8
-    assert [(p.method, p.batch_size) for p in lab.plan()] == [(m, b) for b in (1, 2, 4, 8) for m in ("none", "ngram")]
+    # quickest first: one round of batch 8 before eight rounds of batch 1, so the first point comes in seconds
+    assert [(p.method, p.batch_size) for p in lab.plan()] == [(m, b) for b in (8, 4, 2, 1) for m in ("none", "ngram")]
     with pytest.raises(LookupError, match="rep 2 takes a measurement of your own"):  # the learner's records only
         lab.record(method="none", batch_size=8)
     # where nothing can be measured (grading, CI's notebook run) the recording stands in, and says so
@@ -337,11 +338,12 @@ def test_measure_runs_only_the_missing_points_and_stores_each_one(make_lab, tmp_
     lab = make_lab(measure_point=fake)
     lab.batch_slider.value = 8
     planned = lab.measure()
-    assert [(p.method, p.batch_size) for p in planned] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    quickest_first = [("none", 4), ("ngram", 4), ("none", 2), ("ngram", 2)]  # 2 rounds of 4 before 4 rounds of 2
+    assert [(p.method, p.batch_size) for p in planned] == quickest_first
     assert lab.worker.wait_idle(10)
-    assert [c[1:] for c in fake.calls] == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    assert [c[1:] for c in fake.calls] == quickest_first
     stored = [(r["method"], r["batch_size"]) for r in lab.store.read()[SEEDED:]]
-    assert stored == [("none", 2), ("ngram", 2), ("none", 4), ("ngram", 4)]
+    assert stored == quickest_first
     assert lab.chart_data()["tok_s|0|measured"]["x"] == [1, 2, 4, 8, 64]
     assert lab.state == "idle" and "measured 4 of 4" in lab.status_text
     assert lab.progress.value == lab.progress.max == 4
@@ -464,7 +466,7 @@ def test_the_lab_starts_its_engines_when_it_opens_and_the_first_measure_measures
     assert [(e.config.spec_method, e.alive) for e in engines] == [("none", True), ("ngram", True)]
     assert lab.state == "idle" and "Warm engines: no speculation, ngram k=4" in lab.status_text
     planned = lab.measure()  # the recorded points at batch 1 and 2 do not count: all four are measured
-    assert [(p.method, p.batch_size) for p in planned] == [("none", 1), ("ngram", 1), ("none", 2), ("ngram", 2)]
+    assert [(p.method, p.batch_size) for p in planned] == [("none", 2), ("ngram", 2), ("none", 1), ("ngram", 1)]
     assert lab.worker.wait_idle(10)
     assert len(engines) == 2  # the engines started when the lab opened, none started by the click
     stored = lab.store.read()
@@ -502,9 +504,9 @@ def test_the_latest_request_wins_and_nothing_piles_up(make_lab):
     assert lab.worker.wait_idle(10)
     # request 1 stopped after the point it was on; requests 2 to 4 never ran; the last one ran whole
     assert lab.worker.started == 2
-    assert fake.calls[0] == ("copy", "none", 2)
+    assert fake.calls[0] == ("copy", "none", 4)  # quickest first: batch 4 (two rounds) before batch 2 (four)
     rest = fake.calls[1:]
-    assert rest == [("open", m, b) for b in (1, 2, 4, 8) for m in ("none", "ngram")]
+    assert rest == [("open", m, b) for b in (8, 4, 2, 1) for m in ("none", "ngram")]
 
 
 def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab):
@@ -513,7 +515,7 @@ def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab)
         "measurements already stored are kept; start the engine again.",
         "vLLM said goodbye",
     )
-    fake = FakeMeasure(fail_on=(("none", 4),), error=error)
+    fake = FakeMeasure(fail_on=(("none", 2),), error=error)  # batch 4 goes first (quickest first), then batch 2
     lab = make_lab(measure_point=fake)
     lab.set(batch_size=4)
     lab.measure()
@@ -521,9 +523,9 @@ def test_a_failed_engine_is_reported_and_the_next_measure_starts_again(make_lab)
     assert lab.state == "failed" and "killed by signal 9" in lab.status_text
     assert "2 points measured before are kept" in lab.status_text
     assert "vLLM said goodbye" in lab.status.value  # the log tail, folded under the status line
-    assert [(r["method"], r["batch_size"]) for r in lab.store.read()[SEEDED:]] == [("none", 2), ("ngram", 2)]
+    assert [(r["method"], r["batch_size"]) for r in lab.store.read()[SEEDED:]] == [("none", 4), ("ngram", 4)]
     fake.fail_on = ()
-    assert [(p.method, p.batch_size) for p in lab.measure()] == [("none", 4), ("ngram", 4)]
+    assert [(p.method, p.batch_size) for p in lab.measure()] == [("none", 2), ("ngram", 2)]
     assert lab.worker.wait_idle(10)
     assert lab.state == "idle" and len(lab.store.read()) == SEEDED + 4
 
