@@ -536,7 +536,9 @@ def test_feedback_says_which_written_answers_are_not_graded_yet(graded, browser)
     with Gradebook(pipeline.gradebook_url(graded["instructor"] / "grading" / "course")) as gb:
         nb = gb.find_submission_notebook(LESSON.notebook_id, LESSON.name, "perfect")
         waiting = [g.name for g in nb.grades if g.auto_score is None and g.manual_score is None]
+        waiting_points = sum(g.max_score for g in nb.grades if g.auto_score is None and g.manual_score is None)
         scored = {g.name: (g.score, g.max_score) for g in nb.grades if g.auto_score is not None}
+        total = (nb.score, nb.max_score)
     html = (graded["out"] / "feedback" / LESSON.name / "perfect.html").read_text()
     soup = BeautifulSoup(html, "html.parser")
     for name in waiting:
@@ -546,6 +548,10 @@ def test_feedback_says_which_written_answers_are_not_graded_yet(graded, browser)
         entry = soup.find("a", href=f"#{name}").parent.get_text(" ")
         assert f"(Score: {round(score, 2)} / {round(points, 2)})" in entry and "not graded" not in entry, entry
     assert waiting, "the sample has written answers for the instructor to grade"
+    # the total counts those as nothing, and says so: "(Score: 30.0 / 41.0; 11 points not graded yet)"
+    heading = " ".join(soup.select_one("div.panel-heading > h4").get_text().split())
+    score, points = (round(float(x), 2) for x in total)
+    assert heading == f"{LESSON.notebook_id} (Score: {score} / {points}; {waiting_points:g} points not graded yet)"
 
 
 @in_chromium
@@ -741,7 +747,7 @@ def test_the_page_is_rebuilt_whole_even_where_the_outputs_were_not_cleaned(tmp_p
         plain, _ = exporter.from_notebook_node(nb, resources=dict(resources))
         assert 'onload="alert(1)"' in plain and "celltag_x navbar-fixed-top" in plain, template  # the attacks landed
         if template == "feedback":
-            page = pages.feedback_page(plain, "en", {"q1"}, nonce="N0NCE")
+            page = pages.feedback_page(plain, "en", {"q1"}, nonce="N0NCE", ungraded_points=2)
         else:
             page = pages.formgrader_page(plain, "N0NCE", "/user/grace")
         soup = BeautifulSoup(page, "html.parser")
@@ -764,6 +770,9 @@ def test_the_page_is_rebuilt_whole_even_where_the_outputs_were_not_cleaned(tmp_p
             assert "navbar-fixed-top" in soup.find("nav")["class"]  # formgrader's own bar keeps its classes
         else:
             assert "Score: not graded yet / 2.0" in soup.get_text(), template
+            assert soup.select_one("div.panel-heading > h4").get_text() == (
+                "lesson25 (Score: 0.0 / 2.0; 2 points not graded yet)"
+            )  # the total says so too
 
 
 def test_formgrader_draws_no_view_where_the_page_is_not_rebuilt():

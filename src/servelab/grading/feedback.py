@@ -7,7 +7,8 @@ lines) down to the error's name and message.
 
 `MarkUngraded` names the answers nobody has graded yet (no autograde, no manual
 score in the gradebook): nbgrader counts them as 0 and its template prints
-"0.0 / 1.0"; the page says "not graded yet" there instead (pages.FeedbackExporter).
+"0.0 / 1.0"; the page says "not graded yet" there instead, and its total how many points are not graded
+yet (pages.FeedbackExporter).
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class HideHiddenTests(Preprocessor):
 
 
 class MarkUngraded(Preprocessor):
-    """Record in resources["servelab_ungraded"] the grade ids with neither an autograde nor a manual score."""
+    """Record in resources["servelab_ungraded"] the grade ids with neither an autograde nor a manual score, each
+    with its points."""
 
     enabled = Bool(True, help="Whether to run this preprocessor (on by default, unlike nbconvert's).").tag(config=True)
 
@@ -64,6 +66,8 @@ class MarkUngraded(Preprocessor):
         with Gradebook(info["db_url"]) as gb:
             notebook = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
             resources["servelab_ungraded"] = {
-                g.name for g in notebook.grades if g.auto_score is None and g.manual_score is None
+                g.name: float(g.max_score or 0)
+                for g in notebook.grades
+                if g.auto_score is None and g.manual_score is None
             }
         return nb, resources

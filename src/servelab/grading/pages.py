@@ -268,9 +268,15 @@ _ZERO_SCORE = re.compile(r"Score: 0\.0 /")
 
 
 def feedback_page(
-    page: str, lang: str, ungraded: frozenset[str] | set[str] = frozenset(), nonce: str | None = None
+    page: str,
+    lang: str,
+    ungraded: frozenset[str] | set[str] = frozenset(),
+    nonce: str | None = None,
+    ungraded_points: float = 0.0,
 ) -> str:
-    """The feedback page nbgrader's template wrote, rebuilt (see the module's docstring)."""
+    """The feedback page nbgrader's template wrote, rebuilt (see the module's docstring): the answers in
+    `ungraded` say "not graded yet" instead of nbgrader's 0, and the total says how many points, ungraded_points,
+    are not graded yet."""
     nonce = nonce or new_nonce()
     head, body = _split(page)
     meta = f'<meta http-equiv="Content-Security-Policy" content="{html_lib.escape(feedback_policy(nonce))}">'
@@ -282,6 +288,8 @@ def feedback_page(
             heading = anchor.find_next_sibling("div")
             if heading is not None:
                 _say_not_graded(heading)
+    if ungraded and ungraded_points > 0:
+        _say_total_not_graded(soup, ungraded_points)
     return _page(lang, _head(head, nonce, meta, f"<style>{FEEDBACK_STYLE}</style>"), str(soup))
 
 
@@ -292,6 +300,20 @@ def _say_not_graded(element: Tag | None) -> None:
         text.replace_with(_ZERO_SCORE.sub(f"Score: {NOT_GRADED} /", str(text), count=1))
 
 
+_TOTAL = re.compile(r"\(Score: [-\d.]+ / [\d.]+\)\s*$")
+
+
+def _say_total_not_graded(soup: BeautifulSoup, points: float) -> None:
+    """nbgrader's total, "lesson25 (Score: 20.03 / 41.0)", the page's first heading (in its header, before every
+    cell), as "(Score: 20.03 / 41.0; 3 points not graded yet)"."""
+    total = soup.select_one("div.panel-heading > h4")
+    if total is None:
+        return
+    said = f"; {points:g} point{'' if points == 1 else 's'} {NOT_GRADED})"
+    for text in total.find_all(string=_TOTAL, limit=1):
+        text.replace_with(str(text).rstrip().removesuffix(")") + said)
+
+
 class FeedbackExporter(HTMLExporter):
     """generate_feedback's exporter: nbgrader's feedback template, then the page rebuilt (feedback_page).
 
@@ -299,8 +321,9 @@ class FeedbackExporter(HTMLExporter):
 
     def from_notebook_node(self, nb, resources=None, **kw):
         page, resources = super().from_notebook_node(nb, resources, **kw)
-        ungraded = set(resources.pop("servelab_ungraded", set()))
-        return feedback_page(page, self.language_code, ungraded), resources
+        ungraded = dict(resources.pop("servelab_ungraded", {}))
+        points = sum(ungraded.values())
+        return feedback_page(page, self.language_code, set(ungraded), ungraded_points=points), resources
 
 
 # --- formgrader's view of a submission -------------------------------------------------------------------
