@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from records_helpers import LEARNER_MACHINE
 
-from servelab import knobs, paths, simulate
+from servelab import knobs, paths, provenance, simulate
 from servelab.grading import checkers
 from servelab.knobs import catalogue, serve_sweep
 from servelab.lab import rep2
@@ -151,9 +152,14 @@ def test_recorded_counters_show_what_each_knob_does():
     assert got("speculation", "no speculation")["acceptance_rate"] is None
 
 
-def test_rep2_for_batching_from_recorded_records_earns_full_points():
+def test_rep2_for_batching_reads_the_conclusion_against_the_learners_numbers(tmp_path, monkeypatch):
     records = _recorded()
     a, b = knobs.latest(records, "batching", "max_num_seqs=256"), knobs.latest(records, "batching", "max_num_seqs=4")
+    with pytest.raises(ValueError, match="course's recorded points"):  # the recording itself is not a hand-in
+        rep2.comparison("batching", a, b, "ttft_ms_p99", better=0)
+    # the same numbers as a learner's own run on their machine (the course's recordings not looked up)
+    monkeypatch.setattr(provenance, "recordings_dir", lambda: tmp_path)
+    a, b = dict(a, machine=LEARNER_MACHINE), dict(b, machine=LEARNER_MACHINE)
     answer = rep2.comparison(
         "batching",
         a,

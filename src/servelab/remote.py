@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from .cpu_usage import machine_fingerprint
 from .measurement import Measurement, latency_fields, percentile, speculation_fields, stamped, throughput_fields
 from .metrics import parse_prometheus, spec_counters
 from .workload import PromptSet, load
@@ -321,6 +322,7 @@ class RemoteServer:
             hardware=self.hardware or f"remote {urlsplit(self.url).netloc}",
             vllm_version=info.get("vllm_version", ""),
             engine_config=self.describe(),
+            machine=machine_fingerprint(self.hardware or f"remote {urlsplit(self.url).netloc}", 0),
             note=f"{note}; {where}" if note else where,
         )
 

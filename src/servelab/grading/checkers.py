@@ -664,6 +664,7 @@ COMPARISON_SLIPS = {
     "no-recommendation": "the conclusion does not say plainly which setting to configure",
     "change-within-noise": "the conclusion recommends a change that the measured difference, inside the noise, does not show",
     "rates-not-measured": "the conclusion quotes a tok/s figure that neither record measured",
+    "not-own-measurement": "a record is one of the course's recorded points, or does not say which machine measured it",
 }
 # The conclusion carries the rep: it is worth half the points, and the records' own checks (each
 # agrees with itself, both are plausible) earn theirs only beside a conclusion that follows from them.
@@ -692,11 +693,18 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     checks earn theirs (a quarter each: every record agrees with its own counts, both are plausible
     against the roofline simulator). A conclusion that recommends the worse setting, both, or
     nothing earns no points at all, whatever the records.
+
+    Rep 2 takes the learner's own measurements: a record that is one of the course's recordings (data/measurements/,
+    known by its measured numbers whatever its labels say), that the lab labels as recorded on the course's
+    machine, or that does not say which machine measured it (servelab.provenance) earns the comparison nothing.
     """
     name = _name(key)
     records, problem = _comparison_schema(answer)
     if problem:
         return Result(0.0, f"{name}: 0 of 4 parts. {problem}", _named(COMPARISON_SLIPS, "not-a-comparison"))
+    not_own = _not_own(answer["measurements"])
+    if not_own:
+        return Result(0.0, f"{name}: 0 of 4 parts. {not_own}", _named(COMPARISON_SLIPS, "not-own-measurement"))
     lines = ["- schema: two Measurement records on the same workload, metric named."]
 
     arith_tol = float(key.get("arith_rel_tol", 0.02))
@@ -741,6 +749,16 @@ def measured_comparison(answer: Any, key: dict) -> Result:
     got = _earn(earned, key)
     head = f"{name}: {got:g} of {_max_points(key):g} points."
     return Result(got, "\n".join([head] + lines), _named(COMPARISON_SLIPS, *missed))
+
+
+def _not_own(raw: list) -> str | None:
+    """What is wrong with the records' provenance, or None when both are the learner's own measurements."""
+    from servelab import provenance
+
+    why = [f"record {label}: {p}" for label, r in zip("ab", raw) if (p := provenance.problem(r))]
+    if not why:
+        return None
+    return "; ".join(why) + f". {provenance.MEASURE_AGAIN}"
 
 
 def _configured_index(records, key: dict) -> int | None:

@@ -10,6 +10,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from .. import paths
+from ..cpu_usage import machine_fingerprint
 from ..hardware import cpu_cores, cpu_name, package_version, this_machine
 from ..measurement import Measurement, speculation_fields, stamped
 from .plan import Plan
@@ -76,6 +77,7 @@ def to_measurement(plan: Plan, run: Run, server_info: dict, note: str = "") -> M
             "harness": "vllm.benchmarks.serve (vllm bench serve)",
         },
         roofline=server_info.get("roofline", {}),
+        machine=machine_fingerprint(server_info.get("hardware", ""), server_info.get("cores", 0)),
         note=note or f"{plan.knob}: {plan.setting}; {load.describe()}; vLLM's serving benchmark, {run.wall_s:.1f} s",
     )
 

@@ -22,6 +22,7 @@ import math
 import pprint
 from pathlib import Path
 
+from .. import provenance
 from ..measurement import METRIC_DIRECTIONS, Measurement
 from ..results import ResultsStore
 from .common import clean
@@ -63,12 +64,18 @@ def compact(record: dict) -> dict:
 
 def comparison(knob: str, a: dict, b: dict, slo_metric: str, better: int | None = None, conclusion: str = "") -> dict:
     """The hand-in dict, with your two records in it. `better` and `conclusion` are your judgement: left out,
-    they stay None and "" for you to fill in (the grader reads both against the records' own numbers)."""
+    they stay None and "" for you to fill in (the grader reads both against the records' own numbers).
+    A record that is one of the course's recorded points, or that does not say which machine measured it, is
+    refused here as the grader refuses it (servelab.provenance): rep 2 takes measurements of your own."""
     if slo_metric not in SLO_METRICS:
         raise ValueError(
             f"slo_metric must be one of {', '.join(SLO_METRICS)}, not {slo_metric!r}: "
             "name the Measurement field your SLO is stated in."
         )
+    for label, r in (("a", a), ("b", b)):
+        why = provenance.problem(r)
+        if why:
+            raise ValueError(f"Setting {label} cannot go into rep 2: {why}. {provenance.MEASURE_AGAIN}")
     a, b = compact(a), compact(b)
     for label, r in (("a", a), ("b", b)):
         value = r.get(slo_metric)
