@@ -12,6 +12,7 @@ lab's default settings) and workload, at batch 1 and 8:
   (a) the eager engine: start and tok/s;
   (b) the compiled engine with an empty VLLM_CACHE_ROOT (a fresh temporary folder): start and tok/s;
   (c) the compiled engine again on that now-warm folder: start and tok/s;
+  (b) and (c) once per cache path vLLM has (CACHE_MODES);
   (d) Hugging Face transformers generate in the engine's dtype, same prompts and output length (flip.py's peer).
 Every phase records its wall time against the CPU time its processes used (servelab.cpu_usage).
 
@@ -38,11 +39,14 @@ from servelab.lab.speculation.points import Settings
 from servelab.measure import measure_batch, warm_up
 
 BATCHES = [1, 8]
+# vLLM's two cache paths: "aot", its default with torch >= 2.10 (the whole compiled forward saved ahead of time),
+# and "graphs" (VLLM_USE_AOT_COMPILE=0: Dynamo traces again, the compiled graphs and Inductor's code are read back)
+CACHE_MODES = {"aot": {}, "graphs": {"VLLM_USE_AOT_COMPILE": "0"}}
 SETTINGS = Settings()  # the lab's defaults: copy workload, 64 new tokens, KV cache 2 GiB, max_num_seqs 256
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "bench" / "results" / "compile-cache-cpu.json"
 # vLLM's own log lines (0.32.0) that say a start read the compile cache instead of compiling
-CACHE_HIT_LINES = ("Directly load", "from the cache", "Loading AOT", "AOT compiled", "loaded from")
+CACHE_HIT_LINES = ("Directly load", "from the cache", "load failure", "saved AOT", "Compiling a graph", "took")
 
 
 def _phase(fn, pgid_of=lambda: None):
@@ -131,25 +135,28 @@ def main() -> int:
         return 0
     t_start = time.perf_counter()
     load_before = os.getloadavg()
-    phases: dict[str, dict] = {}
-    cache_root = Path(tempfile.mkdtemp(prefix="servelab-vllm-cache-"))
-    saved = os.environ.get("VLLM_CACHE_ROOT")
-    try:
-        phases["eager"] = engine_run("eager", False, t_start)  # the user's own cache root: eager compiles nothing
-        os.environ["VLLM_CACHE_ROOT"] = str(cache_root)  # the engines' workers inherit it
-        phases["compiled_cold"] = engine_run("compiled, empty cache", True, t_start)
-        cache = _folder_size(cache_root)
-        phases["compiled_warm"] = engine_run("compiled, warm cache", True, t_start)
-    finally:
-        if saved is None:
-            os.environ.pop("VLLM_CACHE_ROOT", None)
-        else:
-            os.environ["VLLM_CACHE_ROOT"] = saved
-        shutil.rmtree(cache_root, ignore_errors=True)
+    phases: dict[str, dict] = {"eager": engine_run("eager", False, t_start)}  # eager compiles nothing
+    caches = {}
+    for mode, env in CACHE_MODES.items():
+        cache_root = Path(tempfile.mkdtemp(prefix="servelab-vllm-cache-"))
+        saved = {k: os.environ.get(k) for k in ("VLLM_CACHE_ROOT", *env)}
+        os.environ.update(env, VLLM_CACHE_ROOT=str(cache_root))  # the engines' workers inherit them
+        try:
+            phases[f"compiled_cold_{mode}"] = engine_run(f"compiled ({mode}), empty cache", True, t_start)
+            caches[mode] = _folder_size(cache_root) | {"env": env}
+            phases[f"compiled_warm_{mode}"] = engine_run(f"compiled ({mode}), warm cache", True, t_start)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            shutil.rmtree(cache_root, ignore_errors=True)
     peer_result, peer_cpu = peer_subprocess()
     print(f"[{time.perf_counter() - t_start:5.0f} s] transformers peer done", file=sys.stderr)
     info = phases["eager"]["info"]
-    eager, warm = phases["eager"], phases["compiled_warm"]
+    eager = phases["eager"]
+    peer_1 = peer_result["points"]["1"]["output_tok_s"]
     result = {
         "benchmark": "compile-cache-cpu",
         "what": "the lab's plain vLLM engine (SmolLM2-135M-Instruct, max_num_seqs 256, KV cache 2 GiB) eager, compiled "
@@ -163,14 +170,17 @@ def main() -> int:
             "servelab": __version__,
         },
         "dtype": info.get("dtype", ""),
-        "compile_cache": cache | {"what": "VLLM_CACHE_ROOT after the cold compiled start (a temporary folder)"},
+        "compile_cache": caches,  # each mode's VLLM_CACHE_ROOT (a temporary folder) after its cold start
         "summary": {
             "ready_s": {k: p["ready_s"] for k, p in phases.items()},
             "tok_s": {k: {b: p["points"][b]["output_tok_s"] for b in p["points"]} for k, p in phases.items()}
             | {"transformers": {b: p["output_tok_s"] for b, p in peer_result["points"].items()}},
-            "warm_start_vs_eager": round(warm["ready_s"] / eager["ready_s"], 2),
-            "warm_faster_than_transformers_at_batch_1": warm["points"]["1"]["output_tok_s"]
-            > peer_result["points"]["1"]["output_tok_s"],
+            "warm_ready_vs_eager": {
+                m: round(phases[f"compiled_warm_{m}"]["ready_s"] / eager["ready_s"], 2) for m in caches
+            },
+            "warm_faster_than_transformers_at_batch_1": {
+                m: phases[f"compiled_warm_{m}"]["points"]["1"]["output_tok_s"] > peer_1 for m in caches
+            },
         },
         "phases": {k: {kk: vv for kk, vv in p.items() if kk != "info"} for k, p in phases.items()}
         | {"transformers": peer_result | {"cpu_usage": peer_cpu}},
