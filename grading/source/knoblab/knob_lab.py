@@ -299,14 +299,15 @@ lab.prediction_vs_result("parallelism", prediction_parallelism)
 # right choice, and what would a smaller one do?
 #
 # 1. Choose the knob, the two settings, the workload and the load in the lab, and click **Measure**
-#    (skip it if the records are already there).
+#    (skip it if you measured them already: the records of the course's machine do not count for rep 2).
 # 2. Fetch the two records (the cell below; it sets the lab to the knob first).
 # 3. `lab.comparison(...)` prints your hand-in with your numbers. Paste it into the answer cell, set
 #    `"better"` to the index of the setting that serves the SLO better, and write the conclusion.
 #
 # The answer cell holds the numbers themselves: the grader runs this notebook on another machine, without
 # your results store and without a server. It checks that both records are Measurements of the same
-# workload on the same machine, that each agrees with itself (`output_tokens / elapsed_s` is
+# workload on the same machine, measured by you (a record says which machine measured it, and the course
+# machine's recorded ones earn nothing), that each agrees with itself (`output_tokens / elapsed_s` is
 # `output_tok_s`), that both are plausible against the roofline simulator, and that your conclusion
 # follows from your own numbers. The records can also be evidence for `servelab review`: list them under
 # `records:` in a workload file.
@@ -327,7 +328,7 @@ setting_a = lab.record("{{ rep2.a }}")
 setting_b = lab.record("{{ rep2.b }}")
 lab.show_comparison(setting_a, setting_b)
 
-# %% id="rep2-draft"
+# %% id="rep2-draft" tags=["raises-exception"]
 draft = lab.comparison(setting_a, setting_b, slo_metric="{{ rep2.metric }}")
 
 # %% nbgrader={"grade": false, "grade_id": "rep2-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]

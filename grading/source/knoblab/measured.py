@@ -3,8 +3,9 @@
 The text quotes bench/results/knobs-cpu.json (bench/knobs.py): numbers measured on the
 course's machine, never typed in by hand. A table's rows, and a sentence whose claim depends
 on what was measured (faster or slower, preempted or not), are made here; the prose around
-them is in knob_lab.py. Rep 2's solution is built from the recorded records
-(data/measurements/knobs-cpu.jsonl) of a knob that is not speculation.
+them is in knob_lab.py. Rep 2's solution is built from the instructor's own measurement of a knob that is not
+speculation (REP2_RECORDS, measured as a learner measures, with the machine's fingerprint: the grader refuses the
+recordings the lab ships, data/measurements/knobs-cpu.jsonl).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ REPO_DIR = Path(__file__).resolve().parents[3]
 RESULT = REPO_DIR / "bench" / "results" / "knobs-cpu.json"
 FLIP_RESULT = REPO_DIR / "bench" / "results" / "flip-cpu.json"  # the spec-decode lab's measured crossover
 REP2_KNOB = "batching"
+REP2_RECORDS = Path(__file__).resolve().parent / "rep2-records.jsonl"
+REP2_MEASURE = f"python bench/knobs.py --knobs {REP2_KNOB} --no-first-point --out /dev/null --records {REP2_RECORDS}"
 
 
 def _band():
@@ -575,12 +578,15 @@ def _rep2() -> dict:
     from servelab.lab.rep2 import answer_source, comparison
     from servelab.results import ResultsStore
 
-    records = ResultsStore(knobs.recorded_path()).read()
+    records = ResultsStore(REP2_RECORDS).read() if REP2_RECORDS.is_file() else []
     k = knobs.KNOBS[REP2_KNOB]
     a_name, b_name = k.setting_names[:2]  # the knob's first two settings: the ones the lab opens on
     a, b = knobs.latest(records, REP2_KNOB, a_name), knobs.latest(records, REP2_KNOB, b_name)
     if a is None or b is None:
-        raise SystemExit(f"{knobs.recorded_path()} has no {REP2_KNOB} records: run `python bench/knobs.py` first.")
+        raise SystemExit(
+            f"{REP2_RECORDS} has no {REP2_KNOB} records: the solution of rep 2 is built from the instructor's own "
+            f"measurement. Measure it on a quiet machine: {REP2_MEASURE}"
+        )
     metric = k.slo_metric
     va, vb = a[metric], b[metric]
     better = 0 if va <= vb else 1

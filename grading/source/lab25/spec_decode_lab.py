@@ -248,8 +248,8 @@ fix
 # speculation (k = 4) for a fleet that runs at batch 64, and its SLO is stated in one metric:
 # fleet throughput (`output_tok_s`), or per-request latency (`tpot_ms_p50`, `ttft_ms_p99`, ...).
 #
-# 1. In the lab above, set the batch, the workload and the method, and click **Measure** (skip it if the
-#    points are already there).
+# 1. In the lab above, set the batch, the workload and the method, and click **Measure** (skip it if you
+#    measured those points already: the ones recorded on the course's machine do not count for rep 2).
 # 2. Fetch the two records and compare them (the cell below). Change the arguments to the settings you
 #    measured.
 # 3. `lab.comparison(...)` prints your hand-in, with your numbers in it. Paste it into the answer cell,
@@ -258,7 +258,8 @@ fix
 #
 # The answer cell must hold the numbers themselves, not a call that looks them up: the grader runs this
 # notebook on another machine, without your results store and without an engine. It checks that both
-# records are Measurements of the same workload, that each agrees with itself
+# records are Measurements of the same workload, measured by you (a record says which machine measured it,
+# and the points recorded on the course's machine earn nothing), that each agrees with itself
 # (`output_tokens / elapsed_s` is `output_tok_s`), that both are plausible against the roofline
 # simulator, and that your conclusion follows from your own numbers.
 #
