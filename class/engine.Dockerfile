@@ -8,7 +8,7 @@
 #   docker build -f class/engine.Dockerfile -t registry.example.edu/servelab/engine:0.1.0 .
 #
 # As for the students' image, class/engine.Dockerfile.dockerignore lets in dist/*.whl only.
-FROM vllm/vllm-openai:v0.11.0
+FROM vllm/vllm-openai:v0.32.0
 ARG SERVELAB_WHEEL=servelab-0.1.0-py3-none-any.whl
 COPY dist/${SERVELAB_WHEEL} /tmp/wheels/
 RUN python3 -m pip install --no-cache-dir --no-deps "/tmp/wheels/${SERVELAB_WHEEL}" && rm -rf /tmp/wheels \

@@ -568,7 +568,10 @@ def test_the_clusters_engines_bound_each_request_as_the_local_class_does():
         )
     assert build_context("engine.Dockerfile") == ["dist/servelab-0.1.0-py3-none-any.whl"]
     dockerfile = (REPO / "class" / "engine.Dockerfile").read_text()
-    assert re.search(r"^FROM vllm/vllm-openai:v\S+$", dockerfile, re.M)
+    pinned = re.search(r'"vllm==([^"]+)"', (REPO / "pyproject.toml").read_text())  # the course's one vLLM release
+    assert pinned and re.search(rf"^FROM vllm/vllm-openai:v{re.escape(pinned[1])}$", dockerfile, re.M), (
+        "class/engine.Dockerfile: the cluster's engines run the vLLM release pyproject.toml pins"
+    )
     assert re.search(r"pip install .*--no-deps .*\.whl", dockerfile.replace("${SERVELAB_WHEEL}", "x.whl"))
     bare = subprocess.run(  # -S: no site-packages, as in vLLM's image where only servelab's wheel is added
         ["python3", "-S", "-c", f"import sys; sys.path.insert(0, {str(REPO / 'src')!r}); import {gate.__name__}"],
