@@ -326,10 +326,18 @@ def _lesson_statement(question_id: str) -> str:
 
     nb = nbformat.read(course.get("lesson25").student, as_version=4)
     (cell,) = [c for c in nb.cells if c.get("id") == f"{question_id}-question"]
-    return cell.source[cell.source.index("Compute") :]
+    if "Compute" in cell.source:
+        return cell.source[cell.source.index("Compute") :]
+    # a review: its numbers come after its number and before what to state
+    return cell.source[cell.source.index("▢**") + 3 : cell.source.index("State")]
 
 
 NUMBER = re.compile(r"(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w.-]?\w)")
+
+
+def _stated_numbers(text: str) -> list[str]:
+    """The numbers a text states, "500ms" and "8-way" among them."""
+    return NUMBER.findall(re.sub(r"(\d)(ms|-way)\b", r"\1 \2", text))
 
 
 @pytest.mark.parametrize("question_id", lesson.LESSON_QUESTIONS)
@@ -337,14 +345,55 @@ def test_the_lessons_standard_numbers_are_the_ones_it_states_and_its_fixed_keys(
     question = questions.BY_ID[question_id]
     assert question.standard is not None
     rendered = questions.render(question_id, question.standard)
-    stated = NUMBER.findall(_lesson_statement(question_id))
-    assert stated and all(n in NUMBER.findall(rendered) for n in stated), (stated, rendered)
+    stated = _stated_numbers(_lesson_statement(question_id))
+    assert stated and all(n in _stated_numbers(rendered) for n in stated), (stated, rendered)
+    if question_id.startswith("practice"):  # a review states all its numbers; the variant, no others
+        given = rendered[: rendered.index("Fill")]  # what follows says what to fill, as the lesson's does
+        assert set(stated) == set(_stated_numbers(given)), (stated, rendered)
     # Graded at its standard numbers, each part's key is the fixed lesson's: the samples' grades hold.
     fixed = trusted.load_tests("lesson25")
     for part in question.parts:
-        want = fixed[part.id][1]["value"]
+        key = fixed[part.id][1]
+        if part.kind == "fields":  # the numeric fields: the fixed key's values, and its tolerances
+            solved = grading.solution(part.id, question.standard, SOLVER)["key"]["fields"]
+            assert set(solved) == set(part.fields) < set(key["fields"]), part.id
+            for name, want in solved.items():
+                assert want["expect"] == key["fields"][name]["expect"], (part.id, name)
+                assert type(want["expect"]) is type(key["fields"][name]["expect"]), (part.id, name)
+                assert want.get("rel_tol", 0.01) == key["fields"][name].get("rel_tol", 0.01), (part.id, name)
+            continue
+        want = key["value"]
         got = _expected(part.id, question.standard)
         assert got == pytest.approx(want) and type(got) is type(want) or isinstance(want, (int, float)), part.id
+
+
+# The fixed key's judgement of each review, which every variant of its numbers keeps.
+JUDGEMENT = {
+    "practice1-test": {"knob": "batching", "verdict": "unjustified"},
+    "practice4-test": {"knob": "parallelism", "verdict": "wrong"},
+}
+
+
+@pytest.mark.parametrize("question_id", ("practice1", "practice4"))
+def test_every_variant_of_a_review_keeps_the_fixed_keys_judgement_and_one_answer(question_id):
+    """Over many seeds a review's numbers keep its knob and verdict right (the fixed key grades them), its
+    SLO met or missed by more than the tolerance, and its full answer earns the lesson's points."""
+    question = questions.BY_ID[question_id]
+    (part,) = question.parts
+    key = trusted.load_tests("lesson25")[part.id][1]
+    assert {f: key["fields"][f]["expect"] for f in JUDGEMENT[part.id]} == JUDGEMENT[part.id]
+    for n in range(SEEDS):
+        p = question.generate(random.Random(n))
+        if question_id == "practice1":
+            assert p["max_num_seqs"] >= 2 * p["users"], p  # the cap never binds: unjustified, never "wrong"
+            assert abs(p["measured_ms"] - p["target_ms"]) > 0.05 * p["target_ms"], p  # met or missed, clearly
+        else:
+            assert p["tensor_parallel_size"] > p["gpus_per_node"], p  # more GPUs than the node has: wrong
+        right = {**JUDGEMENT[part.id], **_expected(part.id, p)}
+        assert grading.grade(part.id, p, right, SOLVER, key).points == key["points"], p
+        wrong_knob = {**right, "knob": "quantization"}
+        share = key["points"] / len(key["fields"])
+        assert grading.grade(part.id, p, wrong_knob, SOLVER, key).points == pytest.approx(key["points"] - share)
 
 
 def test_a_question_cell_prints_the_students_numbers_and_the_lessons_without_a_file(tmp_path, monkeypatch, capsys):
@@ -385,8 +434,9 @@ def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
     assert seeds.text_for("warmup1", "nobody", secret=SECRET) in shown and "warmup1-batch:" in shown
 
 
-def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"), class_roster=()):
-    """ScoreAnswers on a notebook of the warm-up 1 test cells, as nbgrader runs it for `student`'s hand-in."""
+def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"), class_roster=(), points=None):
+    """ScoreAnswers on a notebook of the warm-up 1 test cells (or of `answers`' cells, each worth
+    `points[grade_id]`), as nbgrader runs it for `student`'s hand-in."""
     import nbformat
 
     secret_file = tmp_path / "secret"
@@ -394,9 +444,14 @@ def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"
         secret_file.write_text(SECRET.decode() + "\n")
         secret_file.chmod(0o600)
     cells = []
-    for grade_id in ("warmup1-per-token", "warmup1-batch"):
+    for grade_id in ("warmup1-per-token", "warmup1-batch") if points is None else points:
         cell = nbformat.v4.new_code_cell("")
-        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": grade_id, "points": 1}
+        cell.metadata["nbgrader"] = {
+            "grade": True,
+            "solution": False,
+            "grade_id": grade_id,
+            "points": 1 if points is None else points[grade_id],
+        }
         cells.append(cell)
     nb = nbformat.v4.new_notebook(cells=cells)
     resources = {
@@ -451,6 +506,39 @@ def test_the_grader_scores_each_student_against_their_own_variant_and_flags_a_cl
     assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
     report, _ = _score(tmp_path, "sl-ben", ana, roster=())
     assert report["tests"]["warmup1-batch"]["copied_from"] == []  # nobody to compare with, nobody named
+
+
+def test_a_review_is_graded_on_the_students_own_numbers_and_the_fixed_keys_judgement(tmp_path):
+    """Practice 1 and 4 with variants on: the numeric fields against the hand-in owner's numbers, the knob
+    and verdict by the lesson's key, the lesson's points; the lesson's own numbers score only as far as
+    they are the student's; a classmate's numbers are named for the instructor."""
+    fixed = trusted.load_tests("lesson25")
+    points = {g: fixed[g][1]["points"] for g in JUDGEMENT}
+
+    def right(student):
+        return {g: {**JUDGEMENT[g], **_expected(g, seeds.params_for(g, student, secret=SECRET))} for g in JUDGEMENT}
+
+    report, feedback = _score(tmp_path, "sl-ana", right("sl-ana"), points=points)
+    assert {g: t["points"] for g, t in report["tests"].items()} == points and report["flags"] == []
+    mine = seeds.params_for("practice4", "sl-ana", secret=SECRET)
+    assert f"gpus_per_node = {mine['gpus_per_node']}" in feedback[1] and "Worked solution:" in feedback[1]
+    judged_wrong = {g: {**a, "verdict": "justified"} for g, a in right("sl-ana").items()}
+    report, _ = _score(tmp_path, "sl-ana", judged_wrong, points=points)
+    for g, t in report["tests"].items():
+        assert t["points"] == pytest.approx(points[g] * (1 - 1 / len(fixed[g][1]["fields"]))), g
+    # The lesson's own numbers: full marks where they are the student's, not otherwise.
+    standard = {g: {**JUDGEMENT[g], **_expected(g, questions.question_of(g).standard)} for g in JUDGEMENT}
+    report, _ = _score(tmp_path, "sl-ana", standard, points=points)
+    for g, t in report["tests"].items():
+        own = _expected(g, seeds.params_for(g, "sl-ana", secret=SECRET))
+        assert (t["points"] == points[g]) is (own == _expected(g, questions.question_of(g).standard)), g
+    # sl-ben hands in sl-ana's practice 1 (its numbers are hers, not his): the flag names her.
+    ana, ben = right("sl-ana"), right("sl-ben")
+    assert ana["practice1-test"] != ben["practice1-test"]
+    report, feedback = _score(tmp_path, "sl-ben", ana, points=points)
+    assert report["tests"]["practice1-test"]["points"] < points["practice1-test"]
+    assert report["tests"]["practice1-test"]["copied_from"] == ["sl-ana"]
+    assert not any("sl-ana" in text for text in feedback)
 
 
 def test_without_variants_the_grader_keeps_the_lessons_own_numbers(tmp_path):

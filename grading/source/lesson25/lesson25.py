@@ -515,6 +515,12 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # - `"useful_batch_limit"`: the most sequences this workload can put into one batch;
 # - `"cap_explains_miss"`: `True` if lowering the batching cap would bring p99 TTFT under the target,
 #   else `False`.
+#
+# In a class, the cell below prints the numbers of this review as you are asked them (the numeric keys
+# are graded against yours); on your own, the ones stated here.
+
+# %% id="practice1-numbers"
+variants.show("practice1")
 
 # %% nbgrader={"grade": false, "grade_id": "practice1-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
 ### BEGIN SOLUTION
@@ -754,6 +760,11 @@ for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", d
 # State it in `practice4`, a dict with keys `"knob"` (the knob at fault, named as in practice 1), `"verdict"`
 # (`"justified"`, `"unjustified"` or `"wrong"`), `"configured"` (the tensor-parallel degree asked for),
 # `"gpus_available"` and `"max_tensor_parallel"` (the largest tensor-parallel degree this node supports).
+# In a class, the cell below prints the configuration with your numbers, and the numeric keys are graded
+# against them.
+
+# %% id="practice4-numbers"
+variants.show("practice4")
 
 # %% nbgrader={"grade": false, "grade_id": "practice4-answer", "locked": false, "schema_version": 3, "solution": true} tags=["raises-exception"]
 ### BEGIN SOLUTION

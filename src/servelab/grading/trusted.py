@@ -16,8 +16,9 @@ the execution, which happens in the sandbox (sandbox.py), never here:
   SaveAutoGrades then writes to the gradebook. Nothing the kernel printed counts.
   Where the course runs variants (`ScoreAnswers.variants`, on in a class `servelab class up` lays out,
   off by default), a part of a question the lesson asks each student with their own numbers
-  (servelab.variants.lesson.LESSON_QUESTIONS) is checked against the variant of nbgrader's student of
-  the hand-in (servelab.variants.grading.check), never a name the notebook gives; an answer that fits
+  (servelab.variants.lesson.LESSON_QUESTIONS: the warm-ups, the numeric fields of practice 1 and 4) is
+  checked against the variant of nbgrader's student of the hand-in (servelab.variants.grading.check;
+  a practice dict's knob and verdict by the fixed key), never a name the notebook gives; an answer that fits
   a classmate's variant instead is a flag for a person, and their names stay out of the feedback.
 
 Each notebook's flags, status and per-test feedback go to a report file,
@@ -385,8 +386,10 @@ class ScoreAnswers(NbGraderPreprocessor):
         "students, which are only those graded so far).",
     ).tag(config=True)
 
-    def _variant_grader(self, info):
-        """grade_id -> a function of the answer that grades it against this student's own variant; {} when off."""
+    def _variant_grader(self, info, tests):
+        """grade_id -> a function of the answer that grades it against this student's own variant; {} when off.
+
+        `tests`: the lesson's keys; a practice dict's knob and verdict are graded by its fixed key."""
         if not self.variants or info["assignment"] != "lesson25":
             return {}
         from servelab.variants import PARTS, course_secret
@@ -404,7 +407,15 @@ class ScoreAnswers(NbGraderPreprocessor):
 
         def grader(grade_id):
             def check(answer):
-                graded = vgrading.check(grade_id, student, answer, roster=roster, secret=secret, solver=solver)
+                graded = vgrading.check(
+                    grade_id,
+                    student,
+                    answer,
+                    roster=roster,
+                    secret=secret,
+                    solver=solver,
+                    fixed_key=tests[grade_id][1] if grade_id in tests else None,
+                )
                 flag = (
                     f"{grade_id}: the answer fits the variant of {', '.join(graded.copied_from)}, not {student}'s own"
                     if graded.copied_from
@@ -419,7 +430,7 @@ class ScoreAnswers(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         tests = load_tests(info["assignment"], self.keys_dir)
-        variant = self._variant_grader(info)
+        variant = self._variant_grader(info, tests)
         run = resources.get("servelab", {"answers": {}, "status": "not run", "detail": "", "errors": {}})
         results, flags = {}, []
         for index, cell in enumerate(nb.cells):

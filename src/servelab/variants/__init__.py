@@ -15,7 +15,7 @@ The generators and texts ship to students; the solver never does (it lives in gr
 students' wheel is built without). Nothing here reads a name a notebook writes: the student id is the
 grader's (nbgrader's student of the hand-in).
 
-How the lesson uses it (grading/source/lesson25/lesson25.py; warm-ups 1 to 3 so far, lesson.LESSON_QUESTIONS):
+How the lesson uses it (grading/source/lesson25/lesson25.py; warm-ups 1 to 3, practice 1 and 4: lesson.LESSON_QUESTIONS):
 
 1. nbgrader releases one notebook to the whole class, and a student's kernel has no course secret, so
    the release hands each student their parameters beside it: ``all_params(student,
@@ -38,8 +38,9 @@ How the lesson uses it (grading/source/lesson25/lesson25.py; warm-ups 1 to 3 so 
    instead (``params_source(params)`` writes them as ``params = {...}`` for a cell that needs a literal).
    Editing one's parameters file changes only the text one reads: grading derives them from the id.
 
-practice1 and practice4 are graded here for their numeric fields only (the knob and verdict are
-judgement, graded by the fixed key); the capacity questions (capacity-*), the spec-decode break-even
+practice1 and practice4 are graded here for their numeric fields (the knob and verdict are judgement,
+the same for every variant: the grader hands check() the lesson's key, fixed_key, which grades them
+beside the student's numbers, for the lesson's points); the capacity questions (capacity-*), the spec-decode break-even
 (break-even-*) and Little's law (littles-law-*) are ungraded in the lesson today and graded here for
 practice, ready for the lesson to add cells with those grade_ids.
 """

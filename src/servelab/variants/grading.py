@@ -75,9 +75,23 @@ def _parameters(params: Params) -> str:
     return ", ".join(f"{name} = {value}" for name, value in params.items())
 
 
-def grade(part_id: str, params: Params, answer: Any, solver: SimpleNamespace) -> checkers.Result:
-    """The checker's Result for an answer to one part with these parameters (practice's check, too)."""
-    solved = solution(part_id, params, solver)
+def with_fixed(solved: dict, fixed_key: Mapping | None) -> dict:
+    """A practice part's key as the lesson grades it: the fixed key's fields in its order and with its
+    points, its numeric fields the variant's (the knob and verdict, the same for every variant, stay the
+    fixed key's). Any other part's key is the variant's alone."""
+    if fixed_key is None or "fields" not in solved["key"] or "fields" not in fixed_key:
+        return solved
+    own = solved["key"]["fields"]
+    fields = {name: own.get(name, want) for name, want in fixed_key["fields"].items()}
+    return {**solved, "key": {**fixed_key, "fields": fields}}
+
+
+def grade(
+    part_id: str, params: Params, answer: Any, solver: SimpleNamespace, fixed_key: Mapping | None = None
+) -> checkers.Result:
+    """The checker's Result for an answer to one part with these parameters (practice's check, too);
+    `fixed_key`: the lesson's key of a practice part, whose judgement fields it grades (with_fixed)."""
+    solved = with_fixed(solution(part_id, params, solver), fixed_key)
     result = getattr(checkers, solved["checker"])(answer, solved["key"])
     feedback = f"{result.feedback}\nYour parameters: {_parameters(params)}.\nWorked solution: {solved['worked']}"
     return checkers.Result(result.points, feedback, result.slips)
@@ -97,12 +111,15 @@ def check(
     course: str = seeds.COURSE_ID,
     assignment: str = seeds.ASSIGNMENT,
     solver: SimpleNamespace | None = None,
+    fixed_key: Mapping | None = None,
 ) -> Graded:
     """Grade `answer` to part `part_id` (a grade_id) against `student_id`'s own variant.
 
     `roster`: the class's student ids (nbgrader's gradebook students); when the answer misses its own
     variant, the classmates whose variant it fits in full are `copied_from` (a part whose answer is True
-    or False, which half the class shares by chance, is never flagged).
+    or False, which half the class shares by chance, is never flagged). `fixed_key`: the lesson's key of
+    the part (grading/keys/lesson25.py's TESTS entry); for a practice dict its judgement fields are graded
+    by it and the points are its own (with_fixed), and copies are looked for in the numeric fields alone.
     """
     if part_id not in PARTS:
         raise KeyError(f"no graded part {part_id!r}; the parts are {sorted(PARTS)}")
@@ -114,10 +131,11 @@ def check(
         return seeds.params_for(part_id, student, secret=secret, course=course, assignment=assignment)
 
     own = params_of(student_id)
-    result = grade(part_id, own, answer, solver)
+    result = grade(part_id, own, answer, solver, fixed_key)
+    numbers = grade(part_id, own, answer, solver) if fixed_key is not None else result
     full = _full(part_id, solution(part_id, own, solver))
     copied: list[str] = []
-    if result.points < full and PARTS[part_id][1].kind != "bool":
+    if numbers.points < full and PARTS[part_id][1].kind != "bool":
         for other in dict.fromkeys(roster):
             if other == student_id:
                 continue

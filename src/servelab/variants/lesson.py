@@ -24,8 +24,10 @@ from pathlib import Path
 from .questions import Params, question_of, render
 from .seeds import ASSIGNMENT, all_params
 
-# The questions the lesson asks each student with their own numbers, and grades against them.
-LESSON_QUESTIONS = ("warmup1", "warmup2", "warmup3")
+# The questions the lesson asks each student with their own numbers, and grades against them (practice 1
+# and 4 for their numeric fields; their knob and verdict are the same for every variant, graded by the
+# fixed key: servelab.variants.grading.check's fixed_key).
+LESSON_QUESTIONS = ("warmup1", "warmup2", "warmup3", "practice1", "practice4")
 FILE_NAME = f"{ASSIGNMENT}.json"
 
 

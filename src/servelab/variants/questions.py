@@ -310,6 +310,7 @@ QUESTIONS: tuple[Question, ...] = (
                 fields=("slo_met", "slo_miss_ms", "useful_batch_limit", "cap_explains_miss"),
             ),
         ),
+        standard={"users": 20, "max_num_seqs": 256, "target_ms": 500, "measured_ms": 1200},
     ),
     Question(
         "practice4",
@@ -329,6 +330,7 @@ QUESTIONS: tuple[Question, ...] = (
                 fields=("configured", "gpus_available", "max_tensor_parallel"),
             ),
         ),
+        standard={"gpus_per_node": 4, "tensor_parallel_size": 8},
     ),
     Question(
         "capacity-context",
