@@ -4,7 +4,7 @@ Three checks, each as a learner meets the page:
 - axe-core's WCAG 2.1 A and AA rules (tags wcag2a, wcag2aa, wcag21a, wcag21aa) over each page;
 - every lab control reached with Tab alone, with a focus ring to see where it is;
 - nothing cut off at 1024 and 1440 pixels wide and at 200% zoom (a 1440 x 1000 window at 200% lays the
-  page out in 720 x 500 CSS pixels, which is what the test sets).
+  page out in 720 x 500 CSS pixels, which is what the test sets), nor in a wide font forced on everything.
 
 Who a violation belongs to is decided by where its node sits (`OURS`): inside rendered markdown or an
 output area (our lesson text, our widgets and charts) it is this project's, and the test fails on it;
@@ -16,6 +16,7 @@ appears that is not listed, and when a listed one is gone (so the list is kept t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import warnings
@@ -66,6 +67,9 @@ SIZES = (
     ("zoom200-1280", 640, 800),
     ("320", 320, 640),
 )
+# A learner's own fonts: a wide installed face (Debian's fonts-dejavu-core, which Chromium pulls in) and the
+# letter-spacing of a reading setting, on everything, over the machine's default fonts and the lab's own.
+WIDE_FONTS = "html body * { font-family: 'DejaVu Sans Mono', monospace !important; letter-spacing: .04em !important; }"
 LAB = {"spec-decode lab": ".servelab-lab.servelab-view-flip", "knob lab": ".servelab-lab.servelab-view-knobs"}
 REPORTS = ARTIFACTS / "accessibility"
 README_SHOT = "readme-lab"  # what docs/lab.png is copied from (see the README)
@@ -281,7 +285,28 @@ def test_nothing_is_cut_off_at_1024_and_1440_pixels_and_at_200_percent_zoom(open
                 shutil.copy(shot, shot.with_name(f"{README_SHOT}.png"))  # the README's picture (docs/lab.png)
             scroll_to_top(page, f"{LAB[name]} .servelab-chart")
             screenshot(page, f"a11y-{slug}-{size}-chart")
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        # Any fonts: a learner's own (a wide face, letter-spacing for reading) in place of the machine's defaults,
+        # at 200% zoom with the file browser open and at a phone's width, where the room is least.
+        page.evaluate(
+            """css => { const s = document.createElement('style'); s.className = 'servelab-wide-fonts';
+                        s.textContent = css; document.head.appendChild(s); return document.fonts.ready.then(() => 1); }""",
+            WIDE_FONTS,
+        )
+        for size, open_ in (("zoom200", True), ("320", False)):
+            _, width, height = next(s for s in SIZES if s[0] == size)
+            side_panel(page, open_=open_)
+            page.set_viewport_size({"width": width, "height": height})
+            wait_charts_fit(page, LAB[name])
+            with contextlib.suppress(PlaywrightTimeout):  # the page helper draws the charts' text smaller to fit
+                page.wait_for_function(f"sel => ({LAYOUT_PROBLEMS})(sel).length === 0", arg=LAB[name], timeout=20_000)
+            problems = page.evaluate(LAYOUT_PROBLEMS, LAB[name])
+            assert not problems, f"{name} at {size} in a wide font: " + "; ".join(problems)
+            scroll_to_top(page, LAB[name])
+            screenshot(page, f"a11y-{slug}-{size}-wide-font")
     finally:
+        page.evaluate("document.querySelectorAll('style.servelab-wide-fonts').forEach(s => s.remove())")
         page.evaluate(
             "sel => document.querySelectorAll(sel + ' details').forEach(d => { d.open = false; })",
             ".servelab-chart-text" + LAB[name].removeprefix(".servelab-lab"),

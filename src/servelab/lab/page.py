@@ -113,7 +113,40 @@ function servelabPageHelper() {
     const svg = gd.querySelector('.main-svg'), legend = gd.querySelector('.legend');
     if (!svg || !legend || !gd._fullLayout) return;
     const over = legend.getBoundingClientRect().bottom - svg.getBoundingClientRect().bottom;
-    if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)}).catch(() => {});
+    if (over > 0) window.Plotly.relayout(gd, {height: Math.ceil(gd._fullLayout.height + over + 12)})
+      .then(() => shrink(gd)).catch(() => {});
+    else shrink(gd);
+  };
+  // A learner's own fonts can be wider than the ones the chart was laid out for (a wide face, letter-spacing):
+  // where a legend entry, a title or a panel's title runs past the chart's edges in a narrow box, the chart's
+  // text is drawn smaller, a tenth at a time and to no less than MIN_SCALE of its size, until it fits; the
+  // sizes as built come back when the box widens. The text as the kernel sent it is the starting point.
+  const MIN_SCALE = 0.65, TEXT = '.legendtext, .legendtitletext, .gtitle, .annotation-text, .xtitle, .ytitle';
+  const spills = gd => {
+    const s = gd.querySelector('.main-svg').getBoundingClientRect();
+    return Array.from(gd.querySelectorAll(TEXT)).some(t => {
+      const b = t.getBoundingClientRect();
+      return b.width > 0 && (b.right > s.right + 1 || b.left < s.left - 1);
+    });
+  };
+  const shrink = gd => {
+    const L = gd._fullLayout;
+    if (!L || !gd.layout || !gd.querySelector('.main-svg')) return;
+    const size = o => (o && o.font && o.font.size) || 0;
+    const anns = gd.layout.annotations || [];
+    if (!gd._servelabFonts || gd._servelabFonts.ann.length !== anns.length) {
+      gd._servelabFonts = {font: L.font.size, legend: size(gd.layout.legend) || L.font.size,
+                           ann: anns.map(a => size(a) || L.font.size), width: 0};
+    }
+    const f = gd._servelabFonts, now = L.font.size / f.font;
+    let scale = now;
+    if (now < 1 && gd.clientWidth > f.width + 8) scale = 1;
+    else if (now > MIN_SCALE + 1e-3 && spills(gd)) scale = Math.max(MIN_SCALE, now * 0.9);
+    if (Math.abs(scale - now) < 1e-3) return;
+    f.width = gd.clientWidth;
+    const change = {'font.size': f.font * scale, 'legend.font.size': f.legend * scale};
+    anns.forEach((a, i) => { change[`annotations[${i}].font.size`] = f.ann[i] * scale; });
+    window.Plotly.relayout(gd, change).then(() => grow(gd)).catch(() => {});
   };
   // Panels side by side need room: in a box narrower than NARROW_PX (1024 px with the file browser open,
   // 200% zoom) they stack in one column, each with its own "batch size" axis title, and go back to the
