@@ -434,6 +434,54 @@ def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
     assert seeds.text_for("warmup1", "nobody", secret=SECRET) in shown and "warmup1-batch:" in shown
 
 
+def test_class_down_removes_the_hand_out_from_its_journal_also_after_a_crash(tmp_path):
+    """The hand-out is written down before it is made (a "hand-out" entry naming the file and the folders
+    it makes); a fresh reading of the journal (`class down` after a killed `class up`) removes the file
+    and the folders it made, keeps what the student put beside them, and follows no link put in the way."""
+    if os.geteuid() != 0:
+        pytest.skip("the hand-out chowns to root and the student, as `servelab class up` runs it (as root)")
+    import pwd
+
+    from servelab.classroom.journal import Journal
+
+    entry = pwd.getpwnam("nobody")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    journal = Journal(tmp_path / "changes.json")
+    path = lesson.hand_out("nobody", secret=SECRET, home=home, record=journal.record)
+    assert Journal(journal.path).entries == [
+        {
+            "kind": "hand-out",
+            "home": str(home),
+            "file": ".servelab/variants/lesson25.json",
+            "made": [".servelab", ".servelab/variants"],
+        }
+    ]
+    undone = Journal(journal.path).undo(log=lambda line: None)  # what `class down` reads after a crash
+    assert not (home / ".servelab").exists() and not journal.path.exists() and str(path) in undone[0]
+    # The student's own files in ~/.servelab stay, and the folder with them.
+    (home / ".servelab").mkdir()
+    (home / ".servelab" / "practice.json").write_text("{}")
+    journal = Journal(tmp_path / "changes.json")
+    lesson.hand_out("nobody", secret=SECRET, home=home, record=journal.record)
+    assert journal.entries[0]["made"] == [".servelab/variants"]
+    journal.undo(log=lambda line: None)
+    assert sorted(p.name for p in (home / ".servelab").iterdir()) == ["practice.json"]
+    # Killed before anything was made: the entry undoes nothing, and says nothing.
+    journal = Journal(tmp_path / "changes.json")
+    journal.record("hand-out", home=str(home), file=".servelab/variants/lesson25.json", made=[".servelab/variants"])
+    assert Journal(journal.path).undo(log=lambda line: None) == []
+    # A link put where ~/.servelab was: the file it leads to is not the hand-out's, and stays.
+    journal = Journal(tmp_path / "changes.json")
+    lesson.hand_out("nobody", secret=SECRET, home=home, record=journal.record)
+    elsewhere = tmp_path / "elsewhere"
+    (home / ".servelab").rename(elsewhere)
+    (home / ".servelab").symlink_to(elsewhere)
+    assert journal.undo(log=lambda line: None) == []
+    assert (elsewhere / "variants" / "lesson25.json").exists()
+
+
 def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"), class_roster=(), points=None):
     """ScoreAnswers on a notebook of the warm-up 1 test cells (or of `answers`' cells, each worth
     `points[grade_id]`), as nbgrader runs it for `student`'s hand-in."""

@@ -449,7 +449,7 @@ class ClassHub:
 
         secret = course_secret(self.settings.variant_secret)  # owned by the first instructor below (chown -R)
         for name in self.settings.students:
-            hand_out(name, secret=secret)
+            hand_out(name, secret=secret, record=self.journal.record)  # `class down` removes it
 
     def close_checkout(self, checkout: Path = REPO_DIR) -> None:
         """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold

@@ -2,7 +2,8 @@
 
     journal = Journal(state / "changes.json")
     journal.mode(path)                 # before chmod/chown of anything outside the class's state
-    journal.record("group", name=...)  # before groupadd; "member" before usermod -aG; "mount"; "cgroup"; ...
+    journal.record("group", name=...)  # before groupadd; "member" before usermod -aG; "mount"; "cgroup";
+                                       # "hand-out" before a student's numbers are written in their home; ...
     journal.undo()                     # every change put back, newest first; the file is removed
 
 `servelab class up` writes its changes here and `servelab class down` (or the end of
@@ -244,6 +245,50 @@ def _undo_postgres(e: dict) -> str:
     return f"the gradebook's PostgreSQL in {folder} stopped"
 
 
+def _undo_hand_out(e: dict) -> str:
+    """A student's handed-out numbers (servelab.variants.lesson.hand_out) removed, with the folders the
+    hand-out made where they are empty (what the student keeps beside them stays); a folder that was there
+    gets back the owner and mode it had. Through open folders, never a link someone put in the way; a
+    variants folder that is not root's (this process's) is not the one the hand-out made, and is left."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    parts = Path(e["file"]).parts  # .servelab, variants, lesson25.json
+    opened: list[int] = []
+    said = []
+    try:
+        try:
+            opened.append(os.open(e["home"], flags))
+            for name in parts[:-1]:
+                opened.append(os.open(name, flags, dir_fd=opened[-1]))
+        except OSError:  # not there (never made, or removed), or not a folder
+            return ""
+        folder = opened[-1]
+        if os.fstat(folder).st_uid != os.geteuid():
+            return ""
+        for name in (parts[-1], f".{parts[-1]}.tmp"):
+            try:
+                os.unlink(name, dir_fd=folder)
+                if name == parts[-1]:
+                    said.append(f"{Path(e['home'], e['file'])} removed")
+            except FileNotFoundError:
+                pass
+        for depth in reversed(range(len(parts) - 1)):  # the innermost folder first
+            rel = str(Path(*parts[: depth + 1]))
+            if rel in e["made"]:
+                try:
+                    os.rmdir(parts[depth], dir_fd=opened[depth])
+                    said.append(f"{Path(e['home'], rel)} removed")
+                except OSError:  # not empty: the student's own files stay, and the folder with them
+                    pass
+            elif depth == len(parts) - 2 and "before" in e:
+                before = e["before"]
+                os.fchown(folder, before["uid"], before["gid"])
+                os.fchmod(folder, before["mode"])
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
+    return "; ".join(said)
+
+
 UNDO = {
     "mode": _undo_mode,
     "group": _undo_group,
@@ -253,6 +298,7 @@ UNDO = {
     "process": _undo_process,
     "postgres": _undo_postgres,
     "engines": _undo_engines,
+    "hand-out": _undo_hand_out,
 }
 
 

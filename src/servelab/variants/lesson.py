@@ -72,18 +72,24 @@ def show(question_id: str, path: Path | None = None) -> None:
     print(text(question_id, path))
 
 
-def hand_out(student: str, *, secret: bytes, home: Path | None = None) -> Path:
+def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=None) -> Path:
     """Write one student's parameters where only they read them (as root); the path written.
 
     ~/.servelab is the student's (made theirs if absent), ~/.servelab/variants root's, 0755, and the file
     root's, group the student's own, 0440. Every step goes through an open folder, never a path the student
-    could swap for a link while it is written."""
+    could swap for a link while it is written.
+
+    `record` (the class's journal.record, servelab.classroom.journal): told before anything is made, a
+    "hand-out" entry naming the file and the folders this makes (and a folder's owner and mode before it
+    became root's), so `servelab class down` removes them, after a crash too."""
     entry = pwd.getpwnam(student)
     home = Path(home) if home is not None else Path(entry.pw_dir)
     path = params_path(home)
     params = {qid: p for qid, p in all_params(student, secret=secret).items() if qid in LESSON_QUESTIONS}
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     opened: list[int] = []
+    if record is not None:
+        record("hand-out", **_hand_out_entry(home, path))
     try:
         at = os.open(home, flags)
         opened.append(at)
@@ -114,6 +120,18 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None) -> Path:
         for fd in reversed(opened):
             os.close(fd)
     return path
+
+
+def _hand_out_entry(home: Path, path: Path) -> dict:
+    """What a hand-out changes in a home, as the journal keeps it: the file, the folders it makes (those
+    absent now), and the variants folder's owner and mode before the hand-out makes it root's."""
+    folders = [path.parent.parent, path.parent]
+    made = [str(f.relative_to(home)) for f in folders if not os.path.lexists(f)]
+    entry: dict = {"home": str(home), "file": str(path.relative_to(home)), "made": made}
+    if not made and path.parent.is_dir() and not path.parent.is_symlink():
+        st = path.parent.lstat()
+        entry["before"] = {"uid": st.st_uid, "gid": st.st_gid, "mode": st.st_mode & 0o7777}
+    return entry
 
 
 def instructor_view(student: str, *, secret: bytes, solver=None) -> str:
