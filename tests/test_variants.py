@@ -228,23 +228,93 @@ def test_a_warm_up_computed_by_hand_from_the_students_own_numbers_scores():
         assert slipped.points == 0 and "kv-once" in slipped.slips
 
 
+COPY_PARTS = (
+    "warmup1-per-token",
+    "warmup1-batch",
+    "warmup2-ridge",
+    "warmup2-tokens",
+    "warmup3-tokens",
+    "warmup3-verified",
+    "practice1-test",
+    "practice4-test",
+)
+
+
+def _hand_in(student, roster=CLASS):
+    return {p: _expected(p, seeds.params_for(p, student, secret=SECRET)) for p in COPY_PARTS}
+
+
 def test_the_same_answers_handed_in_by_two_students_score_only_for_the_one_whose_variant_they_fit():
     alice, bob = CLASS[0], CLASS[1]
-    for part in ("warmup1-batch", "warmup2-ridge", "warmup3-verified", "capacity-transfer-gb-s", "practice1-test"):
-        answer = _expected(part, seeds.params_for(part, alice, secret=SECRET))
-        assert _check(part, alice, answer, roster=CLASS).points == _full(
-            part, seeds.params_for(part, alice, secret=SECRET)
-        )
-        bobs = _check(part, bob, answer, roster=CLASS)
-        assert bobs.points < _full(part, bobs.params), part
-        assert alice in bobs.copied_from, part
+    copied = _hand_in(alice)
+    for part in COPY_PARTS:
+        answer = copied[part]
+        assert _check(part, alice, answer, roster=CLASS, hand_in=copied).copied_from == ()
+        bobs = _check(part, bob, answer, roster=CLASS, hand_in=copied)
+        assert bobs.points < _full(part, bobs.params) or answer == _expected(part, bobs.params), part
+        assert bobs.copied_from in ((alice,), ()), part
         # The flag is for the instructor: the student's feedback names nobody.
         assert alice not in bobs.feedback
-    # Without a roster nothing is flagged; a True/False answer, shared by chance, is never flagged.
-    answer = _expected("warmup1-batch", seeds.params_for("warmup1", alice, secret=SECRET))
-    assert _check("warmup1-batch", bob, answer).copied_from == ()
+    named = [p for p in COPY_PARTS if _check(p, bob, copied[p], roster=CLASS, hand_in=copied).copied_from]
+    assert len(named) >= 3, named
+    # One number alone is no evidence; without a roster nothing is flagged; True/False is never flagged.
+    answer = copied["warmup1-batch"]
+    assert _check("warmup1-batch", bob, answer, roster=CLASS).copied_from == ()
+    assert _check("warmup1-batch", bob, answer, hand_in=copied).copied_from == ()
     bound = _expected("warmup3-bound", seeds.params_for("warmup3", alice, secret=SECRET))
-    assert _check("warmup3-bound", bob, not bound, roster=CLASS).copied_from == ()
+    assert _check("warmup3-bound", bob, not bound, roster=CLASS, hand_in=copied).copied_from == ()
+
+
+BIG_CLASS = [f"stu{i:03d}" for i in range(100)]
+
+
+def _honest_wrong(student, how, variants):
+    """A hand-in that is the student's own work gone wrong: every number slipped by `how`, or the
+    lesson's printed example numbers."""
+    hand_in = {}
+    for part in COPY_PARTS:
+        own = _expected(part, variants.params(part, student))
+        if how == "standard":
+            hand_in[part] = _expected(part, questions.question_of(part).standard)
+            continue
+
+        def slip(x):
+            return x if isinstance(x, bool) else x * how
+
+        hand_in[part] = {k: slip(v) for k, v in own.items()} if isinstance(own, dict) else slip(own)
+    return hand_in
+
+
+def test_honest_wrong_answers_are_not_called_copies_and_a_whole_copy_names_exactly_its_source():
+    variants = grading.Variants(SOLVER, SECRET)
+    flagged = total = 0
+    for how in (0.5, 2, 1.07, 0.93, "standard"):
+        for student in BIG_CLASS:
+            hand_in = _honest_wrong(student, how, variants)
+            total += 1
+            flagged += variants.copy(student, hand_in, BIG_CLASS).classmate is not None
+            if how == "standard":  # the lesson's numbers are the lesson's: said so, never a classmate's
+                graded = grading.check(
+                    "warmup2-tokens",
+                    student,
+                    hand_in["warmup2-tokens"],
+                    roster=BIG_CLASS,
+                    hand_in=hand_in,
+                    variants=variants,
+                )
+                if graded.points == 0:
+                    assert graded.copied_from == () and "lesson's printed example" in graded.feedback
+    assert flagged / total < 0.01, (flagged, total)
+    # A real whole copy names exactly the classmate copied, never a bystander.
+    named = 0
+    for source, copier in zip(BIG_CLASS[:50], BIG_CLASS[50:]):
+        evidence = variants.copy(copier, _hand_in(source), BIG_CLASS)
+        assert evidence.classmate in (source, None), (source, copier, evidence)
+        named += evidence.classmate == source
+        assert evidence.classmate is None or len(evidence.pieces) >= grading.COPY_PIECES
+    assert named >= 45, named  # a copy whose numbers other classmates share too is left unnamed, not misnamed
+    # The chance rate the instructor reads beside a flag: small in this class.
+    assert variants.chance(BIG_CLASS[:40], parts=COPY_PARTS) < 0.05
 
 
 def test_a_hostile_answer_scores_nothing_and_an_unknown_part_is_named():
@@ -530,30 +600,38 @@ def _score(tmp_path, student, answers, variants=True, roster=("sl-ana", "sl-ben"
 
 
 def test_the_grader_scores_each_student_against_their_own_variant_and_flags_a_classmates(tmp_path):
+    warmups = [p for p in COPY_PARTS if p.startswith("warmup")]
+    points = dict.fromkeys(warmups, 1)
+
     def right(student):
-        params = seeds.params_for("warmup1", student, secret=SECRET)
-        return {p: _expected(p, params) for p in ("warmup1-per-token", "warmup1-batch")}
+        return {p: _expected(p, seeds.params_for(p, student, secret=SECRET)) for p in warmups}
 
     ana, ben = right("sl-ana"), right("sl-ben")
     assert ana != ben
-    report, feedback = _score(tmp_path, "sl-ana", ana)
-    assert {g: t["points"] for g, t in report["tests"].items()} == {"warmup1-per-token": 1, "warmup1-batch": 1}
+    report, feedback = _score(tmp_path, "sl-ana", ana, points=points)
+    assert {g: t["points"] for g, t in report["tests"].items()} == points
     params = seeds.params_for("warmup1", "sl-ana", secret=SECRET)
     assert f"layers = {params['layers']}" in feedback[0] and "Worked solution:" in feedback[0]
     assert report["flags"] == []
-    # sl-ben hands in sl-ana's answers: nothing for him, and the instructor is told whose variant they fit.
-    report, feedback = _score(tmp_path, "sl-ben", ana)
-    assert {g: t["points"] for g, t in report["tests"].items()} == {"warmup1-per-token": 0, "warmup1-batch": 0}
+    # sl-ben hands in sl-ana's answers: nothing for him, and the instructor is told whose variant they fit,
+    # with the chance an honest hand-in would be named so.
+    report, feedback = _score(tmp_path, "sl-ben", ana, points=points)
+    assert report["tests"]["warmup1-batch"]["points"] == 0
     assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
-    assert any("sl-ana" in f and "warmup1-batch" in f for f in report["flags"]), report["flags"]
+    (flag,) = report["flags"]
+    assert "sl-ana" in flag and "warmup1-batch" in flag and "of the time" in flag, flag
     assert not any("sl-ana" in text for text in feedback)  # the student's feedback names nobody
-    report, _ = _score(tmp_path, "sl-ben", ben)
+    report, _ = _score(tmp_path, "sl-ben", ben, points=points)
     assert all(t["points"] == 1 for t in report["tests"].values()) and report["flags"] == []
     # graded before sl-ana is in the gradebook: the class's roster still names her
-    report, _ = _score(tmp_path, "sl-ben", ana, roster=(), class_roster=("sl-ana", "sl-ben"))
+    report, _ = _score(tmp_path, "sl-ben", ana, roster=(), class_roster=("sl-ana", "sl-ben"), points=points)
     assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
-    report, _ = _score(tmp_path, "sl-ben", ana, roster=())
+    report, _ = _score(tmp_path, "sl-ben", ana, roster=(), points=points)
     assert report["tests"]["warmup1-batch"]["copied_from"] == []  # nobody to compare with, nobody named
+    # One question's numbers alone are no evidence (they follow from each other).
+    only = {p: ana[p] for p in ("warmup1-per-token", "warmup1-batch")}
+    report, _ = _score(tmp_path, "sl-ben", only)
+    assert report["tests"]["warmup1-batch"]["copied_from"] == [] and report["flags"] == []
 
 
 def test_a_review_is_graded_on_the_students_own_numbers_and_the_fixed_keys_judgement(tmp_path):

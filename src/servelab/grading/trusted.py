@@ -404,28 +404,44 @@ class ScoreAnswers(NbGraderPreprocessor):
         except Exception:  # noqa: BLE001 - without the gradebook's, the class's roster names the copies alone
             graded = []
         roster = sorted({*self.variant_roster, *graded})
+        variants = vgrading.Variants(solver, secret)
+        answers: dict = {}  # grade_id -> the answer, for the hand-in's copy evidence (copies_in)
 
         def grader(grade_id):
             def check(answer):
+                answers[grade_id] = answer
                 graded = vgrading.check(
                     grade_id,
                     student,
                     answer,
                     roster=roster,
-                    secret=secret,
-                    solver=solver,
+                    variants=variants,
                     fixed_key=tests[grade_id][1] if grade_id in tests else None,
                 )
-                flag = (
-                    f"{grade_id}: the answer fits the variant of {', '.join(graded.copied_from)}, not {student}'s own"
-                    if graded.copied_from
-                    else ""
-                )
-                return graded.points, graded.feedback, flag, dict(graded.slips), list(graded.copied_from)
+                return graded.points, graded.feedback, "", dict(graded.slips), []
 
             return check
 
-        return {g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS}
+        def copies_in() -> tuple[dict, str, tuple]:
+            """After every part is graded: grade_id -> the classmate the hand-in's numbers fit, on the
+            evidence of the whole hand-in (vgrading.Variants.copy), and the instructor's flag with the
+            chance an honest hand-in is named so in this class."""
+            evidence = variants.copy(student, answers, roster)
+            if evidence.classmate is None:
+                return {}, "", evidence.standard
+            chance = variants.chance(roster, parts=list(answers))
+            parts = sorted({p for p, _f in evidence.pieces})
+            flag = (
+                f"{', '.join(parts)}: {len(evidence.pieces)} numbers miss {student}'s own variant and fit only "
+                f"{evidence.classmate}'s, within {vgrading.COPY_REL_TOL:.1%} (an honest wrong hand-in is named "
+                f"so in this class {chance:.1%} of the time)"
+            )
+            return {p: [evidence.classmate] for p in parts}, flag, evidence.standard
+
+        return {
+            **{g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS},
+            None: copies_in,
+        }
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
@@ -480,6 +496,16 @@ class ScoreAnswers(NbGraderPreprocessor):
             }
             if grade_id in variant:  # for the instructor (the class report): whose variant the answer fits
                 results[grade_id]["copied_from"] = copied
+        if variant:
+            named, flag, printed = variant[None]()
+            for grade_id, whose in named.items():
+                if grade_id in results:
+                    results[grade_id]["copied_from"] = whose
+            for grade_id in printed:  # the lesson's printed example numbers: the lesson's, never a classmate's
+                if grade_id in results:
+                    results[grade_id]["lesson_numbers"] = True
+            if flag:
+                flags.append(flag)
         path = report_path(self.report_dir, resources)
         report = read_report(path)
         report["tests"] = results

@@ -16,6 +16,8 @@ environment) `load_solver` raises SolverMissing, and nothing here can grade or s
 
 from __future__ import annotations
 
+import math
+import random
 import runpy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -101,6 +103,164 @@ def _full(part_id: str, solved: dict) -> float:
     return float(solved["key"].get("points", 1))
 
 
+# A copy is told by evidence, not by coincidence: an answer that misses its own variant fits some
+# classmate's within the grading tolerance far too often by chance (a slip, a rounding, the lesson's own
+# numbers), so a classmate is named only when the hand-in's numbers (a number part, or a numeric field
+# of a practice dict) that are wrong for the student's own variant fit that classmate's exact solution
+# within COPY_REL_TOL (far tighter than grading's 1 %): those of at least COPY_PIECES questions fit
+# nobody else's, at least COPY_SHARE of the wrong numbers fit theirs, and no other classmate is so fitted. A number that fits the lesson's printed
+# example (its standard numbers) is never evidence: it is the lesson's, not a classmate's.
+COPY_REL_TOL = 0.005
+COPY_PIECES = 2
+COPY_SHARE = 0.75
+
+
+def _value(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _pieces(solved: dict) -> dict[str | None, tuple[float, float]]:
+    """The numbers a part's key expects: field (None for a number part) -> (value, grading tolerance)."""
+    key = solved["key"]
+    if "fields" in key:
+        return {
+            name: (float(want["expect"]), float(want.get("rel_tol", 0.01)))
+            for name, want in key["fields"].items()
+            if _value(want["expect"]) is not None
+        }
+    if solved["checker"] == "number":
+        return {None: (float(key["value"]), float(key.get("rel_tol", 0.01)))}
+    return {}
+
+
+def _given(answer: Any, field: str | None) -> float | None:
+    if field is None:
+        return _value(answer)
+    return _value(answer.get(field)) if isinstance(answer, Mapping) else None
+
+
+def _near(x: float, want: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
+    return math.isclose(x, want, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+class Copy(NamedTuple):
+    """Hand-in-level evidence: the classmate the numbers fit (or None), which of them (part, field), and
+    the numbers that are the lesson's printed example (part ids)."""
+
+    classmate: str | None
+    pieces: tuple[tuple[str, str | None], ...]
+    standard: tuple[str, ...]
+
+
+class Variants:
+    """The class's variants under one secret, each part solved once per student (for copies and chance)."""
+
+    def __init__(
+        self, solver: SimpleNamespace, secret: bytes, course: str = seeds.COURSE_ID, assignment: str = seeds.ASSIGNMENT
+    ) -> None:
+        self.solver, self.secret, self.course, self.assignment = solver, secret, course, assignment
+        self._solved: dict[tuple[str, str], dict] = {}
+
+    def params(self, part_id: str, student: str) -> Params:
+        return seeds.params_for(part_id, student, secret=self.secret, course=self.course, assignment=self.assignment)
+
+    def pieces(self, part_id: str, student: str) -> dict[str | None, tuple[float, float]]:
+        if (part_id, student) not in self._solved:
+            self._solved[(part_id, student)] = _pieces(solution(part_id, self.params(part_id, student), self.solver))
+        return self._solved[(part_id, student)]
+
+    def standard(self, part_id: str) -> dict[str | None, tuple[float, float]]:
+        params = PARTS[part_id][0].standard
+        return _pieces(solution(part_id, params, self.solver)) if params is not None else {}
+
+    def fits_standard(self, part_id: str, answer: Any) -> bool:
+        """The answer's numbers are the lesson's printed example's (within grading's tolerance), not the student's."""
+        want = self.standard(part_id)
+        got = {f: _given(answer, f) for f in want}
+        return bool(want) and all(
+            x is not None and _near(x, v, tol, 0.5 if tol == 0 else 0.0)
+            for f, (v, tol) in want.items()
+            for x in [got[f]]
+        )
+
+    def copy(self, student: str, hand_in: Mapping[str, Any], roster: Iterable[str]) -> Copy:
+        """Whose variant the hand-in's numbers fit, on the evidence (see COPY_PIECES), or None."""
+        others = [s for s in dict.fromkeys(roster) if s != student]
+        sole: dict[str, list[tuple[str, str | None]]] = {}  # classmate -> the numbers only they are fitted by
+        near: dict[str, int] = {}  # classmate -> how many of the wrong numbers fit them
+        wrong = 0
+        standard: list[str] = []
+        for part_id, answer in hand_in.items():
+            if part_id not in PARTS or PARTS[part_id][1].kind == "bool":
+                continue
+            if self.fits_standard(part_id, answer):
+                standard.append(part_id)
+                continue
+            std = self.standard(part_id)
+            for field, (mine, tol) in self.pieces(part_id, student).items():
+                x = _given(answer, field)
+                if x is None or _near(x, mine, tol, 0.5 if tol == 0 else 0.0):
+                    continue  # no number, or right for one's own variant: no evidence either way
+                if field in std and _near(x, std[field][0], max(std[field][1], COPY_REL_TOL)):
+                    continue  # the lesson's printed number
+                wrong += 1
+                whose = [o for o in others if _near(x, self.pieces(part_id, o)[field][0], COPY_REL_TOL)]
+                for o in whose:
+                    near[o] = near.get(o, 0) + 1
+                if len(whose) == 1:
+                    sole.setdefault(whose[0], []).append((part_id, field))
+        # Evidence: numbers of at least COPY_PIECES questions (one question's numbers follow from each other)
+        # fit that classmate alone, and nearly every wrong number fits them (an honest slip fits a classmate
+        # here and there; a copy fits them throughout).
+        strong = {
+            o: tuple(p)
+            for o, p in sole.items()
+            if len({PARTS[part][0].id for part, _f in p}) >= COPY_PIECES and near[o] >= COPY_SHARE * wrong
+        }
+        if len(strong) == 1:
+            ((who, pieces),) = strong.items()
+            return Copy(who, pieces, tuple(standard))
+        return Copy(None, (), tuple(standard))
+
+    def chance(
+        self,
+        roster: Iterable[str],
+        trials: int = 1,
+        rng: random.Random | None = None,
+        parts: Iterable[str] | None = None,
+    ) -> float:
+        """How often an honest wrong hand-in (each number slipped: halved, doubled, 7 % off, or the lesson's
+        printed example) is named a copy of some classmate by chance: the share of simulated hand-ins over
+        the roster. Beside a flag, it tells the instructor how much the flag weighs."""
+        rng = rng or random.Random(0)
+        students = list(dict.fromkeys(roster))
+        part_ids = [p for p in (parts or PARTS) if PARTS[p][1].kind != "bool"]
+        flagged = total = 0
+        for _ in range(trials):
+            for student in students:
+                hand_in = {}
+                for part_id in part_ids:
+                    pieces = self.pieces(part_id, student)
+                    if not pieces:
+                        continue
+                    std = self.standard(part_id)
+                    factor = rng.choice((0.5, 2.0, 1.07, 0.93, None))
+                    values = {
+                        f: (std[f][0] if factor is None and f in std else v * (factor or 1.0))
+                        for f, (v, _t) in pieces.items()
+                    }
+                    hand_in[part_id] = values[None] if None in values else values
+                total += 1
+                flagged += self.copy(student, hand_in, students).classmate is not None
+        return flagged / total if total else 0.0
+
+
 def check(
     part_id: str,
     student_id: str,
@@ -112,38 +272,43 @@ def check(
     assignment: str = seeds.ASSIGNMENT,
     solver: SimpleNamespace | None = None,
     fixed_key: Mapping | None = None,
+    hand_in: Mapping[str, Any] | None = None,
+    variants: Variants | None = None,
 ) -> Graded:
     """Grade `answer` to part `part_id` (a grade_id) against `student_id`'s own variant.
 
-    `roster`: the class's student ids (nbgrader's gradebook students); when the answer misses its own
-    variant, the classmates whose variant it fits in full are `copied_from` (a part whose answer is True
-    or False, which half the class shares by chance, is never flagged). `fixed_key`: the lesson's key of
-    the part (grading/keys/lesson25.py's TESTS entry); for a practice dict its judgement fields are graded
-    by it and the points are its own (with_fixed), and copies are looked for in the numeric fields alone.
+    `roster`: the class's student ids (nbgrader's gradebook students); `hand_in`: the student's answers to
+    the other variant parts of the same hand-in (grade_id -> answer). A classmate is named in
+    `copied_from` only on the evidence of the whole hand-in (Variants.copy: several numbers wrong for the
+    student's own variant that fit that one classmate's closely), and only on a part that is part of the
+    evidence; an answer that fits the lesson's printed example numbers is never a copy, and its feedback
+    says so. `fixed_key`: the lesson's key of the part (grading/keys/lesson25.py's TESTS entry); for a
+    practice dict its judgement fields are graded by it and the points are its own (with_fixed).
     """
     if part_id not in PARTS:
         raise KeyError(f"no graded part {part_id!r}; the parts are {sorted(PARTS)}")
-    solver = solver or load_solver()
+    solver = solver or (variants.solver if variants is not None else load_solver())
     # Grading reads the secret the release made; it never makes one (a new secret is a new set of variants).
-    secret = secret if secret is not None else seeds.course_secret(create=False)
-
-    def params_of(student: str) -> Params:
-        return seeds.params_for(part_id, student, secret=secret, course=course, assignment=assignment)
-
-    own = params_of(student_id)
+    if variants is None:
+        secret = secret if secret is not None else seeds.course_secret(create=False)
+        variants = Variants(solver, secret, course, assignment)
+    own = variants.params(part_id, student_id)
     result = grade(part_id, own, answer, solver, fixed_key)
     numbers = grade(part_id, own, answer, solver) if fixed_key is not None else result
     full = _full(part_id, solution(part_id, own, solver))
-    copied: list[str] = []
+    feedback = result.feedback
+    copied: tuple[str, ...] = ()
     if numbers.points < full and PARTS[part_id][1].kind != "bool":
-        for other in dict.fromkeys(roster):
-            if other == student_id:
-                continue
-            theirs = solution(part_id, params_of(other), solver)
-            points, _ = getattr(checkers, theirs["checker"])(answer, theirs["key"])
-            if points >= _full(part_id, theirs):
-                copied.append(other)
-    return Graded(result.points, result.feedback, own, dict(result.slips), tuple(copied))
+        if variants.fits_standard(part_id, answer):
+            feedback += (
+                "\nThese are the numbers of the lesson's printed example, not your own parameters: "
+                "compute with the parameters above."
+            )
+        else:
+            evidence = variants.copy(student_id, {**(hand_in or {}), part_id: answer}, roster)
+            if evidence.classmate is not None and any(p == part_id for p, _f in evidence.pieces):
+                copied = (evidence.classmate,)
+    return Graded(result.points, feedback, own, dict(result.slips), copied)
 
 
 def roster(db_url: str) -> list[str]:
