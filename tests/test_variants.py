@@ -695,3 +695,14 @@ def test_a_class_turns_variants_on_for_its_grader_and_the_course_leaves_them_off
     assert "SERVELAB_VARIANT_SECRET_FILE" not in hub.lab_environment(settings, "student")
     course = PyFileConfigLoader("nbgrader_config.py", str(REPO_DIR / "grading")).load_config()
     assert not trusted.ScoreAnswers(config=course).variants
+
+
+def test_an_answer_past_floats_range_or_of_the_wrong_sign_is_told_so_and_grading_does_not_fail():
+    student = CLASS[0]
+    own = _expected("warmup1-per-token", seeds.params_for("warmup1", student, secret=SECRET))
+    huge = _check("warmup1-per-token", student, 10**400, roster=CLASS)
+    assert huge.points == 0 and "not a finite number" in huge.feedback
+    negative = _check("warmup1-per-token", student, -own, roster=CLASS)
+    assert negative.points == 0 and "wrong sign" in negative.feedback and "factor of -" not in negative.feedback
+    hand_in = {"warmup1-per-token": 10**400, "warmup2-ridge": 10**400}
+    assert grading.Variants(SOLVER, SECRET).copy(student, hand_in, CLASS).classmate is None

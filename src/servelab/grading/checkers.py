@@ -103,7 +103,10 @@ def _earn(fraction: float, key: dict) -> float:
 def _as_number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float's range (10**400): no finite number
+        return None
     return value if math.isfinite(value) else None
 
 
@@ -146,6 +149,8 @@ def number(answer: Any, key: dict) -> Result:
     name, unit = _name(key), key.get("unit", "")
     x = _as_number(answer)
     if x is None:
+        if isinstance(answer, int) and not isinstance(answer, bool):
+            return Result(0.0, f"{name}: {str(answer)[:12]}... ({len(str(answer))} digits) is not a finite number.")
         return Result(0.0, f"{name}: expected a number{' in ' + unit if unit else ''}, got {answer!r}.")
     expected = float(key["value"])
     rel_tol, abs_tol = float(key.get("rel_tol", 0.01)), float(key.get("abs_tol", 0.0))
@@ -162,6 +167,12 @@ def number(answer: Any, key: dict) -> Result:
     if reasons:
         return Result(0.0, f"{name}: {_fmt(x)} is off. " + " Or: ".join(reasons), slips)
     ratio = x / expected if expected else math.inf
+    if x * expected < 0:  # the opposite sign: a factor says nothing
+        return Result(
+            0.0,
+            f"{name}: {_fmt(x)} has the wrong sign (the answer is {'positive' if expected > 0 else 'negative'}). "
+            + key.get("otherwise", "Recheck each factor of the formula against the model's config."),
+        )
     direction = "high" if ratio > 1 else "low"
     return Result(
         0.0,
