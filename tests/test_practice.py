@@ -82,7 +82,7 @@ def test_the_schedule_survives_a_reload_and_is_written_whole(schedule):
     data["cards"]["lesson26-q1"] = {"card_id": 99}
     schedule.write_text(json.dumps(data))
     practice.Practice(schedule, solver=SOLVER).review("warmup1", True, T0)
-    assert sorted(x.name for x in schedule.parent.iterdir()) == ["practice.json"]
+    assert sorted(x.name for x in schedule.parent.iterdir()) == [".practice.json.lock", "practice.json"]
     assert "lesson26-q1" in json.loads(schedule.read_text())["cards"]
     schedule.write_text("{not json")
     with pytest.raises(practice.PracticeError, match="cannot be read"):
@@ -117,3 +117,32 @@ def test_a_typed_answer_is_read_never_evaluated():
     for text in ("__import__('os').system('true')", "2*3", ""):
         with pytest.raises(ValueError):
             practice.parse_answer(text)
+
+
+def test_two_sessions_on_one_schedule_keep_each_others_reviews(schedule):
+    """A notebook kernel and a terminal share the file: each save merges the other's reviews."""
+    a = practice.Practice(schedule, solver=SOLVER)
+    b = practice.Practice(schedule, solver=SOLVER)
+    a.review("warmup1", False, T0)
+    b.review("warmup2", False, T0 + timedelta(minutes=1))
+    a.review("littles-law", True, T0 + timedelta(minutes=2))
+    kept = practice.Practice(schedule, solver=SOLVER)
+    assert {"warmup1", "warmup2", "littles-law"} <= set(kept.cards)
+    assert [h["question"] for h in kept.history] == ["warmup1", "warmup2", "littles-law"]
+    assert a.due("warmup2") == kept.due("warmup2")  # a's save read b's review
+
+
+def test_a_card_without_a_timezone_is_a_clear_error(schedule):
+    p = practice.Practice(schedule, solver=SOLVER)
+    p.review("warmup1", False, T0)
+    data = json.loads(schedule.read_text())
+    data["cards"]["warmup1"]["due"] = "2026-03-02T09:10:00"
+    schedule.write_text(json.dumps(data))
+    with pytest.raises(practice.PracticeError, match="cannot be read.*timezone"):
+        practice.Practice(schedule, solver=SOLVER)
+
+
+@pytest.mark.parametrize("typed", ["nan", "1e400", "-inf"])
+def test_a_typed_non_finite_number_is_asked_again_not_counted_a_miss(typed):
+    with pytest.raises(ValueError, match="not a finite number"):
+        practice.parse_answer(typed)

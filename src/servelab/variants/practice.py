@@ -18,7 +18,10 @@ refuses (SolverMissing, with the reason) where the solver is absent, as in the s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
 import os
 import random
 import tempfile
@@ -87,50 +90,90 @@ class Practice:
         self.cards: dict[str, fsrs.Card] = {}
         self.history: list[dict] = []
         self._kept: dict[str, Any] = {}  # cards of questions this servelab does not know, written back as read
+        # This session's reviews not yet saved: (question, rating, time), replayed on the file's cards at
+        # save, so that another session on the same file (a notebook kernel beside a terminal) loses none.
+        self._pending: list[tuple[str, Any, datetime]] = []
         if self.path.exists():
             self._load()
 
     # ------------------------------------------------------------------ the file
     def _load(self) -> None:
+        self.cards, self.history, self._kept = self._read()
+
+    def _read(self) -> tuple[dict[str, fsrs.Card], list[dict], dict[str, Any]]:
+        """The file's cards (the questions this servelab knows), history and other cards; PracticeError."""
         import fsrs
 
+        cards: dict[str, fsrs.Card] = {}
+        kept: dict[str, Any] = {}
         try:
             data = json.loads(self.path.read_text())
             if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError(f"not a servelab practice schedule (format {data.get('format')!r})")
             for question, card in data.get("cards", {}).items():
                 if question in BY_ID:
-                    self.cards[question] = fsrs.Card.from_dict(card)
+                    cards[question] = fsrs.Card.from_dict(card)
+                    for moment in (cards[question].due, cards[question].last_review):
+                        if moment is not None and moment.tzinfo is None:
+                            raise ValueError(f"{question}'s card has a time without a timezone ({moment.isoformat()})")
                 else:
-                    self._kept[question] = card
-            self.history = list(data.get("history", []))
+                    kept[question] = card
+            history = list(data.get("history", []))
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise PracticeError(
                 f"The practice schedule {self.path} cannot be read ({exc}). Move it aside to start a new one, "
                 "or pass another file with --schedule."
             ) from None
+        return cards, history, kept
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """The schedule's lock (a file beside it), held while a save reads, merges and writes it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(f".{self.path.name}.lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def save(self) -> None:
+        """Write the schedule: under its lock, the file as it is now (another session may have reviewed
+        since this one read it) with this session's reviews applied, written whole in one rename."""
+        import fsrs
+
+        try:
+            with self._locked():
+                if self.path.exists():
+                    self.cards, self.history, self._kept = self._read()
+                for question, rating, now in self._pending:
+                    card = self.cards.get(question) or fsrs.Card(
+                        card_id=[q.id for q in QUESTIONS].index(question) + 1, due=now
+                    )
+                    self.cards[question], _log = self.scheduler.review_card(card, rating, review_datetime=now)
+                    self.history.append({"question": question, "at": now.isoformat(), "rating": rating.name.lower()})
+                self._pending = []
+                self._write()
+        except OSError as exc:
+            raise PracticeError(f"The practice schedule {self.path} cannot be written ({exc}).") from None
+
+    def _write(self) -> None:
         data = {
             "format": FORMAT,
             "cards": {**self._kept, **{q: card.to_dict() for q, card in self.cards.items()}},
             "history": self.history[-HISTORY_KEPT:],
         }
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f, indent=1)
-                    f.write("\n")
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError as exc:
-            raise PracticeError(f"The practice schedule {self.path} cannot be written ({exc}).") from None
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     # ------------------------------------------------------------------ the schedule
     def due(self, question: str) -> datetime | None:
@@ -167,13 +210,11 @@ class Practice:
         import fsrs
 
         now = _utc(now)
-        card = self.cards.get(question) or fsrs.Card(card_id=[q.id for q in QUESTIONS].index(question) + 1, due=now)
-        rating = fsrs.Rating.Good if correct else fsrs.Rating.Again
-        card, _log = self.scheduler.review_card(card, rating, review_datetime=now)
-        self.cards[question] = card
-        self.history.append({"question": question, "at": now.isoformat(), "rating": rating.name.lower()})
+        if question not in BY_ID:
+            raise KeyError(f"no question {question!r}; there are {[q.id for q in QUESTIONS]}")
+        self._pending.append((question, fsrs.Rating.Good if correct else fsrs.Rating.Again, now))
         self.save()
-        return card
+        return self.cards[question]
 
     def answer(self, round_: Round, answers: dict[str, Any], now: datetime | None = None) -> tuple[list, bool]:
         """Check the answers, review the question (saved), and return the Results and whether all were right."""
@@ -198,9 +239,12 @@ def parse_answer(text: str, kind: str = "number") -> Any:
     if kind == "bool":
         raise ValueError("answer yes or no (True or False)")
     try:
-        return float(word.replace(",", "").replace("_", ""))
+        value = float(word.replace(",", "").replace("_", ""))
     except ValueError:
         raise ValueError(f"{text.strip()!r} is not a number") from None
+    if not math.isfinite(value):  # nan, inf, 1e400: no answer to any question here
+        raise ValueError(f"{text.strip()!r} is not a finite number")
+    return value
 
 
 def _ask(prompt: str, kind: str, read: Callable[[str], str], write: Callable[[str], None]) -> Any:
