@@ -8,6 +8,7 @@ the values' pre_spawn_hook ran on it.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import fnmatch
 import json
@@ -115,8 +116,13 @@ def pods(*users: tuple[str, int, str]) -> dict[str, dict]:
 
     config = hub_config()
     db = orm.new_session_factory("sqlite://")()  # the hub's own database, knowing these users
-    for _role, user_id, name in users:
-        db.add(orm.User(name=name, id=user_id))
+    instructors = orm.Group(name="instructors")  # the provider's groups, as manage_groups keeps them
+    for role, user_id, name in users:
+        user = orm.User(name=name, id=user_id)
+        db.add(user)
+        if role == "instructor":
+            instructors.users.append(user)
+    db.add(instructors)
     db.commit()
 
     async def manifests():
@@ -153,7 +159,10 @@ def assigned(python_config: str) -> dict[str, dict]:
     """c.Section.trait = value lines of an nbgrader_config.py, as {section: {trait: value}}."""
     config: dict[str, dict] = {}
     for section, trait, value in re.findall(r"^c\.(\w+)\.(\w+)\s*=\s*(.+)$", python_config, re.M):
-        config.setdefault(section, {})[trait] = eval(value, {})  # literals only: the file is ours
+        try:
+            config.setdefault(section, {})[trait] = ast.literal_eval(value)
+        except ValueError:  # computed when the file is read (the variants' roster): read it as nbgrader does
+            continue
     return config
 
 
@@ -231,7 +240,13 @@ def test_same_course_and_an_exchange_every_pod_mounts(role, local, hub_env):
     exchange = f"{pod_config['Exchange']['root']}/{local.course_id}"
     assert any(exchange.startswith(path) or path.startswith(exchange) for path in mounts)  # the shared volume
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert all("persistentVolumeClaim" in volumes[m["name"]] for m in mounts.values())
+    # every folder a pod works in is a claim (the course secret, instructors' only, is a Secret's read-only file)
+    shared = [
+        m
+        for m in mounts.values()
+        if volumes[m["name"]].get("secret", {}).get("secretName") != "servelab-variant-secret"
+    ]
+    assert all("persistentVolumeClaim" in volumes[m["name"]] for m in shared)
     assert ("root" in pod_config["CourseDirectory"]) == ("root" in here["CourseDirectory"]) == (role == "instructor")
     # instructors' servers (the formgrader) read the course's own config: gradebook URL, autograde limits
     pod_loads = re.findall(r"load_subconfig\('([^']+)'\)", extra_file(role, "nbgrader")["stringData"])
@@ -449,6 +464,91 @@ def test_each_pod_has_cpu_memory_and_disk_limits_and_a_home_of_its_own(hub_env):
             == f"claim-{pod['metadata']['labels']['hub.jupyter.org/username']}"
         )
     assert VALUES["singleuser"]["storage"]["capacity"]  # each home's size: the quota on a user's work
+
+
+VARIANT_SECRET = b"0123456789abcdef0123456789abcdef-test-course"
+
+
+def test_instructors_grade_against_each_students_numbers_and_a_students_pod_gets_only_their_own(
+    local, hub_env, monkeypatch
+):
+    """The cluster's instructors grade with the local class's variants settings (ScoreAnswers.variants, the
+    course secret from a Secret mounted in their pods alone, the class's students as the roster); a student's
+    pod never mounts the secret nor the hub's numbers, and its init step writes their own numbers alone
+    into their home, as `servelab class up` hands them out."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from servelab.classroom import cluster
+    from servelab.grading import trusted
+    from servelab.variants import lesson, seeds
+
+    numbers = cluster.variant_params(ROSTER, VARIANT_SECRET)
+    assert numbers["kind"] == "Secret" and numbers["metadata"]["name"] == "servelab-variant-params"
+    (hub_env / "params.json").write_text(numbers["stringData"]["params.json"])
+    monkeypatch.setenv("SERVELAB_VARIANT_PARAMS_FILE", str(hub_env / "params.json"))
+    spawned = pods(("instructor", 1, "teacher"), ("student", 7, "ada"), ("student", 8, "bo"))
+    teacher, ada, bo = spawned["teacher"], spawned["ada"], spawned["bo"]
+
+    # Instructors: the secret mounted read-only, and nbgrader's config (read as nbgrader reads it) as the
+    # local class's instructor config has it.
+    secret_volumes = {
+        v["name"]
+        for v in teacher["spec"]["volumes"]
+        if v.get("secret", {}).get("secretName") == "servelab-variant-secret"
+    }
+    env = env_of(teacher)
+    secret_file = env["SERVELAB_VARIANT_SECRET_FILE"]
+    (mount,) = [m for m in container(teacher)["volumeMounts"] if m["name"] in secret_volumes]
+    assert mount["readOnly"] and secret_file == mount["mountPath"] + "/secret"
+    (hub_env / "nbgrader_config.py").write_text(extra_file("instructor", "nbgrader")["stringData"])
+    monkeypatch.setenv("SERVELAB_VARIANT_ROSTER", env["SERVELAB_VARIANT_ROSTER"])
+    scorer = trusted.ScoreAnswers(config=PyFileConfigLoader("nbgrader_config.py", str(hub_env)).load_config())
+    here = nbgrader_settings(local, "instructor")["ScoreAnswers"]
+    assert scorer.variants is here["variants"] is True
+    assert scorer.variant_secret_file == secret_file
+    assert scorer.variant_roster == ["ada", "bo", "someone"]  # the roster's users less the instructors
+    assert set(here) == {"variants", "variant_secret_file", "variant_roster"}
+
+    # Students: neither the secret nor the hub's numbers; their own numbers, written before the server starts.
+    for pod in (ada, bo):
+        names = {v.get("secret", {}).get("secretName") for v in pod["spec"]["volumes"]}
+        assert not names & {"servelab-variant-secret", "servelab-variant-params"}
+        assert not any(
+            "variant" in m["mountPath"]
+            for c in pod["spec"]["initContainers"] + [container(pod)]
+            for m in c.get("volumeMounts", [])
+        )
+        assert "SERVELAB_VARIANT_SECRET_FILE" not in env_of(pod)
+    (step,) = [c for c in ada["spec"]["initContainers"] if c["name"] == "servelab-variants"]
+    given = json.loads({e["name"]: e["value"] for e in step["env"]}[cluster.VARIANT_PARAMS_ENV])
+    own = {q: seeds.params_for(q, "ada", secret=VARIANT_SECRET) for q in lesson.LESSON_QUESTIONS}
+    theirs = {q: seeds.params_for(q, "bo", secret=VARIANT_SECRET) for q in lesson.LESSON_QUESTIONS}
+    assert given == own != theirs and json.dumps(json.dumps(theirs["warmup1"]))[1:-1] not in json.dumps(ada)
+    home = {
+        v["name"] for v in ada["spec"]["volumes"] if v.get("persistentVolumeClaim", {}).get("claimName") == "claim-ada"
+    }
+    assert [m["name"] for m in step["volumeMounts"]] == list(home)
+    assert step["command"][:5] == ["python", "-m", "servelab.classroom.cluster", "hand-out", "/home/jovyan"]
+    uid = container(ada)["securityContext"]["runAsUser"]
+    assert step["command"][5:] == ["--uid", str(uid), "--gid", "100"]
+    if os.geteuid() == 0:  # the step itself, on a home of its own (it chowns, as the init step runs as root)
+        folder = hub_env / "ada-home"
+        folder.mkdir()
+        written = cluster.hand_out(folder, uid, 100, json.dumps(given))
+        assert lesson.mine(written) == own and written == lesson.params_path(folder)
+        st = written.stat()
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (0, 100, 0o440)
+        assert written.parent.parent.stat().st_uid == uid
+    with pytest.raises(SystemExit, match="not one of the lesson's questions"):
+        cluster.hand_out(hub_env, uid, 100, json.dumps({"capacity-context": {}}))
+    # The hub reads the numbers from its own mount of their Secret; without it, no step, the lesson's numbers.
+    hub_mounts = {m["name"]: m["mountPath"] for m in VALUES["hub"]["extraVolumeMounts"]}
+    (hub_volume,) = [v for v in VALUES["hub"]["extraVolumes"] if v["name"] == "variant-params"]
+    assert hub_volume["secret"]["secretName"] == "servelab-variant-params" and hub_volume["secret"]["optional"]
+    assert hub_mounts["variant-params"] + "/params.json" == "/etc/servelab/variant-params/params.json"
+    monkeypatch.setenv("SERVELAB_VARIANT_PARAMS_FILE", str(hub_env / "absent.json"))
+    alone = pods(("student", 7, "ada"))["ada"]
+    assert not any(c["name"] == "servelab-variants" for c in alone["spec"]["initContainers"])
 
 
 def test_the_gradebook_password_is_a_secret_never_a_value():

@@ -39,6 +39,17 @@ inbound cap (exchange.INBOUND_CAP_MIB): the user's hand-ins, mounted by their po
 exchange/servelab/inbound/<user>/ and read by instructors' pods (class/z2jh-values.yaml), so a
 full one stops that user's hand-ins and nobody else's, as the local class's own ext4 does.
 
+The variants (servelab.variants): each student's own numbers of the lesson's variant questions, drawn
+under the course secret, which only instructors' pods mount (a Secret `servelab-variant-secret`, key
+`secret`: the course secret's text, as servelab.variants.seeds writes it):
+
+    python -m servelab.classroom.cluster variant-params --users ada,bo --secret-file SECRET | kubectl apply -n servelab -f -
+
+a Secret `servelab-variant-params` (params.json: user -> their numbers) that the hub reads; the hub hands a
+student's pod their own numbers alone, and the pod's init step, root's, writes them into the student's home
+as `servelab class up` does (hand-out, servelab.variants.lesson.write_params): the students' pods never see
+the secret, nor a classmate's numbers.
+
 `lay-out` makes the course directory from this package's course config when it
 is missing (servelab.grading.course.make), then loads nbgrader's config the way
 nbgrader's own apps and the formgrader do (nbgrader.apps.NbGrader.load_config_file:
@@ -249,6 +260,50 @@ def gateway_manifests(keys: dict[str, str], per_student: int | None = None) -> l
     ]
 
 
+VARIANT_PARAMS_ENV = "SERVELAB_VARIANT_PARAMS_JSON"  # the student's numbers, handed to the init step by the hub
+
+
+def variant_params(users: list[str], secret: bytes) -> dict:
+    """The Secret of each user's numbers of the lesson's variant questions (params.json), for the hub to hand out."""
+    import json
+
+    from ..variants.lesson import LESSON_QUESTIONS
+    from ..variants.seeds import params_for
+
+    for name in users:
+        if not PASSWD_NAME.match(name):
+            raise SystemExit(f"{name!r} is not a user name the hub allows (username_pattern): no numbers")
+    params = {name: {q: params_for(q, name, secret=secret) for q in LESSON_QUESTIONS} for name in users}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "servelab-variant-params", "labels": {"app.kubernetes.io/part-of": "servelab"}},
+        "type": "Opaque",
+        "stringData": {"params.json": json.dumps(params, indent=1, sort_keys=True)},
+    }
+
+
+def hand_out(home: Path, uid: int, gid: int, text: str) -> Path:
+    """The student pod's init step: the numbers the hub handed over (JSON: question id -> parameters), each
+    one the lesson can ask, written into their home as `servelab class up` writes them (root's, 0440)."""
+    import json
+
+    from ..variants.lesson import LESSON_QUESTIONS, write_params
+    from ..variants.questions import render
+
+    try:
+        params = json.loads(text)
+    except ValueError:
+        params = None
+    if not isinstance(params, dict) or not params:
+        raise SystemExit(f"{VARIANT_PARAMS_ENV} holds no numbers")
+    for qid, p in params.items():
+        if qid not in LESSON_QUESTIONS or not isinstance(p, dict):
+            raise SystemExit(f"{VARIANT_PARAMS_ENV}: {qid!r} is not one of the lesson's questions {LESSON_QUESTIONS}")
+        render(qid, p)  # raises on numbers the question cannot be asked with
+    return write_params(home, params, uid=uid, gid=gid)
+
+
 INBOUND_CLAIM = "servelab-inbound-"  # each user's hand-ins: a claim of its own (hub.extraConfig.servelab-roles)
 KUBE_NAME = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)*$")  # a user name that is a Kubernetes object's name as is
 
@@ -311,7 +366,26 @@ def main(argv: list[str] | None = None) -> int:
     inbound.add_argument("--users", required=True, help="the hub's user names, comma-separated (the roster)")
     inbound.add_argument("--size-mib", type=int, help="each user's inbound, MiB (default: the local class's cap)")
     inbound.add_argument("--storage-class", help="a storage class whose provisioner enforces the size")
+    numbers = sub.add_parser("variant-params", help="each user's numbers of the variant questions (YAML on stdout)")
+    numbers.add_argument("--users", required=True, help="the hub's user names, comma-separated (the roster)")
+    numbers.add_argument("--secret-file", type=Path, required=True, help="the course secret (never made here)")
+    give = sub.add_parser("hand-out", help=f"a student pod's init step: ${VARIANT_PARAMS_ENV} into their home")
+    give.add_argument("home", type=Path, help="the student's home, as the init step mounts it")
+    give.add_argument("--uid", type=int, required=True, help="the uid the student's server runs as")
+    give.add_argument("--gid", type=int, required=True, help="its group")
     args = parser.parse_args(argv)
+    if args.command == "variant-params":
+        import yaml
+
+        from ..variants.seeds import course_secret
+
+        users = [n.strip() for n in args.users.split(",") if n.strip()]
+        secret = course_secret(args.secret_file, create=False)
+        print(yaml.safe_dump(variant_params(users, secret), sort_keys=False), end="")
+        return 0
+    if args.command == "hand-out":
+        print(hand_out(args.home, args.uid, args.gid, os.environ.get(VARIANT_PARAMS_ENV, "")))
+        return 0
     if args.command == "inbound-claims":
         import yaml
 

@@ -84,8 +84,16 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=No
     became root's), so `servelab class down` removes them, after a crash too."""
     entry = pwd.getpwnam(student)
     home = Path(home) if home is not None else Path(entry.pw_dir)
-    path = params_path(home)
     params = {qid: p for qid, p in all_params(student, secret=secret).items() if qid in LESSON_QUESTIONS}
+    return write_params(home, params, uid=entry.pw_uid, gid=entry.pw_gid, record=record)
+
+
+def write_params(home: Path, params: dict[str, Params], *, uid: int, gid: int, record=None) -> Path:
+    """hand_out's writing (as root): `params` at params_path(home), for the user `uid` of group `gid`; a
+    cluster's init step runs it with the numbers the hub hands it (servelab.classroom.cluster hand-out),
+    where the pod has neither the secret nor a passwd entry for the student."""
+    home = Path(home)
+    path = params_path(home)
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
     opened: list[int] = []
     if record is not None:
@@ -93,7 +101,7 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=No
     try:
         at = os.open(home, flags)
         opened.append(at)
-        for name, owner, mode in ((path.parent.parent.name, entry.pw_uid, 0o700), (path.parent.name, 0, 0o755)):
+        for name, owner, mode in ((path.parent.parent.name, uid, 0o700), (path.parent.name, 0, 0o755)):
             made = False
             try:
                 os.mkdir(name, mode, dir_fd=at)
@@ -103,7 +111,7 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=No
             at = os.open(name, flags, dir_fd=at)
             opened.append(at)
             if made or owner == 0:
-                os.fchown(at, owner, 0 if owner == 0 else entry.pw_gid)
+                os.fchown(at, owner, 0 if owner == 0 else gid)
                 os.fchmod(at, mode)
         tmp = f".{FILE_NAME}.tmp"
         try:
@@ -112,7 +120,7 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=No
             pass
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=at)
         with os.fdopen(fd, "w") as f:
-            os.fchown(fd, 0, entry.pw_gid)
+            os.fchown(fd, 0, gid)
             os.fchmod(fd, 0o440)
             f.write(json.dumps(params, indent=1) + "\n")
         os.replace(tmp, FILE_NAME, src_dir_fd=at, dst_dir_fd=at)
