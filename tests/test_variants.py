@@ -706,3 +706,20 @@ def test_an_answer_past_floats_range_or_of_the_wrong_sign_is_told_so_and_grading
     assert negative.points == 0 and "wrong sign" in negative.feedback and "factor of -" not in negative.feedback
     hand_in = {"warmup1-per-token": 10**400, "warmup2-ridge": 10**400}
     assert grading.Variants(SOLVER, SECRET).copy(student, hand_in, CLASS).classmate is None
+
+
+def test_the_instructors_view_refuses_an_id_not_on_the_class_roster(tmp_path, capsys):
+    import argparse
+
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET.decode() + "\n")
+    secret_file.chmod(0o600)
+    roster_file = tmp_path / "roster.txt"
+    roster_file.write_text("sl-ana\nsl-ben\n")
+    for roster in ("sl-ana,sl-ben", str(roster_file)):
+        args = argparse.Namespace(student="sl-anna", secret_file=secret_file, roster=roster)
+        assert lesson.run(args) == 2
+        out = capsys.readouterr().out
+        assert "not on the class's roster" in out and "warmup1" not in out
+        assert lesson.run(argparse.Namespace(student="sl-ana", secret_file=secret_file, roster=roster)) == 0
+        assert seeds.text_for("warmup1", "sl-ana", secret=SECRET) in capsys.readouterr().out

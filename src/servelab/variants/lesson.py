@@ -167,6 +167,30 @@ def add_arguments(parser) -> None:
     show_p = sub.add_parser("show", help="a student's own numbers and worked solutions, as the instructor sees them")
     show_p.add_argument("student", help="the student's id (their login on the class's hub)")
     show_p.add_argument("--secret-file", type=Path, help="the course secret (default: the class's, else seeds')")
+    show_p.add_argument(
+        "--roster",
+        help="the class's student ids, comma-separated, or a file of them (one a line, or the class's class.json); "
+        "an id not on it is refused (default: the running class's class.json, where there is one)",
+    )
+
+
+def roster_of(spec: str | None) -> list[str] | None:
+    """The class's student ids from `spec` (ids, comma-separated; a file of ids; a class.json), else the running
+    class's (its class.json), else None: no roster known."""
+    if spec is None:
+        from servelab.classroom import hub
+
+        path = hub.ClassSettings().state / "class.json"
+        if not path.is_file():
+            return None
+        spec = str(path)
+    path = Path(spec)
+    if path.is_file():
+        text = path.read_text()
+        if path.suffix == ".json":
+            return [str(s) for s in json.loads(text).get("students", [])]
+        return [line.strip() for line in text.splitlines() if line.strip()]
+    return [s.strip() for s in spec.split(",") if s.strip()]
 
 
 def run(args) -> int:
@@ -177,5 +201,13 @@ def run(args) -> int:
     except SecretError as exc:
         print(exc)
         return 1
+    roster = roster_of(getattr(args, "roster", None))
+    if roster is not None and args.student not in roster:
+        # Any id has a variant under the secret: one that is nobody's would be shown as if it were a student's.
+        print(
+            f"{args.student!r} is not on the class's roster ({len(roster)} students): no such student's numbers. "
+            "Check the id (their login on the class's hub), or pass --roster."
+        )
+        return 2
     print(instructor_view(args.student, secret=secret))
     return 0
