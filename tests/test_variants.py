@@ -464,6 +464,13 @@ def test_every_variant_of_a_review_keeps_the_fixed_keys_judgement_and_one_answer
         wrong_knob = {**right, "knob": "quantization"}
         share = key["points"] / len(key["fields"])
         assert grading.grade(part.id, p, wrong_knob, SOLVER, key).points == pytest.approx(key["points"] - share)
+        # A wrong verdict is told in the student's own numbers, not the lesson's.
+        told = grading.grade(part.id, p, {**right, "verdict": "justified"}, SOLVER, key).feedback
+        head = told.split("Your parameters")[0]  # the checker's words, before the parameters and worked solution
+        if question_id == "practice1":
+            assert f"with {p['users']} users" in head and f"{p['measured_ms']:g} ms" in head, head
+        else:
+            assert f"with {p['tensor_parallel_size']} on this one {p['gpus_per_node']}-GPU node" in head, head
 
 
 def test_a_question_cell_prints_the_students_numbers_and_the_lessons_without_a_file(tmp_path, monkeypatch, capsys):
@@ -658,10 +665,10 @@ def test_a_review_is_graded_on_the_students_own_numbers_and_the_fixed_keys_judge
     for g, t in report["tests"].items():
         own = _expected(g, seeds.params_for(g, "sl-ana", secret=SECRET))
         assert (t["points"] == points[g]) is (own == _expected(g, questions.question_of(g).standard)), g
-    # sl-ben hands in sl-ana's practice 1 (its numbers are hers, not his): the flag names her.
-    ana, ben = right("sl-ana"), right("sl-ben")
-    assert ana["practice1-test"] != ben["practice1-test"]
-    report, feedback = _score(tmp_path, "sl-ben", ana, points=points)
+    # A classmate hands in sl-ana's reviews (their numbers hers, not his, in both): the flag names her.
+    ana = right("sl-ana")
+    ben = next(name for name in (f"sl-b{i}" for i in range(200)) if all(right(name)[g] != ana[g] for g in JUDGEMENT))
+    report, feedback = _score(tmp_path, ben, ana, points=points, roster=("sl-ana", ben))
     assert report["tests"]["practice1-test"]["points"] < points["practice1-test"]
     assert report["tests"]["practice1-test"]["copied_from"] == ["sl-ana"]
     assert not any("sl-ana" in text for text in feedback)

@@ -203,11 +203,20 @@ def solve_practice1(p):
         f"slo_met {met} ({p['measured_ms']:g} vs {p['target_ms']:g} ms); slo_miss_ms {miss:g}; useful_batch_limit "
         f"min({p['users']} users, cap {p['max_num_seqs']}) = {limit}; cap_explains_miss {binds and not met}."
     )
+    # The knob and verdict are the fixed key's (the same for every variant: the cap never binds); what they
+    # are told in, this variant's numbers.
+    judgement = {
+        "knob": f"The knob under review is the batching cap, max-num-seqs {p['max_num_seqs']}.",
+        "verdict": f"Nothing about this workload backs {p['max_num_seqs']}, so it is unjustified. It is not wrong: "
+        f"with {p['users']} users the running batch never exceeds {p['users']}, so the cap never binds. 'Wrong' "
+        f"needs a fact the setting contradicts, and the {p['measured_ms']:g} ms is not caused by the cap.",
+    }
     return {
         "practice1-test": {
             "checker": "fields",
             "key": {"points": 2, "fields": fields},
             "worked": worked,
+            "judgement": judgement,
         }
     }
 
@@ -230,11 +239,17 @@ def solve_practice4(p):
     worked = (
         f"configured {p['tensor_parallel_size']}; gpus_available {gpus}; max_tensor_parallel {gpus} (TP x PP <= GPUs)."
     )
+    judgement = {
+        "knob": "The knob at fault is the tensor-parallel degree.",
+        "verdict": f"vLLM needs tensor-parallel-size x pipeline-parallel-size GPUs and does not start with "
+        f"{p['tensor_parallel_size']} on this one {gpus}-GPU node: it is wrong, not just unmeasured.",
+    }
     return {
         "practice4-test": {
             "checker": "fields",
             "key": {"points": 1, "fields": fields},
             "worked": worked,
+            "judgement": judgement,
         }
     }
 

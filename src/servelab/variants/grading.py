@@ -80,11 +80,15 @@ def _parameters(params: Params) -> str:
 def with_fixed(solved: dict, fixed_key: Mapping | None) -> dict:
     """A practice part's key as the lesson grades it: the fixed key's fields in its order and with its
     points, its numeric fields the variant's (the knob and verdict, the same for every variant, stay the
-    fixed key's). Any other part's key is the variant's alone."""
+    fixed key's, told in the variant's numbers where the solver words them: its `judgement`). Any other
+    part's key is the variant's alone."""
     if fixed_key is None or "fields" not in solved["key"] or "fields" not in fixed_key:
         return solved
-    own = solved["key"]["fields"]
-    fields = {name: own.get(name, want) for name, want in fixed_key["fields"].items()}
+    own, told = solved["key"]["fields"], solved.get("judgement", {})
+    fields = {
+        name: own.get(name, {**want, "feedback": told[name]} if name in told else want)
+        for name, want in fixed_key["fields"].items()
+    }
     return {**solved, "key": {**fixed_key, "fields": fields}}
 
 
