@@ -78,15 +78,28 @@ def _gpu(rng: random.Random, bytes_per_param: int = 2) -> dict[str, float]:
             return {"peak_tflops": peak, "bandwidth_gb_s": bandwidth}
 
 
+# The most KV cache a question's batch may hold: what one node of 8 H200s (141 GB each, 1,128 GB) keeps
+# beside a model's weights. A batch past it is arithmetic, not a deployment.
+NODE_KV_BYTES = 1.0e12
+
+
+def _kv_per_token(shape: dict[str, int], bytes_per_value: int) -> int:
+    return 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * bytes_per_value
+
+
 def warmup1(rng: random.Random) -> Params:
     dtype = rng.choice(("bfloat16", "float16"))
-    return {
-        **_model_shape(rng),
-        "dtype": dtype,
-        "bytes_per_value": DTYPES[dtype],
-        "tokens_per_sequence": rng.randrange(1024, 131072 + 1, 512),
-        "batch": rng.randint(2, 256),
-    }
+    shape = _model_shape(rng)
+    while True:
+        tokens, batch = rng.randrange(1024, 131072 + 1, 512), rng.randint(2, 256)
+        if _kv_per_token(shape, DTYPES[dtype]) * tokens * batch <= NODE_KV_BYTES:
+            return {
+                **shape,
+                "dtype": dtype,
+                "bytes_per_value": DTYPES[dtype],
+                "tokens_per_sequence": tokens,
+                "batch": batch,
+            }
 
 
 def warmup2(rng: random.Random) -> Params:
@@ -104,10 +117,13 @@ def warmup3(rng: random.Random) -> Params:
     ridge_tokens = gpu["peak_tflops"] * 1e12 / (gpu["bandwidth_gb_s"] * 1e9)  # bf16: 2 FLOP over 2 bytes
     while True:
         k, batch = rng.randint(2, 8), rng.randint(8, 256)
-        a = _grid(rng, 0.40, 0.90, 0.05)
+        a = _grid(rng, 0.40, 0.90, 0.01)  # not 0.05: 77 (a, k) pairs gave classmates each other's answer
         tokens = batch * (k + 1)
-        # Well-posed: the verify step is at least 10 % off the ridge, one side or the other.
-        if abs(tokens - ridge_tokens) >= 0.1 * ridge_tokens:
+        gained = sum(a**i for i in range(k + 1))
+        # Well-posed: the verify step is at least 10 % off the ridge, one side or the other, and the
+        # expected tokens are told from the usual slips (all k + 1 accepted, 1 + a k, a k) beyond 2 %.
+        slips_apart = all(abs(gained - slip) > 0.02 * gained for slip in (k + 1, 1 + a * k, a * k))
+        if abs(tokens - ridge_tokens) >= 0.1 * ridge_tokens and slips_apart:
             return {**gpu, "k": k, "a": a, "batch": batch, "dtype": "bfloat16"}
 
 
@@ -125,20 +141,31 @@ def practice1(rng: random.Random) -> Params:
 
 
 def practice4(rng: random.Random) -> Params:
-    gpus = rng.choice((2, 4, 8))
-    return {"gpus_per_node": gpus, "tensor_parallel_size": gpus * rng.choice((2, 4))}
+    # Nodes of 2 to 16 GPUs; a tensor-parallel degree past the node's, one that divides a model's heads
+    # (a power of two, or three times one), up to 8 nodes' worth.
+    gpus = rng.choice((2, 4, 8, 16))
+    return {
+        "gpus_per_node": gpus,
+        "tensor_parallel_size": rng.choice(
+            [t for t in (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128) if gpus < t <= 8 * gpus]
+        ),
+    }
 
 
 def capacity_context(rng: random.Random) -> Params:
-    old = rng.choice((2048, 4096, 8192))
-    return {
-        **_model_shape(rng, layers=(40, 126), kv_heads=(4, 8, 16)),
-        "dtype": "bfloat16",
-        "bytes_per_value": 2,
-        "chats": rng.randint(10, 100),
-        "old_context": old,
-        "new_context": old * rng.choice((4, 8, 16)),
-    }
+    shape = _model_shape(rng, layers=(40, 126), kv_heads=(4, 8, 16))
+    while True:  # the chats at the new context still fit one node's KV cache (NODE_KV_BYTES)
+        old, chats = rng.choice((2048, 4096, 8192)), rng.randint(10, 100)
+        new = old * rng.choice((4, 8, 16))
+        if _kv_per_token(shape, 2) * new * chats <= NODE_KV_BYTES:
+            return {
+                **shape,
+                "dtype": "bfloat16",
+                "bytes_per_value": 2,
+                "chats": chats,
+                "old_context": old,
+                "new_context": new,
+            }
 
 
 def capacity_sessions(rng: random.Random) -> Params:
@@ -326,7 +353,7 @@ QUESTIONS: tuple[Question, ...] = (
                 "practice 4 (numbers)",
                 kind="fields",
                 low=2,
-                high=32,
+                high=128,
                 fields=("configured", "gpus_available", "max_tensor_parallel"),
             ),
         ),
