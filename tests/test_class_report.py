@@ -875,7 +875,7 @@ def test_ranges_that_differ_by_chance_alone_are_not_called_harder_across_the_que
     from servelab.variants import QUESTIONS
 
     qs = [report.Question(p.id, "lesson25", 1.0, True) for q in QUESTIONS for p in q.parts]
-    rng = random.Random(1)
+    rng = random.Random(4)  # a seed whose scores make one uncorrected comparison call a range harder
     subs = [report.Submission(f"s{i:03d}", {q.grade_id: float(rng.random() < 0.6) for q in qs}) for i in range(300)]
     data = report.ClassData("lesson25", qs, subs, [])
     stats = report.variant_stats(data, VARIANT_SECRET)
