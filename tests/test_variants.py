@@ -635,6 +635,12 @@ def test_the_grader_scores_each_student_against_their_own_variant_and_flags_a_cl
     assert report["tests"]["warmup1-batch"]["copied_from"] == ["sl-ana"]
     report, _ = _score(tmp_path, "sl-ben", ana, roster=(), points=points)
     assert report["tests"]["warmup1-batch"]["copied_from"] == []  # nobody to compare with, nobody named
+    # The lesson's printed example numbers are recorded as such for the instructor, never as a copy.
+    printed = {p: _expected(p, questions.question_of(p).standard) for p in warmups}
+    report, feedback = _score(tmp_path, "sl-ben", printed, points=points)
+    assert report["flags"] == [] and report["tests"]["warmup2-ridge"]["lesson_numbers"] is True
+    assert all(t["copied_from"] == [] for t in report["tests"].values())
+    assert "lesson's printed example" in feedback[warmups.index("warmup2-ridge")]
     # One question's numbers alone are no evidence (they follow from each other).
     only = {p: ana[p] for p in ("warmup1-per-token", "warmup1-batch")}
     report, _ = _score(tmp_path, "sl-ben", only)
