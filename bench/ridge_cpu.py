@@ -16,7 +16,7 @@ datasheet.
     python bench/ridge_cpu.py            # about 1-2 minutes on 2 quiet cores; writes bench/results/ridge-cpu.json
 
 The roofline probe beside it is servelab.hardware.probe_cpu, the one every CPU roofline in servelab
-comes from: the lab's model's weight reads at one token and one of its layers' GEMMs at a verify step's
+comes from: every byte of the lab's model's weights streamed once and one of its layers' GEMMs at a verify step's
 tokens, in the same dtype, repeated until two rounds agree; its rounds, spread and load are recorded.
 
 The load average before and after is recorded: on a shared machine the knee moves, so quote it with it.
