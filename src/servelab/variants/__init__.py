@@ -5,7 +5,8 @@
                    course secret, so nobody without the secret can compute a classmate's numbers
     grading.py     check(part_id, student_id, answer): the student's variant, solved by the
                    instructor-only solver (grading/keys/lesson25_variants.py), checked by the lesson's
-                   own checkers; answers that fit a classmate's variant instead are named (copied_from)
+                   own checkers; a hand-in whose numbers fit one classmate's variant throughout names
+                   them (copied_from, Variants.copy), beside the chance of it (Variants.chance)
     lesson.py      the lesson's side: each student's parameters file (hand_out, at `servelab class up`),
                    the question cells' show(question_id), the instructor's view (`servelab variants show`)
     practice.py    `servelab practice`: fresh variants, checked at once, missed questions brought back

@@ -5,8 +5,10 @@ nbgrader student of the hand-in: `resources["nbgrader"]["student"]` in a preproc
 hand-in's verified owner; never a name the notebook writes), solves the variant with the instructor-only
 solver and hands the answer to the same checker, with the same tolerances, the fixed lesson's key uses
 (servelab.grading.checkers). The feedback names the student's parameters and the worked solution for
-them. An answer that misses its own variant but fits a classmate's (a roster of student ids) is returned
-with `copied_from`, for the instructor: the feedback to the student does not name anyone.
+them. A hand-in whose numbers miss their own variant and fit one classmate's throughout (Variants.copy:
+closely, across questions, nobody else's) is returned with `copied_from`, for the instructor, beside the
+chance that an honest hand-in is named so in that class (Variants.chance); the feedback to the student
+does not name anyone. Numbers that are the lesson's printed example are said to be, never a copy.
 
 The solver is grading/keys/lesson25_variants.py in the checkout, loaded as the grader loads every key
 (run as a file, its names in a namespace: servelab.grading.trusted.load_key_module, which imports this
