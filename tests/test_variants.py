@@ -488,7 +488,9 @@ def test_a_question_cell_prints_the_students_numbers_and_the_lessons_without_a_f
     assert lesson.numbers("warmup1") == questions.BY_ID["warmup1"].standard
 
 
-def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
+def nobodys_home(tmp_path):
+    """(passwd entry, home): a home of the user nobody's own under tmp_path, as `servelab class up` finds a
+    student's (the hand-out chowns to root and the student, so it runs as root, as class up does)."""
     if os.geteuid() != 0:
         pytest.skip("the hand-out chowns to root and the student, as `servelab class up` runs it (as root)")
     import pwd
@@ -497,6 +499,11 @@ def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     os.chown(home, entry.pw_uid, entry.pw_gid)
+    return entry, home
+
+
+def test_the_hand_out_is_the_students_to_read_and_nobodys_to_write(tmp_path):
+    entry, home = nobodys_home(tmp_path)
     path = lesson.hand_out("nobody", secret=SECRET, home=home)
     assert path == home / ".servelab" / "variants" / "lesson25.json"
     st = path.stat()
@@ -515,16 +522,9 @@ def test_class_down_removes_the_hand_out_from_its_journal_also_after_a_crash(tmp
     """The hand-out is written down before it is made (a "hand-out" entry naming the file and the folders
     it makes); a fresh reading of the journal (`class down` after a killed `class up`) removes the file
     and the folders it made, keeps what the student put beside them, and follows no link put in the way."""
-    if os.geteuid() != 0:
-        pytest.skip("the hand-out chowns to root and the student, as `servelab class up` runs it (as root)")
-    import pwd
-
     from servelab.classroom.journal import Journal
 
-    entry = pwd.getpwnam("nobody")
-    home = tmp_path / "home"
-    home.mkdir()
-    os.chown(home, entry.pw_uid, entry.pw_gid)
+    entry, home = nobodys_home(tmp_path)
     journal = Journal(tmp_path / "changes.json")
     path = lesson.hand_out("nobody", secret=SECRET, home=home, record=journal.record)
     assert Journal(journal.path).entries == [
