@@ -334,6 +334,43 @@ def test_slider_moves_never_start_a_measurement(make_lab):
 
 
 # --- measuring -----------------------------------------------------------------------------
+def test_a_point_from_a_busy_machine_is_said_drawn_apart_left_out_of_the_fit_and_dropped_in_one_click(make_lab):
+    """A point whose engine shared its cores (servelab.cpu_usage) is marked: the status line says so, the chart
+    draws it apart, the fit leaves it out, and 'Drop busy points' takes it off (the store keeps it)."""
+    why = "other processes used 1.5 cores' worth of CPU while it ran on 2"
+    busy = {"engine_cores": 2, "others_cores": 1.5, "steal_share": 0.0, "contended": True, "contention": why}
+    quiet = {"engine_cores": 2, "others_cores": 0.1, "steal_share": 0.0, "contended": False, "contention": ""}
+
+    def measure_point(point):
+        tok = 15.0 * point.batch_size**0.5 * (1.2 if point.method != "none" else 1.0)
+        usage = busy if point.batch_size == 2 else quiet
+        return Measurement.from_dict(record(point.method, point.batch_size, tok, cpu_usage=usage))
+
+    lab = make_lab(measure_point=measure_point, own=False)
+    lab.set(batch_size=4)
+    assert lab.drop_button.disabled  # nothing busy to drop yet
+    lab.measure()
+    assert lab.worker.wait_idle(10)
+    assert "2 of them ran on a busy machine" in lab.status_text and why in lab.status_text, lab.status_text
+    assert not lab.drop_button.disabled
+    chart = lab.chart_data()
+    assert 2 in chart["tok_s|0|contended"]["x"] and 2 not in chart["tok_s|0|measured"]["x"]
+    assert sorted(chart["tok_s|0|measured"]["x"]) == [1, 4]
+    fitted = {(r["method"], r["batch_size"]) for r in lab.book.local_records()}  # what the simulator is fitted on
+    assert fitted == {(m, b) for m in ("none", "ngram") for b in (1, 4)}
+    assert lab.plan() == []  # measured, if busily: Measure does not run it again until it is dropped
+
+    assert lab.drop_busy_points() == 2  # one click
+    assert "dropped 2 points measured on a busy machine" in lab.status_text and lab.drop_button.disabled
+    chart = lab.chart_data()
+    assert all(2 not in chart[f"tok_s|0|{kind}"]["x"] for kind in ("measured", "contended"))
+    assert [(r["method"], r["batch_size"]) for r in lab.store.read() if r["batch_size"] == 2] == [
+        ("none", 2),
+        ("ngram", 2),
+    ]  # the results store keeps what was measured
+    assert [(p.method, p.batch_size) for p in lab.plan()] == [("none", 2), ("ngram", 2)]  # Measure runs them again
+
+
 def test_measure_runs_only_the_missing_points_and_stores_each_one(make_lab, tmp_path):
     fake = FakeMeasure()
     lab = make_lab(measure_point=fake)
