@@ -68,9 +68,9 @@ ANSWERS = {
     "sl-ben": ("partial", "conclusion_contradicts"),
     "sl-cat": ("typed", "empty"),
 }
-# The class runs variants: each student's warm-ups have numbers of their own. sl-ana hands in her own right
-# answers; sl-ben hands in hers (copied), which fit her numbers, not his.
-WARMUPS = ("warmup1", "warmup2", "warmup3")
+# The class runs variants: each student's warm-ups and practices 1 and 4 have numbers of their own (the lesson's
+# variant questions, servelab.variants.lesson.LESSON_QUESTIONS). sl-ana hands in her own right answers; sl-ben
+# hands in hers (copied), which fit her numbers, not his.
 COPIES = {"sl-ben": "sl-ana"}
 TYPED = ("practice5-answer", 'practice5_answer = "b"', "practice5-test")  # the cell, what is typed, the test it passes
 LAB_FILE = {"lesson25": "lesson25/lesson25.ipynb", "lab25": "lab25/spec_decode_lab.ipynb"}
@@ -96,26 +96,45 @@ def variant_secret(klass) -> bytes:
     return course_secret(klass["settings"].variant_secret, create=False)
 
 
+def lesson_keys() -> dict:
+    """The lesson's fixed key (grade_id -> (checker, key)), whose knob and verdict a practice part keeps."""
+    import runpy
+
+    return runpy.run_path(str(REPO_DIR / "grading" / "keys" / "lesson25.py"))["TESTS"]
+
+
 def warmup_answers(klass, student: str) -> dict[str, object]:
-    """grade_id -> the right answer to each warm-up part for `student`'s own numbers (the instructor's solver)."""
+    """grade_id -> the right answer to each variant part for `student`'s own numbers (the instructor's solver;
+    a practice's fields as the grader keys them: its numbers the variant's, its knob and verdict the lesson's)."""
     from servelab.variants import BY_ID, params_for
     from servelab.variants import grading as vgrading
+    from servelab.variants.lesson import LESSON_QUESTIONS
 
-    solver, secret = vgrading.load_solver(), variant_secret(klass)
-    return {
-        part.id: vgrading.solution(part.id, params_for(qid, student, secret=secret), solver)["key"]["value"]
-        for qid in WARMUPS
-        for part in BY_ID[qid].parts
-    }
+    solver, secret, tests = vgrading.load_solver(), variant_secret(klass), lesson_keys()
+    answers: dict[str, object] = {}
+    for qid in LESSON_QUESTIONS:
+        for part in BY_ID[qid].parts:
+            fixed = tests[part.id][1] if part.id in tests else None
+            key = vgrading.with_fixed(
+                vgrading.solution(part.id, params_for(qid, student, secret=secret), solver), fixed
+            )
+            answers[part.id] = (
+                {name: field["expect"] for name, field in key["key"]["fields"].items()}
+                if "fields" in key["key"]
+                else key["key"]["value"]
+            )
+    return answers
 
 
 def with_warmups(nb: dict, klass, student: str) -> dict:
     """The notebook with its warm-up answer cells set to `student`'s right answers, as literals."""
     from servelab.variants import BY_ID
+    from servelab.variants.lesson import LESSON_QUESTIONS
 
     answers = warmup_answers(klass, student)
     cells = {
-        f"{qid}-answer": "\n".join(f"{p.variable} = {answers[p.id]!r}" for p in BY_ID[qid].parts) for qid in WARMUPS
+        f"{qid}-answer": "\n".join(f"{p.variable} = {answers[p.id]!r}" for p in BY_ID[qid].parts)
+        for qid in LESSON_QUESTIONS
     }
     for cell in nb["cells"]:
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -138,8 +157,14 @@ def expected_in_class(klass, student: str, assignment: str, sample: str) -> floa
     earned = runpy.run_path(str(REPO_DIR / "grading" / "samples" / "lesson25.py"))["LESSON25_PARTIAL_POINTS"]
     copied = warmup_answers(klass, COPIES[student])
     secret, solver = variant_secret(klass), vgrading.load_solver()
+    tests = lesson_keys()
     lost = sum(earned[part] for part in copied)
-    gained = sum(vgrading.check(p, student, a, secret=secret, solver=solver).points for p, a in copied.items())
+    gained = sum(
+        vgrading.check(
+            p, student, a, secret=secret, solver=solver, fixed_key=tests[p][1] if p in tests else None
+        ).points
+        for p, a in copied.items()
+    )
     return base - lost + gained
 
 
@@ -175,9 +200,14 @@ def copies_are_flagged(klass) -> None:
         assert "sl-ana" not in report["tests"][part]["feedback"]  # the student's feedback names nobody
     assert any("sl-ana" in f for f in report["flags"]), report["flags"]
     mine = json.loads((s.course_dir / "servelab-reports" / "lesson25" / "sl-ana" / "lesson25.json").read_text())
-    assert all(
-        mine["tests"][p]["points"] == 1 and not mine["tests"][p]["copied_from"] for p in warmup_answers(klass, "sl-ana")
-    )
+    tests = lesson_keys()
+    full = {
+        p: tests[p][1]["points"] if p in tests and "points" in tests[p][1] else 1
+        for p in warmup_answers(klass, "sl-ana")
+    }
+    assert all(mine["tests"][p]["points"] == full[p] and not mine["tests"][p]["copied_from"] for p in full), {
+        p: mine["tests"][p]["points"] for p in full
+    }
     assert "Worked solution:" in mine["tests"]["warmup1-batch"]["feedback"]
     env = {
         "SERVELAB_VARIANT_SECRET_FILE": str(s.variant_secret),
