@@ -10,7 +10,8 @@ point stored and to the last point of the click, with the seconds the engines
 took to start ahead, the load average before and after, and each point's CPU
 accounting (servelab.cpu_usage), so a busy machine is said, not hidden.
 Target: the first point within 10 s of the click on a quiet machine (load
-under 1 per core), once the engines have started while the learner read.
+under 1 per core before the lab opens, and no point's engine sharing its cores
+with other work), once the engines have started while the learner read.
 The results store is a temporary one: the learner's own stays untouched.
 """
 
@@ -85,7 +86,11 @@ def main(argv=None) -> int:
         lab.close()
     load_after = [round(x, 2) for x in os.getloadavg()]
     cores = hardware.cpu_cores()
-    quiet = load_before[0] < cores and load_after[0] < cores + 2  # the engine adds about its own threads
+    # Quiet: under one runnable task per core before the lab opened, and no point's engine shared its cores with
+    # other work while it measured (servelab.cpu_usage: other processes' CPU, not the lab's own engines, which
+    # lift the load average after the run by their threads: two engines of 2 threads each on 2 cores).
+    contended = [p for p in lab.measured if (getattr(p, "cpu_usage", None) or {}).get("contended")]
+    quiet = load_before[0] < cores and not contended
     result = {
         "what": "spec-decode lab at its default settings: open, read --read-s seconds, click Measure",
         "read_s": args.read_s,
@@ -100,8 +105,9 @@ def main(argv=None) -> int:
         "verdict": (
             "quiet machine: the target applies"
             if quiet
-            else f"busy machine (load {load_before[0]} before, {load_after[0]} after, on {cores} cores): the "
-            "numbers show the load's cost, not the lab's; rerun on a quiet machine for the target"
+            else f"busy machine (load {load_before[0]} before, on {cores} cores; {len(contended)} of "
+            f"{len(lab.measured)} points shared their cores with other work): the numbers show the load's cost, "
+            "not the lab's; rerun on a quiet machine for the target"
         ),
         "final_state": state,
         "final_status": status,

@@ -43,7 +43,8 @@ WORKLOADS = {"copy-heavy": "copy", "open-ended": "open"}
 GPU_BACKENDS = ("H200", "H100", "A100")
 SIMULATED_MODEL = "Llama-3.1-8B"  # what the simulated GPUs serve: the lesson's fleet, not the CPU's toy model
 SIMULATED_DRAFT = "meta-llama/Llama-3.2-1B-Instruct"  # the simulated GPUs' draft model: the lesson's quiz's draft
-RIDGE_RESULT = "bench/results/ridge-cpu.json"  # the verify-step benchmark, with hardware.probe_cpu in the engine's dtype
+# the verify-step benchmark, with hardware.probe_cpu in the engine's dtype
+RIDGE_RESULT = "bench/results/ridge-cpu.json"
 
 
 def recorded_path() -> Path:
