@@ -120,8 +120,10 @@ print(h200)
 # (`llama_8b.num_layers`, `llama_8b.num_kv_heads`, ...) but write the formula out yourself.
 #
 # In a class, each student is handed numbers of their own: the cell under each warm-up's question
-# prints the question with yours, and your answers are graded against those. On your own, it prints
-# the numbers stated here.
+# prints the question with yours, and your answers are graded against those, not against the numbers
+# stated in the question's text (they are the lesson's own example; where the printed model differs from
+# Llama-3.1-8B, compute with the printed values rather than `llama_8b`'s). On your own, it prints the
+# numbers stated here.
 
 # %% [markdown] id="warmup1-question"
 # **1. ▢** Lesson 2 named the formula that governs a serving configuration's memory footprint. What
