@@ -832,8 +832,10 @@ def test_the_class_hub_gives_instructors_the_page_policy(tmp_path, monkeypatch):
 
     from servelab.classroom.hub import ClassSettings
 
+    # an instructor who is a user of this machine: the instructor's environment names the course secret in
+    # their home's course folder (ClassSettings.course_dir reads the passwd entry)
     (tmp_path / "class.json").write_text(
-        ClassSettings(state=tmp_path, instructors=["grace"], students=["ada"]).to_json()
+        ClassSettings(state=tmp_path, instructors=["nobody"], students=["ada"]).to_json()
     )
     monkeypatch.setenv("SERVELAB_CLASS_STATE", str(tmp_path))
     c = Config()
@@ -842,12 +844,12 @@ def test_the_class_hub_gives_instructors_the_page_policy(tmp_path, monkeypatch):
         {"get_config": lambda: c, "__file__": str(REPO / "class" / "jupyterhub_config.py")},
     )
     paths = {}
-    for name in ("grace", "ada"):
+    for name in ("nobody", "ada"):
         spawner = SimpleNamespace(user=SimpleNamespace(name=name), environment={})
         c.Spawner.pre_spawn_hook(spawner)
         paths[name] = spawner.environment["JUPYTER_CONFIG_PATH"].split(":")
     policy_dir = REPO / "grading" / "jupyter"
-    assert str(policy_dir) in paths["grace"] and str(policy_dir) not in paths["ada"]
+    assert str(policy_dir) in paths["nobody"] and str(policy_dir) not in paths["ada"]
     enabled = json.loads((policy_dir / "jupyter_server_config.d" / "servelab-page-policy.json").read_text())
     assert enabled["ServerApp"]["jpserver_extensions"] == {"servelab.grading.page_policy": True}
 
