@@ -54,6 +54,15 @@ def wait(lab, timeout_s: float) -> list[str]:
     return seen
 
 
+def drawn(chart: dict, slot: int) -> dict:
+    """batch -> tok/s of a curve's points measured here, as drawn: with the machine quiet or busy."""
+    points = {}
+    for kind in ("measured", "contended"):
+        trace = chart[f"tok_s|{slot}|{kind}"]
+        points.update(zip(trace["x"], trace["y"]))
+    return dict(sorted(points.items()))
+
+
 def test_measured_points_appear_in_the_chart_and_the_store(live_lab):
     lab = live_lab
     assert lab.chart_data()["tok_s|0|measured"]["x"] == []
@@ -70,9 +79,11 @@ def test_measured_points_appear_in_the_chart_and_the_store(live_lab):
         assert r["output_tok_s"] > 0 and r["tpot_ms_p50"] > 0
     assert stored[1]["num_draft_tokens"] > 0  # n-gram speculation really drafted on the copy-heavy prompts
     chart = lab.chart_data()
-    assert chart["tok_s|0|measured"]["x"] == [1, 2] and chart["tok_s|1|measured"]["x"] == [1, 2]
-    assert chart["tok_s|1|measured"]["y"] == [stored[3]["output_tok_s"], stored[1]["output_tok_s"]]  # by batch
-    assert len(chart["speedup|1|measured"]["y"]) == 2
+    # drawn as measured here, or apart as measured on a busy machine (a loaded CI box): never left off
+    assert list(drawn(chart, 0)) == [1, 2] and list(drawn(chart, 1)) == [1, 2]
+    assert list(drawn(chart, 1).values()) == [stored[3]["output_tok_s"], stored[1]["output_tok_s"]]  # by batch
+    busy = {r["batch_size"] for r in stored if (r.get("cpu_usage") or {}).get("contended")}
+    assert len(chart["speedup|1|measured"]["y"]) == len({1, 2} - busy)  # a busy point is left out of the speedup
     assert len(lab.pool.warm()) == 2
 
     # routing reuses the two warm engines: no new start, and each record says which one served it
@@ -87,4 +98,4 @@ def test_measured_points_appear_in_the_chart_and_the_store(live_lab):
     for r in routed:
         side = r["engine_config"]["routing"]["served_by"]
         assert side == ("speculating" if r["batch_size"] <= threshold else "plain")
-    assert lab.chart_data()["tok_s|1|measured"]["x"] == [1, 2]
+    assert list(drawn(lab.chart_data(), 1)) == [1, 2]
