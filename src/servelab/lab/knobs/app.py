@@ -20,6 +20,7 @@ import threading
 import time
 
 from ... import knobs
+from ...provenance import COURSE_MACHINE
 from ...results import ResultsStore
 from .. import rep2
 from ..common import clean, offline_reason
@@ -469,7 +470,7 @@ class KnobLab:
 
         def find(setting: str) -> tuple[dict | None, str]:
             plan = knobs.resolve(knob, setting)
-            for source, where in ((self.store, "measured here"), (self.recorded, "recorded on the course's machine")):
+            for source, where in ((self.store, "measured here"), (self.recorded, COURSE_MACHINE)):
                 found = [r for r in source.read() if matches(r, plan)]
                 if found:
                     return found[-1], where

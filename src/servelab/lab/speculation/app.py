@@ -22,6 +22,7 @@ from typing import Any
 from ...cpu_usage import contended
 from ...engine import EngineConfigError, EngineError
 from ...measure import MIN_REQUESTS
+from ...provenance import COURSE_MACHINE
 from ...results import ResultsStore
 from .. import page, rep2
 from ..common import clean, offline_reason
@@ -782,7 +783,7 @@ class SpecDecodeLab:
         if point is None and recorded is not None and self.offline:
             # Where nothing can be measured (nbgrader grading, CI's notebook run) the notebook still runs on the
             # course machine's recording; the record says which machine that was.
-            return dict(clean(recorded), machine=recorded.get("machine") or "recorded on the course's machine")
+            return dict(clean(recorded), machine=recorded.get("machine") or COURSE_MACHINE)
         if point is None:
             elsewhere = (
                 " The course machine's recording has this point, but rep 2 takes a measurement of your own."

@@ -18,6 +18,7 @@ from ... import simulate
 from ...cpu_usage import is_contended
 from ...hardware import DTYPE_BYTES
 from ...measure import compare, crossover_batch
+from ...provenance import COURSE_MACHINE
 from .points import (
     BATCHES,
     PointBook,
@@ -271,7 +272,7 @@ def _num(x):
 
 
 def _hover(r: dict) -> str:
-    where = "recorded on the course's machine" if r.get("_source") == "recorded" else "measured here"
+    where = COURSE_MACHINE if r.get("_source") == "recorded" else "measured here"
     bits = [where, r.get("hardware") or "", r.get("timestamp", "")[:16].replace("T", " ")]
     usage = r.get("cpu_usage") or {}
     if usage.get("contended"):
