@@ -512,26 +512,27 @@ def _probe_kernels(dtype_name: str, model_name: str, tokens: int):
     # nn.Linear's (out, in) weights of one layer; a decode step reads every layer's once, then the LM head
     layer = [(q_out, h), (kv_out, h), (kv_out, h), (h, q_out), (inter, h), (inter, h), (h, inter)]
 
-    def weight(out: int, inp: int):
-        return torch.empty(out, inp, dtype=dtype).uniform_(-0.05, 0.05)
-
-    weights = [weight(o, i) for _ in range(spec.num_layers) for o, i in layer] + [weight(spec.vocab_size, h)]
-    read_bytes = sum(w.numel() * w.element_size() for w in weights)
-    many = torch.randn(tokens, h, dtype=dtype)
-    many_wide = torch.randn(tokens, inter, dtype=dtype)
-    linear = torch.nn.functional.linear
-    # The reads: every byte of the model's weights once, as a decode step reads them, streamed as one buffer.
+    shapes = [shape for _ in range(spec.num_layers) for shape in layer] + [(spec.vocab_size, h)]
+    sizes = [out * inp for out, inp in shapes]
+    # Every matmul weight of the model in one buffer, so the reads stream it once as a decode step reads them.
     # Reading a byte costs the same whatever dtype it holds, so the buffer is summed as float32 words; torch's
     # own one-token bfloat16 linear is a slower kernel than the engine's (timed that way, the probe read about
     # half of what a measured decode step reads in the same time), so it would measure the kernel, not memory.
-    stream = torch.cat([w.reshape(-1) for w in weights])
-    words = stream.view(torch.float32) if stream.numel() * stream.element_size() % 4 == 0 else stream
+    stream = torch.empty(sum(sizes), dtype=dtype).uniform_(-0.05, 0.05)
+    read_bytes = stream.numel() * stream.element_size()
+    words = stream.view(torch.float32) if read_bytes % 4 == 0 else stream
+    many = torch.randn(tokens, h, dtype=dtype)
+    many_wide = torch.randn(tokens, inter, dtype=dtype)
+    linear = torch.nn.functional.linear
 
     def read() -> None:
         with torch.inference_mode():
             words.sum()
 
-    first = weights[: len(layer)]
+    first, at = [], 0  # the first layer's weights, as views of the buffer
+    for (out, inp), n in zip(shapes[: len(layer)], sizes):
+        first.append(stream[at : at + n].view(out, inp))
+        at += n
     gemm_flop = 2.0 * tokens * sum(w.numel() for w in first)
 
     def gemm() -> None:
