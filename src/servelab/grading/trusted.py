@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import runpy
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -386,12 +387,13 @@ class ScoreAnswers(NbGraderPreprocessor):
         "students, which are only those graded so far).",
     ).tag(config=True)
 
-    def _variant_grader(self, info, tests):
-        """grade_id -> a function of the answer that grades it against this student's own variant; {} when off.
+    def _variant_grader(self, info, tests) -> tuple[dict, Callable[[], tuple[dict, str, tuple]] | None]:
+        """(grade_id -> a function of the answer that grades it against this student's own variant, the
+        whole hand-in's copy evidence once every part is graded); ({}, None) when off.
 
         `tests`: the lesson's keys; a practice dict's knob and verdict are graded by its fixed key."""
         if not self.variants or info["assignment"] != "lesson25":
-            return {}
+            return {}, None
         from servelab.variants import PARTS, course_secret
         from servelab.variants import grading as vgrading
         from servelab.variants.lesson import LESSON_QUESTIONS
@@ -418,7 +420,7 @@ class ScoreAnswers(NbGraderPreprocessor):
                     variants=variants,
                     fixed_key=tests[grade_id][1] if grade_id in tests else None,
                 )
-                return graded.points, graded.feedback, "", dict(graded.slips), []
+                return graded.points, graded.feedback, "", dict(graded.slips)
 
             return check
 
@@ -438,15 +440,12 @@ class ScoreAnswers(NbGraderPreprocessor):
             )
             return {p: [evidence.classmate] for p in parts}, flag, evidence.standard
 
-        return {
-            **{g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS},
-            None: copies_in,
-        }
+        return {g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS}, copies_in
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         tests = load_tests(info["assignment"], self.keys_dir)
-        variant = self._variant_grader(info, tests)
+        variant, copies_in = self._variant_grader(info, tests)
         run = resources.get("servelab", {"answers": {}, "status": "not run", "detail": "", "errors": {}})
         results, flags = {}, []
         for index, cell in enumerate(nb.cells):
@@ -460,12 +459,10 @@ class ScoreAnswers(NbGraderPreprocessor):
                     "every autograded test needs a checker and a key there."
                 )
             slips: dict = {}
-            copied: list[str] = []
             try:
-                points, feedback, flag, slips, *more = self._score(
+                points, feedback, flag, slips = self._score(
                     tests[grade_id], run, grade_id, index, cell, variant.get(grade_id)
                 )
-                copied = more[0] if more else []
                 points = min(max(float(points), 0.0), max_points) if points == points else 0.0
             except Exception as exc:  # noqa: BLE001 - one test's failure costs that test, never the submission
                 points, flag = 0.0, f"{grade_id}: scoring failed ({type(exc).__name__}); scored 0"
@@ -495,9 +492,9 @@ class ScoreAnswers(NbGraderPreprocessor):
                 "answer": str(run["answers"].get(index) or "")[:REPORT_ANSWER_CHARS],
             }
             if grade_id in variant:  # for the instructor (the class report): whose variant the answer fits
-                results[grade_id]["copied_from"] = copied
-        if variant:
-            named, flag, printed = variant[None]()
+                results[grade_id]["copied_from"] = []
+        if copies_in is not None:
+            named, flag, printed = copies_in()
             for grade_id, whose in named.items():
                 if grade_id in results:
                     results[grade_id]["copied_from"] = whose
@@ -514,9 +511,9 @@ class ScoreAnswers(NbGraderPreprocessor):
         return nb, resources
 
     @staticmethod
-    def _score(spec, run, grade_id, index, cell, variant=None) -> tuple:
+    def _score(spec, run, grade_id, index, cell, variant=None) -> tuple[float, str, str, dict]:
         """(points, feedback, a flag for a person or "", the slips the checker named) for one test; with
-        `variant` (a function of the answer: _variant_grader's), its five, the classmates named last."""
+        `variant` (a function of the answer: _variant_grader's), the answer is graded by it instead of the key."""
         check_name, key = spec
         name = key.get("name", grade_id)
         text = run["answers"].get(index)
