@@ -145,11 +145,14 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 class-deps: setup $(CHP)
 	@# nginx: the class's servers' proxy (per-student keys and shares); libnss-wrapper: the cluster pods' passwd entry
-	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && command -v node >/dev/null && test -x /usr/sbin/nginx \
-	  && ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || { \
+	@# Only what is missing: a Node.js that brings its own npm (NodeSource's) conflicts with Debian's npm.
+	@missing="$$(ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || echo postgresql) \
+	  $$(command -v node >/dev/null || echo nodejs npm) $$(test -x /usr/sbin/nginx || echo nginx-light) \
+	  $$(ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || echo libnss-wrapper)"; \
+	if [ -n "$$(echo $$missing)" ]; then \
 	  command -v apt-get >/dev/null || { echo "Install PostgreSQL, Node.js 18+, nginx and nss_wrapper for the class."; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
-	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql nodejs npm nginx-light libnss-wrapper >/dev/null; }
+	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $$missing >/dev/null; fi
 	@# Class users' servers run venvs that `servelab class up` makes outside the checkout, of a Python they reach
 	@# without any folder being opened: this venv's base Python where every folder above it lets them through,
 	@# else the system's of the same version (a pyenv Python under /root, mode 700, stays closed). Nothing on
