@@ -36,6 +36,9 @@ from servelab.classroom import capfs, exchange, hub, limits, studentenv
 from servelab.classroom.journal import Journal
 from servelab.grading import course, samples
 from servelab.grading.collection import SafeExchangeCollect
+from servelab.variants import lesson
+from servelab.variants.questions import render_stated
+from servelab.variants.seeds import params_for
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +90,13 @@ def cls():
         course.make(settings.course_dir)
         subprocess.run(["chown", "-R", f"{TEACH}:", str(settings.course_dir)], check=True)
         settings.course_dir.chmod(0o700)
-        yield {"settings": settings, "python": str(python), "student_python": str(student_python), "capped": capped}
+        yield {
+            "settings": settings,
+            "python": str(python),
+            "student_python": str(student_python),
+            "capped": capped,
+            "journal": journal,
+        }
     finally:
         for name in (TEACH, ANA, BO):
             subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
@@ -137,8 +146,15 @@ def test_students_share_nothing_through_the_exchange(cls):
     ex = s.exchange / s.course_id
     nbgrader(cls, TEACH, "generate_assignment", "lesson25", "--force")
     nbgrader(cls, TEACH, "release_assignment", "lesson25", "--force")
+    # ana was handed her own numbers (as `servelab class up` hands them out); bo was not.
+    secret = b"the exchange test's course secret, 32+ bytes"
+    lesson.hand_out(ANA, secret=secret, record=cls["journal"].record)
     for student in (ANA, BO):
         nbgrader(cls, student, "fetch_assignment", "lesson25")
+    ana_copy = nbformat.read(Path(pwd.getpwnam(ANA).pw_dir) / "lesson25" / LESSON.notebook, as_version=4)
+    stated = "\n".join(c.source for c in ana_copy.cells)
+    for qid in lesson.LESSON_QUESTIONS:  # her copy's questions state her numbers, as she is graded on them
+        assert render_stated(qid, params_for(qid, ANA, secret=secret)) in stated, qid
 
     # The exchange and the released assignment are the instructor's: renaming, replacing or writing fails.
     for attempt in (

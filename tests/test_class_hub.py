@@ -191,6 +191,18 @@ def each_student_sees_their_own_numbers(klass) -> dict[str, str]:
     return shown
 
 
+def the_fetched_lesson_states_their_numbers(klass, student: str) -> None:
+    """The copy a student fetched (from the Assignments tab) asks each variant question with their numbers."""
+    from servelab.variants import lesson, params_for
+    from servelab.variants.questions import render_stated
+
+    fetched = nbformat.read(Path(pwd.getpwnam(student).pw_dir) / LAB_FILE["lesson25"], as_version=4)
+    stated = "\n".join(c.source for c in fetched.cells if c.cell_type == "markdown")
+    secret = variant_secret(klass)
+    for qid in lesson.LESSON_QUESTIONS:
+        assert render_stated(qid, params_for(qid, student, secret=secret)) in stated, (student, qid)
+
+
 def copies_are_flagged(klass) -> None:
     """sl-ben's report names whose variant his warm-up 1 answers fit; the instructor sees any student's numbers."""
     s = klass["settings"]
@@ -515,6 +527,7 @@ def test_a_week_of_class(klass):
                     "button", name="Fetch", exact=True
                 ).click()
                 row(page, "fetched_assignments_list", assignment).wait_for(timeout=60_000)
+            the_fetched_lesson_states_their_numbers(klass, student)
             screenshot(page, f"class-1-{student}-fetched")
             lesson, lab = sample
             if lesson == "typed":

@@ -752,3 +752,99 @@ def test_every_variant_is_a_deployment_that_exists_over_5000_seeds():
         practice4.add(tuple(sorted(questions.practice4(rng).items())))
     assert all(v <= min(node, questions.NODE_KV_BYTES) for v in worst.values()), worst
     assert len(practice4) >= 20, len(practice4)
+
+
+def _student_notebook():
+    import nbformat
+
+    from servelab.grading import course
+
+    return nbformat.read(course.get("lesson25").student, as_version=4)
+
+
+def test_the_lesson_states_each_variant_question_once_with_its_own_numbers_between_the_markers():
+    """What a learner on their own reads is the lesson's example, stated by the same text a student's copy is
+    written with (questions.render_stated): a stale or hand-edited block fails here."""
+    found: dict[str, list[str]] = {}
+    for cell in _student_notebook().cells:
+        for qid, text in lesson.blocks(cell.source):
+            assert cell.cell_type == "markdown" and "nbgrader" not in cell.metadata, cell.source[:80]
+            found.setdefault(qid, []).append(text)
+    assert sorted(found) == sorted(lesson.LESSON_QUESTIONS), sorted(found)
+    for qid, texts in found.items():
+        stated = questions.render_stated(qid, questions.BY_ID[qid].standard)
+        assert len(texts) == 1 and " ".join(texts[0].split()) == " ".join(stated.split()), (
+            f"{qid}: grading/source/lesson25/lesson25.py states {' '.join(texts[0].split())!r} between its markers, "
+            f"the lesson's numbers read {stated!r} (servelab.variants.questions); edit one, then run make notebooks"
+        )
+
+
+def test_a_students_copy_states_their_numbers_in_the_questions_and_nothing_else_changes():
+    import copy
+
+    released = _student_notebook()
+    mine = {q: p for q, p in seeds.all_params("student07", secret=SECRET).items() if q in lesson.LESSON_QUESTIONS}
+    theirs = copy.deepcopy(released)
+    assert sorted(lesson.personalise(theirs, mine)) == sorted(lesson.LESSON_QUESTIONS)
+    text = "\n".join(c.source for c in theirs.cells)
+    for qid, params in mine.items():
+        assert questions.render_stated(qid, params) in text, qid
+    w1 = mine["warmup1"]
+    assert f"a batch of {w1['batch']} sequences of {w1['tokens_per_sequence']:,} tokens" in text
+    changed = [i for i, (a, b) in enumerate(zip(released.cells, theirs.cells)) if a.source != b.source]
+    assert len(changed) == len(lesson.LESSON_QUESTIONS)
+    for i in changed:  # outside the markers each changed cell is the lesson's, word for word
+        outside = lesson.BLOCK.sub("", theirs.cells[i].source)
+        assert " ".join(outside.split()) == " ".join(lesson.BLOCK.sub("", released.cells[i].source).split())
+        assert "nbgrader" not in theirs.cells[i].metadata
+    # Numbers a question cannot be stated with, or none, leave that question as the lesson states it.
+    odd = copy.deepcopy(released)
+    assert lesson.personalise(odd, {"warmup1": {"layers": 3}, "warmup2": "x", "nope": {}}) == []
+    assert [c.source for c in odd.cells] == [c.source for c in released.cells]
+
+
+def test_personalise_file_leaves_a_notebook_alone_without_numbers(tmp_path):
+    import nbformat
+
+    path = tmp_path / "lesson25.ipynb"
+    nbformat.write(_student_notebook(), str(path))
+    before = path.read_bytes()
+    assert lesson.personalise_file(path, {}) == []
+    assert path.read_bytes() == before
+    mine = {"practice4": {"gpus_per_node": 8, "tensor_parallel_size": 24}}
+    assert lesson.personalise_file(path, mine) == ["practice4"]
+    written = nbformat.read(str(path), as_version=4)
+    nbformat.validate(written)
+    assert '"tensor parallelism: 24-way, on 8 GPUs."' in "\n".join(c.source for c in written.cells)
+
+
+def test_the_instructor_writes_any_students_copy_of_the_lesson(tmp_path, capsys):
+    import argparse
+
+    import nbformat
+
+    secret_file = tmp_path / "variant-secret"
+    secret_file.write_bytes(SECRET)
+    secret_file.chmod(0o600)
+    released = tmp_path / "lesson25.ipynb"
+    nbformat.write(_student_notebook(), str(released))
+    parser = argparse.ArgumentParser()
+    lesson.add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "show",
+            "student05",
+            "--secret-file",
+            str(secret_file),
+            "--roster",
+            ",".join(CLASS),
+            "--notebook",
+            str(released),
+        ]
+    )
+    assert lesson.run(args) == 0
+    out = tmp_path / "lesson25-student05.ipynb"
+    assert "state student05's numbers" in capsys.readouterr().out
+    text = "\n".join(c.source for c in nbformat.read(str(out), as_version=4).cells)
+    for qid in lesson.LESSON_QUESTIONS:
+        assert questions.render_stated(qid, seeds.params_for(qid, "student05", secret=SECRET)) in text, qid

@@ -119,19 +119,20 @@ print(h200)
 # Answer each warm-up by computing with the formulas above. Use the model's config values
 # (`llama_8b.num_layers`, `llama_8b.num_kv_heads`, ...) but write the formula out yourself.
 #
-# In a class, each student is handed numbers of their own: the cell under each warm-up's question
-# prints the question with yours, and your answers are graded against those, not against the numbers
-# stated in the question's text (they are the lesson's own example; where the printed model differs from
-# Llama-3.1-8B, compute with the printed values rather than `llama_8b`'s). On your own, it prints the
-# numbers stated here.
+# In a class, each student is handed numbers of their own: the questions below state yours (the copy
+# you fetched was written with them, and the cell under each question prints them again), and your
+# answers are graded against those. Where your model or GPU differs from the lesson's example, compute
+# with the stated values rather than `llama_8b`'s or `h200`'s. On your own, the questions state the
+# lesson's example: Llama-3.1-8B (`llama_8b`) and an H200 (`hardware.get("H200")`, the recap's `h200`).
 
 # %% [markdown] id="warmup1-question"
 # **1. ▢** Lesson 2 named the formula that governs a serving configuration's memory footprint. What
 # causes the cache to grow, and what does batching do to that cost?
 #
-# Compute for Llama-3.1-8B in bfloat16 (2 bytes per value):
+# <!-- variant: warmup1 -->Compute for a model with 32 layers and grouped-query attention: 32 attention heads,
+# 8 KV heads of dimension 128, in bfloat16 (2 bytes per value):
 # - `warmup1_kv_bytes_per_token`: KV cache bytes one token adds;
-# - `warmup1_kv_bytes_batch`: KV cache bytes for a batch of 32 sequences of 8,192 tokens each.
+# - `warmup1_kv_bytes_batch`: KV cache bytes for a batch of 32 sequences of 8,192 tokens each.<!-- /variant -->
 
 # %% id="warmup1-numbers"
 variants.show("warmup1")
@@ -173,10 +174,11 @@ assert isinstance(warmup1_kv_bytes_batch, numbers.Real) and type(warmup1_kv_byte
 # **2. ▢** Lesson 6 said throughput and per-token latency trade against each other via batch size.
 # What actually governs which direction the trade moves?
 #
-# Compute for an H200 (dense bf16 peak and memory bandwidth from `hardware.get("H200")`):
+# <!-- variant: warmup2 -->Compute for a GPU with a dense bfloat16 peak of 989 TFLOP/s and 4,800 GB/s of
+# memory bandwidth:
 # - `warmup2_ridge_flop_per_byte`: the roofline ridge point, FLOP per byte;
-# - `warmup2_ridge_tokens_per_step`: the tokens a bf16 decode step must carry before it turns
-#   compute-bound (2 FLOP per parameter per token, 2 bytes per parameter read once per step).
+# - `warmup2_ridge_tokens_per_step`: the tokens a bfloat16 decode step must carry before it turns
+#   compute-bound (2 FLOP per parameter per token, 2 bytes per parameter read once per step).<!-- /variant -->
 
 # %% id="warmup2-numbers"
 variants.show("warmup2")
@@ -221,7 +223,7 @@ assert isinstance(warmup2_ridge_tokens_per_step, numbers.Real) and type(warmup2_
 # > Below the ridge the step waits on memory, so adding sequences costs no extra weight reads (throughput
 # > rises, per-token latency rises slowly); above it the step waits on arithmetic, so every extra token
 # > costs time (throughput flattens, latency rises). But only the weight reads are shared. Every sequence's KV cache is read every step as well, and at long
-# > contexts it outweighs the weights: warm-up 1's batch (32 sequences of 8,192 tokens) holds about 34 GB
+# > contexts it outweighs the weights: the lesson's warm-up 1 batch for Llama-3.1-8B (32 sequences of 8,192 tokens) holds about 34 GB
 # > of KV cache, read each step, against about 16 GB of weights. The simulator (a model, not a
 # > measurement) shows what that does to the step time, below the ridge all the way:
 #
@@ -240,14 +242,17 @@ for batch in (1, 8, 32):
 # the cost of generating one token normally, because decoding is memory-bandwidth-bound. Does that
 # mechanism change when your batch size gets very large?
 #
-# Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate `a = 0.7` (the
-# recap's `a`: the chance that one draft token is accepted given the ones before it were, not the
-# "draft acceptance rate" vLLM logs, which is accepted / drafted tokens):
-# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step, to
-#   three significant figures or more (two figures cannot tell the sum apart from a shortcut);
-# - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model
-#   at batch 64;
-# - `warmup3_compute_bound`: `True` if that step is past the H200's ridge (warm-up 2), else `False`.
+# <!-- variant: warmup3 -->Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate
+# `a = 0.7` (the chance that one draft token is accepted given the ones before it were), on a GPU with a
+# dense bfloat16 peak of 989 TFLOP/s and 4,800 GB/s of memory bandwidth (2 bytes per parameter):
+# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step, to three
+#   significant figures or more;
+# - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model at
+#   batch 64;
+# - `warmup3_compute_bound`: `True` if that step is past the GPU's ridge, else `False`.<!-- /variant -->
+#
+# `a` is the recap's, not the "draft acceptance rate" vLLM logs (accepted / drafted tokens); two
+# significant figures cannot tell the sum apart from a shortcut; the ridge is computed as in warm-up 2, for this GPU.
 
 # %% id="warmup3-numbers"
 variants.show("warmup3")
@@ -501,10 +506,9 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # trusting any ranges.
 
 # %% [markdown] id="practice1-question"
-# **1. ▢** A configuration proposes batch size 256 for a workload whose stated SLO is "p99 TTFT under
-# 500ms at 20 concurrent users." You measure TTFT with max-num-seqs 256, at the stated 20 users, and
-# find p99 is 1200ms. What is the
-# configuration's actual error?
+# **1. ▢** <!-- variant: practice1 -->A configuration proposes batch size 256 for a workload whose stated
+# SLO is "p99 TTFT under 500ms at 20 concurrent users." You measure TTFT with max-num-seqs 256, at the
+# stated 20 users, and find p99 is 1200ms.<!-- /variant --> What is the configuration's actual error?
 #
 # State exactly what is wrong in `practice1`, a dict with these keys:
 # - `"knob"`: the knob at fault, named as the review checklist names it: `"batching"`,
@@ -518,8 +522,8 @@ assert not _unknown, f"predicted_wrong has options that are not in the table: {s
 # - `"cap_explains_miss"`: `True` if lowering the batching cap would bring p99 TTFT under the target,
 #   else `False`.
 #
-# In a class, the cell below prints the numbers of this review as you are asked them (the numeric keys
-# are graded against yours); on your own, the ones stated here.
+# In a class, the review above states your own numbers (the numeric keys are graded against them); the
+# cell below prints them again.
 
 # %% id="practice1-numbers"
 variants.show("practice1")
@@ -562,7 +566,7 @@ for _field in ('slo_miss_ms', 'useful_batch_limit'):
 # > size. With 1,000 users and a cap of 128, the other 872 requests wait in the queue: that raises their
 # > TTFT; it says nothing about GPU utilization. (Nor is a batch of 128 "full" in the roofline's sense: a
 # > plain decode step at batch 128 carries 128 tokens, below the H200's ridge of about 206 tokens per step
-# > from warm-up 2, so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
+# > (warm-up 2's lesson example), so it still waits on memory.) What the item should ask: does the cap bind at the workload's peak (requests queue), and
 # > does the measured TTFT at that load meet the SLO? An oversized cap that never binds is
 # > *unjustified*, never *wrong*: vLLM's own default is 256 on most GPUs, and 1,024 (for `vllm serve`
 # > and the `LLM` class alike) on GPUs that report at least 70 GiB and are not A100s, such as the H100
@@ -757,13 +761,13 @@ for label, n in (("accepted", accepted), ("rejected", rejected), ("discarded", d
     print(f"{label:9s} {n:.2f} of {k} drafts ({n / k:.0%})")
 
 # %% [markdown] id="practice4-question"
-# **4. ▢** A configuration states "tensor parallelism: 8-way, on 4 GPUs." What is wrong with this?
+# **4. ▢** <!-- variant: practice4 -->A configuration states "tensor parallelism: 8-way, on 4 GPUs."<!-- /variant -->
+# What is wrong with this?
 #
 # State it in `practice4`, a dict with keys `"knob"` (the knob at fault, named as in practice 1), `"verdict"`
 # (`"justified"`, `"unjustified"` or `"wrong"`), `"configured"` (the tensor-parallel degree asked for),
 # `"gpus_available"` and `"max_tensor_parallel"` (the largest tensor-parallel degree this node supports).
-# In a class, the cell below prints the configuration with your numbers, and the numeric keys are graded
-# against them.
+# In a class, the configuration above states your numbers, and the numeric keys are graded against them.
 
 # %% id="practice4-numbers"
 variants.show("practice4")

@@ -72,7 +72,31 @@ class _ReadableRoot:
 
 
 class ClassFetchAssignment(_ReadableRoot, ExchangeFetchAssignment):
-    pass
+    """nbgrader's fetch, and each notebook it copies then states the fetching student's own numbers in its
+    questions (servelab.variants.lesson.personalise, from the file `servelab class up` handed them). It runs
+    as the student, on their own copy: the released notebook is everyone's and stays as it is."""
+
+    def copy_files(self):
+        existed = set(_notebooks(self.dest_path))
+        super().copy_files()
+        from servelab.variants import lesson
+
+        for path in sorted(set(_notebooks(self.dest_path)) - existed):
+            try:
+                done = lesson.personalise_file(path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:  # the fetch stands: the cells print them
+                self.log.warning(
+                    "Could not write your numbers into %s (%s): the cell under each question prints them", path, exc
+                )
+                continue
+            if done:
+                self.log.info("Your own numbers in %s: %s", os.path.basename(path), ", ".join(done))
+
+
+def _notebooks(folder: str) -> list[str]:
+    return (
+        glob.glob(os.path.join(glob.escape(folder), "**", "*.ipynb"), recursive=True) if os.path.isdir(folder) else []
+    )
 
 
 class ClassFetchFeedback(_ReadableRoot, ExchangeFetchFeedback):

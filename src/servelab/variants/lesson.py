@@ -7,9 +7,13 @@ it, nobody else of the class does, and nobody writes it. Grading never reads it 
 student's parameters from the hand-in's owner, servelab.variants.grading), so a changed copy changes only
 the text its reader sees.
 
-The lesson's question cells call `show(question_id)`: the question's text with the student's numbers
-when their file is there, with the lesson's own numbers (`Question.standard`) when it is not (a learner
-on their own, nbval, the sample submissions).
+The lesson's question cells state the lesson's own numbers (`Question.standard`: what a learner on their
+own, nbval and the sample submissions read) between two markers, ``<!-- variant: warmup1 -->`` and
+``<!-- /variant -->`` (HTML comments: nothing shows). In a class, fetching the assignment writes each
+student's copy with their numbers there (`personalise`, run by the class's exchange as the student fetches,
+servelab.classroom.exchange.ClassFetchAssignment, from their file): the question reads with their numbers,
+as it is graded. The cell below each question prints it again from the file (`show(question_id)`), for a
+notebook fetched before the file was handed out.
 
     SERVELAB_VARIANT_PARAMS   another path for the file (a test's, or a deployment's own layout)
 """
@@ -19,9 +23,10 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 from pathlib import Path
 
-from .questions import Params, question_of, render
+from .questions import BY_ID, Params, question_of, render, render_stated
 from .seeds import ASSIGNMENT, all_params
 
 # The questions the lesson asks each student with their own numbers, and grades against them (practice 1
@@ -70,6 +75,57 @@ def text(question_id: str, path: Path | None = None) -> str:
 def show(question_id: str, path: Path | None = None) -> None:
     """What a question cell prints: its text, with this user's numbers (or the lesson's)."""
     print(text(question_id, path))
+
+
+# A marked block of a question cell: what personalise rewrites. The id is a question's (questions.BY_ID).
+BLOCK = re.compile(r"<!-- variant: (?P<id>[a-z0-9-]+) -->(?P<text>.*?)<!-- /variant -->", re.DOTALL)
+
+
+def blocks(source: str) -> list[tuple[str, str]]:
+    """The marked blocks of a markdown cell's source: (question id, the text between the markers)."""
+    return [(m["id"], m["text"]) for m in BLOCK.finditer(source)]
+
+
+def personalise(notebook: dict, params: dict[str, Params]) -> list[str]:
+    """Rewrite each marked block of the notebook's markdown cells with these numbers (question id ->
+    parameters; a question with none, or with numbers its text cannot be stated with, keeps the lesson's);
+    the question ids rewritten. Only the text between the markers changes, never a graded cell's."""
+    done: list[str] = []
+
+    def fill(match: re.Match) -> str:
+        qid, theirs = match["id"], params.get(match["id"])
+        if qid not in BY_ID or not isinstance(theirs, dict):
+            return match[0]
+        try:
+            text = render_stated(qid, theirs)
+        except (KeyError, ValueError, IndexError):
+            return match[0]
+        done.append(qid)
+        return f"<!-- variant: {qid} -->{text}<!-- /variant -->"
+
+    for cell in notebook.get("cells", []):
+        if cell.get("cell_type") != "markdown" or "nbgrader" in cell.get("metadata", {}):
+            continue  # nbgrader's cells keep their checksums
+        source = cell.get("source", "")
+        joined = "".join(source) if isinstance(source, list) else source
+        if "<!-- variant:" in joined:
+            cell["source"] = BLOCK.sub(fill, joined)
+    return done
+
+
+def personalise_file(path: str | Path, params: dict[str, Params] | None = None) -> list[str]:
+    """personalise() a notebook file in place with this user's numbers (`mine()` unless given); the ids
+    rewritten ([] and the file untouched where there are none to write)."""
+    import nbformat
+
+    params = mine() if params is None else params
+    if not params:
+        return []
+    notebook = nbformat.read(str(path), as_version=nbformat.NO_CONVERT)
+    done = personalise(notebook, params)
+    if done:
+        nbformat.write(notebook, str(path))
+    return done
 
 
 def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=None) -> Path:
@@ -168,6 +224,13 @@ def add_arguments(parser) -> None:
     show_p.add_argument("student", help="the student's id (their login on the class's hub)")
     show_p.add_argument("--secret-file", type=Path, help="the course secret (default: the class's, else seeds')")
     show_p.add_argument(
+        "--notebook",
+        type=Path,
+        help="also write a copy of this notebook (the released lesson) with the student's numbers in its questions, "
+        "as their fetched copy states them, beside it as <name>-<student>.ipynb (or --out)",
+    )
+    show_p.add_argument("--out", type=Path, help="where --notebook's copy goes")
+    show_p.add_argument(
         "--roster",
         help="the class's student ids, comma-separated, or a file of them (one a line, or the class's class.json); "
         "an id not on it is refused (default: the running class's class.json, where there is one)",
@@ -185,7 +248,11 @@ def roster_of(spec: str | None) -> list[str] | None:
             return None
         spec = str(path)
     path = Path(spec)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError:  # a long list of ids is no file name
+        is_file = False
+    if is_file:
         text = path.read_text()
         if path.suffix == ".json":
             return [str(s) for s in json.loads(text).get("students", [])]
@@ -210,4 +277,14 @@ def run(args) -> int:
         )
         return 2
     print(instructor_view(args.student, secret=secret))
+    if getattr(args, "notebook", None) is not None:
+        import shutil
+
+        from .seeds import params_for
+
+        out = args.out or args.notebook.with_name(f"{args.notebook.stem}-{args.student}.ipynb")
+        shutil.copyfile(args.notebook, out)
+        theirs = {qid: params_for(qid, args.student, secret=secret) for qid in LESSON_QUESTIONS}
+        done = personalise_file(out, theirs)
+        print(f"\n{out}: the questions {', '.join(done) or '(none marked)'} state {args.student}'s numbers")
     return 0

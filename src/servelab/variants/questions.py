@@ -44,11 +44,14 @@ class Question:
     id: str
     title: str
     generate: Callable[[random.Random], Params]
-    text: str  # str.format with the parameters (render() adds the derived display values)
+    text: str  # str.format with the parameters: the question as practice and the instructor's view ask it
     parts: tuple[Part, ...] = field(default_factory=tuple)
     # The lesson's own numbers (what it states without a variant: offline learners, nbval, the samples);
     # None for a question the lesson does not ask with numbers of its own.
     standard: Params | None = None
+    # What the lesson's question cell states with the numbers, where it is not the whole `text` (the lesson
+    # then asks its own question around it); str.format with the parameters, like `text`.
+    stated: str | None = None
 
 
 def _grid(rng: random.Random, low: float, high: float, step: float) -> float:
@@ -237,6 +240,14 @@ _SHAPE = (
 )
 _GPU = "a GPU with a dense {dtype} peak of {peak_tflops:,g} TFLOP/s and {bandwidth_gb_s:,g} GB/s of memory bandwidth"
 
+# Practice 1 and 4 as the lesson states them (its question follows); their `text` adds what to fill.
+_PRACTICE1 = (
+    'A configuration proposes batch size {max_num_seqs} for a workload whose stated SLO is "p99 TTFT under '
+    '{target_ms:g}ms at {users} concurrent users." You measure TTFT with max-num-seqs {max_num_seqs}, at the '
+    "stated {users} users, and find p99 is {measured_ms:g}ms."
+)
+_PRACTICE4 = 'A configuration states "tensor parallelism: {tensor_parallel_size}-way, on {gpus_per_node} GPUs."'
+
 QUESTIONS: tuple[Question, ...] = (
     Question(
         "warmup1",
@@ -320,9 +331,7 @@ QUESTIONS: tuple[Question, ...] = (
         "practice1",
         "A batching cap against a TTFT SLO",
         practice1,
-        "A configuration proposes batch size {max_num_seqs} (`max-num-seqs`) for a workload whose stated SLO is "
-        '"p99 TTFT under {target_ms:g} ms at {users} concurrent users." You measure p99 TTFT at that load and '
-        'find {measured_ms:g} ms. Fill `practice1`\'s numeric keys: `"slo_met"` (True or False), '
+        _PRACTICE1 + ' Fill `practice1`\'s numeric keys: `"slo_met"` (True or False), '
         '`"slo_miss_ms"` (by how many ms the measured p99 misses the target, 0 if it meets it), '
         '`"useful_batch_limit"` (the most sequences this workload can put into one batch) and '
         '`"cap_explains_miss"` (True if lowering the cap would bring p99 TTFT under the target).',
@@ -338,13 +347,14 @@ QUESTIONS: tuple[Question, ...] = (
             ),
         ),
         standard={"users": 20, "max_num_seqs": 256, "target_ms": 500, "measured_ms": 1200},
+        stated=_PRACTICE1,
     ),
     Question(
         "practice4",
         "Tensor parallelism on one node",
         practice4,
-        'A configuration states "tensor parallelism: {tensor_parallel_size}-way, on one node of {gpus_per_node} '
-        'GPUs." Fill `practice4`\'s numeric keys: `"configured"` (the tensor-parallel degree asked for), '
+        _PRACTICE4 + " Its {gpus_per_node} GPUs are one node."
+        ' Fill `practice4`\'s numeric keys: `"configured"` (the tensor-parallel degree asked for), '
         '`"gpus_available"` and `"max_tensor_parallel"` (the largest tensor-parallel degree this node supports).',
         (
             Part(
@@ -358,6 +368,7 @@ QUESTIONS: tuple[Question, ...] = (
             ),
         ),
         standard={"gpus_per_node": 4, "tensor_parallel_size": 8},
+        stated=_PRACTICE4,
     ),
     Question(
         "capacity-context",
@@ -450,6 +461,12 @@ def question_of(part_or_question: str) -> Question:
 def render(question_id: str, params: Params) -> str:
     """The question's text with these parameters: what the lesson prints in the question's markdown cell."""
     return question_of(question_id).text.format(**params)
+
+
+def render_stated(question_id: str, params: Params) -> str:
+    """What the lesson's question cell states with these parameters (`Question.stated`, else the whole text)."""
+    question = question_of(question_id)
+    return (question.stated or question.text).format(**params)
 
 
 def params_source(params: Params, name: str = "params") -> str:
