@@ -16,13 +16,12 @@ from . import cpu_usage
 from .cpu_usage import machine_fingerprint
 from .engine import DRAFTED, BatchResult, Engine, EngineConfig
 from .hardware import this_machine
-from .measurement import Measurement, latency_fields, speculation_fields, stamped, throughput_fields
+from .measurement import MIN_REQUESTS, Measurement, latency_fields, speculation_fields, stamped, throughput_fields
 from .results import ResultsStore
 from .workload import PromptSet, load
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_OUTPUT_LEN = 64
-MIN_REQUESTS = 8  # small batches repeat on successive prompts until this many requests ran
 
 
 def to_measurement(

@@ -16,6 +16,9 @@ from datetime import datetime, timezone
 from . import __version__
 
 SCHEMA_VERSION = 1
+# The fewest requests one measured point runs, whatever its batch: small batches repeat on successive prompts
+# until this many ran (servelab.measure on the engine, servelab.remote on a server).
+MIN_REQUESTS = 8
 METHODS = ("none", "ngram", "draft_model", "eagle", "eagle3", "adaptive", "routed")
 # Which way is better for each metric an SLO can name: the lab's rep 2 offers these and the grader judges by them.
 METRIC_DIRECTIONS = {

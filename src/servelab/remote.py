@@ -34,12 +34,19 @@ from urllib.parse import urlsplit
 import httpx
 
 from .cpu_usage import machine_fingerprint
-from .measurement import Measurement, latency_fields, percentile, speculation_fields, stamped, throughput_fields
+from .measurement import (
+    MIN_REQUESTS,
+    Measurement,
+    latency_fields,
+    percentile,
+    speculation_fields,
+    stamped,
+    throughput_fields,
+)
 from .metrics import parse_prometheus, spec_counters
 from .workload import PromptSet, load
 
 DEFAULT_TIMEOUT_S = 30.0  # connect, and the longest wait for the next streamed chunk
-MIN_REQUESTS = 8  # like measure.MIN_REQUESTS: small concurrencies run several requests in turn
 
 
 class RemoteError(RuntimeError):

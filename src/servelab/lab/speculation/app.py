@@ -21,7 +21,7 @@ from typing import Any
 
 from ...cpu_usage import contended
 from ...engine import EngineConfigError, EngineError
-from ...measure import MIN_REQUESTS
+from ...measurement import MIN_REQUESTS
 from ...provenance import COURSE_MACHINE
 from ...results import ResultsStore
 from .. import page, rep2
