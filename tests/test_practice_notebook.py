@@ -1,15 +1,13 @@
 """The practice notebook (lessons/practice.ipynb): built from its source, its cells run top to bottom without
 reviewing anything, and through its functions (the plain cells' and the form's) a fresh variant is checked with
-the grader's checkers and a missed question comes back before a known one, in `servelab practice`'s schedule."""
+the grader's checkers and a missed question comes back before a known one, in `servelab practice`'s schedule.
+`make nbval` runs the notebook itself in a kernel, with the course's other notebooks in lessons/."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import os
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -137,19 +135,3 @@ def test_without_the_solver_the_notebook_says_what_to_do_and_its_cells_do_nothin
     assert said.startswith("Practice is not available here. The answers to the variant questions are not in")
     assert "in a clone of servelab" in said and "Worked solution" not in said
     assert not (tmp_path / "practice.json").exists()
-
-
-@pytest.mark.unit(False)  # runs the notebook in a kernel under nbval
-def test_nbval_passes_on_the_practice_notebook(tmp_path):
-    env = {**os.environ, "SERVELAB_PRACTICE_FILE": str(tmp_path / "practice.json"), "SERVELAB_OFFLINE": "1"}
-    env.pop("NBGRADER_EXECUTION", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider", str(notebook.NOTEBOOK)],
-        cwd=REPO_DIR,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert not (tmp_path / "practice.json").exists()  # running the notebook reviews nothing
