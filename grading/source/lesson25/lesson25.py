@@ -245,8 +245,8 @@ for batch in (1, 8, 32):
 # <!-- variant: warmup3 -->Compute, for n-gram speculation with `k = 4` draft tokens and acceptance rate
 # `a = 0.7` (the chance that one draft token is accepted given the ones before it were), on a GPU with a
 # dense bfloat16 peak of 989 TFLOP/s and 4,800 GB/s of memory bandwidth (2 bytes per parameter):
-# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step, to three
-#   significant figures or more;
+# - `warmup3_tokens_per_verify_step`: the expected tokens one sequence gains per verify step,
+#   to three significant figures or more;
 # - `warmup3_verified_tokens_per_step`: the tokens one verify step pushes through the target model at
 #   batch 64;
 # - `warmup3_compute_bound`: `True` if that step is past the GPU's ridge, else `False`.<!-- /variant -->
