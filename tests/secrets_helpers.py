@@ -7,8 +7,11 @@ Markers come from two places, never from a hand-written list:
 - the key modules in grading/keys/: every string and number their keys write out (expected
   values, options, feedback: the judgement keys), and every line of the variant questions' solver
   (grading/keys/lesson25_variants.py), none of which the package may hold. A key a module computes from servelab's presets
-  or reviewer (servelab.grading.keys) is not a marker: the lesson asks the learner to compute the
-  same value from the same public presets, and to compare the audit with `servelab review`.
+  or reviewer (with servelab.grading.keys) is not a marker: the lesson asks the learner to compute the
+  same value from the same public presets, and to compare the audit with `servelab review`. The keys
+  module itself, which computes those keys for any numbers (so any student's own warm-ups), is instructor-only:
+  the students' wheel leaves it out (servelab.classroom.studentenv.INSTRUCTOR_ONLY), which
+  tests/test_course_secrets.py checks by name, not by marker.
 
 The rule that drops markers too generic to mean anything: a string marker is kept only if it is
 at least MIN_CHARS characters long after stripping, and it appears nowhere in a student version

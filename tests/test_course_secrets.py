@@ -68,41 +68,46 @@ def test_the_installed_package_holds_no_answer():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    # The venv's own setuptools builds it: no network, and the wheel is what `pip install .` would install.
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(out),
-            str(REPO_DIR),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    (built,) = out.glob("servelab-*.whl")
-    return built
+    """The students' wheel, as `servelab class up` builds it: pip with the venv's own setuptools (no network),
+    from a copy of the checkout without its course folders and the package's instructor-only files."""
+    from servelab.classroom import studentenv
+
+    return studentenv.build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
-def test_a_built_wheel_holds_no_answer(wheel):
+def test_a_built_wheel_holds_no_answer(wheel, tmp_path):
     with zipfile.ZipFile(wheel) as zf:
         files = [(name, zf.read(name)) for name in zf.namelist()]
+        zf.extractall(tmp_path / "site")
     names = [n for n, _ in files]
     assert "servelab/lab/rep2.py" in names  # what a learner's notebook imports is there
+    assert "servelab/grading/capture.py" in names  # the hidden tests' hand-over
     assert not any(n.startswith(("grading/", "solutions/")) or n.endswith(".ipynb") for n in names)
+    # The keys module, a solver for any student's numbers, stays in the checkout (studentenv.INSTRUCTOR_ONLY).
+    assert "servelab/grading/keys.py" not in names
     data = REPO_DIR / "data"
     assert not [
         n for n in names for path in secrets_helpers.VERDICT_FILES if n == f"servelab/data/{path.relative_to(data)}"
     ]
     assert _found(files) == {}
+    # The wheel's servelab alone (-S: no site folder, so not the checkout's editable install): the hidden tests'
+    # hand-over imports, the keys do not.
+    probe = "\n".join(
+        [
+            f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r})",
+            "import servelab.grading.capture as capture; print(capture.__file__)",
+            "try:",
+            "    import servelab.grading.keys",
+            "except ModuleNotFoundError as e:",
+            "    print(e.name)",
+        ]
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    capture, missing = result.stdout.split()
+    assert Path(capture).is_relative_to(tmp_path / "site") and missing == "servelab.grading.keys"
 
 
 def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_reads(tmp_path):
@@ -131,7 +136,8 @@ def test_the_students_environment_is_the_wheel_and_carries_the_data_the_lab_read
     assert str(REPO_DIR) not in where
     shown = subprocess.run([str(python), "-m", "pip", "show", "servelab"], capture_output=True, text=True, timeout=300)
     assert shown.returncode == 0 and "Editable project location" not in shown.stdout, shown.stdout + shown.stderr
-    gone = subprocess.run([str(python), "-c", "import servelab.grading.lesson25"], capture_output=True, text=True)
-    assert "ModuleNotFoundError" in gone.stderr
+    for instructor_only in ("servelab.grading.lesson25", "servelab.grading.keys"):
+        gone = subprocess.run([str(python), "-c", f"import {instructor_only}"], capture_output=True, text=True)
+        assert "ModuleNotFoundError" in gone.stderr, instructor_only
     files = [(str(p.relative_to(package)), p.read_bytes()) for p in package.rglob("*") if p.is_file()]
     assert _found(files) == {}

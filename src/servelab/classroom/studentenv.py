@@ -7,7 +7,9 @@
                                         deps/ added as a site folder by a .pth file, Jupyter's share/ and etc/
 
 The checkout holds the keys, the instructor notebooks and the sample submissions, so
-class users must never need it: nothing here points into it. The venv's base Python is
+class users must never need it: nothing here points into it. The wheel leaves out the package's
+instructor-only files too (INSTRUCTOR_ONLY: servelab/grading/keys.py, a solver for any student's numbers),
+so neither a student's kernel nor a grading sandbox that mounts this package can import them. The venv's base Python is
 one every user can run without any folder being opened (`open_python`): this venv's
 own where every folder above it lets others through, else the system's Python of the
 same version (a pyenv Python under /root, mode 700, is not opened for the class). Hard links cost no disk and
@@ -73,9 +75,23 @@ NOT_FOR_THE_WHEEL = (
 )
 
 
+# The package's files the wheel's copy leaves out, as the instructor's alone: the keys module computes the answer
+# and its slips for any numbers, a solver for each student's own warm-ups (servelab.variants), so only the checkout
+# has it (the instructors' venv, its editable install, and the grader's trusted process that loads grading/keys/).
+INSTRUCTOR_ONLY = ("src/servelab/grading/keys.py",)
+
+
 def _not_for_the_wheel(folder: str, names: list[str]) -> list[str]:
     top = Path(folder) == REPO_DIR
-    return [n for n in names if (top and n in NOT_FOR_THE_WHEEL) or n == "__pycache__" or n.endswith(".egg-info")]
+    here = Path(folder).relative_to(REPO_DIR)
+    return [
+        n
+        for n in names
+        if (top and n in NOT_FOR_THE_WHEEL)
+        or (here / n).as_posix() in INSTRUCTOR_ONLY
+        or n == "__pycache__"
+        or n.endswith(".egg-info")
+    ]
 
 
 def _python(venv: Path) -> Path:

@@ -1,7 +1,8 @@
 """Grading for Lesson 25 and its lab: checkers, keys, and the nbgrader release and grading pipeline.
 
 - checkers: one pure function per kind of answer, (answer, key) -> Result(points, feedback)
-- keys: the keys of computed answers, built from servelab's own presets and reviewer
+- keys: the keys of computed answers, built from servelab's own presets and reviewer (instructor-only:
+  a solver for any student's numbers, left out of the students' wheel)
 - author: builds the instructor notebooks in solutions/ from their text sources in grading/source/
   (jupytext percent files, instructor-only, with the keys: no solution text is in this package)
 - release: nbgrader generate_assignment -> lessons/ and labs/

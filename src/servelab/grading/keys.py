@@ -1,4 +1,9 @@
-"""Keys for the computed answers, built from servelab itself (nothing here is secret).
+"""Keys for the computed answers, built from servelab itself. Instructor-only: not in the students' wheel.
+
+No value here is secret (a learner computes it from the same public presets), but the module computes
+the answer and its slips for any numbers, so with each student's own warm-up numbers (servelab.variants)
+it is a solver: the students' wheel leaves it out (servelab.classroom.studentenv.INSTRUCTOR_ONLY), and
+nothing a student's environment runs imports it. The grader's key files (grading/keys/) use it from the checkout.
 
 Each function returns a key for a checker in `checkers`: the value servelab
 computes (model presets, hardware presets, the reviewer) plus the known slips a
