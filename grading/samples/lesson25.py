@@ -213,15 +213,36 @@ _letters = re.findall(r"'correct': '([a-d])'", "\n".join(map(str, found)))  # pr
 practice5_answer = _letters[0] if _letters else "c"
 """
 
+# Each patch is tried on its own, so the notebook runs on and practice 5's answer is set whatever fails. In the
+# grading sandbox the checkers' import fails (of servelab.grading it holds only the hand-over: sandbox.py's
+# SANDBOX_GRADING_FILES), and so does the keys' wherever a student's servelab runs (the students' wheel leaves
+# the module out); the presets' patch runs and changes only this kernel. Either way the grader's own process
+# checks the answers with its own keys, so this scores what partial scores.
 PATCH_CHECKER = r"""
 # Make every checker award full points, and every key agree with my answers.
-import servelab.grading.checkers as _c, servelab.grading.keys as _k, servelab.modelspec as _ms
-_full = lambda answer, key: _c.Result(float(key.get("points", 1)), "full marks")
-for _name in ("number", "choice", "selection", "fields", "yes_no", "knob_audit", "rollout_plan"):
-    setattr(_c, _name, _full)
-_c.report = lambda result: float(result[0])
-_ms.ModelSpec.kv_bytes_per_token = lambda self, dtype="bfloat16": 65536
-_k.tokens_per_verify_step = lambda *a, **kw: {"value": 5, "points": 1}
+patched = []
+def _try(fn):
+    try:
+        patched.append(fn())
+    except Exception as exc:
+        patched.append(f"refused: {type(exc).__name__}")
+def _checkers():
+    import servelab.grading.checkers as _c
+    _full = lambda answer, key: _c.Result(float(key.get("points", 1)), "full marks")
+    for _name in ("number", "choice", "selection", "fields", "yes_no", "knob_audit", "rollout_plan"):
+        setattr(_c, _name, _full)
+    _c.report = lambda result: float(result[0])
+    return "checkers"
+def _keys():
+    import servelab.grading.keys as _k
+    _k.tokens_per_verify_step = lambda *a, **kw: {"value": 5, "points": 1}
+    return "keys"
+def _presets():
+    import servelab.modelspec as _ms
+    _ms.ModelSpec.kv_bytes_per_token = lambda self, dtype="bfloat16": 65536
+    return "presets"
+for _patch in (_checkers, _keys, _presets):
+    _try(_patch)
 practice5_answer = "c"
 """
 
@@ -286,6 +307,9 @@ def samples(student_nb) -> list[Sample]:
         Sample("output_flood", output_flood, partial_points, "partial, printing 30,000 lines"),
         Sample("read_key", read_key, partial_points, "partial, reading the key from the gradebook, notebooks, /proc"),
         Sample(
-            "patch_checker", patch_checker, partial_points, "partial, patching the checkers, keys and model presets"
+            "patch_checker",
+            patch_checker,
+            partial_points,
+            "partial, trying to patch the checkers, keys and model presets",
         ),
     ]
