@@ -1,7 +1,7 @@
 """The lesson's side of the variants: each student's parameters file, and the question cells that print from it.
 
 In a class, the release hands each student their own parameters (`hand_out`, run by `servelab class up`
-as root): ``all_params(student, secret=...)`` as JSON at ``~<student>/.servelab/variants/lesson25.json``,
+as root): ``lesson_params(student, secret=...)`` as JSON at ``~<student>/.servelab/variants/lesson25.json``,
 owned by root, group the student's own, mode 0440, in their home (mode 700 in a class): the student reads
 it, nobody else of the class does, and nobody writes it. Grading never reads it (the grader derives each
 student's parameters from the hand-in's owner, servelab.variants.grading), so a changed copy changes only
@@ -27,13 +27,19 @@ import re
 from pathlib import Path
 
 from .questions import BY_ID, Params, question_of, render, render_stated
-from .seeds import ASSIGNMENT, all_params
+from .seeds import ASSIGNMENT, params_for
 
 # The questions the lesson asks each student with their own numbers, and grades against them (practice 1
 # and 4 for their numeric fields; their knob and verdict are the same for every variant, graded by the
 # fixed key: servelab.variants.grading.check's fixed_key).
 LESSON_QUESTIONS = ("warmup1", "warmup2", "warmup3", "practice1", "practice4")
 FILE_NAME = f"{ASSIGNMENT}.json"
+
+
+def lesson_params(student: str, *, secret: bytes) -> dict[str, Params]:
+    """A student's numbers of the questions the lesson asks with them (LESSON_QUESTIONS): what hand_out writes,
+    what their fetched copy states and what the instructor's view shows."""
+    return {qid: params_for(qid, student, secret=secret) for qid in LESSON_QUESTIONS}
 
 
 def params_path(home: str | Path | None = None) -> Path:
@@ -140,8 +146,7 @@ def hand_out(student: str, *, secret: bytes, home: Path | None = None, record=No
     became root's), so `servelab class down` removes them, after a crash too."""
     entry = pwd.getpwnam(student)
     home = Path(home) if home is not None else Path(entry.pw_dir)
-    params = {qid: p for qid, p in all_params(student, secret=secret).items() if qid in LESSON_QUESTIONS}
-    return write_params(home, params, uid=entry.pw_uid, gid=entry.pw_gid, record=record)
+    return write_params(home, lesson_params(student, secret=secret), uid=entry.pw_uid, gid=entry.pw_gid, record=record)
 
 
 def write_params(home: Path, params: dict[str, Params], *, uid: int, gid: int, record=None) -> Path:
@@ -202,16 +207,13 @@ def instructor_view(student: str, *, secret: bytes, solver=None) -> str:
     """A student's variant as the instructor sees it: each question's text with their numbers, the worked
     solution of each part for them where the instructor-only solver is here (servelab.variants.grading)."""
     from .grading import SolverMissing, load_solver, solution
-    from .questions import BY_ID
-    from .seeds import params_for
 
     try:
         solver = solver or load_solver()
     except SolverMissing:
         solver = None
     lines = [f"{student}'s numbers ({ASSIGNMENT}):"]
-    for qid in LESSON_QUESTIONS:
-        params = params_for(qid, student, secret=secret)
+    for qid, params in lesson_params(student, secret=secret).items():
         lines += ["", f"## {BY_ID[qid].title} ({qid})", render(qid, params)]
         for part in BY_ID[qid].parts if solver is not None else ():
             lines.append(f"  {part.id}: {solution(part.id, params, solver)['worked']}")
@@ -280,11 +282,8 @@ def run(args) -> int:
     if getattr(args, "notebook", None) is not None:
         import shutil
 
-        from .seeds import params_for
-
         out = args.out or args.notebook.with_name(f"{args.notebook.stem}-{args.student}.ipynb")
         shutil.copyfile(args.notebook, out)
-        theirs = {qid: params_for(qid, args.student, secret=secret) for qid in LESSON_QUESTIONS}
-        done = personalise_file(out, theirs)
+        done = personalise_file(out, lesson_params(args.student, secret=secret))
         print(f"\n{out}: the questions {', '.join(done) or '(none marked)'} state {args.student}'s numbers")
     return 0
