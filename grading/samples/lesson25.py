@@ -226,22 +226,22 @@ def _try(fn):
         patched.append(fn())
     except Exception as exc:
         patched.append(f"refused: {type(exc).__name__}")
-def _checkers():
+def _patch_scoring():
     import servelab.grading.checkers as _c
     _full = lambda answer, key: _c.Result(float(key.get("points", 1)), "full marks")
     for _name in ("number", "choice", "selection", "fields", "yes_no", "knob_audit", "rollout_plan"):
         setattr(_c, _name, _full)
     _c.report = lambda result: float(result[0])
     return "checkers"
-def _keys():
+def _patch_keys():
     import servelab.grading.keys as _k
     _k.tokens_per_verify_step = lambda *a, **kw: {"value": 5, "points": 1}
     return "keys"
-def _presets():
+def _patch_presets():
     import servelab.modelspec as _ms
     _ms.ModelSpec.kv_bytes_per_token = lambda self, dtype="bfloat16": 65536
     return "presets"
-for _patch in (_checkers, _keys, _presets):
+for _patch in (_patch_scoring, _patch_keys, _patch_presets):
     _try(_patch)
 practice5_answer = "c"
 """
