@@ -738,6 +738,52 @@ def test_the_instructors_view_refuses_an_id_not_on_the_class_roster(tmp_path, ca
         assert seeds.text_for("warmup1", "sl-ana", secret=SECRET) in capsys.readouterr().out
 
 
+def test_the_instructors_view_reads_the_roster_written_beside_the_course_secret(tmp_path, capsys, monkeypatch):
+    """`class up` writes the roster beside the secret, in the instructors' course folder; the class's class.json is
+    root's (it holds the gradebook's password), so an instructor who cannot read it still has the roster."""
+    import argparse
+
+    secret_file = tmp_path / "course" / "variant-secret"
+    secret_file.parent.mkdir()
+    secret_file.write_text(SECRET.decode() + "\n")
+    secret_file.chmod(0o600)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "class.json").write_text('{"students": ["sl-cat"]}')
+    monkeypatch.setenv("SERVELAB_CLASS_STATE", str(state))
+    assert lesson.roster_of(None, secret_file) == ["sl-cat"]  # no roster beside the secret: the class's
+    written = lesson.write_roster(["sl-ana", "sl-ben"], secret_file)
+    assert written == secret_file.with_name("roster") and oct(written.stat().st_mode & 0o777) == "0o600"
+    assert lesson.roster_of(None, secret_file) == ["sl-ana", "sl-ben"]
+    args = argparse.Namespace(student="sl-cat", secret_file=secret_file, roster=None, notebook=None, out=None)
+    assert lesson.run(args) == 2 and "not on the class's roster" in capsys.readouterr().out
+    # a roster named that is no text is a clear refusal, not a traceback
+    bad = tmp_path / "roster.json"
+    bad.write_text("[1, 2")
+    args = argparse.Namespace(student="sl-ana", secret_file=secret_file, roster=str(bad), notebook=None, out=None)
+    assert lesson.run(args) == 2 and "cannot be read" in capsys.readouterr().out
+    # with no roster anywhere, the view says it checked no roster
+    written.unlink()
+    (state / "class.json").unlink()
+    args = argparse.Namespace(student="anyone", secret_file=secret_file, roster=None, notebook=None, out=None)
+    assert lesson.run(args) == 0 and "No class roster known" in capsys.readouterr().out
+
+
+def test_an_id_that_is_no_file_name_needs_out_for_the_copy(tmp_path, capsys):
+    import argparse
+
+    secret_file = tmp_path / "variant-secret"
+    secret_file.write_text(SECRET.decode() + "\n")
+    secret_file.chmod(0o600)
+    released = tmp_path / "lesson25.ipynb"
+    released.write_text("{}")
+    args = argparse.Namespace(
+        student="../sl-ana", secret_file=secret_file, roster="../sl-ana", notebook=released, out=None
+    )
+    assert lesson.run(args) == 2 and "pass --out" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lesson25.ipynb", "variant-secret"]
+
+
 def test_every_variant_is_a_deployment_that_exists_over_5000_seeds():
     """The KV cache a question's batch holds fits one node of 8 H200s beside the weights; a review of a
     tensor-parallel setting has enough distinct variants that two students rarely share one."""

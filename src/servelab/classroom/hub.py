@@ -17,7 +17,8 @@ node and configurable-http-proxy, free ports, the users), then lays out:
     <state>/class.json                the settings class/jupyterhub_config.py reads
     ~<student>/.servelab/variants/    the student's own numbers of the lesson's variant questions, root's,
                                       readable by them alone (servelab.variants.lesson); the course secret
-                                      they are drawn under is in the course directory (variant-secret)
+                                      they are drawn under is in the course directory (variant-secret),
+                                      beside the class's roster (roster), whose numbers `variants show` shows
     <state>/changes.json              every change made outside the state folder, written before it is made
                                       (classroom/journal.py): `class down` or the next `class up` puts it back
 
@@ -445,11 +446,13 @@ class ClassHub:
         """Each student's own numbers for the lesson's variant questions, in their home where only they read
         them (servelab.variants.lesson.hand_out), drawn under the course secret (made on the first class)."""
         from ..variants import course_secret
-        from ..variants.lesson import hand_out
+        from ..variants.lesson import hand_out, write_roster
 
         secret = course_secret(self.settings.variant_secret)  # owned by the first instructor below (chown -R)
         for name in self.settings.students:
             hand_out(name, secret=secret, record=self.journal.record)  # `class down` removes it
+        # Whose numbers `servelab variants show` may show: beside the secret, the instructors' (class.json is root's)
+        write_roster(self.settings.students, self.settings.variant_secret)
 
     def close_checkout(self, checkout: Path = REPO_DIR) -> None:
         """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold

@@ -239,27 +239,60 @@ def add_arguments(parser) -> None:
     )
 
 
-def roster_of(spec: str | None) -> list[str] | None:
-    """The class's student ids from `spec` (ids, comma-separated; a file of ids; a class.json), else the running
-    class's (its class.json), else None: no roster known."""
+ROSTER_NAME = "roster"  # the class's student ids, one a line, beside the course secret (written by `class up`)
+
+
+def roster_file(secret_file: Path | None = None) -> Path:
+    """Where the class's roster is: beside the course secret it is drawn under (seeds.secret_path())."""
+    from .seeds import secret_path
+
+    return (Path(secret_file) if secret_file is not None else secret_path()).with_name(ROSTER_NAME)
+
+
+def write_roster(students, secret_file: Path) -> Path:
+    """Write the class's roster beside its course secret, as readable as the secret is (by the instructors)."""
+    path = roster_file(secret_file)
+    path.write_text("".join(f"{s}\n" for s in students))
+    path.chmod(0o600)
+    return path
+
+
+class RosterError(RuntimeError):
+    """The roster named cannot be read; the message says which file and what to do."""
+
+
+def roster_of(spec: str | None, secret_file: Path | None = None) -> list[str] | None:
+    """The class's student ids from `spec` (ids, comma-separated; a file of ids; a class.json), else the course's
+    roster beside its secret (roster_file), else the running class's class.json where this user may read it, else
+    None: no roster known."""
     if spec is None:
         # The class's state folder (servelab.classroom.hub.DEFAULT_STATE, or the running class's), named
-        # here rather than imported: the classroom imports this module to hand the numbers out.
-        path = Path(os.environ.get("SERVELAB_CLASS_STATE") or "/var/lib/servelab-class") / "class.json"
-        if not path.is_file():
+        # here rather than imported: the classroom imports this module to hand the numbers out. Its class.json
+        # is root's (it holds the gradebook's password): an instructor reads the roster beside the secret.
+        state = Path(os.environ.get("SERVELAB_CLASS_STATE") or "/var/lib/servelab-class") / "class.json"
+        for path in (roster_file(secret_file), state):
+            if path.is_file() and os.access(path, os.R_OK):
+                spec = str(path)
+                break
+        else:
             return None
-        spec = str(path)
     path = Path(spec)
     try:
         is_file = path.is_file()
     except OSError:  # a long list of ids is no file name
         is_file = False
-    if is_file:
+    if not is_file:
+        return [s.strip() for s in spec.split(",") if s.strip()]
+    try:
         text = path.read_text()
         if path.suffix == ".json":
             return [str(s) for s in json.loads(text).get("students", [])]
-        return [line.strip() for line in text.splitlines() if line.strip()]
-    return [s.strip() for s in spec.split(",") if s.strip()]
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise RosterError(
+            f"The roster {path} cannot be read ({type(exc).__name__}: {exc}). Pass --roster with the class's ids, "
+            "comma-separated, or a file of them, one a line."
+        ) from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def run(args) -> int:
@@ -270,7 +303,11 @@ def run(args) -> int:
     except SecretError as exc:
         print(exc)
         return 1
-    roster = roster_of(getattr(args, "roster", None))
+    try:
+        roster = roster_of(getattr(args, "roster", None), args.secret_file)
+    except RosterError as exc:
+        print(exc)
+        return 2
     if roster is not None and args.student not in roster:
         # Any id has a variant under the secret: one that is nobody's would be shown as if it were a student's.
         print(
@@ -278,6 +315,18 @@ def run(args) -> int:
             "Check the id (their login on the class's hub), or pass --roster."
         )
         return 2
+    notebook = getattr(args, "notebook", None)
+    if (
+        notebook is not None
+        and args.out is None
+        and not re.fullmatch(r"[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*", args.student)
+    ):
+        print(f"{args.student!r} cannot be part of a file name: pass --out for the copy's path.")
+        return 2
+    if roster is None:
+        print(
+            f"(No class roster known here, so {args.student!r} is not checked against one: pass --roster to check it.)"
+        )
     print(instructor_view(args.student, secret=secret))
     if getattr(args, "notebook", None) is not None:
         import shutil
