@@ -8,7 +8,7 @@ nbgrader by hand can do the same: `cd grading/course && nbgrader ...`.
 
 import os
 
-from servelab.grading.course import COURSE_ID
+from servelab.courseid import COURSE_ID
 
 c = get_config()  # noqa: F821 - provided by nbgrader when it loads this file
 

@@ -1,5 +1,5 @@
-"""The course id has one home, servelab.grading.course.COURSE_ID: nbgrader's config, the class hub, the class
-report and the variants' seeds all read it there, so renaming the course is one edit."""
+"""The course id has one home, servelab.courseid.COURSE_ID: nbgrader's config, the class
+hub, the class report and the variants' seeds all read it there, so renaming the course is one edit."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_nbgrader_and_the_variants_read_the_one_constant():
     from traitlets.config import PyFileConfigLoader
 
     from servelab import variants
-    from servelab.grading.course import COURSE_ID
+    from servelab.courseid import COURSE_ID
 
     config = PyFileConfigLoader("nbgrader_config.py", str(REPO / "grading")).load_config()
     assert config.CourseDirectory.course_id == variants.COURSE_ID == COURSE_ID
@@ -34,6 +34,6 @@ def test_no_place_writes_the_course_id_itself():
     """Read as text: the hub and the report import nbgrader, seconds of imports for a unit test."""
     written = re.compile(r"""(?:course_id|COURSE_ID|HUB_COURSE)\b[^=\n]*=\s*["']""")
     found = [rel for rel in USERS if written.search((REPO / rel).read_text())]
-    assert not found, f"these write the course id instead of importing servelab.grading.course.COURSE_ID: {found}"
+    assert not found, f"these write the course id instead of importing servelab.courseid.COURSE_ID: {found}"
     reading = [rel for rel in USERS if "COURSE_ID" in (REPO / rel).read_text()]
-    assert reading == list(USERS), "each place that names the course reads servelab.grading.course.COURSE_ID"
+    assert reading == list(USERS), "each place that names the course reads servelab.courseid.COURSE_ID"

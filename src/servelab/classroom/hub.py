@@ -54,6 +54,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..courseid import COURSE_ID
 from ..grading import course
 from ..paths import REPO_DIR
 from . import capfs, exchange, limits, studentenv
@@ -87,7 +88,7 @@ class ClassSettings:
     """One class: who is in it, where it lives, which servers the lab uses."""
 
     state: Path = DEFAULT_STATE
-    course_id: str = course.COURSE_ID
+    course_id: str = COURSE_ID
     instructors: list[str] = field(default_factory=list)
     students: list[str] = field(default_factory=list)
     port: int = HUB_PORT  # the hub's public port on 127.0.0.1; the proxy's API and the hub itself take the next two

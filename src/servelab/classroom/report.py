@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from servelab.courseid import COURSE_ID
 from servelab.grading import course, trusted
 from servelab.paths import REPO_DIR
 
@@ -1129,7 +1130,7 @@ def serving_lab(lesson: Path, runtime_dir: str | None = None) -> tuple[str, Path
     return url, root
 
 
-HUB_COURSE = course.COURSE_ID  # `servelab class up` makes the course in the first instructor's home (hub.ClassSettings)
+HUB_COURSE = COURSE_ID  # `servelab class up` makes the course in the first instructor's home (hub.ClassSettings)
 
 
 def default_course() -> Path:

@@ -18,12 +18,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.courseid import COURSE_ID  # noqa: F401 - a course's nbgrader_config.py made before servelab.courseid reads it here
 from servelab.paths import REPO_DIR
 
-# The course's id, one for all that names it: nbgrader's CourseDirectory.course_id (grading/nbgrader_config.py), the
-# class hub's course folder and exchange (classroom.hub.ClassSettings.course_id) and a part of every variant's seed
-# (variants.seeds).
-COURSE_ID = "servelab"
 SOLUTIONS = REPO_DIR / "solutions"
 GRADING = REPO_DIR / "grading"
 CONFIG = GRADING / "nbgrader_config.py"

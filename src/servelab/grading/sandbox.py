@@ -382,9 +382,15 @@ class _Reader(threading.Thread):
 
 
 def execute(
-    nb, *, cell_timeout: int = CELL_TIMEOUT_S, run_timeout: int = SUBMISSION_TIMEOUT_S, trusted: bool = False
+    nb,
+    *,
+    cell_timeout: int = CELL_TIMEOUT_S,
+    run_timeout: int = SUBMISSION_TIMEOUT_S,
+    trusted: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> Execution:
-    """Execute a notebook (hidden tests already restored, capture-only) and return what it reported."""
+    """Execute a notebook (hidden tests already restored, capture-only) and return what it reported.
+    `extra_env`: more of the run's environment (the student's variant numbers), never a name of its own."""
     sandboxed = not trusted
     if sandboxed and not _bwrap():
         # The full probe (check()) is run once per class by the pipeline; here, a bubblewrap that
@@ -393,6 +399,7 @@ def execute(
             f"bubblewrap (bwrap) is not installed, so submissions cannot run in the sandbox. {INSTALL_HINT}"
         )
     env = _environment(cell_timeout, sandboxed)
+    env.update({k: v for k, v in (extra_env or {}).items() if k not in env})
     inner = [sys.executable, "-m", "servelab.grading.runner", "run"]
     scratch = None
     if sandboxed:

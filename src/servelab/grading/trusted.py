@@ -286,8 +286,28 @@ class SandboxedExecute(NbGraderPreprocessor):
     trusted = Bool(False, help="Run without the sandbox (only for submissions from a trusted source).").tag(config=True)
     report_dir = Unicode(REPORT_DIR, help="Where each notebook's grading report is written.").tag(config=True)
 
+    def _variant_env(self, info) -> dict[str, str]:
+        """The hand-in's owner's numbers of the lesson's variant questions, for the kernel (lesson.NUMBERS_ENV),
+        where the course grades variants (ScoreAnswers' settings, one home): the question cells print theirs,
+        and an answer computed from them at grading is computed with theirs, as in their own kernel."""
+        config = self.config.ScoreAnswers
+        if not config.get("variants") or info.get("assignment") != "lesson25":
+            return {}
+        from servelab.variants import course_secret
+        from servelab.variants.lesson import NUMBERS_ENV, lesson_params
+
+        secret_file = config.get("variant_secret_file")
+        secret = course_secret(Path(secret_file) if secret_file else None, create=False)
+        return {NUMBERS_ENV: json.dumps(lesson_params(info["student"], secret=secret))}
+
     def preprocess(self, nb, resources):
-        run = sandbox.execute(nb, cell_timeout=self.timeout, run_timeout=self.run_timeout, trusted=self.trusted)
+        run = sandbox.execute(
+            nb,
+            cell_timeout=self.timeout,
+            run_timeout=self.run_timeout,
+            trusted=self.trusted,
+            extra_env=self._variant_env(resources["nbgrader"]),
+        )
         if run.status == "did not start":
             raise sandbox.SandboxUnavailable(
                 printable(

@@ -34,7 +34,10 @@ How the lesson uses it (grading/source/lesson25/lesson25.py; warm-ups 1 to 3, pr
    grades (never one the notebook names); its points and feedback go where the checker's Result goes
    today, and ``copied_from`` goes to the instructor's report (servelab.grading.trusted.ScoreAnswers, with
    ``ScoreAnswers.variants``: on in a class, off by default, so a course graded offline keeps the lesson's
-   numbers).
+   numbers). The sandbox's kernel, which has no home of the student's, is handed the same
+   student's numbers (lesson.NUMBERS_ENV, by servelab.grading.trusted.SandboxedExecute): the question cells
+   print theirs, and an answer a cell computes from ``lesson.numbers(question_id)`` is computed with theirs,
+   as in their own kernel. The sandbox holds this package, never servelab.grading's course builder or keys.
 3. The lesson's code cells that compute with `llama_8b`, `h200` compute with the student's parameters
    instead (``params_source(params)`` writes them as ``params = {...}`` for a cell that needs a literal).
    Editing one's parameters file changes only the text one reads: grading derives them from the id.

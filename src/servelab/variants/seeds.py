@@ -25,7 +25,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from ..grading.course import COURSE_ID
+from ..courseid import COURSE_ID
 from .questions import QUESTIONS, Params, question_of, render
 
 ASSIGNMENT = "lesson25"
