@@ -721,6 +721,28 @@ def test_an_answer_past_floats_range_or_of_the_wrong_sign_is_told_so_and_grading
     assert grading.Variants(SOLVER, SECRET).copy(student, hand_in, CLASS).classmate is None
 
 
+def test_a_part_asked_to_three_figures_takes_any_answer_right_to_three_and_no_slip():
+    """Warm-up 3's tokens per verify step and the break-even batch ask for three significant figures or more:
+    every variant's answer rounded to three (or four) figures is right, whatever its leading digit, and no named
+    slip nor an answer 1 % off is, rounded so too."""
+    parts = questions.PARTS
+    figured = [
+        p
+        for p, (q, _) in parts.items()
+        if "figures" in grading.solution(p, q.generate(random.Random(0)), SOLVER)["key"]
+    ]
+    assert {"warmup3-tokens", "break-even-batch"} <= set(figured), figured
+    for part_id in figured:
+        question = parts[part_id][0]
+        for n in range(SEEDS):
+            key = grading.solution(part_id, question.generate(random.Random(n)), SOLVER)["key"]
+            value, points = key["value"], key.get("points", 1)
+            for written in (f"{value:.3g}", f"{value:.4g}", f"{value:.6g}"):
+                assert checkers.number(float(written), key).points == points, (part_id, n, value, written)
+            for wrong in [h["value"] for h in key["hints"]] + [value * 1.01, value * 0.99]:
+                assert checkers.number(float(f"{wrong:.3g}"), key).points == 0, (part_id, n, value, wrong)
+
+
 def test_the_instructors_view_refuses_an_id_not_on_the_class_roster(tmp_path, capsys):
     import argparse
 

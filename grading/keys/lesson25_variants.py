@@ -17,7 +17,7 @@ from servelab.grading import keys
 # of tokens or sessions to the half unit. A field of a practice dict: a count exactly (rel_tol 0.0, as
 # grading/keys/lesson25.py's practice 1 and 4), a number within checkers.fields' default.
 _DEFAULT_TOL: dict = {}
-_FIGURES_TOL = {"rel_tol": keys.tokens_per_verify_step(0.7, 4)["rel_tol"]}
+_FIGURES_TOL = {name: keys.tokens_per_verify_step(0.7, 4)[name] for name in ("rel_tol", "figures")}
 _COUNT_TOL = {name: keys.verified_tokens_per_step(2, 1)[name] for name in ("rel_tol", "abs_tol")}
 _FIELD_COUNT_TOL = 0.0
 

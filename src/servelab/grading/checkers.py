@@ -110,8 +110,18 @@ def _as_number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _close(a: float, b: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
-    return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+def figures_tol(value: float, figures: int) -> float:
+    """Half a unit of `value`'s last significant figure when written to `figures` of them (0 for none): how far an
+    answer that agrees with it to that many figures can be (2.77 and 2.773 for 2.7731 at three; 1.61 for 1.605)."""
+    if not figures or not value or not math.isfinite(value):
+        return 0.0
+    # x (1 + 1e-9): the float of a value written to its last figure, 1.605's 1.61, sits on the edge
+    return 0.5 * 10 ** (math.floor(math.log10(abs(value))) - figures + 1) * (1 + 1e-9)
+
+
+def _close(a: float, b: float, rel_tol: float, abs_tol: float = 0.0, figures: int = 0) -> bool:
+    """a is b within the tolerances, or agrees with b to `figures` significant figures."""
+    return math.isclose(a, b, rel_tol=rel_tol, abs_tol=max(abs_tol, figures_tol(b, figures)))
 
 
 def _name(key: dict) -> str:
@@ -144,6 +154,8 @@ def number(answer: Any, key: dict) -> Result:
     """A number within a relative tolerance of key['value'].
 
     key: value, points (1), rel_tol (0.01), abs_tol (0), unit (""), name,
+    figures (0): an answer that agrees with the value to this many significant figures is right too, as a
+    question that asks for them is answered (a rel_tol tighter than that figure would refuse a right one),
     hints: [{value, feedback}] - known wrong values and the assumption behind each.
     """
     name, unit = _name(key), key.get("unit", "")
@@ -154,13 +166,14 @@ def number(answer: Any, key: dict) -> Result:
         return Result(0.0, f"{name}: expected a number{' in ' + unit if unit else ''}, got {answer!r}.")
     expected = float(key["value"])
     rel_tol, abs_tol = float(key.get("rel_tol", 0.01)), float(key.get("abs_tol", 0.0))
-    if _close(x, expected, rel_tol, abs_tol):
+    figures = int(key.get("figures", 0))
+    if _close(x, expected, rel_tol, abs_tol, figures):
         return Result(_max_points(key), f"{name}: correct ({_fmt(x)} {unit}).".replace(" )", ")"))
     # Two slips can land on the same number (K and V counted once, or bytes per
     # value left out, both halve it in bf16): name every assumption that fits.
     reasons, slips = [], {}
     for hint in key.get("hints", []):
-        if _close(x, float(hint["value"]), rel_tol, abs_tol) and hint["feedback"] not in reasons:
+        if _close(x, float(hint["value"]), rel_tol, abs_tol, figures) and hint["feedback"] not in reasons:
             reasons.append(hint["feedback"])
             if hint.get("slip"):
                 slips[hint["slip"]] = hint["feedback"]

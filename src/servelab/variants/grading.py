@@ -141,7 +141,10 @@ def _pieces(solved: dict) -> dict[str | None, tuple[float, float]]:
             if _value(want["expect"]) is not None
         }
     if solved["checker"] == "number":
-        return {None: (float(key["value"]), float(key.get("rel_tol", 0.01)))}
+        value, tol = float(key["value"]), float(key.get("rel_tol", 0.01))
+        if key.get("figures") and value:  # to so many significant figures: as a relative tolerance of this value
+            tol = max(tol, checkers.figures_tol(value, int(key["figures"])) / abs(value))
+        return {None: (value, tol)}
     return {}
 
 
