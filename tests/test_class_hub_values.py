@@ -1035,3 +1035,17 @@ def test_a_class_server_takes_one_sequence_per_request(tmp_path):
         )
         assert status == 400 and json.loads(answer)["error"]["message"], body
     assert call(b'{"prompt": "x", "n": 1, "n": 3}')[0] == 400  # the last of a repeated key, as vLLM reads it
+
+
+def test_the_python_a_class_runs_runs_the_feedback_pages_first_step():
+    """A class's users run the Python studentenv.open_python() finds (Debian's where this venv's own is closed to
+    them) with this venv's packages: what the class runs with it (hub.PYTHON_PROBE, nbconvert's HTML exporter
+    selecting with soupsieve) works there, as class up checks for each role."""
+    import sysconfig
+
+    from servelab.classroom import hub, studentenv
+
+    python = studentenv.open_python()
+    code = f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r}); exec({hub.PYTHON_PROBE!r})"
+    probe = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd="/", timeout=120)
+    assert probe.returncode == 0, (python, probe.stderr[-1500:])

@@ -140,6 +140,14 @@ def server_extensions(role: str) -> dict[str, bool]:
     return {f"nbgrader.server_extensions.{e}": e in wanted for e in ALL_EXTENSIONS}
 
 
+# What a class user's Python must run: servelab and nbgrader, and nbconvert's HTML exporter's own first step,
+# selecting with soupsieve, which every feedback page goes through.
+PYTHON_PROBE = (
+    "import servelab, nbgrader, bs4; "
+    "assert bs4.BeautifulSoup('<img>', 'html.parser').select('img:not([alt])'), 'a CSS selector selects nothing'"
+)
+
+
 def disabled_lab_plugins(role: str) -> list[str]:
     """JupyterLab plugins a role does not see (page_config.json's disabledExtensions)."""
     if role == "instructor":
@@ -354,10 +362,12 @@ class ClassHub:
 
     @staticmethod
     def _check_python_for(user: str, python: Path | None = None) -> None:
-        """A user's server runs `python` (default: this environment's): the user must be able to run it."""
+        """A user's server runs `python` (default: this environment's): the user must be able to run it, and
+        it must run what the class runs with it (PYTHON_PROBE): a build of Python other than this venv's own
+        (Debian's, open_python) can break a package that works here, and the class would find out at feedback."""
         python = Path(python or sys.executable)
         probe = subprocess.run(
-            ["runuser", "-u", user, "--", str(python), "-c", "import servelab, nbgrader"],
+            ["runuser", "-u", user, "--", str(python), "-c", PYTHON_PROBE],
             capture_output=True,
             text=True,
             cwd="/",
@@ -372,7 +382,8 @@ class ClassHub:
                 f"{', '.join(closed)} is closed to other users; `make class-deps` opens it for "
                 "traversal (chmod o+x), or build the venv from a Python every user can run."
                 if closed
-                else probe.stderr.strip()[-500:]
+                else f"it cannot run what the class runs (a package of this venv that does not work under "
+                f"{real}?): {probe.stderr.strip()[-500:]}"
             )
         )
 
