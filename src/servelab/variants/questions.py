@@ -144,15 +144,18 @@ def practice1(rng: random.Random) -> Params:
 
 
 def practice4(rng: random.Random) -> Params:
-    # Nodes of 2 to 16 GPUs; a tensor-parallel degree past the node's, one that divides a model's heads
-    # (a power of two, or three times one), up to 8 nodes' worth.
+    # Nodes of 2 to 16 GPUs; a tensor-parallel degree past the node's, one that a model's attention heads
+    # divide by (TENSOR_PARALLEL_DEGREES), up to 8 nodes' worth: 35 variants.
     gpus = rng.choice((2, 4, 8, 16))
     return {
         "gpus_per_node": gpus,
-        "tensor_parallel_size": rng.choice(
-            [t for t in (4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128) if gpus < t <= 8 * gpus]
-        ),
+        "tensor_parallel_size": rng.choice([t for t in TENSOR_PARALLEL_DEGREES if gpus < t <= 8 * gpus]),
     }
+
+
+# Tensor-parallel degrees a model's attention heads divide by: 64 or 128 heads (powers of two), 96 (3 x 32),
+# 40 or 80 (5 x 8, 5 x 16); vLLM refuses a degree the heads do not divide by.
+TENSOR_PARALLEL_DEGREES = (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128)
 
 
 def capacity_context(rng: random.Random) -> Params:

@@ -1,6 +1,6 @@
 """A student's variant: parameters drawn from a seed that only the course's secret can derive.
 
-seed = HMAC-SHA256(course secret, "servelab-variant-v2" NUL course NUL assignment NUL student NUL question)
+seed = HMAC-SHA256(course secret, "servelab-variant-v3" NUL course NUL assignment NUL student NUL question)
 
 The key is the course secret, so a student who knows every classmate's id still cannot compute their
 variants; the message names the question, so adding a question later leaves every other variant as it
@@ -29,7 +29,7 @@ from ..courseid import COURSE_ID
 from .questions import QUESTIONS, Params, question_of, render
 
 ASSIGNMENT = "lesson25"
-VERSION = b"servelab-variant-v2"
+VERSION = b"servelab-variant-v3"
 
 
 class SecretError(RuntimeError):
