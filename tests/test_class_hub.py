@@ -230,6 +230,33 @@ def copies_are_flagged(klass) -> None:
         INSTRUCTOR, s.instructor_python, "-m", "servelab.cli", "variants", "show", "sl-ben", env=env, cwd=Path("/")
     )
     assert shown.returncode == 0 and "warmup1-batch:" in shown.stdout, shown.stdout[-500:] + shown.stderr[-1000:]
+    # whose numbers: the class's roster, which class up wrote beside the secret (class.json is root's)
+    stranger = as_user(
+        INSTRUCTOR, s.instructor_python, "-m", "servelab.cli", "variants", "show", "sl-zed", env=env, cwd=Path("/")
+    )
+    assert stranger.returncode == 2 and "not on the class's roster" in stranger.stdout, stranger.stdout[-500:]
+    # The class report, as the instructor writes it: the copy is on the page, under the variant questions.
+    made = as_user(
+        INSTRUCTOR,
+        s.instructor_python,
+        "-m",
+        "servelab.cli",
+        "class",
+        "report",
+        "lesson25",
+        "--course",
+        str(s.course_dir),
+        "--db-url",
+        s.gradebook_url,
+        "--names",
+        env=env,
+        cwd=Path("/"),
+    )
+    assert made.returncode == 0, made.stdout[-1000:] + made.stderr[-1500:]
+    page = (s.course_dir / "class-reports" / "lesson25-class-report.html").read_text()
+    assert 'id="variants-heading"' in page and 'id="copied-heading"' in page
+    copied = page[page.index('id="copied-heading"') :]
+    assert "warmup1-per-token" in copied and "sl-ben" in copied and "sl-ana" in copied
 
 
 LIMITS = Limits(memory_mib=2048, cpus=1.0, pids=400, tmp_mib=64)  # each student's server, in this class
