@@ -840,9 +840,10 @@ def test_the_lesson_states_each_variant_question_once_with_its_own_numbers_betwe
         for qid, text in lesson.blocks(cell.source):
             assert cell.cell_type == "markdown" and "nbgrader" not in cell.metadata, cell.source[:80]
             found.setdefault(qid, []).append(text)
-    assert sorted(found) == sorted(lesson.LESSON_QUESTIONS), sorted(found)
+    reveals = [f"{q}{questions.REVEAL}" for q in lesson.LESSON_QUESTIONS if questions.BY_ID[q].reveal]
+    assert reveals and sorted(found) == sorted([*lesson.LESSON_QUESTIONS, *reveals]), sorted(found)
     for qid, texts in found.items():
-        stated = questions.render_stated(qid, questions.BY_ID[qid].standard)
+        stated = questions.render_block(qid, questions.BY_ID[questions.block_question(qid)].standard)
         assert len(texts) == 1 and " ".join(texts[0].split()) == " ".join(stated.split()), (
             f"{qid}: grading/source/lesson25/lesson25.py states {' '.join(texts[0].split())!r} between its markers, "
             f"the lesson's numbers read {stated!r} (servelab.variants.questions); edit one, then run make notebooks"
@@ -861,8 +862,9 @@ def test_a_students_copy_states_their_numbers_in_the_questions_and_nothing_else_
         assert questions.render_stated(qid, params) in text, qid
     w1 = mine["warmup1"]
     assert f"a batch of {w1['batch']} sequences of {w1['tokens_per_sequence']:,} tokens" in text
+    assert questions.practice1_reveal(mine["practice1"]) in text  # the reveal works their case
     changed = [i for i, (a, b) in enumerate(zip(released.cells, theirs.cells)) if a.source != b.source]
-    assert len(changed) == len(lesson.LESSON_QUESTIONS)
+    assert len(changed) == len(lesson.LESSON_QUESTIONS) + 1  # each question's cell, and practice 1's reveal
     for i in changed:  # outside the markers each changed cell is the lesson's, word for word
         outside = lesson.BLOCK.sub("", theirs.cells[i].source)
         assert " ".join(outside.split()) == " ".join(lesson.BLOCK.sub("", released.cells[i].source).split())
@@ -871,6 +873,19 @@ def test_a_students_copy_states_their_numbers_in_the_questions_and_nothing_else_
     odd = copy.deepcopy(released)
     assert lesson.personalise(odd, {"warmup1": {"layers": 3}, "warmup2": "x", "nope": {}}) == []
     assert [c.source for c in odd.cells] == [c.source for c in released.cells]
+
+
+def test_practice_1s_reveal_works_the_students_case_whether_it_misses_or_meets_its_target():
+    missed = {"users": 20, "max_num_seqs": 256, "target_ms": 500, "measured_ms": 1200}
+    assert questions.practice1_reveal(missed).startswith(
+        "Take 20 users under `max-num-seqs` 256, missing a 500 ms p99 TTFT target with 1,200 ms: 256 and 32 "
+    )
+    met = questions.practice1_reveal({"users": 64, "max_num_seqs": 128, "target_ms": 1500, "measured_ms": 900})
+    assert "meeting a 1,500 ms p99 TTFT target with 900 ms: 128 and 64 schedule" in met and "missing" not in met
+    for n in range(SEEDS):  # the smaller cap still holds every user, and is smaller than theirs
+        p = questions.practice1(random.Random(n))
+        smaller = int(re.search(r"and (\d+) schedule", questions.practice1_reveal(p))[1])
+        assert p["users"] <= smaller < p["max_num_seqs"], p
 
 
 def test_personalise_file_leaves_a_notebook_alone_without_numbers(tmp_path):

@@ -577,9 +577,7 @@ for _field in ('slo_miss_ms', 'useful_batch_limit'):
 # %% [markdown] id="claim-ttft-driver"
 # <details><summary><b>Check the claim:</b> item 1's fix for a TTFT miss: "a smaller batch" (open it once you have answered)</summary>
 #
-# > When a cap never binds, changing it changes nothing. Take 20 users under `max-num-seqs` 256, missing a
-# > 500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does
-# > not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.
+# > When a cap never binds, changing it changes nothing. <!-- variant: practice1-reveal -->Take 20 users under `max-num-seqs` 256, missing a 500 ms p99 TTFT target with 1,200 ms: 256 and 32 schedule exactly the same batches, and the p99 does not move. The cap is *unjustified* (nothing about the workload chose 256), not the cause.<!-- /variant -->
 # >
 # > What does raise TTFT at such a load: prefill work for a burst of long prompts, a small chunked-prefill
 # > budget (`max-num-batched-tokens`) that splits each prompt over many steps, KV-cache pressure and

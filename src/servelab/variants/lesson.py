@@ -9,7 +9,8 @@ the text its reader sees.
 
 The lesson's question cells state the lesson's own numbers (`Question.standard`: what a learner on their
 own, nbval and the sample submissions read) between two markers, ``<!-- variant: warmup1 -->`` and
-``<!-- /variant -->`` (HTML comments: nothing shows). In a class, fetching the assignment writes each
+``<!-- /variant -->`` (HTML comments: nothing shows); a reveal that works through a question's case marks
+it the same way, ``<!-- variant: practice1-reveal -->`` (questions.render_block). In a class, fetching the assignment writes each
 student's copy with their numbers there (`personalise`, run by the class's exchange as the student fetches,
 servelab.classroom.exchange.ClassFetchAssignment, from their file): the question reads with their numbers,
 as it is graded. The cell below each question prints it again from the file (`show(question_id)`), for a
@@ -30,7 +31,7 @@ import pwd
 import re
 from pathlib import Path
 
-from .questions import BY_ID, Params, question_of, render, render_stated
+from .questions import BY_ID, Params, block_question, question_of, render, render_block
 from .seeds import ASSIGNMENT, params_for
 
 # The questions the lesson asks each student with their own numbers, and grades against them (practice 1
@@ -97,7 +98,8 @@ BLOCK = re.compile(r"<!-- variant: (?P<id>[a-z0-9-]+) -->(?P<text>.*?)<!-- /vari
 
 
 def blocks(source: str) -> list[tuple[str, str]]:
-    """The marked blocks of a markdown cell's source: (question id, the text between the markers)."""
+    """The marked blocks of a markdown cell's source: (block id, the text between the markers); a block id is a
+    question's id, or <question id>-reveal for its reveal's worked case (questions.render_block)."""
     return [(m["id"], m["text"]) for m in BLOCK.finditer(source)]
 
 
@@ -108,15 +110,18 @@ def personalise(notebook: dict, params: dict[str, Params]) -> list[str]:
     done: list[str] = []
 
     def fill(match: re.Match) -> str:
-        qid, theirs = match["id"], params.get(match["id"])
+        block = match["id"]
+        qid = block_question(block)
+        theirs = params.get(qid)
         if qid not in BY_ID or not isinstance(theirs, dict):
             return match[0]
         try:
-            text = render_stated(qid, theirs)
-        except (KeyError, ValueError, IndexError):
+            text = render_block(block, theirs)
+        except (KeyError, ValueError, IndexError, TypeError):
             return match[0]
-        done.append(qid)
-        return f"<!-- variant: {qid} -->{text}<!-- /variant -->"
+        if qid not in done:
+            done.append(qid)
+        return f"<!-- variant: {block} -->{text}<!-- /variant -->"
 
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") != "markdown" or "nbgrader" in cell.get("metadata", {}):

@@ -52,6 +52,9 @@ class Question:
     # What the lesson's question cell states with the numbers, where it is not the whole `text` (the lesson
     # then asks its own question around it); str.format with the parameters, like `text`.
     stated: str | None = None
+    # The worked case the lesson's reveal after the question ("Check the claim") takes, with these numbers:
+    # the lesson marks it <!-- variant: <id>-reveal -->, and a student's copy states it with theirs.
+    reveal: Callable[[Params], str] | None = None
 
 
 def _grid(rng: random.Random, low: float, high: float, step: float) -> float:
@@ -141,6 +144,25 @@ def practice1(rng: random.Random) -> Params:
         "target_ms": target,
         "measured_ms": round(target * factor / 10) * 10,
     }
+
+
+def practice1_reveal(p: Params) -> str:
+    """The case practice 1's reveal works through ("item 1's fix for a TTFT miss: a smaller batch"), with these
+    numbers: a cap that never binds schedules the batches a smaller one does, so it is not why p99 misses."""
+    users, cap, target, measured = (int(p[k]) for k in ("users", "max_num_seqs", "target_ms", "measured_ms"))
+    smaller = 1 << (users - 1).bit_length()  # the smallest power of two that still holds every user
+    same = f"{cap} and {smaller} schedule exactly the same batches"
+    if measured > target:
+        return (
+            f"Take {users} users under `max-num-seqs` {cap}, missing a {target:,} ms p99 TTFT target with "
+            f"{measured:,} ms: {same}, and the p99 does not move. The cap is *unjustified* (nothing about the "
+            f"workload chose {cap}), not the cause."
+        )
+    return (
+        f"Take {users} users under `max-num-seqs` {cap}, meeting a {target:,} ms p99 TTFT target with {measured:,} "
+        f"ms: {same}, so a smaller cap would not move the p99 either way. The cap is *unjustified* (nothing about "
+        f"the workload chose {cap}); had the p99 missed, the cap would not have been the cause."
+    )
 
 
 def practice4(rng: random.Random) -> Params:
@@ -351,6 +373,7 @@ QUESTIONS: tuple[Question, ...] = (
         ),
         standard={"users": 20, "max_num_seqs": 256, "target_ms": 500, "measured_ms": 1200},
         stated=_PRACTICE1,
+        reveal=practice1_reveal,
     ),
     Question(
         "practice4",
@@ -470,6 +493,25 @@ def render_stated(question_id: str, params: Params) -> str:
     """What the lesson's question cell states with these parameters (`Question.stated`, else the whole text)."""
     question = question_of(question_id)
     return (question.stated or question.text).format(**params)
+
+
+REVEAL = "-reveal"  # a marked block's id for a question's reveal: <question id>-reveal
+
+
+def render_block(block_id: str, params: Params) -> str:
+    """What a marked block of the lesson states with these numbers: a question's (render_stated), or its
+    reveal's worked case (`<question id>-reveal`: Question.reveal). KeyError for an id that is neither."""
+    if block_id.endswith(REVEAL) and block_id[: -len(REVEAL)] in BY_ID:
+        reveal = BY_ID[block_id[: -len(REVEAL)]].reveal
+        if reveal is None:
+            raise KeyError(f"{block_id}: the question has no reveal of its own")
+        return reveal(params)
+    return render_stated(block_id, params)
+
+
+def block_question(block_id: str) -> str:
+    """The question whose numbers a marked block states (a reveal's is its question's)."""
+    return block_id[: -len(REVEAL)] if block_id.endswith(REVEAL) else block_id
 
 
 def params_source(params: Params, name: str = "params") -> str:
