@@ -317,6 +317,24 @@ def test_honest_wrong_answers_are_not_called_copies_and_a_whole_copy_names_exact
     assert variants.chance(BIG_CLASS[:40], parts=COPY_PARTS) < 0.05
 
 
+def test_a_copy_of_a_classmate_who_slipped_names_them():
+    """A copy of a classmate's hand-in that holds their slips (each number part at one of its named slips)
+    answers their variant too; a student's own named slips are their own mistakes, never evidence."""
+    variants = grading.Variants(SOLVER, SECRET)
+    named = 0
+    for source, copier in zip(BIG_CLASS[:30], BIG_CLASS[50:80]):
+        slipped = {
+            part: variants.answers(part, source, None)[-1] if variants.answers(part, source, None)[1:] else answer
+            for part, answer in _hand_in(source).items()
+        }
+        evidence = variants.copy(copier, slipped, BIG_CLASS)
+        assert evidence.classmate in (source, None), (source, copier, evidence)
+        named += evidence.classmate == source
+        own = {p: variants.answers(p, copier, None)[-1] for p in slipped if variants.answers(p, copier, None)[1:]}
+        assert variants.copy(copier, own, BIG_CLASS).classmate is None
+    assert named >= 24, named
+
+
 def test_a_hostile_answer_scores_nothing_and_an_unknown_part_is_named():
     class Always(float):
         def __eq__(self, other):

@@ -112,8 +112,8 @@ def _full(part_id: str, solved: dict) -> float:
 # A copy is told by evidence, not by coincidence: an answer that misses its own variant fits some
 # classmate's within the grading tolerance far too often by chance (a slip, a rounding, the lesson's own
 # numbers), so a classmate is named only when the hand-in's numbers (a number part, or a numeric field
-# of a practice dict) that are wrong for the student's own variant fit that classmate's exact solution
-# within COPY_REL_TOL (far tighter than grading's 1 %): those of at least COPY_PIECES questions fit
+# of a practice dict) that are wrong for the student's own variant (and none of its named slips) fit that
+# classmate's exact solution, or one of its named slips, within COPY_REL_TOL (far tighter than grading's 1 %): those of at least COPY_PIECES questions fit
 # nobody else's, at least COPY_SHARE of the wrong numbers fit theirs, and no other classmate is so fitted. A number that fits the lesson's printed
 # example (its standard numbers) is never evidence: it is the lesson's, not a classmate's.
 COPY_REL_TOL = 0.005
@@ -175,14 +175,32 @@ class Variants:
     ) -> None:
         self.solver, self.secret, self.course, self.assignment = solver, secret, course, assignment
         self._solved: dict[tuple[str, str], dict] = {}
+        self._pieces: dict[tuple[str, str], dict[str | None, tuple[float, float]]] = {}
+        self._answers: dict[tuple[str, str, str | None], list[float]] = {}
 
     def params(self, part_id: str, student: str) -> Params:
         return seeds.params_for(part_id, student, secret=self.secret, course=self.course, assignment=self.assignment)
 
-    def pieces(self, part_id: str, student: str) -> dict[str | None, tuple[float, float]]:
+    def _solution(self, part_id: str, student: str) -> dict:
         if (part_id, student) not in self._solved:
-            self._solved[(part_id, student)] = _pieces(solution(part_id, self.params(part_id, student), self.solver))
+            self._solved[(part_id, student)] = solution(part_id, self.params(part_id, student), self.solver)
         return self._solved[(part_id, student)]
+
+    def pieces(self, part_id: str, student: str) -> dict[str | None, tuple[float, float]]:
+        if (part_id, student) not in self._pieces:
+            self._pieces[(part_id, student)] = _pieces(self._solution(part_id, student))
+        return self._pieces[(part_id, student)]
+
+    def answers(self, part_id: str, student: str, field: str | None) -> list[float]:
+        """The numbers a hand-in of this student's variant gives for a part's field: the right one, and each
+        named slip's (a number part's hints), so a copy of a classmate who slipped fits them too."""
+        if (part_id, student, field) not in self._answers:
+            right = self.pieces(part_id, student).get(field)
+            key = self._solution(part_id, student)["key"]
+            slips = [_value(h.get("value")) for h in key.get("hints", [])] if field is None else []
+            found = [right[0], *(v for v in slips if v is not None)] if right is not None else []
+            self._answers[(part_id, student, field)] = found
+        return self._answers[(part_id, student, field)]
 
     def standard(self, part_id: str) -> dict[str | None, tuple[float, float]]:
         params = PARTS[part_id][0].standard
@@ -216,10 +234,12 @@ class Variants:
                 x = _given(answer, field)
                 if x is None or _near(x, mine, tol, 0.5 if tol == 0 else 0.0):
                     continue  # no number, or right for one's own variant: no evidence either way
+                if any(_near(x, slip, COPY_REL_TOL) for slip in self.answers(part_id, student, field)[1:]):
+                    continue  # a named slip of one's own variant: one's own mistake
                 if field in std and _near(x, std[field][0], max(std[field][1], COPY_REL_TOL)):
                     continue  # the lesson's printed number
                 wrong += 1
-                whose = [o for o in others if _near(x, self.pieces(part_id, o)[field][0], COPY_REL_TOL)]
+                whose = [o for o in others if any(_near(x, v, COPY_REL_TOL) for v in self.answers(part_id, o, field))]
                 for o in whose:
                     near[o] = near.get(o, 0) + 1
                 if len(whose) == 1:
