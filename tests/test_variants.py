@@ -42,6 +42,14 @@ def _full(part_id: str, params: dict) -> float:
     return float(grading.solution(part_id, params, SOLVER)["key"].get("points", 1))
 
 
+def _secret_file(path: Path) -> Path:
+    """The test course's secret, written as the course keeps it (its owner's alone)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SECRET.decode() + "\n")
+    path.chmod(0o600)
+    return path
+
+
 def _check(part_id, student, answer, **kw):
     return grading.check(part_id, student, answer, secret=SECRET, solver=SOLVER, **kw)
 
@@ -764,9 +772,7 @@ def test_a_part_asked_to_three_figures_takes_any_answer_right_to_three_and_no_sl
 def test_the_instructors_view_refuses_an_id_not_on_the_class_roster(tmp_path, capsys):
     import argparse
 
-    secret_file = tmp_path / "secret"
-    secret_file.write_text(SECRET.decode() + "\n")
-    secret_file.chmod(0o600)
+    secret_file = _secret_file(tmp_path / "secret")
     roster_file = tmp_path / "roster.txt"
     roster_file.write_text("sl-ana\nsl-ben\n")
     for roster in ("sl-ana,sl-ben", str(roster_file)):
@@ -783,10 +789,7 @@ def test_the_instructors_view_reads_the_roster_written_beside_the_course_secret(
     root's (it holds the gradebook's password), so an instructor who cannot read it still has the roster."""
     import argparse
 
-    secret_file = tmp_path / "course" / "variant-secret"
-    secret_file.parent.mkdir()
-    secret_file.write_text(SECRET.decode() + "\n")
-    secret_file.chmod(0o600)
+    secret_file = _secret_file(tmp_path / "course" / "variant-secret")
     state = tmp_path / "state"
     state.mkdir()
     (state / "class.json").write_text('{"students": ["sl-cat"]}')
@@ -812,9 +815,7 @@ def test_the_instructors_view_reads_the_roster_written_beside_the_course_secret(
 def test_an_id_that_is_no_file_name_needs_out_for_the_copy(tmp_path, capsys):
     import argparse
 
-    secret_file = tmp_path / "variant-secret"
-    secret_file.write_text(SECRET.decode() + "\n")
-    secret_file.chmod(0o600)
+    secret_file = _secret_file(tmp_path / "variant-secret")
     released = tmp_path / "lesson25.ipynb"
     released.write_text("{}")
     args = argparse.Namespace(
@@ -926,9 +927,7 @@ def test_the_instructor_writes_any_students_copy_of_the_lesson(tmp_path, capsys)
 
     import nbformat
 
-    secret_file = tmp_path / "variant-secret"
-    secret_file.write_bytes(SECRET)
-    secret_file.chmod(0o600)
+    secret_file = _secret_file(tmp_path / "variant-secret")
     released = tmp_path / "lesson25.ipynb"
     nbformat.write(_student_notebook(), str(released))
     parser = argparse.ArgumentParser()
