@@ -26,6 +26,7 @@ from pathlib import Path
 from IPython.display import Markdown
 
 from servelab.classroom import report
+from servelab.variants.lesson import student_view
 
 ASSIGNMENT = "lesson25"  # lesson25, lab25 or knoblab
 # The course directory: the hub's (~/servelab, where `servelab class up` makes it), else this checkout's
@@ -39,3 +40,15 @@ Markdown(
     "\n\n".join(part for part in (report.reteach_markdown(built, Path.cwd()), report.variants_markdown(built)) if part)
     + f"\n\nThe whole report: `{page}`, and its numbers in `{table}`."
 )
+
+# %% [markdown]
+# ## A student's numbers
+#
+# In a class each student is asked warm-ups 1 to 3 and practices 1 and 4 with numbers of their own. Name a
+# student (their login on the hub) to read their questions as they were asked, with the worked solution of
+# each part for their numbers; an id not on the class's roster is refused. (In a terminal: `servelab variants
+# show STUDENT --notebook release/lesson25/lesson25.ipynb` also writes the copy of the lesson they fetched.)
+
+# %%
+STUDENT = ""  # e.g. "ada"
+print(student_view(STUDENT) if STUDENT else "Set STUDENT to a student's id to see their numbers.")

@@ -541,7 +541,7 @@ def test_the_page_opens_offline_reads_its_reteach_list_and_passes_axe(lesson_cla
             browser.close()
 
 
-def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeypatch):
+def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeypatch, capsys):
     """The notebook's one cell, as it is, on the sample course where `make grade` leaves it (grading/course:
     here a graded class in its place) for an instructor with no hub course in their home."""
     import jupytext
@@ -550,7 +550,7 @@ def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeyp
 
     nb = jupytext.read(report.REPO_DIR / "class" / "report.py")
     code = [c.source for c in nb.cells if c.cell_type == "code"]
-    assert len(code) == 1 and "COURSE = report.default_course()" in code[0]
+    assert len(code) == 2 and "COURSE = report.default_course()" in code[0]
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -562,6 +562,21 @@ def test_the_instructor_notebook_runs_the_report(lesson_class, tmp_path, monkeyp
     shown = scope["Markdown"](report.reteach_markdown(scope["built"], tmp_path)).data
     assert shown.startswith("**What to re-teach in lesson25** (60 submissions)")
     assert (lesson_class / "class-reports" / "lesson25-class-report.html").exists()
+    # Its second cell shows a student's numbers once STUDENT names one on the class's roster.
+    exec(code[1], scope)  # no student named: it says what to set
+    secret = tmp_path / "course-secret" / "variant-secret"
+    secret.parent.mkdir()
+    secret.write_text("ab" * 32 + "\n")
+    secret.chmod(0o600)
+    (secret.parent / "roster").write_text("ada\nbo\n")
+    monkeypatch.setenv("SERVELAB_VARIANT_SECRET_FILE", str(secret))
+    from servelab.variants import lesson, seeds
+
+    capsys.readouterr()
+    exec(code[1].replace('STUDENT = ""', 'STUDENT = "bo"'), scope)
+    assert capsys.readouterr().out.strip() == lesson.instructor_view("bo", secret=seeds.course_secret(secret))
+    with pytest.raises(lesson.NotOnRoster):
+        exec(code[1].replace('STUDENT = ""', 'STUDENT = "cy"'), scope)
 
 
 def test_the_default_course_is_the_hubs_then_the_checkouts_then_a_clear_error(tmp_path, monkeypatch):

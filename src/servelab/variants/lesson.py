@@ -309,25 +309,45 @@ def roster_of(spec: str | None, secret_file: Path | None = None) -> list[str] | 
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
+class NotOnRoster(RosterError):
+    """The id is on no roster the class has: any id has a variant under the secret, and one that is nobody's
+    would be shown as if it were a student's."""
+
+
+def checked_student(student: str, *, secret_file: Path | None = None, roster: str | None = None):
+    """(the course secret, the roster or None) for showing `student`'s numbers: SecretError where there is no
+    secret, RosterError where the roster cannot be read, NotOnRoster where it does not name them."""
+    from .seeds import course_secret
+
+    secret = course_secret(secret_file, create=False)
+    ids = roster_of(roster, secret_file)
+    if ids is not None and student not in ids:
+        raise NotOnRoster(
+            f"{student!r} is not on the class's roster ({len(ids)} students): no such student's numbers. "
+            "Check the id (their login on the class's hub), or pass --roster."
+        )
+    return secret, ids
+
+
+def student_view(student: str, *, secret_file: Path | None = None, roster: str | None = None) -> str:
+    """What the instructor reads of a student's variant (instructor_view), once the id is on the class's roster;
+    the instructor's notebook (class/report.py) and `servelab variants show` both show it."""
+    secret, _ids = checked_student(student, secret_file=secret_file, roster=roster)
+    return instructor_view(student, secret=secret)
+
+
 def run(args) -> int:
-    from .seeds import SecretError, course_secret
+    from .seeds import SecretError
 
     try:
-        secret = course_secret(args.secret_file, create=False)
+        secret, roster = checked_student(
+            args.student, secret_file=args.secret_file, roster=getattr(args, "roster", None)
+        )
     except SecretError as exc:
         print(exc)
         return 1
-    try:
-        roster = roster_of(getattr(args, "roster", None), args.secret_file)
     except RosterError as exc:
         print(exc)
-        return 2
-    if roster is not None and args.student not in roster:
-        # Any id has a variant under the secret: one that is nobody's would be shown as if it were a student's.
-        print(
-            f"{args.student!r} is not on the class's roster ({len(roster)} students): no such student's numbers. "
-            "Check the id (their login on the class's hub), or pass --roster."
-        )
         return 2
     notebook = getattr(args, "notebook", None)
     if (
