@@ -240,6 +240,39 @@ def test_students_share_nothing_through_the_exchange(cls):
     assert "bo's" not in peek.stdout and "Permission denied" in peek.stderr
 
 
+def test_a_release_left_by_an_earlier_classs_instructor_becomes_this_classs(cls):
+    """nbgrader keeps a released folder its releaser's; that user may be a student of this class. class up
+    makes all of outbound/ and feedback/ this class's first instructor's, so she cannot replace it."""
+    s = cls["settings"]
+    outbound = s.exchange / s.course_id / "outbound"
+    planted = outbound / "old-lab"
+    planted.mkdir()
+    (planted / "old-lab.ipynb").write_text("{}")
+    feedback = s.exchange / s.course_id / "feedback" / "old-hash"
+    feedback.mkdir()
+    for path in (planted, planted / "old-lab.ipynb", feedback):
+        shutil.chown(path, ANA, ANA)
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    try:
+        exchange.lay_out(
+            s.exchange,
+            s.course_id,
+            [TEACH],
+            [ANA, BO],
+            hub.CHECKOUT_GROUP,
+            s.state / "inbound-images",
+            cls["journal"].record,
+        )
+        for path in (planted, planted / "old-lab.ipynb", feedback):
+            assert path.owner() == TEACH and not path.stat().st_mode & 0o002, path
+        assert not feedback.stat().st_mode & 0o020
+        replaced = as_user(cls, ANA, "sh", "-c", f"echo x > '{planted / 'old-lab.ipynb'}' || mkdir '{planted / 'x'}'")
+        assert replaced.returncode != 0 and (planted / "old-lab.ipynb").read_text() == "{}"
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+        shutil.rmtree(feedback, ignore_errors=True)
+
+
 def test_a_full_inbound_stops_only_its_student(cls):
     """Where the machine can loop-mount, each student's inbound is its own file system of INBOUND_CAP_MIB."""
     if not cls["capped"][ANA]:

@@ -37,6 +37,7 @@ import glob
 import grp
 import os
 import pwd
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
@@ -229,6 +230,12 @@ def lay_out(
     ):
         (course / name).mkdir(exist_ok=True)
         _own(course / name, user, grp_, mode)
+    # What an earlier class released stays its releaser's (nbgrader keeps the owner), who may now be a
+    # student: everything under outbound/ and feedback/ becomes this class's first instructor's (outbound's
+    # group, the instructors, keeps its write), so no former instructor can replace a release and this class's
+    # instructors can release again.
+    for name, grp_, keep in (("outbound", group, 0o020), ("feedback", owner_group(owner), 0)):
+        _reown_tree(course / name, owner, grp_, clear=0o022 & ~keep)
     images.mkdir(parents=True, exist_ok=True)
     images.chmod(0o700)
     capped = {}
@@ -242,6 +249,20 @@ def lay_out(
         if folder.is_dir() and folder.name not in students:
             folder.chmod(0o2550)
     return capped
+
+
+def _reown_tree(top: Path, user: str, group: str | int, clear: int) -> None:
+    """Everything below `top` owned by `user` and `group`, the mode bits `clear` cleared (a link is re-owned,
+    never followed)."""
+    uid = pwd.getpwnam(user).pw_uid
+    gid = group if isinstance(group, int) else grp.getgrnam(group).gr_gid
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            os.chown(path, uid, gid, follow_symlinks=False)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~clear)
 
 
 def owner_group(user: str) -> int:
