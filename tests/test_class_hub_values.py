@@ -1049,3 +1049,16 @@ def test_the_python_a_class_runs_runs_the_feedback_pages_first_step():
     code = f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r}); exec({hub.PYTHON_PROBE!r})"
     probe = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd="/", timeout=120)
     assert probe.returncode == 0, (python, probe.stderr[-1500:])
+
+
+def test_class_up_takes_back_the_servers_keys_of_users_not_in_the_class(tmp_path):
+    """A key the class's servers know outlives its class unless taken back: class up keeps this class's users'."""
+    from servelab.classroom import servers
+
+    keys = servers.grant(tmp_path, ["ada", "bo", "old-student"])
+    assert servers.revoke_all_but(tmp_path, ["ada", "bo", "teacher"]) == ["old-student"]
+    kept = json.loads((servers.engines_dir(tmp_path) / "keys.json").read_text())
+    assert kept == {"ada": keys["ada"], "bo": keys["bo"]}
+    assert keys["old-student"] not in (servers.engines_dir(tmp_path) / "conf" / "keys.map").read_text()
+    assert servers.revoke_all_but(tmp_path, ["ada", "bo"]) == []
+    assert servers.revoke_all_but(tmp_path / "none", ["ada"]) == []

@@ -58,6 +58,7 @@ from ..courseid import COURSE_ID
 from ..grading import course
 from ..paths import REPO_DIR
 from . import capfs, exchange, limits, studentenv
+from . import servers as class_servers
 from .errors import ClassError, require_port
 from .journal import Journal, process_entry
 
@@ -438,6 +439,10 @@ class ClassHub:
             if not capped
         ]
         limits.make_class(s.state, record=self.journal.record)
+        # Keys of the class's servers for this class's users only (servers.grant makes them as servers start).
+        revoked = class_servers.revoke_all_but(s.state, [*s.instructors, *s.students])
+        if revoked:
+            self.notes.append(f"keys for the class's servers taken back from {', '.join(revoked)} (not in this class)")
         # Every folder any user may write, made private in each student's server as /tmp is (limits.enter).
         homes = tuple(pwd.getpwnam(name).pw_dir for name in s.instructors + s.students)
         s.limits = {**s.limits, "shared_dirs": limits.shared_dirs(skip=(str(s.state.resolve()), *homes))}

@@ -133,6 +133,25 @@ def grant(state: Path, names: list[str] | tuple[str, ...]) -> dict[str, str]:
     return {n: keys[n] for n in names}
 
 
+def revoke_all_but(state: Path, names: list[str] | tuple[str, ...]) -> list[str]:
+    """Take back the key of every user not in `names` (the class's roster at class up): a student dropped from
+    the class, or a user of an earlier class, keeps no identity or share on the servers. The names revoked."""
+    folder = engines_dir(state)
+    path = folder / "keys.json"
+    if not path.exists():
+        return []
+    with open(folder / "keys.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        keys: dict[str, str] = json.loads(path.read_text())
+        gone = sorted(n for n in keys if n not in names)
+        if gone:
+            keys = {n: k for n, k in keys.items() if n in names}
+            _write_private(path, json.dumps(keys, indent=1) + "\n")
+            _write_key_map(folder, keys)
+            reload_proxy(state)
+    return gone
+
+
 def key_for(state: Path, name: str) -> str:
     """One hub user's key (what the hub hands their lab as SERVELAB_REMOTE_API_KEY)."""
     return grant(state, [name])[name]
