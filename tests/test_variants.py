@@ -769,6 +769,22 @@ def test_a_part_asked_to_three_figures_takes_any_answer_right_to_three_and_no_sl
                 assert checkers.number(float(f"{wrong:.3g}"), key).points == 0, (part_id, n, value, wrong)
 
 
+def test_a_count_of_tokens_or_sequences_is_right_rounded_either_way_and_no_slip_is():
+    """The ridge in tokens (warm-up 2) and the batch where speculation reaches it are counts: a whole number
+    either side is right, as "the tokens a step must carry" is read, for every variant; no named slip is."""
+    import math
+
+    for part_id in ("warmup2-tokens", "break-even-ridge-batch"):
+        question = questions.PARTS[part_id][0]
+        for n in range(SEEDS):
+            key = grading.solution(part_id, question.generate(random.Random(n)), SOLVER)["key"]
+            value, points = key["value"], key.get("points", 1)
+            for whole in (math.floor(value), math.ceil(value), round(value)):
+                assert checkers.number(whole, key).points == points, (part_id, n, value, whole)
+            for hint in key["hints"]:
+                assert checkers.number(hint["value"], key).points == 0, (part_id, n, value, hint)
+
+
 def test_the_instructors_view_refuses_an_id_not_on_the_class_roster(tmp_path, capsys):
     import argparse
 

@@ -20,6 +20,7 @@ _DEFAULT_TOL: dict = {}
 _FIGURES_TOL = {name: keys.tokens_per_verify_step(0.7, 4)[name] for name in ("rel_tol", "figures")}
 _COUNT_TOL = {name: keys.verified_tokens_per_step(2, 1)[name] for name in ("rel_tol", "abs_tol")}
 _FIELD_COUNT_TOL = 0.0
+_WHOLE_TOL = {"abs_tol": keys.ridge_tokens_per_step("H200")["abs_tol"]}  # a count of tokens or sequences, either side
 
 
 def _number(value, unit, worked, hints=(), tol=_DEFAULT_TOL, otherwise="", points=1):
@@ -126,6 +127,7 @@ def solve_warmup2(p):
             "tokens",
             f"{ridge:.1f} FLOP/byte x {nbytes} bytes per parameter / 2 FLOP per parameter per token = {tokens:.1f} tokens.",
             token_hints,
+            tol=_WHOLE_TOL,
         ),
     }
 
@@ -367,6 +369,7 @@ def solve_break_even(p):
                 _hint("ridge-tokens", ridge, "That is the ridge in tokens; each sequence carries k + 1."),
                 _hint("k-not-k-plus-1", ridge / k, "Each sequence verifies k + 1 positions, not k."),
             ],
+            tol=_WHOLE_TOL,  # a batch is whole sequences
         ),
         "break-even-batch": _number(
             even,
