@@ -938,14 +938,20 @@ def test_personalise_file_leaves_a_notebook_alone_without_numbers(tmp_path):
     assert '"tensor parallelism: 24-way, on 8 GPUs."' in "\n".join(c.source for c in written.cells)
 
 
-def test_the_instructor_writes_any_students_copy_of_the_lesson(tmp_path, capsys):
+def test_the_instructor_writes_any_students_copy_of_the_lesson(tmp_path, capsys, monkeypatch):
+    """The copy goes where the instructor is (or --out), 0600, never beside the released notebook: nbgrader
+    releases that whole folder, and would hand the student's copy to the class."""
     import argparse
 
     import nbformat
 
     secret_file = _secret_file(tmp_path / "variant-secret")
-    released = tmp_path / "lesson25.ipynb"
+    (tmp_path / "release").mkdir()
+    released = tmp_path / "release" / "lesson25.ipynb"
     nbformat.write(_student_notebook(), str(released))
+    here = tmp_path / "instructor"
+    here.mkdir()
+    monkeypatch.chdir(here)
     parser = argparse.ArgumentParser()
     lesson.add_arguments(parser)
     args = parser.parse_args(
@@ -961,8 +967,20 @@ def test_the_instructor_writes_any_students_copy_of_the_lesson(tmp_path, capsys)
         ]
     )
     assert lesson.run(args) == 0
-    out = tmp_path / "lesson25-student05.ipynb"
+    out = here / "lesson25-student05.ipynb"
     assert "state student05's numbers" in capsys.readouterr().out
+    assert [p.name for p in released.parent.iterdir()] == ["lesson25.ipynb"] and stat.S_IMODE(
+        out.stat().st_mode
+    ) == 0o600
     text = "\n".join(c.source for c in nbformat.read(str(out), as_version=4).cells)
     for qid in lesson.LESSON_QUESTIONS:
         assert questions.render_stated(qid, seeds.params_for(qid, "student05", secret=SECRET)) in text, qid
+
+
+def test_a_numbers_file_nested_past_the_parsers_depth_is_none_to_read(tmp_path):
+    """A student owns ~/.servelab: a file they made there nested 100,000 deep reads as no numbers (the lesson's
+    own are stated), never a RecursionError that stops their fetch."""
+    deep = tmp_path / "lesson25.json"
+    deep.write_text("[" * 100_000)
+    assert lesson.mine(deep) == {}
+    assert lesson.numbers("warmup1", deep) == questions.BY_ID["warmup1"].standard

@@ -85,7 +85,13 @@ class ClassFetchAssignment(_ReadableRoot, ExchangeFetchAssignment):
         for path in sorted(set(_notebooks(self.dest_path)) - existed):
             try:
                 done = lesson.personalise_file(path)
-            except (OSError, ValueError, KeyError, TypeError) as exc:  # the fetch stands: the cells print them
+            except (
+                OSError,
+                ValueError,
+                KeyError,
+                TypeError,
+                RecursionError,
+            ) as exc:  # the fetch stands: the cells print them
                 self.log.warning(
                     "Could not write your numbers into %s (%s): the cell under each question prints them", path, exc
                 )

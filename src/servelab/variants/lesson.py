@@ -63,7 +63,7 @@ def mine(path: Path | None = None) -> dict[str, Params]:
             data = json.loads(os.environ[NUMBERS_ENV])
         else:
             data = json.loads((path or params_path()).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a file nested past the parser's depth is none to read
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -243,7 +243,8 @@ def add_arguments(parser) -> None:
         "--notebook",
         type=Path,
         help="also write a copy of this notebook (the released lesson) with the student's numbers in its questions, "
-        "as their fetched copy states them, beside it as <name>-<student>.ipynb (or --out)",
+        "as their fetched copy states them, as <name>-<student>.ipynb here (or --out; never in the release folder, which "
+        "nbgrader hands out whole)",
     )
     show_p.add_argument("--out", type=Path, help="where --notebook's copy goes")
     show_p.add_argument(
@@ -365,8 +366,11 @@ def run(args) -> int:
     if getattr(args, "notebook", None) is not None:
         import shutil
 
-        out = args.out or args.notebook.with_name(f"{args.notebook.stem}-{args.student}.ipynb")
+        # Here, never beside the released notebook: nbgrader releases that whole folder, and would hand this
+        # student's copy to the class. Written for the instructor alone (0600).
+        out = args.out or Path.cwd() / f"{args.notebook.stem}-{args.student}.ipynb"
         shutil.copyfile(args.notebook, out)
+        out.chmod(0o600)
         done = personalise_file(out, lesson_params(args.student, secret=secret))
         print(f"\n{out}: the questions {', '.join(done) or '(none marked)'} state {args.student}'s numbers")
     return 0
