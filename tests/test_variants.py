@@ -343,6 +343,25 @@ def test_a_copy_of_a_classmate_who_slipped_names_them():
     assert named >= 24, named
 
 
+def test_a_copy_taken_from_several_classmates_names_each_questions_source():
+    """Each question copied whole from one classmate or another: the hand-in is named a copy, each part with the
+    classmate whose variant it fits; honest wrong hand-ins still are not (the rate in the test above)."""
+    variants = grading.Variants(SOLVER, SECRET)
+    named = 0
+    for i in range(20):
+        copier, one, two = BIG_CLASS[60 + i], BIG_CLASS[i], BIG_CLASS[30 + i]
+        first, second = _hand_in(one), _hand_in(two)
+        mixed = {p: (first if p.startswith(("warmup1", "warmup2")) else second)[p] for p in first}
+        evidence = variants.copy(copier, mixed, BIG_CLASS)
+        if evidence.classmate is None:
+            continue
+        named += 1
+        for part, who in evidence.sources:
+            assert who == (one if part.startswith(("warmup1", "warmup2")) else two), (part, who, one, two)
+        assert set(evidence.classmate.split(", ")) == {one, two}
+    assert named >= 8, named  # half of them here: the rest leave too few questions theirs alone, unnamed
+
+
 def test_a_hostile_answer_scores_nothing_and_an_unknown_part_is_named():
     class Always(float):
         def __eq__(self, other):

@@ -453,12 +453,16 @@ class ScoreAnswers(NbGraderPreprocessor):
                 return {}, "", evidence.standard
             chance = variants.chance(roster, parts=list(answers))
             parts = sorted({p for p, _f in evidence.pieces})
+            several = len({who for _p, who in evidence.sources}) > 1
+            whose = (
+                f"the variants of {evidence.classmate}, each question one's" if several else f"{evidence.classmate}'s"
+            )
             flag = (
                 f"{', '.join(parts)}: {len(evidence.pieces)} numbers miss {student}'s own variant and fit only "
-                f"{evidence.classmate}'s, within {vgrading.COPY_REL_TOL:.1%} (an honest wrong hand-in is named "
+                f"{whose}, within {vgrading.COPY_REL_TOL:.1%} (an honest wrong hand-in is named "
                 f"so in this class {chance:.1%} of the time)"
             )
-            return {p: [evidence.classmate] for p in parts}, flag, evidence.standard
+            return {p: [who] for p, who in evidence.sources}, flag, evidence.standard
 
         return {g: grader(g) for g, (q, _part) in PARTS.items() if q.id in LESSON_QUESTIONS}, copies_in
 

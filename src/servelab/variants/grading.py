@@ -118,6 +118,7 @@ def _full(part_id: str, solved: dict) -> float:
 # example (its standard numbers) is never evidence: it is the lesson's, not a classmate's.
 COPY_REL_TOL = 0.005
 COPY_PIECES = 2
+COPY_PIECES_SPLIT = 3  # questions, each fitting one classmate whole, that name a copy taken from several
 COPY_SHARE = 0.75
 
 
@@ -159,12 +160,17 @@ def _near(x: float, want: float, rel_tol: float, abs_tol: float = 0.0) -> bool:
 
 
 class Copy(NamedTuple):
-    """Hand-in-level evidence: the classmate the numbers fit (or None), which of them (part, field), and
-    the numbers that are the lesson's printed example (part ids)."""
+    """Hand-in-level evidence: the classmate the numbers fit (or None; the classmates, comma-separated, of a
+    copy taken from several), which of them (part, field), the numbers that are the lesson's printed example
+    (part ids), and whose variant each copied part fits (part id -> classmate)."""
 
     classmate: str | None
     pieces: tuple[tuple[str, str | None], ...]
     standard: tuple[str, ...]
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def source_of(self, part_id: str) -> str | None:
+        return dict(self.sources).get(part_id)
 
 
 class Variants:
@@ -222,6 +228,8 @@ class Variants:
         sole: dict[str, list[tuple[str, str | None]]] = {}  # classmate -> the numbers only they are fitted by
         near: dict[str, int] = {}  # classmate -> how many of the wrong numbers fit them
         wrong = 0
+        wrong_pieces: list[tuple[str, str | None]] = []
+        fits: dict[tuple[str, str | None], set[str]] = {}  # each wrong number -> the classmates it fits
         standard: list[str] = []
         for part_id, answer in hand_in.items():
             if part_id not in PARTS or PARTS[part_id][1].kind == "bool":
@@ -239,7 +247,9 @@ class Variants:
                 if field in std and _near(x, std[field][0], max(std[field][1], COPY_REL_TOL)):
                     continue  # the lesson's printed number
                 wrong += 1
+                wrong_pieces.append((part_id, field))
                 whose = [o for o in others if any(_near(x, v, COPY_REL_TOL) for v in self.answers(part_id, o, field))]
+                fits[(part_id, field)] = set(whose)
                 for o in whose:
                     near[o] = near.get(o, 0) + 1
                 if len(whose) == 1:
@@ -254,7 +264,25 @@ class Variants:
         }
         if len(strong) == 1:
             ((who, pieces),) = strong.items()
-            return Copy(who, pieces, tuple(standard))
+            return Copy(
+                who, pieces, tuple(standard), tuple((part, who) for part in dict.fromkeys(p for p, _f in pieces))
+            )
+        # A copy taken from several classmates: each of at least COPY_PIECES_SPLIT questions is one classmate's
+        # whole (every wrong number of it fits them, one fits nobody else, no other classmate fits them all),
+        # and at least COPY_SHARE of the wrong numbers fit one of them.
+        whole: dict[str, str] = {}  # question id -> the one classmate every one of its wrong numbers fits
+        for question in dict.fromkeys(PARTS[w[0]][0].id for w in wrong_pieces):
+            here = [fits[w] for w in wrong_pieces if PARTS[w[0]][0].id == question]
+            common = set.intersection(*here)
+            if len(common) == 1 and any(f == common for f in here):  # and one number fits them alone
+                whole[question] = next(iter(common))
+        covered = [w for w in wrong_pieces if PARTS[w[0]][0].id in whole]
+        named = set(whole.values())
+        fitting = [w for w in wrong_pieces if fits[w] & named]  # the wrong numbers one of them gives too
+        if len(whole) >= COPY_PIECES_SPLIT and len(named) > 1 and len(fitting) >= COPY_SHARE * wrong:
+            sources = tuple(dict.fromkeys((part, whole[PARTS[part][0].id]) for part, _f in covered))
+            names = ", ".join(sorted(set(whole.values())))
+            return Copy(names, tuple(covered), tuple(standard), sources)
         return Copy(None, (), tuple(standard))
 
     def chance(
@@ -335,8 +363,9 @@ def check(
             )
         else:
             evidence = variants.copy(student_id, {**(hand_in or {}), part_id: answer}, roster)
-            if evidence.classmate is not None and any(p == part_id for p, _f in evidence.pieces):
-                copied = (evidence.classmate,)
+            source = evidence.source_of(part_id)
+            if source is not None:
+                copied = (source,)
     return Graded(result.points, feedback, own, dict(result.slips), copied)
 
 
