@@ -829,7 +829,8 @@ def test_the_instructors_view_reads_the_roster_written_beside_the_course_secret(
     state.mkdir()
     (state / "class.json").write_text('{"students": ["sl-cat"]}')
     monkeypatch.setenv("SERVELAB_CLASS_STATE", str(state))
-    assert lesson.roster_of(None, secret_file) == ["sl-cat"]  # no roster beside the secret: the class's
+    assert lesson.roster_of(None) == ["sl-cat"]  # no secret named, none beside the default one: the class's
+    assert lesson.roster_of(None, secret_file) is None  # a secret named: only the roster beside it is its course's
     written = lesson.write_roster(["sl-ana", "sl-ben"], secret_file)
     assert written == secret_file.with_name("roster") and oct(written.stat().st_mode & 0o777) == "0o600"
     assert lesson.roster_of(None, secret_file) == ["sl-ana", "sl-ben"]

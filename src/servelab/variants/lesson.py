@@ -285,7 +285,8 @@ def roster_of(spec: str | None, secret_file: Path | None = None) -> list[str] | 
         # here rather than imported: the classroom imports this module to hand the numbers out. Its class.json
         # is root's (it holds the gradebook's password): an instructor reads the roster beside the secret.
         state = Path(os.environ.get("SERVELAB_CLASS_STATE") or "/var/lib/servelab-class") / "class.json"
-        for path in (roster_file(secret_file), state):
+        # A secret named here is another course's, perhaps: only the roster beside it is that course's.
+        for path in (roster_file(secret_file), *(() if secret_file is not None else (state,))):
             if path.is_file() and os.access(path, os.R_OK):
                 spec = str(path)
                 break
