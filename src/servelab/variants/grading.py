@@ -227,8 +227,6 @@ class Variants:
         others = [s for s in dict.fromkeys(roster) if s != student]
         sole: dict[str, list[tuple[str, str | None]]] = {}  # classmate -> the numbers only they are fitted by
         near: dict[str, int] = {}  # classmate -> how many of the wrong numbers fit them
-        wrong = 0
-        wrong_pieces: list[tuple[str, str | None]] = []
         fits: dict[tuple[str, str | None], set[str]] = {}  # each wrong number -> the classmates it fits
         standard: list[str] = []
         for part_id, answer in hand_in.items():
@@ -246,14 +244,13 @@ class Variants:
                     continue  # a named slip of one's own variant: one's own mistake
                 if field in std and _near(x, std[field][0], max(std[field][1], COPY_REL_TOL)):
                     continue  # the lesson's printed number
-                wrong += 1
-                wrong_pieces.append((part_id, field))
                 whose = [o for o in others if any(_near(x, v, COPY_REL_TOL) for v in self.answers(part_id, o, field))]
                 fits[(part_id, field)] = set(whose)
                 for o in whose:
                     near[o] = near.get(o, 0) + 1
                 if len(whose) == 1:
                     sole.setdefault(whose[0], []).append((part_id, field))
+        wrong = len(fits)
         # Evidence: numbers of at least COPY_PIECES questions (one question's numbers follow from each other)
         # fit that classmate alone, and nearly every wrong number fits them (an honest slip fits a classmate
         # here and there; a copy fits them throughout).
@@ -271,18 +268,17 @@ class Variants:
         # whole (every wrong number of it fits them, one fits nobody else, no other classmate fits them all),
         # and at least COPY_SHARE of the wrong numbers fit one of them.
         whole: dict[str, str] = {}  # question id -> the one classmate every one of its wrong numbers fits
-        for question in dict.fromkeys(PARTS[w[0]][0].id for w in wrong_pieces):
-            here = [fits[w] for w in wrong_pieces if PARTS[w[0]][0].id == question]
+        for question in dict.fromkeys(PARTS[w[0]][0].id for w in fits):
+            here = [f for w, f in fits.items() if PARTS[w[0]][0].id == question]
             common = set.intersection(*here)
             if len(common) == 1 and any(f == common for f in here):  # and one number fits them alone
                 whole[question] = next(iter(common))
-        covered = [w for w in wrong_pieces if PARTS[w[0]][0].id in whole]
+        covered = [w for w in fits if PARTS[w[0]][0].id in whole]
         named = set(whole.values())
-        fitting = [w for w in wrong_pieces if fits[w] & named]  # the wrong numbers one of them gives too
+        fitting = [w for w, f in fits.items() if f & named]  # the wrong numbers one of them gives too
         if len(whole) >= COPY_PIECES_SPLIT and len(named) > 1 and len(fitting) >= COPY_SHARE * wrong:
             sources = tuple(dict.fromkeys((part, whole[PARTS[part][0].id]) for part, _f in covered))
-            names = ", ".join(sorted(set(whole.values())))
-            return Copy(names, tuple(covered), tuple(standard), sources)
+            return Copy(", ".join(sorted(named)), tuple(covered), tuple(standard), sources)
         return Copy(None, (), tuple(standard))
 
     def chance(
