@@ -106,7 +106,9 @@ def book_and_sims():
     from servelab.lab.speculation.points import PointBook, Simulators
 
     book = PointBook(read_store=False)  # the recorded points only, as a fresh checkout has them
-    return book, Simulators(book)
+    sims = Simulators(book)
+    sims.get("local")  # this CPU's simulator, calibrated once here (about 1 s), not in the first test that draws
+    return book, sims
 
 
 def _summary_for(book_and_sims, view="flip", **settings) -> str:

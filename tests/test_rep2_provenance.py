@@ -136,6 +136,7 @@ def test_the_recorders_fingerprint_the_machine():
     assert provenance.problem(comparison_record("none", 0, 80.5, machine=fingerprint)) is None
 
 
+@pytest.mark.unit(False)  # opens the lab, which calibrates this CPU's simulator on the recording: about 1 s of CPU
 def test_the_spec_decode_lab_offline_refuses_to_build_rep2_from_the_recording(tmp_path, monkeypatch, capsys):
     """Repro: offline, with an empty results store, lab.record gives the course's points; comparison refuses them."""
     monkeypatch.setenv("SERVELAB_OFFLINE", "1")

@@ -35,6 +35,8 @@ Where models differ from a dense Llama, the arithmetic follows the difference:
 
 from __future__ import annotations
 
+import functools
+
 import fnmatch
 import json
 import re
@@ -269,11 +271,11 @@ class ModelSpec:
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
 
-    @property
+    @functools.cached_property  # a frozen spec's count: the simulator asks for it per step
     def _layer_params_total(self) -> int:
         return self.num_layers * (self.attention_params + 2 * self.hidden_size) + self._mlp_params(self.num_experts)
 
-    @property
+    @functools.cached_property  # a frozen spec's count: the simulator asks for it per step
     def decoder_params(self) -> int:
         """The language model's parameters (every expert); a tied LM head shares the embedding table."""
         if self.eagle3:
@@ -310,7 +312,7 @@ class ModelSpec:
         """Every parameter held in memory: the language model and its vision / audio towers."""
         return self.decoder_params + self.tower_params
 
-    @property
+    @functools.cached_property  # a frozen spec's count: the simulator asks for it per step
     def active_params(self) -> int:
         """Parameters one generated token runs through: the decoder, with only the routed top-k
         experts of a mixture of experts (towers run on the prompt's images, not per token)."""
@@ -319,7 +321,7 @@ class ModelSpec:
         inactive = self._mlp_params(self.num_experts) - self._mlp_params(self.experts_per_token)
         return self.decoder_params - inactive
 
-    @property
+    @functools.cached_property  # a frozen spec's count: the simulator asks for it per step
     def matmul_params(self) -> int:
         """Parameters that take part in a matmul per token (the embedding lookup does not)."""
         if self.tie_word_embeddings:
