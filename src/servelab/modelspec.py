@@ -35,9 +35,8 @@ Where models differ from a dense Llama, the arithmetic follows the difference:
 
 from __future__ import annotations
 
-import functools
-
 import fnmatch
+import functools
 import json
 import re
 from dataclasses import asdict, dataclass
