@@ -930,7 +930,10 @@ def test_the_clusters_engines_take_each_users_key_and_share_from_the_roster(hub_
     assert json.loads(secret["stringData"]["keys.json"]) == keys
     assert secret["stringData"]["keys.map"].splitlines() == [f'"Bearer {keys[n]}" "{n}";' for n in sorted(keys)]
     conf = config["data"]["nginx.conf"]
-    assert conf.count("limit_conn per_student 6;") == 2 and conf.count("burst=12 nodelay;") == 2
+    # a share at each engine, each in its own zone: 6 at one engine and 6 at the other, not 6 between them
+    shares = re.findall(r"limit_conn (\S+) 6;", conf)
+    assert len(shares) == len(set(shares)) == 2 and conf.count("burst=12 nodelay;") == 2, shares
+    assert len(set(re.findall(r"limit_req zone=(\S+) burst=12 nodelay;", conf))) == 2
     assert "map $http_authorization $student" in conf and 'if ($student = "") { return 401; }' in conf
     # the upstreams are production-stack's Services of the two modelSpecs, port 80
     specs = [spec["name"] for spec in STACK["servingEngineSpec"]["modelSpec"]]

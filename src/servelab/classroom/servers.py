@@ -254,6 +254,13 @@ def nginx_config(
     temp = "\n".join(
         f"  {kind}_temp_path {run / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
+    # each server its own zones: a student's share is per_student at each engine, not split between them
+    zones = "\n".join(
+        f"  limit_conn_zone $student zone=per_student_{name}:1m;\n"
+        f"  limit_req_zone $student zone=per_student_rate_{name}:1m rate={rate}r/s;\n"
+        f"  limit_req_zone $student zone=per_student_reads_{name}:1m rate=20r/s;"
+        for name in ports
+    )
     servers = []
     for name, port in ports.items():
         upstream = f"""      proxy_pass http://vllm_{name};
@@ -274,15 +281,15 @@ def nginx_config(
     location = /health {{ proxy_pass http://vllm_{name}; }}
     location ~ ^/({completions})$ {{
       if ($student = "") {{ return 401; }}
-      limit_conn per_student {per_student};
-      limit_req zone=per_student_rate burst={2 * per_student} nodelay;
+      limit_conn per_student_{name} {per_student};
+      limit_req zone=per_student_rate_{name} burst={2 * per_student} nodelay;
 {upstream}
       proxy_buffering off;
       proxy_read_timeout 600s;
     }}
     location ~ ^/({reads})$ {{
       if ($student = "") {{ return 401; }}
-      limit_req zone=per_student_reads burst=40 nodelay;
+      limit_req zone=per_student_reads_{name} burst=40 nodelay;
 {upstream}
     }}
     location / {{ return 404 '{{"error": "not a path of the class servers: {", ".join(PATHS)}"}}\\n'; }}
@@ -307,9 +314,7 @@ http {{
     default "";
     include {conf / "keys.map"};
   }}
-  limit_conn_zone $student zone=per_student:1m;
-  limit_req_zone $student zone=per_student_rate:1m rate={rate}r/s;
-  limit_req_zone $student zone=per_student_reads:1m rate=20r/s;
+{zones}
   limit_conn_status 429;
   limit_req_status 429;
   map $status $answered {{  # a refusal over a share is not written down: a retry storm is one write less each
