@@ -8,8 +8,10 @@ import os
 import pwd
 import socket
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +132,19 @@ def test_only_the_lab_s_paths_pass_and_vllm_is_reached_only_through_the_proxy(se
         ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", knock], capture_output=True, text=True, cwd="/"
     )
     assert other.returncode != 0 and "PermissionError" in other.stderr
+
+
+def test_the_servers_keep_their_files_to_themselves(servers):
+    """vLLM's IPC sockets and temporary files are in the engines' own run folder, none in the machine's /tmp;
+    the logs are readable by their owner only (they name the students' requests)."""
+    for engine in (servers.off, servers.on):
+        assert engine.log_path.stat().st_mode & 0o077 == 0, engine.log_path
+    if os.geteuid() != 0:
+        pytest.skip("the engines' own system user needs root")
+    engines = pwd.getpwnam(ENGINE_USER).pw_uid
+    assert not [p for p in Path(tempfile.gettempdir()).iterdir() if p.lstat().st_uid == engines]
+    run = servers.folder / "run" / "tmp"
+    assert list(run.iterdir()) and run.stat().st_uid == engines and run.stat().st_mode & 0o077 == 0
 
 
 def test_each_user_gets_one_key_of_their_own_which_only_root_and_the_proxy_read(tmp_path):

@@ -107,6 +107,30 @@ def _undo_group(e: dict) -> str:
     return f"group {e['name']} removed"
 
 
+def _undo_user(e: dict) -> str:
+    """A system user the class made (the servers'), removed with its group once nothing of it runs."""
+    import pwd
+
+    try:
+        uid = pwd.getpwnam(e["name"]).pw_uid
+    except KeyError:
+        return ""
+    running = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid]
+    if running:
+        return f"user {e['name']} kept: processes {', '.join(sorted(running, key=int)[:5])} still run as it"
+    subprocess.run(["userdel", e["name"]], check=True, capture_output=True)
+    if subprocess.run(["getent", "group", e["name"]], capture_output=True).returncode == 0:
+        subprocess.run(["groupdel", e["name"]], capture_output=True)  # userdel removes a user group of its own
+    return f"user {e['name']} removed"
+
+
+def _owner(proc: Path) -> int:
+    try:
+        return proc.stat().st_uid
+    except OSError:
+        return -1
+
+
 def _undo_member(e: dict) -> str:
     got = subprocess.run(["id", "-nG", e["user"]], capture_output=True, text=True)
     if got.returncode != 0 or e["group"] not in got.stdout.split():
@@ -292,6 +316,7 @@ def _undo_hand_out(e: dict) -> str:
 UNDO = {
     "mode": _undo_mode,
     "group": _undo_group,
+    "user": _undo_user,
     "member": _undo_member,
     "mount": _undo_mount,
     "cgroup": _undo_cgroup,

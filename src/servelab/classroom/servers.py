@@ -91,13 +91,28 @@ def engines_dir(state: Path) -> Path:
     return Path(state) / "engines"
 
 
-def _engine_ids() -> tuple[int, int] | None:
-    """The engines' (uid, gid) when root runs the class; None: the servers run as whoever starts them."""
+def _existing_engine_ids() -> tuple[int, int] | None:
+    """The engines' (uid, gid) when root runs the class and the user exists; else None (nothing is made)."""
     if os.geteuid() != 0:
         return None
     try:
         entry = pwd.getpwnam(ENGINE_USER)
     except KeyError:
+        return None
+    return entry.pw_uid, entry.pw_gid
+
+
+def _engine_ids(record: Callable[..., None] = lambda kind, **what: None) -> tuple[int, int] | None:
+    """The engines' (uid, gid) when root runs the class; None: the servers run as whoever starts them.
+
+    The user is made on first use, recorded first (`record("user", name=...)`): whoever undoes the record
+    (`class down`) removes it once none of its processes runs."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(ENGINE_USER)
+    except KeyError:
+        record("user", name=ENGINE_USER)
         subprocess.run(
             ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin"]
             + ["--user-group", ENGINE_USER],
@@ -167,7 +182,9 @@ def _write_private(path: Path, text: str, mode: int = 0o600, gid: int = -1) -> N
 
 
 def _write_key_map(folder: Path, keys: dict[str, str]) -> None:
-    ids = _engine_ids()
+    """Readable by root and the engines' group where that user exists; the servers' start makes the user
+    and writes the map again (a key granted before the servers ever ran makes no user of its own)."""
+    ids = _existing_engine_ids()
     conf = folder / "conf"
     if ids is not None:
         os.chown(conf, 0, ids[1])
@@ -366,8 +383,15 @@ class EngineServer(VllmServer):
             env.update(
                 HOME=str(self.home), USER=ENGINE_USER, LOGNAME=ENGINE_USER, XDG_CACHE_HOME=str(self.home / ".cache")
             )
-        uid, gid = self.ids or (None, None)
-        with open(self.log_path, "wb") as log:
+        # vLLM's IPC sockets (ZMQ: VLLM_RPC_BASE_PATH/<uuid4>, vllm/envs.py and utils/network_utils.py, default
+        # the temp folder) and every other temporary file in the engines' own run folder: none is left in the
+        # machine's /tmp, and no other user reaches one there
+        tmp = ipc_dir(self.socket_path.parent)
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        if self.ids is not None:
+            os.chown(tmp, *self.ids)
+        env.update(TMPDIR=str(tmp), VLLM_RPC_BASE_PATH=str(tmp))
+        with _private_log(self.log_path) as log:
             self.proc = subprocess.Popen(
                 self.command(),
                 stdout=log,
@@ -375,9 +399,7 @@ class EngineServer(VllmServer):
                 env=env,
                 cwd=str(self.home or self.socket_path.parent),
                 start_new_session=True,
-                user=uid,
-                group=gid,
-                extra_groups=None if self.ids is None else [],
+                **_as_engines(self.ids),
             )
         self.started_at = time.monotonic()
         return self
@@ -391,6 +413,38 @@ class EngineServer(VllmServer):
             return False
         finally:
             connection.close()
+
+
+SOCKET_PATH_MAX = 107  # a Unix socket's path, at most (sun_path is 108 bytes with its NUL)
+IPC_NAME = 36  # vLLM's IPC socket's own name in its folder: a uuid4
+
+
+def ipc_dir(run: Path) -> Path:
+    return run / "tmp"
+
+
+def _check_socket_paths(run: Path) -> None:
+    """Every socket the engines make must fit a Unix socket's path: name the state folder when one cannot."""
+    longest = max(len(str(ipc_dir(run))) + 1 + IPC_NAME, len(str(run / "vllm-off.sock")))
+    if longest > SOCKET_PATH_MAX:
+        raise ClassError(
+            f"The class's servers keep their sockets under {run}, too long a path for a Unix socket "
+            f"({longest} of at most {SOCKET_PATH_MAX} characters): choose a shorter --state."
+        )
+
+
+def _private_log(path: Path):
+    """A log opened for writing, readable by its owner only: vLLM's logs name the students' requests."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # a log left by an older class may have been readable by all
+    return os.fdopen(fd, "wb")
+
+
+def _as_engines(ids: tuple[int, int] | None) -> dict:
+    """Popen's arguments that start a process as the engines' user (no supplementary groups); none for another."""
+    if ids is None:
+        return {}
+    return {"user": ids[0], "group": ids[1], "extra_groups": []}
 
 
 @dataclass
@@ -458,11 +512,14 @@ class ClassServers:
         from .. import model as bundled
 
         assert self.state is not None
-        self.ids = _engine_ids()
+        self.ids = _engine_ids(self.record or (lambda kind, **what: None))
+        _check_socket_paths(self.folder / "run")
         for part in ("run", "home", "logs", "conf"):
             (self.folder / part).mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o755)
         grant(self.state, [])  # keys.json and the key map, even before anyone has a key
+        path = self.folder / "keys.json"
+        _write_key_map(self.folder, json.loads(path.read_text()))  # now readable by the engines' user
         python, model = sys.executable, self.model
         if self.ids is not None:
             uid, gid = self.ids
@@ -504,9 +561,7 @@ class ClassServers:
                 stderr=errors,
                 cwd=str(self.folder),  # where `class down` finds it and its workers (journal._undo_engines)
                 start_new_session=True,
-                user=uid,
-                group=gid,
-                extra_groups=groups,
+                **_as_engines(self.ids),
             )
 
     def _wait_proxy(self, timeout_s: float = 30) -> None:
