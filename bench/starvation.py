@@ -2,6 +2,7 @@
 
     python bench/starvation.py [--attack 500] [--per-student 8]     ->   bench/results/starvation.json
     python bench/starvation.py --retry-refused                      ->   bench/results/starvation-retry-refused.json
+    python bench/starvation.py --storm                              ->   bench/results/starvation-storm.json
 
 The class's two servers (servelab.classroom.servers: vLLM behind Debian's nginx,
 each student's share bounded by their key) with the bundled model. Two keys,
@@ -10,11 +11,17 @@ each student's share bounded by their key) with the bundled model. Two keys,
 then the flood, a separate process, sends --attack requests of its own
 at once on the same server (each one answered is sent again at once, so its share
 stays full; a refused one is given up, or with --retry-refused sent again after
-the proxy's Retry-After: a storm of about --attack refusals a second), and once the
-server runs the flood's whole share the classmate sends the same requests again;
+the proxy's Retry-After: a storm of about --attack refusals a second; or with --storm
+at once, on the same kept-alive connection: as many refusals a second as the flood's own
+CPU can send), and once the server runs the flood's whole share the classmate sends the
+same requests again;
 the flood stops and its requests drain before the next round. Alone and flooded
 alternate so that the machine's other load falls on both alike. Target: the
 classmate's median TTFT under the flood within 2x of their median alone.
+
+Run as root on a machine with cgroups, the flood and the classmate each run in a
+student's cgroup under a student's limits (servelab.classroom.limits, as `servelab
+class up` makes them); the result says which.
 
 Bounded: every wait has a deadline (--max-seconds per flooded phase). Loopback
 only. The flood's requests are plain HTTP/1.1 on asyncio streams in their own
@@ -37,7 +44,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from servelab import hardware
-from servelab.classroom import gate
+from servelab.classroom import ClassError, gate, journal, limits
 from servelab.classroom.servers import ClassServers
 from servelab.metrics import parse_prometheus
 from servelab.remote import RemoteServer
@@ -45,6 +52,7 @@ from servelab.server import free_port
 
 RESULT = Path(__file__).resolve().parent / "results" / "starvation.json"
 RESULT_RETRY = RESULT.with_name("starvation-retry-refused.json")  # the flood that re-sends what was refused
+RESULT_STORM = RESULT.with_name("starvation-storm.json")  # the flood that re-sends it at once, kept alive
 TARGET_RATIO = 2.0
 OUTPUT_LEN = 16  # the classmate's tokens per request: short, so the run fits on 2 cores
 FLOOD_OUTPUT_LEN = 64  # the flood's: long enough that its share stays busy
@@ -61,10 +69,13 @@ async def classmate(server: RemoteServer, n: int) -> list[float]:
 
 
 class Flood:
-    """`width` requests of one key sent at once; an answered one is sent again, a refused one given up (or re-sent)."""
+    """`width` requests of one key sent at once; an answered one is sent again, a refused one given up (or re-sent).
 
-    def __init__(self, port: int, key: str, model: str, width: int, retry_refused: bool = False):
-        self.port, self.key, self.width, self.retry_refused = port, key, width, retry_refused
+    retry: "" gives a refused request up; "after" sends it again after the proxy's Retry-After; "now" sends it
+    again at once on the same kept-alive connection (a storm as fast as the flood's own CPU allows)."""
+
+    def __init__(self, port: int, key: str, model: str, width: int, retry: str = ""):
+        self.port, self.key, self.width, self.retry = port, key, width, retry
         body = json.dumps(
             {
                 "model": model,
@@ -78,10 +89,14 @@ class Flood:
             f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         ).encode() + body
+        self.kept_alive = self.request.replace(b"Connection: close", b"Connection: keep-alive")
         self.status: dict[str, int] = {}
         self.stop = asyncio.Event()
 
     async def one(self) -> None:
+        if self.retry == "now":
+            await self.storm()
+            return
         while not self.stop.is_set():
             status = "error"
             try:
@@ -95,7 +110,7 @@ class Flood:
             except OSError:
                 pass
             self.status[status] = self.status.get(status, 0) + 1
-            if status != "200" and not self.retry_refused:
+            if status != "200" and not self.retry:
                 return  # a refused request is given up; an answered one is sent again at once
             if status != "200":
                 try:  # the proxy's Retry-After: 1
@@ -103,15 +118,41 @@ class Flood:
                 except asyncio.TimeoutError:
                     pass
 
+    async def storm(self) -> None:
+        """Every answer, refused or not, is followed at once by the same request on the same connection."""
+        while not self.stop.is_set():
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                self.status["error"] = self.status.get("error", 0) + 1
+                await asyncio.sleep(0.01)
+                continue
+            try:
+                while not self.stop.is_set():
+                    writer.write(self.kept_alive)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    lines = head.decode("latin-1").split("\r\n")
+                    status = lines[0].split()[1] if len(lines[0].split()) > 1 else "error"
+                    fields = dict(line.lower().split(": ", 1) for line in lines[1:] if ": " in line)
+                    if "content-length" not in fields:
+                        break  # an answer without a length ends with its connection
+                    await reader.readexactly(int(fields["content-length"]))
+                    self.status[status] = self.status.get(status, 0) + 1
+                    if fields.get("connection") == "close":
+                        break
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+                pass
+            writer.close()
+
     async def run(self) -> None:
         await asyncio.gather(*(self.one() for _ in range(self.width)))
 
 
-def flood_child(port: int, key: str, model: str, width: int, retry_refused: bool) -> int:
+def flood_child(port: int, key: str, model: str, width: int, retry: str) -> int:
     """The flood's process: runs until SIGTERM, then prints what it got back (JSON) and exits."""
     import signal
 
-    flood = Flood(port, key, model, width, retry_refused)
+    flood = Flood(port, key, model, width, retry)
 
     async def run():
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, flood.stop.set)
@@ -152,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         "instead of giving it up",
     )
     parser.add_argument(
+        "--storm",
+        action="store_true",
+        help="the flood re-sends each refused request at once on the same connection (as fast as it can)",
+    )
+    parser.add_argument(
         "--flood-child", nargs=5, metavar=("PORT", "KEY", "MODEL", "WIDTH", "RETRY"), help=argparse.SUPPRESS
     )
     parser.add_argument("--per-student", type=int, default=8, help="each student's share at the server")
@@ -160,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.flood_child:
         port, key, model, width, retry = args.flood_child
-        return flood_child(int(port), key, model, int(width), retry == "1")
+        return flood_child(int(port), key, model, int(width), retry.strip("-"))
 
+    retry = "now" if args.storm else "after" if args.retry_refused else ""
     load_before = [round(x, 2) for x in os.getloadavg()]
     state = Path(tempfile.mkdtemp(prefix="servelab-starvation-"))
     state.chmod(0o755)
@@ -169,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     ready = servers.start()
     print(f"servers ready after {time.monotonic() - started:.0f} s: {ready}", flush=True)
+    students = StudentGroups(state)
     try:
         keys = servers.grant(["flood", "classmate"])
+        students.join("classmate")  # this process is the classmate's client from here on
         url = servers.urls["off"]
         victim = RemoteServer(url, api_key=keys["classmate"], timeout_s=300)
         model = victim.info()["model"]
@@ -179,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
         flooded: list[float] = []
         flood_status: dict[str, int] = {}
         flood_batch: list[float] = []
+        cpu: dict[str, float] = {"flood_client": 0.0, "nginx": 0.0, "engine": 0.0, "wall": 0.0}
+        assert servers.nginx is not None
+        proxy = servers.nginx.pid  # nginx and its worker: a session of their own
         for r in range(args.rounds):
             alone += asyncio.run(classmate(victim, args.requests))
             child = subprocess.Popen(
@@ -190,23 +242,29 @@ def main(argv: list[str] | None = None) -> int:
                     keys["flood"],
                     model,
                     str(args.attack),
-                    "1" if args.retry_refused else "0",
+                    retry or "-",
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
+                preexec_fn=students.joiner("flood"),
             )
+            began = time.monotonic(), _cpu_s(pid=child.pid), _cpu_s(group=proxy), _engine_cpu(servers)
             try:
                 flood_batch.append(wait_running(url, keys["classmate"], lambda b: b >= args.per_student, 120))
                 flooded += asyncio.run(asyncio.wait_for(classmate(victim, args.requests), args.max_seconds))
             finally:
+                ended = time.monotonic(), _cpu_s(pid=child.pid), _cpu_s(group=proxy), _engine_cpu(servers)
                 child.terminate()
                 answer, _ = child.communicate(timeout=120)
+            for part, a, b in zip(("wall", "flood_client", "nginx", "engine"), began, ended):
+                cpu[part] += b - a
             for status, count in json.loads(answer.strip().splitlines()[-1] or "{}").items():
                 flood_status[status] = flood_status.get(status, 0) + count
             wait_running(url, keys["classmate"], lambda b: b == 0, 120)  # the flood's last requests drain
             print(f"round {r + 1}: alone {alone[-args.requests :]}, flooded {flooded[-args.requests :]}", flush=True)
         load_flood = [round(x, 2) for x in os.getloadavg()]
     finally:
+        students.remove()
         servers.stop()
         shutil.rmtree(state, ignore_errors=True)  # keys, sockets, the engines' environment and model links
     idle, busy = statistics.median(alone), statistics.median(flooded)
@@ -222,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_tokens_per_request": gate.MAX_TOKENS,
             "engine_args": servers.args,
             "flood_outstanding": args.attack,
-            "flood_re_sends_refused": args.retry_refused,
+            "flood_re_sends_refused": {"": "no", "after": "after Retry-After", "now": "at once, kept alive"}[retry],
+            "students_cgroups": students.said,
             "flood_output_tokens": FLOOD_OUTPUT_LEN,
             "rounds": args.rounds,
             "classmate_requests_per_round": args.requests,
@@ -237,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         "target_ratio": TARGET_RATIO,
         "meets_target": busy / idle <= TARGET_RATIO,
         "flood_answers": flood_status,
+        # CPU seconds a second of the flooded phases (1.0: one core), from /proc: where the flood's cost went
+        "cores_used_while_flooded": {k: round(v / cpu["wall"], 2) for k, v in cpu.items() if k != "wall"},
         "requests_running_when_the_classmate_began": flood_batch,
         "machine": {
             "cpu": hardware.cpu_name(),
@@ -252,11 +313,64 @@ def main(argv: list[str] | None = None) -> int:
             "nginx": _nginx_version(),
         },
     }
-    out = args.out or (RESULT_RETRY if args.retry_refused else RESULT)
+    out = args.out or (RESULT_STORM if args.storm else RESULT_RETRY if args.retry_refused else RESULT)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("ttft_median_alone_s", "ttft_median_under_flood_s", "ratio")}))
     return 0 if result["meets_target"] else 1
+
+
+def _cpu_s(pid: int | None = None, group: int | None = None) -> float:
+    """CPU seconds (user and system) of one process, or of every process of a process group, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or (pid is not None and int(proc.name) != pid):
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if group is None or int(fields[2]) == group:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _engine_cpu(servers: ClassServers) -> float:
+    """The flooded server's (vLLM's API server and the engine core it starts, one session of their own)."""
+    assert servers.off.proc is not None
+    return _cpu_s(group=servers.off.proc.pid)
+
+
+class StudentGroups:
+    """The flood's and the classmate's cgroups under a student's limits, as `servelab class up` makes them; none
+    where this is not root or the machine has no cgroups (`said` tells which)."""
+
+    def __init__(self, state: Path):
+        self.state, self.folders = state, {}
+        try:
+            if os.geteuid() != 0:
+                raise ClassError("not root")
+            limits.hierarchy()
+            self.made = limits.make_class(state)
+            self.folders = {name: limits.make_student(state, name, limits.Limits()) for name in ("flood", "classmate")}
+            self.said = f"each a student's ({limits.Limits().as_json()})"
+        except (ClassError, OSError) as exc:
+            self.made, self.said = [], f"none ({exc})"
+
+    def joiner(self, name: str):
+        folders = self.folders.get(name, [])
+        return (lambda: limits.join(folders)) if folders else None
+
+    def join(self, name: str) -> None:
+        limits.join(self.folders.get(name, []))
+
+    def remove(self) -> None:
+        if not self.folders:
+            return
+        limits.join([folder.parent.parent for folder in self.made])  # this process back where it began
+        for folder in self.made:  # as `class down` removes a class's cgroups (the flood has ended by now)
+            journal.UNDO["cgroup"]({"path": str(folder)})
 
 
 def _nginx_version() -> str:

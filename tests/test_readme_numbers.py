@@ -85,6 +85,47 @@ QUOTED: list[tuple[str, str, list[tuple[str, str]]]] = [
         rf"for{W}a{W}class{W}of{W}300{W}\({N}{W}s;{W}target{W}under{W}{N}{W}s\)",
         [("bench/results/class.json", "report.seconds_median"), ("bench/results/class.json", "report.target_seconds")],
     ),
+    (
+        "README.md",
+        rf"went{W}from{W}{N}{W}s{W}alone{W}to{W}{N}{W}s,{W}{N}x{W}\(target:{W}within{W}2x\)",
+        [
+            ("bench/results/starvation.json", "ttft_median_alone_s"),
+            ("bench/results/starvation.json", "ttft_median_under_flood_s"),
+            ("bench/results/starvation.json", "ratio"),
+        ],
+    ),
+    (
+        "README.md",
+        rf"starvation-retry-refused.json`\){W}it{W}went{W}from{W}{N}{W}s{W}to{W}{N}{W}s,{W}{N}x",
+        [
+            ("bench/results/starvation-retry-refused.json", "ttft_median_alone_s"),
+            ("bench/results/starvation-retry-refused.json", "ttft_median_under_flood_s"),
+            ("bench/results/starvation-retry-refused.json", "ratio"),
+        ],
+    ),
+    (
+        "README.md",
+        rf"\(`--storm`,{W}`bench/results/starvation-storm.json`:{W}([\d,]+){W}refusals",
+        [("bench/results/starvation-storm.json", "flood_answers.429")],
+    ),
+    (
+        "README.md",
+        rf"TTFT{W}went{W}from{W}{N}{W}s{W}alone{W}to{W}{N}{W}s,{W}{N}x{W}\(2-core",
+        [
+            ("bench/results/starvation-storm.json", "ttft_median_alone_s"),
+            ("bench/results/starvation-storm.json", "ttft_median_under_flood_s"),
+            ("bench/results/starvation-storm.json", "ratio"),
+        ],
+    ),
+    (
+        "README.md",
+        rf"client{W}used{W}{N}{W}of{W}a{W}core{W}and{W}nginx{W}{N},{W}and{W}the{W}engine{W}{N}",
+        [
+            ("bench/results/starvation-storm.json", "cores_used_while_flooded.flood_client"),
+            ("bench/results/starvation-storm.json", "cores_used_while_flooded.nginx"),
+            ("bench/results/starvation-storm.json", "cores_used_while_flooded.engine"),
+        ],
+    ),
 ]
 # grading/README.md's table of the samples: every row's autograde score is expected.json's (lesson 25).
 SAMPLE_ROW = re.compile(r"^\| (\w+) \| [^|\n]* \| " + N + r"(?: \([^|\n]*\))? \|$", re.M)
@@ -126,7 +167,7 @@ def test_each_quoted_number_is_its_recorded_value(readme, pattern, sources):
     for m in found:
         for quoted, (results, path) in zip(m.groups(), sources):
             value = value_at(results, path)
-            assert matches_to_shown_decimals(quoted, value), (
+            assert matches_to_shown_decimals(quoted.replace(",", ""), value), (  # 908,632: a thousands comma
                 f"{readme}: {m.group(0)!r} quotes {quoted}; {results} {path} is {value}"
             )
 

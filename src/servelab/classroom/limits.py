@@ -154,6 +154,17 @@ def make_class(state: Path, record=lambda kind, **what: None) -> list[Path]:
     return folders
 
 
+def join(folders: list[Path]) -> None:
+    """Move this process into `folders` (each a cgroup's folder): in a child before its exec, as root."""
+    pid = str(os.getpid()).encode()
+    for folder in folders:
+        fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
+        try:
+            os.write(fd, pid)
+        finally:
+            os.close(fd)
+
+
 def _enable_v2(folder: Path) -> None:
     control = folder / "cgroup.subtree_control"
     have = set(control.read_text().split())
@@ -211,13 +222,7 @@ def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = (), shared:
 
     `keep`: folders the server needs that may lie under one of them (a class whose state folder is in /tmp):
     each is bound back at its own path inside the private folder."""
-    pid = str(os.getpid()).encode()
-    for folder in folders:
-        fd = os.open(folder / "cgroup.procs", os.O_WRONLY)
-        try:
-            os.write(fd, pid)
-        finally:
-            os.close(fd)
+    join(folders)
     if tmp_mib <= 0:
         return
     _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
