@@ -165,3 +165,31 @@ def test_each_user_gets_one_key_of_their_own_which_only_root_and_the_proxy_read(
         with pytest.raises(ClassError, match="cannot be given a key"):
             class_servers.grant(state, [name])
     assert class_servers.grant(state, ["ada"]) == {"ada": first["ada"]}  # nothing was added by the refusals
+
+
+def test_class_down_removes_the_engines_user_once_nothing_of_it_runs():
+    """The servers' system user is in the class's journal; undoing that line keeps the user while a process of
+    it runs (and says which), and removes the user and its own group after."""
+    from servelab.classroom import journal
+
+    if os.geteuid() != 0:
+        pytest.skip("making a system user needs root")
+    name = "servelab-undo-" + os.urandom(3).hex()
+    subprocess.run(["useradd", "--system", "--no-create-home", "--user-group", name], check=True)
+    try:
+        sleeper = subprocess.Popen(["sleep", "60"], user=name)
+        try:
+            said = journal.UNDO["user"]({"name": name})
+            assert f"user {name} kept" in said and str(sleeper.pid) in said, said
+            assert pwd.getpwnam(name)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        assert journal.UNDO["user"]({"name": name}) == f"user {name} removed"
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)
+        assert subprocess.run(["getent", "group", name], capture_output=True).returncode != 0
+        assert journal.UNDO["user"]({"name": name}) == ""  # undone twice (a crash between): nothing left to do
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", name], capture_output=True)
