@@ -159,8 +159,19 @@ def test_each_user_gets_one_key_of_their_own_which_only_root_and_the_proxy_read(
     key_map = (folder / "conf" / "keys.map").read_text().splitlines()
     assert key_map == [f'"Bearer {first["ada"]}" "ada";', f'"Bearer {first["bo"]}" "bo";']
     assert (folder / "conf" / "keys.map").stat().st_mode & 0o007 == 0 and (folder / "conf").stat().st_mode & 0o007 == 0
-    if os.geteuid() == 0:  # the proxy's user reads the map through its group, nobody else
-        assert (folder / "conf" / "keys.map").stat().st_gid == pwd.getpwnam(ENGINE_USER).pw_gid
+    if os.geteuid() == 0:  # the proxy's user reads the map through its group (once the servers made it), nobody else
+        try:
+            group = pwd.getpwnam(ENGINE_USER).pw_gid
+        except KeyError:
+            group = 0
+        assert (folder / "conf" / "keys.map").stat().st_gid == group
+    # the keys' lock: a file anyone could open could be flocked by anyone (a read-only open is enough), holding
+    # every spawn of the hub, which grants keys; an older class's lock readable by all is closed on first use
+    lock = folder / "keys.lock"
+    assert lock.stat().st_mode & 0o777 == 0o600 and lock.stat().st_uid == os.geteuid()
+    lock.chmod(0o644)
+    class_servers.grant(state, ["cy"])
+    assert lock.stat().st_mode & 0o777 == 0o600
     for name in ('ada" "root', "ada;\ninclude /etc/passwd", ""):
         with pytest.raises(ClassError, match="cannot be given a key"):
             class_servers.grant(state, [name])

@@ -293,7 +293,9 @@ def _honest_wrong(student, how, variants):
     return hand_in
 
 
-@pytest.mark.unit(False)  # a class of 100, each five ways wrong, checked against all: about 1 s of CPU, at the lane's limit
+@pytest.mark.unit(
+    False
+)  # a class of 100, each five ways wrong, checked against all: about 1 s of CPU, at the lane's limit
 def test_honest_wrong_answers_are_not_called_copies_and_a_whole_copy_names_exactly_its_source():
     variants = grading.Variants(SOLVER, SECRET)
     flagged = total = 0

@@ -134,8 +134,7 @@ def grant(state: Path, names: list[str] | tuple[str, ...]) -> dict[str, str]:
     folder = engines_dir(state)
     (folder / "conf").mkdir(parents=True, exist_ok=True)
     folder.chmod(0o755)
-    with open(folder / "keys.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _keys_locked(folder):
         path = folder / "keys.json"
         keys: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
         new = [n for n in names if n not in keys]
@@ -148,6 +147,19 @@ def grant(state: Path, names: list[str] | tuple[str, ...]) -> dict[str, str]:
     return {n: keys[n] for n in names}
 
 
+@contextlib.contextmanager
+def _keys_locked(folder: Path):
+    """The keys' lock, a file only its owner can open: flock works on a file opened for reading too, so a lock
+    anyone could read would let a student hold the hub's spawns (which grant keys) for as long as they liked."""
+    fd = os.open(folder / "keys.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a lock an older class left readable by all
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def revoke_all_but(state: Path, names: list[str] | tuple[str, ...]) -> list[str]:
     """Take back the key of every user not in `names` (the class's roster at class up): a student dropped from
     the class, or a user of an earlier class, keeps no identity or share on the servers. The names revoked."""
@@ -155,8 +167,7 @@ def revoke_all_but(state: Path, names: list[str] | tuple[str, ...]) -> list[str]
     path = folder / "keys.json"
     if not path.exists():
         return []
-    with open(folder / "keys.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _keys_locked(folder):
         keys: dict[str, str] = json.loads(path.read_text())
         gone = sorted(n for n in keys if n not in names)
         if gone:
