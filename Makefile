@@ -144,13 +144,15 @@ CHP := $(VENV)/node/node_modules/.bin/configurable-http-proxy
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 class-deps: setup $(CHP)
-	@# nginx: the class's servers' proxy (per-student keys and shares); libnss-wrapper: the cluster pods' passwd entry
+	@# nginx: the class's servers' proxy (per-student keys and shares); libnss-wrapper: the cluster pods' passwd entry;
+	@# nftables: each user's connections to the class's servers, capped by the kernel (servelab.classroom.limits)
 	@# Only what is missing: a Node.js that brings its own npm (NodeSource's) conflicts with Debian's npm.
 	@missing="$$(ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || echo postgresql) \
 	  $$(command -v node >/dev/null || echo nodejs npm) $$(test -x /usr/sbin/nginx || echo nginx-light) \
-	  $$(ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || echo libnss-wrapper)"; \
+	  $$(ls /usr/lib/*/libnss_wrapper.so >/dev/null 2>&1 || echo libnss-wrapper) \
+	  $$(test -x /usr/sbin/nft || echo nftables)"; \
 	if [ -n "$$(echo $$missing)" ]; then \
-	  command -v apt-get >/dev/null || { echo "Install PostgreSQL, Node.js 18+, nginx and nss_wrapper for the class."; exit 1; }; \
+	  command -v apt-get >/dev/null || { echo "Install PostgreSQL, Node.js 18+, nginx, nss_wrapper and nftables for the class."; exit 1; }; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
 	    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $$missing >/dev/null; fi
 	@# Class users' servers run venvs that `servelab class up` makes outside the checkout, of a Python they reach

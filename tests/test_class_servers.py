@@ -118,6 +118,12 @@ def test_only_the_lab_s_paths_pass_and_vllm_is_reached_only_through_the_proxy(se
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 404, path
+    with pytest.raises(urllib.error.HTTPError) as nokey:
+        urllib.request.urlopen(urllib.request.Request(url + "/v1/completions", data=b"{}"), timeout=30)
+    assert nokey.value.code == 401
+    # none of them reached vLLM, and none is written down: a storm of them would fill the disk the class is on
+    logged = (servers.folder / "logs" / "nginx-access.log").read_text()
+    assert not [line for line in logged.splitlines() if '" 404 ' in line or '" 401 ' in line], logged[-2000:]
     for engine in (servers.off, servers.on):
         assert "--uds" in engine.command()  # vLLM listens on a Unix socket, not on a port any local user can open
         assert engine.socket_path.is_socket()
@@ -204,3 +210,79 @@ def test_class_down_removes_the_engines_user_once_nothing_of_it_runs():
     finally:
         subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["groupdel", name], capture_output=True)
+
+
+HOLD = """
+import socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+held, refused = [], 0
+for _ in range(n):
+    s = socket.socket()
+    try:
+        s.connect(("127.0.0.1", port))
+        held.append(s)
+    except OSError:
+        refused += 1
+print(len(held), refused, flush=True)
+sys.stdin.read()  # holds them until the test lets go
+"""
+
+HEALTH = """
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+s.sendall(b"GET /health HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n")
+print(s.recv(64).split(b"\\r\\n")[0].decode())
+"""
+
+
+def test_one_user_cannot_take_every_connection_of_the_servers(servers):
+    """A user who opens connections and never finishes a request is capped by the kernel (nftables' per-user count)
+    at limits.CONNECTIONS_PER_USER: a classmate, another user, still connects and is answered meanwhile."""
+    from servelab.classroom import limits
+
+    if os.geteuid() != 0:
+        pytest.skip("the cap is root's nftables table")
+    assert servers.connections.startswith("capped"), servers.connections
+    port, cap = servers.off_port, limits.CONNECTIONS_PER_USER
+    hog = subprocess.Popen(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", HOLD, str(port), str(cap + 20)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert hog.stdout is not None
+        held, refused = map(int, hog.stdout.readline().split())
+        assert (held, refused) == (cap, 20)
+        other = subprocess.run(
+            ["runuser", "-u", "daemon", "--", "/usr/bin/python3", "-c", HEALTH, str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert other.stdout.strip() == "HTTP/1.1 200 OK", other
+    finally:
+        hog.communicate("", timeout=30)
+    again = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", HEALTH, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert again.stdout.strip() == "HTTP/1.1 200 OK", again  # the count is of connections open, not ever opened
+
+
+def test_the_connection_cap_is_recorded_and_class_down_deletes_it(tmp_path):
+    from servelab.classroom import journal, limits
+
+    if os.geteuid() != 0:
+        pytest.skip("the cap is root's nftables table")
+    recorded = []
+    said = limits.cap_connections(tmp_path, [1], record=lambda kind, **what: recorded.append((kind, what)))
+    table = limits.connection_table(tmp_path)
+    assert said.startswith("capped") and recorded == [("nft", {"table": table})], said
+    listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True)
+    assert "ct count over" in listed.stdout and "meta skuid" in listed.stdout
+    assert journal.UNDO["nft"]({"table": table}) == f"nftables table {table} deleted"
+    assert subprocess.run(["nft", "list", "table", "inet", table], capture_output=True).returncode != 0
+    assert journal.UNDO["nft"]({"table": table}) == ""  # undone twice: nothing left to do

@@ -135,6 +135,7 @@ def cmd_servers(args) -> int:
     (args.state / "servers.json").write_text(json.dumps(servers.urls, indent=1) + "\n")
     print(f"speculation off: {servers.urls['off']}   (ready after {took['off']:.0f} s)")
     print(f"n-gram k={args.k}:   {servers.urls['on']}   (ready after {took['on']:.0f} s)")
+    print(f"connections: {servers.connections}")
     print(
         f"`servelab class up` hands these to every student's lab, with the student's own key; each student may "
         f"have {args.per_student} requests at a server at once. Ctrl-C stops both.",

@@ -313,8 +313,15 @@ def _undo_hand_out(e: dict) -> str:
     return "; ".join(said)
 
 
+def _undo_nft(e: dict) -> str:
+    from .limits import uncap_connections
+
+    return uncap_connections(e["table"])
+
+
 UNDO = {
     "mode": _undo_mode,
+    "nft": _undo_nft,
     "group": _undo_group,
     "user": _undo_user,
     "member": _undo_member,

@@ -22,6 +22,15 @@ Which mechanism applies where:
 
 The class's cgroups are one tree, CGROUP_ROOT/<class>/<student>, made by `servelab class up`
 and written in its journal: `class down` stops whatever still runs in them and removes them.
+
+Connections to the class's shared servers are capped per user by the kernel, not by the proxy:
+nginx counts a user's requests only once it has read their key, so a student who opens
+thousands of connections and never finishes a request would take every connection nginx has
+(its worker_connections) from the class. `cap_connections` writes an nftables table whose
+rule counts each user's open TCP connections to the servers' ports (conntrack's `ct count`,
+keyed by the sending socket's owner, `meta skuid`) and resets those over CONNECTIONS_PER_USER;
+root's (the hub's) are not counted. `servelab class servers` records the table in its
+journal; its stop, or `class down`, deletes it.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import ctypes
 import ctypes.util
 import hashlib
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +49,7 @@ from .errors import ClassError
 CGROUP = Path("/sys/fs/cgroup")
 CGROUP_ROOT = "servelab"
 V1 = ("memory", "pids", "cpu")
+CONNECTIONS_PER_USER = 64  # a user's TCP connections to the class servers at once (a share is 8 requests a server)
 
 
 @dataclass
@@ -125,6 +136,53 @@ def hierarchy() -> str:
 def class_name(state: Path) -> str:
     """The class's cgroup folder: one per state folder, so two classes on one machine never meet."""
     return "class-" + hashlib.sha256(str(Path(state).resolve()).encode()).hexdigest()[:10]
+
+
+def connection_table(state: Path) -> str:
+    """The class's nftables table (letters, digits and _ only): one per state folder, like its cgroups."""
+    return "servelab_" + class_name(state).removeprefix("class-")
+
+
+def cap_connections(
+    state: Path, ports: list[int], per_user: int = CONNECTIONS_PER_USER, record=lambda kind, **what: None
+) -> str:
+    """Cap every user but root at `per_user` open TCP connections to `ports` on loopback (see the module); what
+    was done, in a line: "capped: ..." or "not capped: <why>" (not root; a kernel without nf_tables).
+
+    Missing nft is a ClassError that says how to install it."""
+    if os.geteuid() != 0:
+        return "not capped: a user's connections to the class servers are capped by root's nftables"
+    nft = shutil.which("nft") or "/usr/sbin/nft"
+    if not Path(nft).exists():
+        raise ClassError(
+            "The class servers cap each user's connections with nftables, which is not installed: run "
+            "`make class-deps` (apt-get install nftables)."
+        )
+    table = connection_table(state)
+    record("nft", table=table)
+    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
+    ports_set = ", ".join(str(p) for p in ports)
+    rules = f"""table inet {table} {{
+  set users {{ type uid; size 65535; flags dynamic; }}
+  chain out {{
+    type filter hook output priority filter; policy accept;
+    oifname "lo" tcp dport {{ {ports_set} }} ct state new meta skuid != 0 add @users {{ meta skuid ct count over {per_user} }} reject with tcp reset
+  }}
+}}
+"""
+    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"not capped: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    return f"capped: each user at {per_user} connections to ports {ports_set} at once (nftables table inet {table})"
+
+
+def uncap_connections(table: str) -> str:
+    """Delete the class's nftables table; "" where there is none (or no nft)."""
+    nft = shutil.which("nft") or "/usr/sbin/nft"
+    if not Path(nft).exists():
+        return ""
+    done = subprocess.run([nft, "delete", "table", "inet", table], capture_output=True, text=True)
+    return f"nftables table {table} deleted" if done.returncode == 0 else ""
 
 
 def class_folders(state: Path) -> list[Path]:

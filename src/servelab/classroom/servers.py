@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..server import ServerError, VllmServer
-from . import gate
+from . import gate, limits
 from .errors import ClassError, require_port
 
 OFF_PORT, ON_PORT = 8100, 8101
@@ -261,17 +261,19 @@ def nginx_config(
     upstreams: dict[str, str] | None = None,
     listen: str = "127.0.0.1",
     stream_logs: bool = False,
+    connections: int = 4096,
 ) -> str:
     """nginx.conf for the class: one server block per engine, each student's share keyed on their key's name.
 
-    One piece: it is the configuration file read top to bottom, as nginx reads it.
+        One piece: it is the configuration file read top to bottom, as nginx reads it.
 
-    Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
-    2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
-    look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
-    <folder>/run), `listen` the address nginx listens on, and `stream_logs` sends its logs to stderr and
-    stdout (a pod's) instead of <folder>/logs: the cluster's gateway (servelab.classroom.cluster) is this
-    same configuration in front of the cluster's engines."""
+        Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
+        2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
+        look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
+        <folder>/run), `listen` the address nginx listens on, and `stream_logs` sends its logs to stderr and
+        stdout (a pod's) instead of <folder>/logs: the cluster's gateway (servelab.classroom.cluster) is this
+        same configuration in front of the cluster's engines. `connections`: nginx's worker_connections (clients
+    and upstreams together), with twice as many files allowed."""
     run, conf, logs = folder / "run", folder / "conf", folder / "logs"
     error_log, access_log = (
         ("/dev/stderr", "/dev/stdout") if stream_logs else (logs / "nginx-error.log", logs / "nginx-access.log")
@@ -331,9 +333,10 @@ def nginx_config(
   }}""")
     return f"""# Written by servelab.classroom.servers; the class's keys are in keys.map.
 worker_processes 1;
+worker_rlimit_nofile {2 * connections};
 pid {run / "nginx.pid"};
 error_log {error_log} warn;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {connections}; }}
 http {{
 {temp}
   access_log {access_log} combined if=$answered;
@@ -345,9 +348,9 @@ http {{
 {zones}
   limit_conn_status 429;
   limit_req_status 429;
-  map $status $answered {{  # a refusal over a share is not written down: a retry storm is one write less each
-    429 0;
-    default 1;
+  map $upstream_addr $answered {{  # only what reached vLLM is written down (each bounded by a student's share):
+    "" 0;                          # a refusal, a request without a key or for another path writes nothing, so
+    default 1;                     # no storm of them fills the disk
   }}
   limit_req_log_level info;  # below error_log's warn: refused requests cost no log line either
   limit_conn_log_level info;
@@ -482,6 +485,7 @@ class ClassServers:
         self.folder = engines_dir(self.state)
         self.ids: tuple[int, int] | None = None
         self.nginx: subprocess.Popen | None = None
+        self.connections = "not capped: not started"  # limits.cap_connections's line, once started
         # one sequence per request (servelab.classroom.gate): nginx's share counts requests, vLLM's batch sequences;
         # a request that names no max_tokens gets the gate's cap, not the rest of the context
         self.args = list(self.extra_args) + ["--no-enable-prefix-caching"] + engine_bounds()
@@ -546,7 +550,11 @@ class ClassServers:
         self.off = self._engine("off", self.args, python, model)
         self.on = self._engine("on", self.args + ["--speculative-config", speculative_config(self.k)], python, model)
         conf = nginx_config(
-            self.folder, {"off": self.off_port, "on": self.on_port}, self.per_student, self.per_student_rate
+            self.folder,
+            {"off": self.off_port, "on": self.on_port},
+            self.per_student,
+            self.per_student_rate,
+            connections=_proxy_connections(),
         )
         _write_private(self.folder / "conf" / "nginx.conf", conf, 0o640, self.ids[1] if self.ids else -1)
 
@@ -596,6 +604,10 @@ class ClassServers:
             self._lay_out()
             if self.record is not None:  # `class down` finds them by this, whatever happens to their starter
                 self.record("engines", uid=self.ids[0] if self.ids else os.getuid(), folder=str(self.folder))
+            assert self.state is not None
+            self.connections = limits.cap_connections(
+                self.state, [self.off_port, self.on_port], record=self.record or (lambda kind, **what: None)
+            )
             self.off.start()
             self.on.start()
             self._start_proxy()
@@ -621,6 +633,9 @@ class ClassServers:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proxy.pid, signal.SIGKILL)
                 proxy.wait(5)
+        if self.connections.startswith("capped") and self.state is not None:
+            limits.uncap_connections(limits.connection_table(self.state))
+            self.connections = "not capped: the servers have stopped"
         if self._own_state and self.state is not None:
             shutil.rmtree(self.state, ignore_errors=True)
 
@@ -630,6 +645,16 @@ class ClassServers:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _proxy_connections(most: int = 16384) -> int:
+    """nginx's worker_connections: `most`, or half the files this process may open (nginx, started from it, may
+    raise its own limit only that far; each proxied request holds a client's and an upstream's connection).
+    With limits.CONNECTIONS_PER_USER, 16384 holds every connection of 128 users at once and their upstreams."""
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return most if hard == resource.RLIM_INFINITY else max(1024, min(most, hard // 2))
 
 
 def _reachable(folder: Path, uid: int) -> None:
