@@ -522,6 +522,27 @@ def _engines_processes(uid: int) -> list[tuple[int, int, str]]:
     return found
 
 
+def test_a_students_server_keeps_its_shared_memory_to_itself_and_it_ends_with_the_server():
+    """System V shared memory made in a student's server (limits.enter) is in an IPC namespace of its own: the
+    machine never lists it, and it does not outlive the server (class down cannot leave it behind)."""
+    if os.geteuid() != 0:
+        pytest.skip("a namespace of its own needs root")
+    size = 4096 * 7919  # a size no other segment on the machine has
+    script = f"""
+import ctypes
+from servelab.classroom import limits
+limits.enter([], 8)
+libc = ctypes.CDLL(None, use_errno=True)
+shmid = libc.shmget(0, {size}, 0o1600)  # IPC_PRIVATE, IPC_CREAT, no IPC_RMID: in the machine's it would stay
+print(shmid, open("/proc/sysvipc/shm").read().count(" {size} "), flush=True)
+"""
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    shmid, seen_inside = map(int, ran.stdout.split())
+    assert shmid >= 0 and seen_inside == 1, ran.stdout
+    assert f" {size} " not in Path("/proc/sysvipc/shm").read_text()  # neither while it ran nor after
+
+
 def test_every_folder_anyone_may_write_is_private_and_capped_in_a_students_server(cls):
     """As her server starts (limits.enter, with the folders `class up` finds), /var/tmp, /run/lock and every
     other world-writable folder are a tmpfs of her own: she writes there, fills it at tmp_mib, and nothing

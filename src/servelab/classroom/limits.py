@@ -265,6 +265,7 @@ def make_student(state: Path, student: str, limits: Limits | None) -> list[Path]
 # --- the preexec side: in the forked child, as root, before exec --------------------------------------
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
 
 
@@ -276,14 +277,16 @@ def _check(ret: int, what: str) -> None:
 
 def enter(folders: list[Path], tmp_mib: int, keep: tuple[str, ...] = (), shared: tuple[str, ...] = ()) -> None:
     """Join the student's cgroups and give this process a mount namespace with private /tmp, /dev/shm and
-    `shared` (each a tmpfs of `tmp_mib` with its folder's mode and owner).
+    `shared` (each a tmpfs of `tmp_mib` with its folder's mode and owner), and an IPC namespace of its own: the
+    System V shared memory, semaphores and message queues it makes are the server's, counted in nobody else's
+    view and gone with the server (in the machine's they would outlive it, and the class, outside any limit).
 
     `keep`: folders the server needs that may lie under one of them (a class whose state folder is in /tmp):
     each is bound back at its own path inside the private folder."""
     join(folders)
     if tmp_mib <= 0:
         return
-    _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWIPC), "unshare(CLONE_NEWNS | CLONE_NEWIPC)")
     # Nothing mounted here propagates back to the machine's namespace.
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     targets = [t for t in dict.fromkeys(PRIVATE + tuple(shared)) if os.path.isdir(t) and not os.path.islink(t)]
