@@ -264,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: alone {alone[-args.requests :]}, flooded {flooded[-args.requests :]}", flush=True)
         load_flood = [round(x, 2) for x in os.getloadavg()]
     finally:
-        students.remove()
-        servers.stop()
+        try:
+            students.remove()
+        finally:
+            servers.stop()  # whatever the cgroups' removal said: no server outlives the run
         shutil.rmtree(state, ignore_errors=True)  # keys, sockets, the engines' environment and model links
     idle, busy = statistics.median(alone), statistics.median(flooded)
     result = {
