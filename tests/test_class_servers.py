@@ -242,6 +242,8 @@ def test_one_user_cannot_take_every_connection_of_the_servers(servers):
 
     if os.geteuid() != 0:
         pytest.skip("the cap is root's nftables table")
+    if servers.connections.startswith("not capped: nftables refused"):
+        pytest.skip(servers.connections)  # a kernel without nf_tables: `class servers` says so, as it does here
     assert servers.connections.startswith("capped"), servers.connections
     port, cap = servers.off_port, limits.CONNECTIONS_PER_USER
     hog = subprocess.Popen(
@@ -280,6 +282,8 @@ def test_the_connection_cap_is_recorded_and_class_down_deletes_it(tmp_path):
     recorded = []
     said = limits.cap_connections(tmp_path, [1], record=lambda kind, **what: recorded.append((kind, what)))
     table = limits.connection_table(tmp_path)
+    if said.startswith("not capped: nftables refused"):
+        pytest.skip(said)
     assert said.startswith("capped") and recorded == [("nft", {"table": table})], said
     listed = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True)
     assert "ct count over" in listed.stdout and "meta skuid" in listed.stdout
