@@ -265,14 +265,14 @@ def nginx_config(
 ) -> str:
     """nginx.conf for the class: one server block per engine, each student's share keyed on their key's name.
 
-        One piece: it is the configuration file read top to bottom, as nginx reads it.
+    One piece: it is the configuration file read top to bottom, as nginx reads it.
 
-        Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
-        2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
-        look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
-        <folder>/run), `listen` the address nginx listens on, and `stream_logs` sends its logs to stderr and
-        stdout (a pod's) instead of <folder>/logs: the cluster's gateway (servelab.classroom.cluster) is this
-        same configuration in front of the cluster's engines. `connections`: nginx's worker_connections (clients
+    Completions count against the share (limit_conn: requests at once; limit_req: new ones a second, burst
+    2 * per_student); the lab's small reads (models, version, metrics) have their own rate, so a point's
+    look-ups never eat into its batch. `upstreams`: each engine's address (default: its Unix socket in
+    <folder>/run), `listen` the address nginx listens on, and `stream_logs` sends its logs to stderr and
+    stdout (a pod's) instead of <folder>/logs: the cluster's gateway (servelab.classroom.cluster) is this
+    same configuration in front of the cluster's engines. `connections`: nginx's worker_connections (clients
     and upstreams together), with twice as many files allowed."""
     run, conf, logs = folder / "run", folder / "conf", folder / "logs"
     error_log, access_log = (
@@ -564,13 +564,9 @@ class ClassServers:
                 f"The class's servers are reached through Debian's nginx ({NGINX}), which is not installed: "
                 "run `make class-deps` (apt-get install nginx-light)."
             )
-        uid, gid = self.ids or (None, None)
-        groups: list[int] | None = None if self.ids is None else []
         log = self.folder / "logs" / "nginx-error.log"
         command = [NGINX, "-p", str(self.folder), "-e", str(log), "-c", str(self.folder / "conf" / "nginx.conf")]
-        check = subprocess.run(
-            command + ["-t", "-q"], capture_output=True, text=True, user=uid, group=gid, extra_groups=groups
-        )
+        check = subprocess.run(command + ["-t", "-q"], capture_output=True, text=True, **_as_engines(self.ids))
         if check.returncode != 0:
             raise ClassError(f"nginx refused the class's proxy configuration:\n{check.stderr[-2000:]}")
         with open(log, "ab") as errors:  # what nginx says before it reads its own error_log directive
