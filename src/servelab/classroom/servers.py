@@ -109,17 +109,17 @@ def _engine_ids(record: Callable[..., None] = lambda kind, **what: None) -> tupl
     (`class down`) removes it once none of its processes runs."""
     if os.geteuid() != 0:
         return None
-    try:
-        entry = pwd.getpwnam(ENGINE_USER)
-    except KeyError:
-        record("user", name=ENGINE_USER)
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin"]
-            + ["--user-group", ENGINE_USER],
-            check=True,
-            capture_output=True,
-        )
-        entry = pwd.getpwnam(ENGINE_USER)
+    ids = _existing_engine_ids()
+    if ids is not None:
+        return ids
+    record("user", name=ENGINE_USER)
+    subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin"]
+        + ["--user-group", ENGINE_USER],
+        check=True,
+        capture_output=True,
+    )
+    entry = pwd.getpwnam(ENGINE_USER)
     return entry.pw_uid, entry.pw_gid
 
 
@@ -201,6 +201,12 @@ def _write_key_map(folder: Path, keys: dict[str, str]) -> None:
         os.chown(conf, 0, ids[1])
     conf.chmod(0o750)
     _write_private(conf / "keys.map", key_map(keys), 0o640, ids[1] if ids else -1)
+
+
+def _rewrite_key_map(folder: Path) -> None:
+    """The key map written again from keys.json, under the keys' lock (a key the hub grants meanwhile is kept)."""
+    with _keys_locked(folder):
+        _write_key_map(folder, json.loads((folder / "keys.json").read_text()))
 
 
 def key_map(keys: dict[str, str]) -> str:
@@ -533,8 +539,7 @@ class ClassServers:
             (self.folder / part).mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o755)
         grant(self.state, [])  # keys.json and the key map, even before anyone has a key
-        path = self.folder / "keys.json"
-        _write_key_map(self.folder, json.loads(path.read_text()))  # now readable by the engines' user
+        _rewrite_key_map(self.folder)  # now readable by the engines' user, made above
         python, model = sys.executable, self.model
         if self.ids is not None:
             uid, gid = self.ids
