@@ -152,7 +152,7 @@ def cap_connections(
     Missing nft is a ClassError that says how to install it."""
     if os.geteuid() != 0:
         return "not capped: a user's connections to the class servers are capped by root's nftables"
-    nft = shutil.which("nft") or "/usr/sbin/nft"
+    nft = _nft()
     if not Path(nft).exists():
         raise ClassError(
             "The class servers cap each user's connections with nftables, which is not installed: run "
@@ -178,11 +178,15 @@ def cap_connections(
 
 def uncap_connections(table: str) -> str:
     """Delete the class's nftables table; "" where there is none (or no nft)."""
-    nft = shutil.which("nft") or "/usr/sbin/nft"
+    nft = _nft()
     if not Path(nft).exists():
         return ""
     done = subprocess.run([nft, "delete", "table", "inet", table], capture_output=True, text=True)
     return f"nftables table {table} deleted" if done.returncode == 0 else ""
+
+
+def _nft() -> str:
+    return shutil.which("nft") or "/usr/sbin/nft"  # Debian's, off a plain user's PATH
 
 
 def class_folders(state: Path) -> list[Path]:
