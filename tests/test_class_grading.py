@@ -1,7 +1,7 @@
 """The class's gradebook on PostgreSQL, and parallel autograding into it (about a minute on 2 cores).
 
-A PostgreSQL cluster is made for the module (Debian's initdb and pg_ctl, loopback
-port); each test grades into its own database in it.
+A PostgreSQL cluster is made for the module (Debian's initdb and pg_ctl, on a Unix
+socket only); each test grades into its own database in it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.classroom import ClassError
+from servelab.classroom import ClassError, studentenv
 from servelab.classroom.postgres import Postgres
 from servelab.grading import parallel, samples
 
@@ -154,10 +154,30 @@ def test_parallel_grading_asks_for_postgres(monkeypatch):
         parallel.gradebook_url()
 
 
-def test_a_taken_port_is_named_with_what_to_do(cluster):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        other = Postgres(cluster.folder.parent / "other", port=taken.getsockname()[1])
-        with pytest.raises(ClassError, match="--db-port"):
-            other.start()
+def test_the_gradebook_has_no_port_and_its_socket_lets_no_one_else_in(cluster):
+    """300 logins begun on a loopback port and never finished once filled max_connections: the gradebook
+    listens on no TCP port, and its socket's folder keeps out every user not let in."""
+    import psycopg2
+
+    conn = cluster.connect()  # the cluster's owner (and root) get in through the socket
+    assert conn.closed == 0
+    conn.close()
+    with pytest.raises(psycopg2.OperationalError):
+        psycopg2.connect(host="127.0.0.1", port=cluster.port, user="servelab", password="x", connect_timeout=5)
+    with socket.socket() as probe:  # nothing at all answers on its number as a TCP port
+        assert probe.connect_ex(("127.0.0.1", cluster.port)) != 0
+    if os.geteuid() != 0:
+        pytest.skip("the other user's try needs root (runuser)")
+    socket_path = str(cluster.socket_dir / f".s.PGSQL.{cluster.port}")
+    code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({socket_path!r})"
+    tried = subprocess.run(
+        ["runuser", "-u", "nobody", "--", studentenv.open_python(), "-c", code], capture_output=True, text=True
+    )
+    assert tried.returncode != 0 and "PermissionError" in tried.stderr, tried.stderr
+
+
+def test_a_socket_path_too_long_is_named_with_what_to_do(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    with pytest.raises(ClassError, match="longer than a Unix socket's"):
+        Postgres(deep / "db").start()
+    assert not (deep / "db").exists()  # refused before initdb made anything

@@ -50,7 +50,7 @@ from browser_helpers import (
 from test_browser import FLIP, choose_the_first_point, status, wait_for_lab
 
 from servelab.classroom import limits
-from servelab.classroom.hub import ClassHub, ClassSettings
+from servelab.classroom.hub import CHECKOUT_GROUP, ClassHub, ClassSettings
 from servelab.classroom.limits import Limits
 from servelab.classroom.postgres import Postgres
 from servelab.classroom.servers import CPU_ARGS
@@ -311,7 +311,6 @@ def klass(tmp_path_factory):
     state = Path(tempfile.mkdtemp(prefix="servelab-class-"))
     state.chmod(0o755)
     db = Postgres(state / "db", port=free_port())
-    gradebook_url = db.start()
     # one vLLM server without speculation, as the class's shared one runs it (the pair, behind its proxy
     # with each student's key and share, is tested in test_class_servers.py); it loads while the hub starts
     shared = VllmServer(
@@ -325,7 +324,6 @@ def klass(tmp_path_factory):
         instructors=[INSTRUCTOR],
         students=list(ANSWERS),
         port=free_port_run(3),
-        gradebook_url=gradebook_url,
         remote_off_url=shared.url,
         limits=LIMITS.as_json(),
     )
@@ -337,6 +335,8 @@ def klass(tmp_path_factory):
     settings.variant_secret.chmod(0o600)
     hub = ClassHub(settings)
     try:
+        hub.instructors_group()  # as `class up` does: the gradebook's socket lets the instructors in, no one else
+        settings.gradebook_url = db.start(group=CHECKOUT_GROUP)
         shared.start()
         hub.start()
         shared.wait_ready(600)

@@ -22,7 +22,9 @@ def _names(text: str) -> list[str]:
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="class_command", required=True)
-    up = sub.add_parser("up", help="the gradebook's PostgreSQL, nbgrader's exchange and the hub, on 127.0.0.1")
+    up = sub.add_parser(
+        "up", help="the gradebook's PostgreSQL (on a Unix socket), nbgrader's exchange and the hub (on 127.0.0.1)"
+    )
     up.add_argument(
         "--state",
         type=Path,
@@ -32,7 +34,9 @@ def add_arguments(parser) -> None:
     up.add_argument("--instructors", type=_names, required=True, help="system users, comma-separated")
     up.add_argument("--students", type=_names, default=[], help="system users, comma-separated")
     up.add_argument("--port", type=int, default=8000, help="the hub's port (the next two are taken too)")
-    up.add_argument("--db-port", type=int, default=5433, help="the gradebook's PostgreSQL port")
+    up.add_argument(
+        "--db-port", type=int, default=5433, help="the gradebook's PostgreSQL socket number (.s.PGSQL.N; no TCP port)"
+    )
     up.add_argument("--sqlite", action="store_true", help="keep the gradebook in SQLite (one instructor)")
     up.add_argument(
         "--home-mib",
@@ -150,7 +154,7 @@ def cmd_servers(args) -> int:
 
 
 def cmd_up(args) -> int:
-    from .hub import ClassHub, ClassSettings
+    from .hub import CHECKOUT_GROUP, ClassHub, ClassSettings
     from .limits import Limits
     from .postgres import Postgres
 
@@ -175,8 +179,9 @@ def cmd_up(args) -> int:
     db = None
     if not args.sqlite:
         db = Postgres(settings.state / "db", port=args.db_port)
+        hub.instructors_group()  # before the gradebook: its socket's folder lets this group in, no one else
         hub.journal.record("postgres", folder=str(db.folder), port=args.db_port)
-        settings.gradebook_url = db.start()
+        settings.gradebook_url = db.start(group=CHECKOUT_GROUP)
     try:
         hub.start()
         took = time.monotonic() - started
@@ -184,7 +189,9 @@ def cmd_up(args) -> int:
         print(
             f"users:      instructors {', '.join(settings.instructors)}; students {', '.join(settings.students) or '-'}"
         )
-        print(f"gradebook:  {'PostgreSQL on 127.0.0.1:' + str(args.db_port) if db else 'SQLite in the course'}")
+        print(
+            f"gradebook:  {f'PostgreSQL on its socket in {db.socket_dir} (instructors only)' if db else 'SQLite in the course'}"
+        )
         print(f"exchange:   {settings.exchange}   course: {settings.course_dir}")
         capped = [name for name, yes in settings.home_capped.items() if yes]
         if capped:

@@ -471,9 +471,9 @@ class ClassHub:
         # Whose numbers `servelab variants show` may show: beside the secret, the instructors' (class.json is root's)
         write_roster(self.settings.students, self.settings.variant_secret)
 
-    def close_checkout(self, checkout: Path = REPO_DIR) -> None:
-        """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold
-        every committed version of them; the instructors can, as a group."""
+    def instructors_group(self) -> int:
+        """The instructors' group (CHECKOUT_GROUP), made if need be, with every instructor in it; its gid. Who
+        may read the checkout while a class runs, and pass into the gradebook's socket folder."""
         try:
             grp.getgrnam(CHECKOUT_GROUP)
         except KeyError:
@@ -483,7 +483,12 @@ class ClassHub:
             if CHECKOUT_GROUP not in subprocess.run(["id", "-nG", name], capture_output=True, text=True).stdout.split():
                 self.journal.record("member", user=name, group=CHECKOUT_GROUP)
                 subprocess.run(["usermod", "-aG", CHECKOUT_GROUP, name], check=True, capture_output=True)
-        gid = grp.getgrnam(CHECKOUT_GROUP).gr_gid
+        return grp.getgrnam(CHECKOUT_GROUP).gr_gid
+
+    def close_checkout(self, checkout: Path = REPO_DIR) -> None:
+        """Class users cannot read the checkout (keys, solutions/, samples) nor its git objects, which hold
+        every committed version of them; the instructors can, as a group."""
+        gid = self.instructors_group()
         for folder in [checkout, *git_dirs_outside(checkout)]:
             self.journal.mode(folder)  # written down (and synced) before the folder is closed
             os.chown(folder, -1, gid)

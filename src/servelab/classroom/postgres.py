@@ -1,25 +1,35 @@
-"""The class's gradebook server: a PostgreSQL cluster the class owns, in a folder, on a loopback port.
+"""The class's gradebook server: a PostgreSQL cluster the class owns, in a folder, on a socket only instructors reach.
 
 Debian's binaries (/usr/lib/postgresql/<version>/bin) make and run it: initdb
 into the folder, pg_ctl to start and stop. PostgreSQL refuses to run as root, so
 when the class is started by root the cluster belongs to the `postgres` system
-user (Debian's package makes it). It listens on 127.0.0.1 only, with no Unix
-socket, and a password (scram-sha-256) that sits in the folder readable by its
-owner only: students on the same machine cannot open the gradebook.
+user (Debian's package makes it).
+
+It listens on no TCP port at all, only on a Unix socket in a folder of its own
+(`<folder>-socket`, mode 750, group the instructors' group when `start` is given
+one): a student cannot open a connection to it, so cannot fill its
+max_connections with logins that never finish (300 half-open connections to a
+loopback port once left the instructors with "too many clients already"). The
+port is only the socket's number (`.s.PGSQL.<port>`). Logins also need the
+password (scram-sha-256), which sits beside the folder, readable by root only.
 """
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import quote
 
-from .errors import ClassError, port_free
+from .errors import ClassError
 
-DB_PORT = 5433  # not 5432, so a system PostgreSQL on the machine keeps its port
+DB_PORT = 5433  # the socket's number: not 5432's, so a system PostgreSQL's socket keeps its name
+SOCKET_PATH_MAX = 107  # bytes in a Unix socket's path (sun_path less its NUL); PostgreSQL refuses a longer one
 DB_USER = "servelab"
 GRADEBOOK_DB = "servelab_gradebook"
 START_TIMEOUT_S = 120  # pg_ctl -w waits this long for the server to accept connections
@@ -43,11 +53,12 @@ def bin_dir() -> Path:
 
 
 class Postgres:
-    """One PostgreSQL cluster in `folder`, listening on 127.0.0.1:`port`."""
+    """One PostgreSQL cluster in `folder`, listening on `<folder>-socket/.s.PGSQL.<port>` only."""
 
     def __init__(self, folder: Path, port: int = DB_PORT):
         self.folder = Path(folder).resolve()
         self.port = port
+        self.socket_dir = self.folder.parent / f"{self.folder.name}-socket"
         self.bin = bin_dir()
         self.owner = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
         self.password_file = self.folder.parent / f"{self.folder.name}.password"
@@ -73,7 +84,10 @@ class Postgres:
 
     def url(self, database: str = GRADEBOOK_DB) -> str:
         """The SQLAlchemy URL nbgrader takes as its db_url (SERVELAB_GRADEBOOK_URL)."""
-        return f"postgresql+psycopg2://{DB_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+        host = quote(str(self.socket_dir), safe="/")
+        return (
+            f"postgresql+psycopg2://{DB_USER}:{quote(self.password, safe='')}@/{database}?host={host}&port={self.port}"
+        )
 
     def running(self) -> bool:
         if not (self.folder / "postmaster.pid").exists():
@@ -113,17 +127,15 @@ class Postgres:
             if os.geteuid() == 0:
                 shutil.chown(self.password_file, "root", "root")
 
-    def start(self) -> str:
-        """Start the cluster (made first if need be) and create the gradebook database; its URL."""
+    def start(self, group: str | None = None) -> str:
+        """Start the cluster (made first if need be) and create the gradebook database; its URL.
+
+        `group` (a group's name, run as root) may pass into the socket's folder; else only the cluster's user."""
+        self._check_socket_path()  # before initdb makes anything
         self.init()
+        self._socket_folder(group)
         if not self.running():
-            if not port_free(self.port):
-                raise ClassError(
-                    f"Port {self.port} on 127.0.0.1 is taken, so the gradebook's PostgreSQL "
-                    f"cannot listen there: stop whatever holds it (ss -ltnp 'sport = :{self.port}') "
-                    "or choose another with --db-port."
-                )
-            options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
+            options = f"-p {self.port} -c listen_addresses='' -k {shlex.quote(str(self.socket_dir))}"
             self._run(
                 "pg_ctl",
                 "start",
@@ -148,8 +160,33 @@ class Postgres:
         import psycopg2
 
         return psycopg2.connect(
-            host="127.0.0.1", port=self.port, user=DB_USER, password=self.password, dbname=database, connect_timeout=30
+            host=str(self.socket_dir),
+            port=self.port,
+            user=DB_USER,
+            password=self.password,
+            dbname=database,
+            connect_timeout=30,
         )
+
+    def _check_socket_path(self) -> None:
+        path = self.socket_dir / f".s.PGSQL.{self.port}"
+        if len(os.fsencode(path)) > SOCKET_PATH_MAX or "," in str(self.socket_dir):
+            raise ClassError(
+                f"The gradebook's socket {path} is longer than a Unix socket's {SOCKET_PATH_MAX} bytes or holds a "
+                "comma (PostgreSQL's list separator): choose a shorter state folder with --state."
+            )
+
+    def _socket_folder(self, group: str | None) -> None:
+        """The socket's folder: the cluster's user's, mode 750, its group `group` (who may connect) or the user's."""
+        self.socket_dir.mkdir(exist_ok=True)
+        self.socket_dir.chmod(0o700)  # closed first: its group may change below
+        if os.geteuid() == 0:
+            try:
+                gid = grp.getgrnam(group).gr_gid if group else pwd.getpwnam(self.owner).pw_gid
+            except KeyError:
+                raise ClassError(f"There is no group {group!r} to let into the gradebook's socket.") from None
+            os.chown(self.socket_dir, pwd.getpwnam(self.owner).pw_uid, gid)
+        self.socket_dir.chmod(0o750)
 
     def create_database(self, name: str) -> None:
         conn = self.connect("postgres")
