@@ -3,6 +3,7 @@
     python bench/starvation.py [--attack 500] [--per-student 8]     ->   bench/results/starvation.json
     python bench/starvation.py --retry-refused                      ->   bench/results/starvation-retry-refused.json
     python bench/starvation.py --storm                              ->   bench/results/starvation-storm.json
+    python bench/starvation.py --long-prompts --retry-refused       ->   bench/results/starvation-long-prompts.json
 
 The class's two servers (servelab.classroom.servers: vLLM behind Debian's nginx,
 each student's share bounded by their key) with the bundled model. Two keys,
@@ -14,7 +15,9 @@ stays full; a refused one is given up, or with --retry-refused sent again after
 the proxy's Retry-After: a storm of about --attack refusals a second; or with --storm
 at once, on the same kept-alive connection: as many refusals a second as the flood's own
 CPU can send), and once the server runs the flood's whole share the classmate sends the
-same requests again;
+same requests again. With --long-prompts each of the flood's requests is the heaviest a
+class server takes (servelab.classroom.gate): a prompt just under the gate's cap and its
+longest output, forced (ignore_eos, min_tokens);
 the flood stops and its requests drain before the next round. Alone and flooded
 alternate so that the machine's other load falls on both alike. Target: the
 classmate's median TTFT under the flood within 2x of their median alone.
@@ -53,6 +56,7 @@ from servelab.server import free_port
 RESULT = Path(__file__).resolve().parent / "results" / "starvation.json"
 RESULT_RETRY = RESULT.with_name("starvation-retry-refused.json")  # the flood that re-sends what was refused
 RESULT_STORM = RESULT.with_name("starvation-storm.json")  # the flood that re-sends it at once, kept alive
+RESULT_LONG = RESULT.with_name("starvation-long-prompts.json")  # the flood's requests the heaviest the gate takes
 TARGET_RATIO = 2.0
 OUTPUT_LEN = 16  # the classmate's tokens per request: short, so the run fits on 2 cores
 FLOOD_OUTPUT_LEN = 64  # the flood's: long enough that its share stays busy
@@ -74,13 +78,15 @@ class Flood:
     retry: "" gives a refused request up; "after" sends it again after the proxy's Retry-After; "now" sends it
     again at once on the same kept-alive connection (a storm as fast as the flood's own CPU allows)."""
 
-    def __init__(self, port: int, key: str, model: str, width: int, retry: str = ""):
+    def __init__(self, port: int, key: str, model: str, width: int, retry: str = "", long: bool = False):
         self.port, self.key, self.width, self.retry = port, key, width, retry
+        output = gate.MAX_TOKENS if long else FLOOD_OUTPUT_LEN
         body = json.dumps(
             {
                 "model": model,
-                "messages": [{"role": "user", "content": "Write a long story about a GPU."}],
-                "max_tokens": FLOOD_OUTPUT_LEN,
+                "messages": [{"role": "user", "content": long_prompt() if long else "Write a long story about a GPU."}],
+                "max_tokens": output,
+                "min_tokens": output,
                 "ignore_eos": True,
                 "stream": False,
             }
@@ -148,11 +154,23 @@ class Flood:
         await asyncio.gather(*(self.one() for _ in range(self.width)))
 
 
-def flood_child(port: int, key: str, model: str, width: int, retry: str) -> int:
+def long_prompt(margin: int = 4) -> str:
+    """A prompt `margin` tokens under the gate's cap, as the gate counts it (the chat template adds its own)."""
+    encode = gate._tokenizer().encode
+    sentence = "A serving engineer measures the first token, the batch, the cache and the fleet's throughput. "
+    text = ""
+    while len(encode(text + sentence, add_special_tokens=False)) <= gate.MAX_PROMPT_TOKENS - margin:
+        text += sentence
+    while len(encode(text + "x", add_special_tokens=False)) <= gate.MAX_PROMPT_TOKENS - margin:
+        text += "x"
+    return text
+
+
+def flood_child(port: int, key: str, model: str, width: int, retry: str, long: bool = False) -> int:
     """The flood's process: runs until SIGTERM, then prints what it got back (JSON) and exits."""
     import signal
 
-    flood = Flood(port, key, model, width, retry)
+    flood = Flood(port, key, model, width, retry, long)
 
     async def run():
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, flood.stop.set)
@@ -198,15 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the flood re-sends each refused request at once on the same connection (as fast as it can)",
     )
     parser.add_argument(
-        "--flood-child", nargs=5, metavar=("PORT", "KEY", "MODEL", "WIDTH", "RETRY"), help=argparse.SUPPRESS
+        "--long-prompts",
+        action="store_true",
+        help="each of the flood's requests a prompt just under the gate's cap and its longest output, forced",
+    )
+    parser.add_argument(
+        "--flood-child", nargs=6, metavar=("PORT", "KEY", "MODEL", "WIDTH", "RETRY", "LONG"), help=argparse.SUPPRESS
     )
     parser.add_argument("--per-student", type=int, default=8, help="each student's share at the server")
     parser.add_argument("--max-seconds", type=float, default=600)
     parser.add_argument("--out", type=Path, help=f"default {RESULT.name}, or {RESULT_RETRY.name} with --retry-refused")
     args = parser.parse_args(argv)
     if args.flood_child:
-        port, key, model, width, retry = args.flood_child
-        return flood_child(int(port), key, model, int(width), retry.strip("-"))
+        port, key, model, width, retry, long = args.flood_child
+        return flood_child(int(port), key, model, int(width), retry.strip("-"), long == "long")
 
     retry = "now" if args.storm else "after" if args.retry_refused else ""
     load_before = [round(x, 2) for x in os.getloadavg()]
@@ -243,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                     model,
                     str(args.attack),
                     retry or "-",
+                    "long" if args.long_prompts else "-",
                 ],
                 stdout=subprocess.PIPE,
                 text=True,
@@ -284,7 +308,11 @@ def main(argv: list[str] | None = None) -> int:
             "flood_outstanding": args.attack,
             "flood_re_sends_refused": {"": "no", "after": "after Retry-After", "now": "at once, kept alive"}[retry],
             "students_cgroups": students.said,
-            "flood_output_tokens": FLOOD_OUTPUT_LEN,
+            "flood_output_tokens": gate.MAX_TOKENS if args.long_prompts else FLOOD_OUTPUT_LEN,
+            "flood_prompt_tokens": _prompt_tokens(
+                long_prompt() if args.long_prompts else "Write a long story about a GPU."
+            ),
+            "max_prompt_tokens_per_request": gate.MAX_PROMPT_TOKENS,
             "rounds": args.rounds,
             "classmate_requests_per_round": args.requests,
             "classmate_output_tokens": OUTPUT_LEN,
@@ -315,11 +343,28 @@ def main(argv: list[str] | None = None) -> int:
             "nginx": _nginx_version(),
         },
     }
-    out = args.out or (RESULT_STORM if args.storm else RESULT_RETRY if args.retry_refused else RESULT)
+    out = args.out or (
+        RESULT_LONG
+        if args.long_prompts
+        else RESULT_STORM
+        if args.storm
+        else RESULT_RETRY
+        if args.retry_refused
+        else RESULT
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("ttft_median_alone_s", "ttft_median_under_flood_s", "ratio")}))
     return 0 if result["meets_target"] else 1
+
+
+def _prompt_tokens(content: str) -> int:
+    """The flood's prompt as vLLM sees it: the chat template's tokens included."""
+    tokenizer = gate._tokenizer()
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
+    return len(tokenizer.encode(text, add_special_tokens=False))
 
 
 def _cpu_s(pid: int | None = None, group: int | None = None) -> float:

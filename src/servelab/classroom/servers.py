@@ -411,6 +411,7 @@ class EngineServer(VllmServer):
         if self.ids is not None:
             os.chown(tmp, *self.ids)
         env.update(TMPDIR=str(tmp), VLLM_RPC_BASE_PATH=str(tmp))
+        env["SERVELAB_GATE_MODEL"] = self.model  # the gate counts prompts with the tokenizer of the model served
         with _private_log(self.log_path) as log:
             self.proc = subprocess.Popen(
                 self.command(),
