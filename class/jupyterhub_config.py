@@ -17,6 +17,7 @@ from servelab.classroom.hub import (
     CULL_IDLE_DEFAULT_S,
     CULL_MAX_AGE_DEFAULT_S,
     ClassSettings,
+    hub_logging_config,
     lab_environment,
     single_user_command,
 )
@@ -36,6 +37,7 @@ c.ConfigurableHTTPProxy.command = [os.environ.get("SERVELAB_CLASS_PROXY", "confi
 c.JupyterHub.db_url = f"sqlite:///{hub_dir / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(hub_dir / "jupyterhub_cookie_secret")
 c.JupyterHub.pid_file = str(hub_dir / "jupyterhub.pid")
+c.JupyterHub.logging_config = hub_logging_config(hub_dir / "jupyterhub.log")  # capped: rotates at 20 MiB, 4 kept
 
 # Users are the machine's accounts, logging in with their own password.
 c.JupyterHub.authenticator_class = "pam"

@@ -12,6 +12,7 @@ import ast
 import asyncio
 import fnmatch
 import json
+import logging
 import os
 import re
 import subprocess
@@ -1065,3 +1066,38 @@ def test_class_up_takes_back_the_servers_keys_of_users_not_in_the_class(tmp_path
     assert keys["old-student"] not in (servers.engines_dir(tmp_path) / "conf" / "keys.map").read_text()
     assert servers.revoke_all_but(tmp_path, ["ada", "bo"]) == []
     assert servers.revoke_all_but(tmp_path / "none", ["ada"]) == []
+
+
+def test_the_local_hubs_log_is_capped_and_nothing_goes_around_it(local, monkeypatch, tmp_path, capfd):
+    """A student's loop of refused requests writes a warning line each: the local hub's own config (loaded by
+    traitlets as `jupyterhub -f` loads it) logs into a file that rotates, and nothing of it to its stderr, which
+    `class up` keeps uncapped for what runs before logging does."""
+    from jupyterhub.app import JupyterHub
+    from traitlets.config.loader import PyFileConfigLoader
+
+    from servelab.classroom import hub
+
+    (local.state / "hub").mkdir()
+    (local.state / "class.json").write_text(local.to_json())  # as ClassHub.lay_out writes it
+    monkeypatch.setenv("SERVELAB_CLASS_STATE", str(local.state))
+    monkeypatch.setattr(hub, "HUB_LOG_BYTES", 20_000)  # read as the config is loaded
+    config = PyFileConfigLoader("jupyterhub_config.py", str(REPO / "class")).load_config()
+    app = JupyterHub(config=config)
+    app.init_logging()
+    log = local.state / "hub" / "jupyterhub.log"
+    assert log == hub.ClassHub(local).log_path
+    refused = logging.getLogger("tornado.access")  # where JupyterHub's request log goes (its log_request)
+    try:
+        for i in range(3000):
+            refused.warning("403 GET /hub/api/users (@127.0.0.1) 1.2ms %d", i)
+    finally:
+        for handler in app.log.handlers:
+            handler.close()
+    files = sorted(log.parent.glob("jupyterhub.log*"))
+    assert [f.name for f in files] == [
+        "jupyterhub.log",
+        *(f"jupyterhub.log.{i}" for i in range(1, hub.HUB_LOG_KEPT + 1)),
+    ]
+    assert sum(f.stat().st_size for f in files) <= (hub.HUB_LOG_KEPT + 1) * 20_000
+    assert log.read_text().rstrip().endswith(" 2999")  # the newest line is in the log
+    assert "403 GET" not in capfd.readouterr().err

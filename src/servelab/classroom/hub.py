@@ -196,6 +196,31 @@ def shared_models_dir() -> str:
     return str(Path(os.environ["SERVELAB_CACHE"]) / "models") if os.environ.get("SERVELAB_CACHE") else ""
 
 
+HUB_LOG_BYTES = 20 * 2**20  # the hub's log rotates at this size ...
+HUB_LOG_KEPT = 4  # ... keeping this many old ones: 100 MiB in all, however many requests a student sends
+
+
+def hub_logging_config(log_path: Path) -> dict:
+    """The hub's logging (traitlets' Application.logging_config, merged into its own): into `log_path` through
+    Python's RotatingFileHandler, none to stderr. Every request the hub refuses writes a warning line (tornado's
+    access log), about 750 MB an hour from one student's loop of keyless API calls; capped, the disk the gradebook
+    and the hub's database are on keeps its room."""
+    return {
+        "handlers": {
+            "console": {"level": "CRITICAL"},  # traitlets' own handler (stderr): the file has it all
+            "capped": {
+                "class": "logging.handlers.RotatingFileHandler",
+                "filename": str(log_path),
+                "maxBytes": HUB_LOG_BYTES,
+                "backupCount": HUB_LOG_KEPT,
+                "formatter": "console",
+                "level": "DEBUG",
+            },
+        },
+        "loggers": {"JupyterHub": {"handlers": ["console", "capped"]}},
+    }
+
+
 def lab_environment(settings: ClassSettings, role: str) -> dict[str, str]:
     """What every single-user server of a role runs with: its Jupyter config and the lab's shared servers."""
     env = {
@@ -311,7 +336,8 @@ class ClassHub:
     def __init__(self, settings: ClassSettings):
         self.settings = settings
         self.proc: subprocess.Popen | None = None
-        self.log_path = settings.state / "hub" / "jupyterhub.log"
+        self.log_path = settings.state / "hub" / "jupyterhub.log"  # its logging, capped (hub_logging_config)
+        self.output_path = settings.state / "hub" / "jupyterhub-output.log"  # what it prints outside its logging
         self.notes: list[str] = []  # what the class could not bound on this machine, for `class up` to say
         try:
             self.journal = Journal.of(settings.state)  # what this class changed outside its state folder
@@ -520,7 +546,7 @@ class ClassHub:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        with open(self.log_path, "ab") as log:
+        with open(self.output_path, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
                 cwd=self.settings.state / "hub",
@@ -545,7 +571,9 @@ class ClassHub:
         raise ClassError(f"JupyterHub did not answer on {self.url} within {timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, chars: int = 3000) -> str:
-        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+        """The end of the hub's log, and of what it printed outside its logging (a failed start's traceback)."""
+        tails = [p.read_text(errors="replace")[-chars:] for p in (self.log_path, self.output_path) if p.exists()]
+        return "\n".join(t for t in tails if t.strip())
 
     def stop(self) -> None:
         """Stop the hub, the proxy and every user's server (JupyterHub stops them on SIGTERM); put back
