@@ -275,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic(), _cpu_s(pid=child.pid), _cpu_s(group=proxy), _engine_cpu(servers)
             try:
                 flood_batch.append(wait_running(url, keys["classmate"], lambda b: b >= args.per_student, 120))
+                if flood_batch[-1] < args.per_student:  # a flood the servers refused measures nothing
+                    raise SystemExit(
+                        f"the flood ran {flood_batch[-1]:.0f} requests, not its share of {args.per_student}, after "
+                        f"120 s: its requests are refused (run one by hand against {url}); nothing recorded"
+                    )
                 flooded += asyncio.run(asyncio.wait_for(classmate(victim, args.requests), args.max_seconds))
             finally:
                 ended = time.monotonic(), _cpu_s(pid=child.pid), _cpu_s(group=proxy), _engine_cpu(servers)

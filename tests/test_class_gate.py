@@ -27,7 +27,8 @@ def tokenizer():
 
 def chat(text: str, **more) -> bytes:
     """A request as the lab sends one (servelab.remote)."""
-    body = {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 256, "stream": True}
+    served = str(model.model_dir())  # the servers' model name is its path: long, and not counted
+    body = {"model": served, "messages": [{"role": "user", "content": text}], "max_tokens": 256, "stream": True}
     return json.dumps({**body, **more}).encode()
 
 
@@ -60,6 +61,7 @@ def test_every_prompt_of_the_course_passes_and_fits_the_context(tokenizer):
 def test_a_prompt_past_the_cap_is_refused_wherever_its_text_sits(tokenizer):
     under, over = words(tokenizer, CAP - 20), words(tokenizer, CAP + 1)
     assert gate.problem(chat(under)) is None
+    assert gate.problem(chat(under, min_tokens=256, ignore_eos=True)) is None  # the heaviest a class server takes
     assert f"at most {CAP} tokens" in gate.problem(chat(over))
     assert "at most" in gate.problem(json.dumps({"prompt": over}).encode())
     assert "at most" in gate.problem(json.dumps({"prompt": list(range(CAP + 1))}).encode())
@@ -98,7 +100,7 @@ def test_short_and_very_long_texts_are_decided_without_the_tokenizer(monkeypatch
         raise AssertionError("the tokenizer ran")
 
     monkeypatch.setattr(gate, "_tokenizer", no_tokenizer)
-    assert gate.problem(chat("x" * (CAP - 80))) is None  # the whole body's strings within CAP bytes
+    assert gate.problem(chat("x" * (CAP - 8))) is None  # the body's strings (its model's name aside) within CAP bytes
     long = gate.problem(chat("y" * (CAP * gate.PROMPT_BYTES_PER_TOKEN + 1)))
     assert f"at most {CAP} tokens" in long and "bytes" in long
     nested = {"messages": [{"role": "user", "content": [[[["z" * (CAP * gate.PROMPT_BYTES_PER_TOKEN)]]]]}]}

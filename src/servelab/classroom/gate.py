@@ -25,8 +25,8 @@ The share counts requests, so what one request costs is bounded too: its prompt 
 MAX_PROMPT_TOKENS tokens (eight of vLLM's 1,024-token contexts filled with prompt once slowed
 a classmate's first token about 4x). The prompt is counted with the served model's own
 tokenizer (SERVELAB_GATE_MODEL, which `class servers` sets to the model it serves; else the
-bundled model): every string in the request (a chat's messages, a completion's prompt; the chat
-template's few tokens are not counted) and a token-id prompt's length. The
+bundled model): every string in the request but its `model` (a chat's messages, a completion's
+prompt; the chat template's few tokens are not counted) and a token-id prompt's length. The
 tokenizer runs only where it has to, a few microseconds' worth: byte-level BPE gives every
 token at least one byte, so a prompt of at most MAX_PROMPT_TOKENS bytes passes uncounted, and
 one of more than PROMPT_BYTES_PER_TOKEN bytes a token (English runs about 4.5) is refused
@@ -79,10 +79,11 @@ def problem(body: bytes) -> str | None:
 def _prompt_problem(request: dict) -> str | None:
     """Why the prompt is too long for a class server, or None. Every string in the request counts (a chat's
     messages, a completion's prompt, tools, a chat field vLLM ignores on a completion and the other way round:
-    no field can carry uncounted text), and a token-id prompt by its length."""
+    no field can carry uncounted text; only `model`, which vLLM answers with 404 unless it names the model it
+    serves), and a token-id prompt by its length."""
     prompt = request.get("prompt")
     ids = len(prompt) if isinstance(prompt, list) else 0  # token ids (a list of prompts was refused above)
-    texts = _strings(request)
+    texts = _strings({k: v for k, v in request.items() if k != "model"})  # a name vLLM does not serve is a 404
     size = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
     if ids + size <= MAX_PROMPT_TOKENS:
         return None  # at least one byte a token: it cannot be over
