@@ -4,8 +4,10 @@ each student with their own key and a bounded share, the servers run by their ow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pwd
+import signal
 import socket
 import subprocess
 import tempfile
@@ -290,3 +292,74 @@ def test_the_connection_cap_is_recorded_and_class_down_deletes_it(tmp_path):
     assert journal.UNDO["nft"]({"table": table}) == f"nftables table {table} deleted"
     assert subprocess.run(["nft", "list", "table", "inet", table], capture_output=True).returncode != 0
     assert journal.UNDO["nft"]({"table": table}) == ""  # undone twice: nothing left to do
+
+
+LISTEN = """
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+print("listening", flush=True)
+s.settimeout(60)
+try:
+    c, _ = s.accept()
+    c.sendall(b"answered")
+    c.close()
+except OSError:
+    pass
+"""
+
+
+@contextlib.contextmanager
+def _listening(user: str, port: int):
+    """`user` listening on `port` (runuser keeps a parent: the whole session goes at the end)."""
+    listener = subprocess.Popen(
+        ["runuser", "-u", user, "--", "/usr/bin/python3", "-c", LISTEN, str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "listening"
+        yield
+    finally:
+        os.killpg(listener.pid, signal.SIGKILL)
+        listener.wait(timeout=30)
+
+
+def _connect(port: int, timeout_s: float) -> str:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+            return s.recv(16).decode() or "connected"
+    except TimeoutError:
+        return "no answer"
+    except ConnectionRefusedError:
+        return "refused"
+
+
+def test_only_the_servers_user_answers_on_their_ports_while_the_class_runs(tmp_path):
+    """A student who listens on a class server's port while the servers are stopped would be sent a classmate's
+    key: with the class's guard (what `class up` writes), her listening socket never completes a connection,
+    the servers' own user's does, and a port nobody listens on still says so at once."""
+    from servelab.classroom import journal, limits
+
+    if os.geteuid() != 0:
+        pytest.skip("the guard is root's nftables table")
+    port = free_port()
+    recorded = []
+    said = limits.guard_ports(tmp_path, [port], "daemon", record=lambda kind, **what: recorded.append((kind, what)))
+    if said.startswith("not guarded: nftables refused"):
+        pytest.skip(said)
+    table = limits.guard_table(tmp_path)
+    try:
+        assert said.startswith("guarded") and recorded == [("nft", {"table": table})], said
+        assert _connect(port, 5) == "refused"  # nobody listens: the reset goes out as before
+        for user, answer in (("nobody", "no answer"), ("daemon", "answered")):
+            with _listening(user, port):
+                # a loopback handshake takes microseconds: 3 s without one is a dropped SYN-ACK, not a slow machine
+                assert _connect(port, 3 if answer == "no answer" else 30) == answer, user
+    finally:
+        assert journal.UNDO["nft"]({"table": table}) == f"nftables table {table} deleted"
+    with _listening("nobody", port):
+        assert _connect(port, 30) == "answered"  # the guard deleted, anyone's socket answers again

@@ -4,6 +4,8 @@ they started; report writes the class report of an assignment and returns."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import signal
 import sys
 import threading
@@ -136,7 +138,8 @@ def cmd_servers(args) -> int:
         flush=True,
     )
     took = servers.start()
-    (args.state / "servers.json").write_text(json.dumps(servers.urls, indent=1) + "\n")
+    user = pwd.getpwuid(servers.ids[0] if servers.ids else os.geteuid()).pw_name  # who answers on their ports
+    (args.state / "servers.json").write_text(json.dumps({**servers.urls, "user": user}, indent=1) + "\n")
     print(f"speculation off: {servers.urls['off']}   (ready after {took['off']:.0f} s)")
     print(f"n-gram k={args.k}:   {servers.urls['on']}   (ready after {took['on']:.0f} s)")
     print(f"connections: {servers.connections}")
@@ -160,9 +163,10 @@ def cmd_up(args) -> int:
 
     off, on = (_names(args.servers) + ["", ""])[:2] if args.servers else ("", "")
     saved = args.state / "servers.json"
+    owner = ""  # who answers on the class servers' ports: known for the class's own (servers.json), not --servers'
     if not off and saved.exists():
         urls = json.loads(saved.read_text())
-        off, on = urls["off"], urls["on"]
+        off, on, owner = urls["off"], urls["on"], urls.get("user", "")
     settings = ClassSettings(
         state=args.state.resolve(),
         instructors=args.instructors,
@@ -176,6 +180,7 @@ def cmd_up(args) -> int:
     hub = ClassHub(settings)
     hub.recover()  # what a class killed before this one left (its hub on the port too) is put back first
     hub.check()  # every missing piece is named before anything starts
+    guarded = _guard_servers(hub, settings, [off, on], owner)
     db = None
     if not args.sqlite:
         db = Postgres(settings.state / "db", port=args.db_port)
@@ -198,6 +203,8 @@ def cmd_up(args) -> int:
             print(f"homes:      {', '.join(capped)}: each their own file system of {args.home_mib} MiB")
         for note in hub.notes:
             print(f"not capped: {note}")
+        if guarded:
+            print(f"servers:    {guarded}")
         print(f"lab:        {off or 'no shared servers (run `servelab class servers` first)'} {on}")
         print("Ctrl-C stops the hub, every user's server and the gradebook.", flush=True)
         _wait_for_stop()
@@ -206,6 +213,22 @@ def cmd_up(args) -> int:
         if db is not None:
             db.stop()
     return 0
+
+
+def _guard_servers(hub, settings, urls: list[str], owner: str) -> str:
+    """The ports of the servers the labs are handed answer only from the user `class servers` runs them as, while
+    the class runs (limits.guard_ports: a student listening there while they are stopped would be sent a
+    classmate's key); servers named with --servers are not the class's, and their user is not known."""
+    from urllib.parse import urlsplit
+
+    from . import limits
+
+    ports = sorted({urlsplit(u if "//" in u else f"http://{u}").port or 80 for u in urls if u})
+    if not ports:
+        return ""
+    if not owner:
+        return "not guarded: servers named with --servers (the ports of `class servers`' own are guarded)"
+    return limits.guard_ports(settings.state, ports, owner, record=hub.journal.record)
 
 
 def cmd_down(args) -> int:

@@ -39,6 +39,7 @@ import ctypes
 import ctypes.util
 import hashlib
 import os
+import pwd
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -174,6 +175,50 @@ def cap_connections(
     if done.returncode != 0:
         return f"not capped: nftables refused the class's table ({done.stderr.strip()[-300:]})"
     return f"capped: each user at {per_user} connections to ports {ports_set} at once (nftables table inet {table})"
+
+
+def guard_table(state: Path) -> str:
+    """The class's second nftables table: which user may answer on the class servers' ports (guard_ports)."""
+    return connection_table(state) + "_guard"
+
+
+def guard_ports(state: Path, ports: list[int], owner: str, record=lambda kind, **what: None) -> str:
+    """Only `owner`'s sockets may answer a connection to `ports`: the kernel drops a SYN-ACK sent from those ports
+    by any other user's listening socket, so a student who listens on a port of the class servers while they are
+    stopped (a classmate's lab would send her its key there) never completes a connection; a port nobody listens
+    on still answers with a reset at once. nftables' `meta skuid` of a SYN-ACK is its listening socket's owner
+    (the kernel's skb_to_full_sk); one whose owner it cannot tell is dropped too. What was done, in a line:
+    "guarded: ..." or "not guarded: <why>". `servelab class up` guards the ports it hands to the labs, for as long
+    as the class runs (its journal: `class down` deletes the table)."""
+    if os.geteuid() != 0:
+        return "not guarded: which user answers on the class servers' ports is root's nftables table"
+    try:
+        uid = pwd.getpwnam(owner).pw_uid
+    except KeyError:
+        return f"not guarded: there is no user {owner!r} yet (run `servelab class servers` first)"
+    nft = _nft()
+    if not Path(nft).exists():
+        raise ClassError(
+            "The class guards the servers' ports with nftables, which is not installed: run "
+            "`make class-deps` (apt-get install nftables)."
+        )
+    table = guard_table(state)
+    record("nft", table=table)
+    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
+    ports_set = ", ".join(str(p) for p in ports)
+    handshake = f"tcp sport {{ {ports_set} }} tcp flags & (syn | ack) == syn | ack"
+    rules = f"""table inet {table} {{
+  chain out {{
+    type filter hook output priority filter; policy accept;
+    {handshake} meta skuid {uid} accept
+    {handshake} drop
+  }}
+}}
+"""
+    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"not guarded: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    return f"guarded: ports {ports_set} answer only from {owner}'s sockets (nftables table inet {table})"
 
 
 def uncap_connections(table: str) -> str:
