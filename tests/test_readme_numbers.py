@@ -126,6 +126,24 @@ QUOTED: list[tuple[str, str, list[tuple[str, str]]]] = [
             ("bench/results/starvation-storm.json", "cores_used_while_flooded.engine"),
         ],
     ),
+    (
+        "README.md",
+        rf"starvation-long-prompts.json`,{W}the{W}flood{W}and{W}the{W}classmate{W}each{W}in{W}a{W}student's{W}cgroup\):"
+        rf"{W}the{W}classmate's{W}median{W}TTFT{W}went{W}from{W}{N}{W}s{W}alone{W}to{W}{N}{W}s,{W}{N}x",
+        [
+            ("bench/results/starvation-long-prompts.json", "ttft_median_alone_s"),
+            ("bench/results/starvation-long-prompts.json", "ttft_median_under_flood_s"),
+            ("bench/results/starvation-long-prompts.json", "ratio"),
+        ],
+    ),
+    (
+        "README.md",
+        rf"\(a{W}{N}-token{W}prompt{W}as{W}vLLM{W}sees{W}it,{W}{N}{W}output{W}tokens{W}forced",
+        [
+            ("bench/results/starvation-long-prompts.json", "setup.flood_prompt_tokens"),
+            ("bench/results/starvation-long-prompts.json", "setup.flood_output_tokens"),
+        ],
+    ),
 ]
 # grading/README.md's table of the samples: every row's autograde score is expected.json's (lesson 25).
 SAMPLE_ROW = re.compile(r"^\| (\w+) \| [^|\n]* \| " + N + r"(?: \([^|\n]*\))? \|$", re.M)
