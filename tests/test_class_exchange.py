@@ -373,7 +373,7 @@ def test_a_killed_class_up_is_put_back_by_class_down(cls):
         proc = subprocess.Popen([*up, "--sqlite", f"--port={port}"], stdout=log, stderr=log, start_new_session=True)
     try:
         started = time.monotonic()
-        while not _answers(f"http://127.0.0.1:{port}/hub/api"):
+        while not _answers(f"http://127.0.0.1:{port}/hub/api") or "Ctrl-C stops" not in (state / "up.log").read_text():
             assert proc.poll() is None, (state / "up.log").read_text()[-3000:]
             assert time.monotonic() - started < 900, (state / "up.log").read_text()[-3000:]
             time.sleep(1)
@@ -381,6 +381,9 @@ def test_a_killed_class_up_is_put_back_by_class_down(cls):
         os.killpg(proc.pid, signal.SIGKILL)  # class up and what it runs itself; the hub has its own session
         proc.wait(timeout=60)
         assert seen(REPO_DIR)[0] == 0o750 and _answers(f"http://127.0.0.1:{port}/hub/api")  # left as it was
+        flows = ["nft", "list", "table", "inet", limits.flows_table(state / "class")]
+        capped = "flows:      capped" in (state / "up.log").read_text()
+        assert capped == (subprocess.run(flows, capture_output=True).returncode == 0), (state / "up.log").read_text()
         refused = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO_DIR / "Makefile")])
         assert refused.returncode != 0
         down = subprocess.run(
@@ -393,6 +396,7 @@ def test_a_killed_class_up_is_put_back_by_class_down(cls):
         assert not _answers(f"http://127.0.0.1:{port}/hub/api")
         assert str(state) not in Path("/proc/mounts").read_text()
         assert not any(folder.exists() for folder in limits.class_folders(state / "class"))
+        assert subprocess.run(flows, capture_output=True).returncode != 0  # the flows' cap deleted
         opened = subprocess.run(["runuser", "-u", "nobody", "--", "test", "-r", str(REPO_DIR / "Makefile")])
         assert opened.returncode == 0
         again = subprocess.run(

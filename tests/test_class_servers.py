@@ -363,3 +363,64 @@ def test_only_the_servers_user_answers_on_their_ports_while_the_class_runs(tmp_p
         assert journal.UNDO["nft"]({"table": table}) == f"nftables table {table} deleted"
     with _listening("nobody", port):
         assert _connect(port, 30) == "answered"  # the guard deleted, anyone's socket answers again
+
+
+SELF_CONNECT = """
+import socket, sys
+n = int(sys.argv[1])
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(4096)
+held, refused = [], 0
+for _ in range(n):
+    s = socket.socket()
+    try:
+        s.connect(listener.getsockname())
+        held.append(s)
+    except OSError:
+        refused += 1
+print(len(held), refused, flush=True)
+sys.stdin.read()  # holds them until the test lets go
+"""
+
+
+def test_a_class_user_cannot_fill_the_kernels_connection_table(tmp_path):
+    """Loopback connections between a student's own sockets each take an entry of the kernel's connection
+    tracking table, which drops every new connection on the machine once full: the class caps each of its users
+    (cap_flows, what `class up` writes), and a user outside the cap still connects meanwhile."""
+    from servelab.classroom import journal, limits
+
+    if os.geteuid() != 0:
+        pytest.skip("the cap is root's nftables table")
+    recorded = []
+    said = limits.cap_flows(
+        tmp_path, ["nobody"], record=lambda kind, **what: recorded.append((kind, what)), per_user=40
+    )
+    if said.startswith("not capped: nftables refused") or said.startswith("not capped: the kernel tracks"):
+        pytest.skip(said)
+    table = limits.flows_table(tmp_path)
+    try:
+        assert said.startswith("capped") and recorded == [("nft", {"table": table})], said
+        hog = subprocess.Popen(
+            ["runuser", "-u", "nobody", "--", "/usr/bin/python3", "-c", SELF_CONNECT, "60"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            assert hog.stdout is not None
+            held, refused = map(int, hog.stdout.readline().split())
+            assert (held, refused) == (40, 20)
+            other = subprocess.run(
+                ["runuser", "-u", "daemon", "--", "/usr/bin/python3", "-c", SELF_CONNECT, "60"],
+                input="",
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert other.stdout.split() == ["60", "0"], other  # not a user of the class
+        finally:
+            hog.communicate("", timeout=30)
+    finally:
+        assert journal.UNDO["nft"]({"table": table}) == f"nftables table {table} deleted"

@@ -157,6 +157,7 @@ def cmd_servers(args) -> int:
 
 
 def cmd_up(args) -> int:
+    from . import limits
     from .hub import CHECKOUT_GROUP, ClassHub, ClassSettings
     from .limits import Limits
     from .postgres import Postgres
@@ -181,6 +182,7 @@ def cmd_up(args) -> int:
     hub.recover()  # what a class killed before this one left (its hub on the port too) is put back first
     hub.check()  # every missing piece is named before anything starts
     guarded = _guard_servers(hub, settings, [off, on], owner)
+    flows = limits.cap_flows(settings.state, [*settings.instructors, *settings.students], hub.journal.record)
     db = None
     if not args.sqlite:
         db = Postgres(settings.state / "db", port=args.db_port)
@@ -205,6 +207,7 @@ def cmd_up(args) -> int:
             print(f"not capped: {note}")
         if guarded:
             print(f"servers:    {guarded}")
+        print(f"flows:      {flows}")
         print(f"lab:        {off or 'no shared servers (run `servelab class servers` first)'} {on}")
         print("Ctrl-C stops the hub, every user's server and the gradebook.", flush=True)
         _wait_for_stop()

@@ -51,6 +51,8 @@ CGROUP = Path("/sys/fs/cgroup")
 CGROUP_ROOT = "servelab"
 V1 = ("memory", "pids", "cpu")
 CONNECTIONS_PER_USER = 64  # a user's TCP connections to the class servers at once (a share is 8 requests a server)
+FLOWS_PER_USER = 4096  # a class user's connections the kernel tracks at once, anywhere (cap_flows), at most ...
+CONNTRACK_MAX = Path("/proc/sys/net/netfilter/nf_conntrack_max")  # ... the class's users together half of this
 
 
 @dataclass
@@ -219,6 +221,58 @@ def guard_ports(state: Path, ports: list[int], owner: str, record=lambda kind, *
     if done.returncode != 0:
         return f"not guarded: nftables refused the class's table ({done.stderr.strip()[-300:]})"
     return f"guarded: ports {ports_set} answer only from {owner}'s sockets (nftables table inet {table})"
+
+
+def flows_table(state: Path) -> str:
+    return connection_table(state) + "_flows"
+
+
+def cap_flows(state: Path, users: list[str], record=lambda kind, **what: None, per_user: int | None = None) -> str:
+    """Cap each of the class's `users` at a share of the kernel's connection tracking table: new connections (TCP,
+    UDP, anything conntrack follows) of a user who holds that many already are refused. A loopback connection
+    between two of one student's own sockets takes an entry like any other, and when the table is full the kernel
+    drops every new connection on the machine, a classmate's to the class servers and the hub's to her server
+    among them: the cap is FLOWS_PER_USER, or less so that the class's users together fill at most half the
+    table (or `per_user`). What was done, in a line: "capped: ..." or "not capped: <why>". `servelab class up`
+    writes it (its journal: `class down` deletes the table)."""
+    if os.geteuid() != 0:
+        return "not capped: a user's tracked connections are capped by root's nftables"
+    try:
+        table_size = int(CONNTRACK_MAX.read_text())
+    except (OSError, ValueError):
+        return f"not capped: the kernel tracks no connections here ({CONNTRACK_MAX} cannot be read)"
+    uids = sorted({pwd.getpwnam(name).pw_uid for name in users} - {0})
+    if not uids:
+        return "not capped: no user of the class but root"
+    per_user = per_user or max(64, min(FLOWS_PER_USER, table_size // (2 * len(uids))))
+    nft = _nft()
+    if not Path(nft).exists():
+        raise ClassError(
+            "The class caps each user's tracked connections with nftables, which is not installed: run "
+            "`make class-deps` (apt-get install nftables)."
+        )
+    table = flows_table(state)
+    record("nft", table=table)
+    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
+    rules = f"""table inet {table} {{
+  set users {{ type uid; size 65535; flags dynamic; }}
+  chain refuse {{
+    meta l4proto tcp reject with tcp reset
+    reject
+  }}
+  chain out {{
+    type filter hook output priority filter; policy accept;
+    ct state new meta skuid {{ {", ".join(map(str, uids))} }} add @users {{ meta skuid ct count over {per_user} }} jump refuse
+  }}
+}}
+"""
+    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"not capped: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    return (
+        f"capped: each of the class's {len(uids)} users at {per_user} tracked connections at once, of the "
+        f"kernel's {table_size:,} (nftables table inet {table})"
+    )
 
 
 def uncap_connections(table: str) -> str:
