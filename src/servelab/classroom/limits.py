@@ -155,15 +155,7 @@ def cap_connections(
     Missing nft is a ClassError that says how to install it."""
     if os.geteuid() != 0:
         return "not capped: a user's connections to the class servers are capped by root's nftables"
-    nft = _nft()
-    if not Path(nft).exists():
-        raise ClassError(
-            "The class servers cap each user's connections with nftables, which is not installed: run "
-            "`make class-deps` (apt-get install nftables)."
-        )
     table = connection_table(state)
-    record("nft", table=table)
-    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
     ports_set = ", ".join(str(p) for p in ports)
     rules = f"""table inet {table} {{
   set users {{ type uid; size 65535; flags dynamic; }}
@@ -173,9 +165,9 @@ def cap_connections(
   }}
 }}
 """
-    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
-    if done.returncode != 0:
-        return f"not capped: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    refused = _load_table(table, rules, "The class servers cap each user's connections", record)
+    if refused:
+        return f"not capped: {refused}"
     return f"capped: each user at {per_user} connections to ports {ports_set} at once (nftables table inet {table})"
 
 
@@ -198,15 +190,7 @@ def guard_ports(state: Path, ports: list[int], owner: str, record=lambda kind, *
         uid = pwd.getpwnam(owner).pw_uid
     except KeyError:
         return f"not guarded: there is no user {owner!r} yet (run `servelab class servers` first)"
-    nft = _nft()
-    if not Path(nft).exists():
-        raise ClassError(
-            "The class guards the servers' ports with nftables, which is not installed: run "
-            "`make class-deps` (apt-get install nftables)."
-        )
     table = guard_table(state)
-    record("nft", table=table)
-    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
     ports_set = ", ".join(str(p) for p in ports)
     handshake = f"tcp sport {{ {ports_set} }} tcp flags & (syn | ack) == syn | ack"
     rules = f"""table inet {table} {{
@@ -217,9 +201,9 @@ def guard_ports(state: Path, ports: list[int], owner: str, record=lambda kind, *
   }}
 }}
 """
-    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
-    if done.returncode != 0:
-        return f"not guarded: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    refused = _load_table(table, rules, "The class guards the servers' ports", record)
+    if refused:
+        return f"not guarded: {refused}"
     return f"guarded: ports {ports_set} answer only from {owner}'s sockets (nftables table inet {table})"
 
 
@@ -245,15 +229,7 @@ def cap_flows(state: Path, users: list[str], record=lambda kind, **what: None, p
     if not uids:
         return "not capped: no user of the class but root"
     per_user = per_user or max(64, min(FLOWS_PER_USER, table_size // (2 * len(uids))))
-    nft = _nft()
-    if not Path(nft).exists():
-        raise ClassError(
-            "The class caps each user's tracked connections with nftables, which is not installed: run "
-            "`make class-deps` (apt-get install nftables)."
-        )
     table = flows_table(state)
-    record("nft", table=table)
-    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
     rules = f"""table inet {table} {{
   set users {{ type uid; size 65535; flags dynamic; }}
   chain refuse {{
@@ -266,13 +242,27 @@ def cap_flows(state: Path, users: list[str], record=lambda kind, **what: None, p
   }}
 }}
 """
-    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
-    if done.returncode != 0:
-        return f"not capped: nftables refused the class's table ({done.stderr.strip()[-300:]})"
+    refused = _load_table(table, rules, "The class caps each user's tracked connections", record)
+    if refused:
+        return f"not capped: {refused}"
     return (
         f"capped: each of the class's {len(uids)} users at {per_user} tracked connections at once, of the "
         f"kernel's {table_size:,} (nftables table inet {table})"
     )
+
+
+def _load_table(table: str, rules: str, who: str, record) -> str:
+    """Load one of the class's nftables tables (recorded first, an earlier run's replaced); "" once loaded, else
+    why not. Missing nft is a ClassError that says how to install it (`who` does what with it)."""
+    nft = _nft()
+    if not Path(nft).exists():
+        raise ClassError(
+            f"{who} with nftables, which is not installed: run `make class-deps` (apt-get install nftables)."
+        )
+    record("nft", table=table)
+    subprocess.run([nft, "delete", "table", "inet", table], capture_output=True)  # an earlier run's, if any
+    done = subprocess.run([nft, "-f", "-"], input=rules, capture_output=True, text=True)
+    return "" if done.returncode == 0 else f"nftables refused the class's table ({done.stderr.strip()[-300:]})"
 
 
 def uncap_connections(table: str) -> str:
