@@ -638,14 +638,16 @@ def test_a_week_of_class(klass):
         ):
             refused = as_user("sl-ana", "ls", str(target))
             assert refused.returncode != 0 and "Permission denied" in refused.stderr, (target, refused.stdout)
-        peek = as_user(
-            "sl-ana",
-            s.student_python,
-            "-c",
-            "import psycopg2; psycopg2.connect(host='127.0.0.1', "
-            f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')",
-        )
-        assert peek.returncode != 0 and "password" in peek.stderr, peek.stderr  # the gradebook is the instructor's
+        # the gradebook is the instructors': no TCP port at all, and a socket in a folder she cannot enter
+        for host, why in (("127.0.0.1", "Connection refused"), (str(klass["db"].socket_dir), "Permission denied")):
+            peek = as_user(
+                "sl-ana",
+                s.student_python,
+                "-c",
+                f"import psycopg2; psycopg2.connect(host={host!r}, "
+                f"port={klass['db'].port}, user='servelab', dbname='servelab_gradebook')",
+            )
+            assert peek.returncode != 0 and why in peek.stderr, peek.stderr
 
         for assignment in ("lesson25", "lab25"):
             instructor_nbgrader(klass, "generate_feedback", assignment, "--force")

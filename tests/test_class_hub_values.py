@@ -663,6 +663,8 @@ def test_the_clusters_engines_bound_each_request_as_the_local_class_does():
         defaults = json.loads(rendered.data["override-generation-config"])
         assert defaults == json.loads(wanted["--override-generation-config"]) == {"max_new_tokens": gate.MAX_TOKENS}
         assert defaults["max_new_tokens"] < rendered.data["max-model-len"] and not rendered.unapplied
+        # the gate's tokenizer is the model's the engine serves (production-stack appends modelSpec.env)
+        assert {e["name"]: e["value"] for e in spec["env"]}["SERVELAB_GATE_MODEL"] == spec["modelURL"], spec["name"]
         image, _line = rendered.image
         assert image == f"{spec['repository']}:{spec['tag']}" and image.startswith(
             "registry.example.edu/servelab/engine:"
